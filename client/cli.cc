@@ -1,0 +1,145 @@
+#include "client/cli.h"
+
+#include <cstdlib>
+#include <iomanip>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/rpc/rpc.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "weir/v1/cluster.grpc.pb.h"
+
+namespace weir::client {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: weir [--jobmanager HOST:PORT] [--json] COMMAND\n"
+    "\n"
+    "commands:\n"
+    "  cluster    list the TaskManagers of the cluster with their slots\n"
+    "\n"
+    "--jobmanager defaults to $WEIR_JOBMANAGER, else 127.0.0.1:6123.\n";
+
+struct Options {
+  std::string jobmanager;
+  bool json = false;
+  std::string command;
+  std::vector<std::string> command_args;
+};
+
+// Turns an RPC failure into the one line the user sees.
+std::string DescribeRpcError(const Options& options, const grpc::Status& status) {
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::StrCat("cannot reach the JobManager at ", options.jobmanager, " (", status.error_message(),
+                        "); is it running? Pass --jobmanager HOST:PORT or set WEIR_JOBMANAGER");
+  }
+  return absl::StrCat("the JobManager at ", options.jobmanager, " answered: ", status.error_message());
+}
+
+void SetDeadline(grpc::ClientContext* context) {
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+}
+
+int RunCluster(const Options& options, std::ostream& out, std::ostream& err) {
+  auto stub = v1::ClusterService::NewStub(rpc::CreateChannel(options.jobmanager));
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::ListTaskManagersResponse response;
+  grpc::Status status = stub->ListTaskManagers(&context, v1::ListTaskManagersRequest(), &response);
+  if (!status.ok()) {
+    err << "weir: " << DescribeRpcError(options, status) << "\n";
+    return 1;
+  }
+  if (options.json) {
+    nlohmann::json tms = nlohmann::json::array();
+    for (const auto& tm : response.taskmanagers()) {
+      tms.push_back({{"id", tm.info().taskmanager_id()},
+                     {"address", tm.info().address()},
+                     {"hostname", tm.info().hostname()},
+                     {"pid", tm.info().pid()},
+                     {"version", tm.info().version()},
+                     {"slots_total", tm.slots().slots_total()},
+                     {"slots_free", tm.slots().slots_free()},
+                     {"seconds_since_heartbeat", tm.seconds_since_heartbeat()},
+                     {"registered_at_unix_ms", tm.registered_at_unix_ms()}});
+    }
+    nlohmann::json doc = {{"jobmanager", options.jobmanager},
+                          {"jobmanager_session_id", response.jobmanager_session_id()},
+                          {"taskmanagers", tms}};
+    out << doc.dump(2) << "\n";
+    return 0;
+  }
+  out << absl::StrFormat("JobManager %s at %s: %d TaskManager(s)\n", response.jobmanager_session_id(),
+                         options.jobmanager, response.taskmanagers_size());
+  if (response.taskmanagers_size() == 0) return 0;
+  out << absl::StrFormat("%-20s %-24s %-12s %s\n", "ID", "ADDRESS", "SLOTS FREE", "LAST HEARTBEAT");
+  for (const auto& tm : response.taskmanagers()) {
+    out << absl::StrFormat("%-20s %-24s %-12s %.1f s ago\n", tm.info().taskmanager_id(), tm.info().address(),
+                           absl::StrCat(tm.slots().slots_free(), "/", tm.slots().slots_total()),
+                           tm.seconds_since_heartbeat());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  Options options;
+  const char* env = std::getenv("WEIR_JOBMANAGER");
+  options.jobmanager = env != nullptr && *env != '\0' ? env : "127.0.0.1:6123";
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (!options.command.empty()) {
+      options.command_args.push_back(arg);
+    } else if (arg == "--json") {
+      options.json = true;
+    } else if (arg == "--jobmanager" || arg == "-m") {
+      if (i + 1 >= args.size()) {
+        err << "weir: " << arg << " needs HOST:PORT\n";
+        return 2;
+      }
+      options.jobmanager = args[++i];
+    } else if (arg.rfind("--jobmanager=", 0) == 0) {
+      options.jobmanager = arg.substr(strlen("--jobmanager="));
+    } else if (arg == "--help" || arg == "-h" || arg == "help") {
+      out << kUsage;
+      return 0;
+    } else if (!arg.empty() && arg[0] == '-') {
+      err << "weir: unknown option '" << arg << "'\n" << kUsage;
+      return 2;
+    } else {
+      options.command = arg;
+    }
+  }
+  // Options may also follow the command: `weir cluster --json`.
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < options.command_args.size(); ++i) {
+    const std::string& arg = options.command_args[i];
+    if (arg == "--json") {
+      options.json = true;
+    } else if ((arg == "--jobmanager" || arg == "-m") && i + 1 < options.command_args.size()) {
+      options.jobmanager = options.command_args[++i];
+    } else {
+      rest.push_back(arg);
+    }
+  }
+  options.command_args = std::move(rest);
+
+  if (options.command.empty()) {
+    err << kUsage;
+    return 2;
+  }
+  if (options.command == "cluster") {
+    if (!options.command_args.empty()) {
+      err << "weir: 'cluster' takes no arguments, got '" << options.command_args[0] << "'\n";
+      return 2;
+    }
+    return RunCluster(options, out, err);
+  }
+  err << "weir: unknown command '" << options.command << "'\n" << kUsage;
+  return 2;
+}
+
+}  // namespace weir::client

@@ -1,0 +1,9 @@
+// weir: the command-line client of a Weir cluster.
+#include <iostream>
+
+#include "client/cli.h"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  return weir::client::RunCli(args, std::cout, std::cerr);
+}

@@ -1,0 +1,81 @@
+# Test helpers shared by Weir's test directories.
+#
+# Tests against a real Kafka broker: the CTest fixture "kafka" starts one single-node
+# broker per build tree with scripts/kafka.sh (in ${WEIR_TEST_KAFKA_DIR}) before the
+# first test that needs it and stops it after the last one. `ctest -L kafka` runs just
+# those tests (CTest adds the fixture's start/stop tests by itself).
+include_guard(GLOBAL)
+
+set(WEIR_TEST_KAFKA_DIR "${CMAKE_BINARY_DIR}/test-kafka"
+    CACHE INTERNAL "Where the test Kafka broker keeps its config, data, log and pid")
+
+# Defines the tests kafka_broker_start (FIXTURES_SETUP kafka) and kafka_broker_stop
+# (FIXTURES_CLEANUP kafka). Safe to call more than once.
+function(weir_add_kafka_fixture)
+  get_property(done GLOBAL PROPERTY WEIR_KAFKA_FIXTURE_DEFINED)
+  if(done)
+    return()
+  endif()
+  set_property(GLOBAL PROPERTY WEIR_KAFKA_FIXTURE_DEFINED TRUE)
+  set(script "${PROJECT_SOURCE_DIR}/scripts/kafka.sh")
+  add_test(NAME kafka_broker_start COMMAND "${script}" start "${WEIR_TEST_KAFKA_DIR}")
+  set_tests_properties(kafka_broker_start PROPERTIES
+    FIXTURES_SETUP kafka
+    LABELS kafka
+    # The first run also downloads Kafka from Maven Central.
+    TIMEOUT 180)
+  add_test(NAME kafka_broker_stop COMMAND "${script}" stop "${WEIR_TEST_KAFKA_DIR}")
+  set_tests_properties(kafka_broker_stop PROPERTIES
+    FIXTURES_CLEANUP kafka
+    LABELS kafka
+    TIMEOUT 60)
+endfunction()
+
+# weir_add_kafka_test(<name> [TARGET <target>] [TIMEOUT <seconds>] [LABELS <label>...]
+#                     [ARGS <arg>...])
+#
+# Adds test <name> running executable target <target> (default: <name>) against the
+# test broker: it requires the "kafka" fixture, gets WEIR_TEST_KAFKA_DIR in its
+# environment (tests/kafka/test_kafka.h reads the bootstrap address from there) and the
+# label "kafka".
+function(weir_add_kafka_test name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "TARGET;TIMEOUT" "LABELS;ARGS")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "weir_add_kafka_test(${name}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT arg_TARGET)
+    set(arg_TARGET "${name}")
+  endif()
+  if(NOT arg_TIMEOUT)
+    set(arg_TIMEOUT 300)
+  endif()
+  weir_add_kafka_fixture()
+  add_test(NAME "${name}" COMMAND "$<TARGET_FILE:${arg_TARGET}>" ${arg_ARGS})
+  set_tests_properties("${name}" PROPERTIES
+    FIXTURES_REQUIRED kafka
+    ENVIRONMENT "WEIR_TEST_KAFKA_DIR=${WEIR_TEST_KAFKA_DIR}"
+    LABELS "kafka;${arg_LABELS}"
+    TIMEOUT "${arg_TIMEOUT}")
+endfunction()
+
+# weir_add_unit_test(<name> <source> <libraries>...): an in-process GoogleTest
+# binary, labelled "unit".
+function(weir_add_unit_test name source)
+  add_executable(${name} ${source})
+  target_link_libraries(${name} PRIVATE ${ARGN} weir_testing GTest::gtest_main)
+  weir_target_defaults(${name})
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES LABELS unit TIMEOUT 120)
+endfunction()
+
+# weir_add_integration_test(<name> <source> <libraries>...): a GoogleTest
+# binary that starts the real weir binaries from <build>/bin, labelled
+# "integration". Its tests run one after another.
+function(weir_add_integration_test name source)
+  add_executable(${name} ${source})
+  target_link_libraries(${name} PRIVATE ${ARGN} weir_testing GTest::gtest_main)
+  add_dependencies(${name} weir weir-jobmanager weir-taskmanager)
+  weir_target_defaults(${name})
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES LABELS integration TIMEOUT 600)
+endfunction()

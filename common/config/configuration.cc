@@ -1,0 +1,338 @@
+#include "absl/strings/string_view.h"
+#include "common/config/configuration.h"
+
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/check.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/status_macros.h"
+
+namespace weir::config {
+namespace {
+
+// Splits "123 ms" / "123ms" into its number and its (lower-cased) unit.
+bool SplitNumberAndUnit(absl::string_view text, int64_t* number, std::string* unit) {
+  text = absl::StripAsciiWhitespace(text);
+  size_t i = 0;
+  while (i < text.size() && absl::ascii_isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  if (i == 0) return false;
+  if (!absl::SimpleAtoi(text.substr(0, i), number)) return false;
+  *unit = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text.substr(i)));
+  return true;
+}
+
+absl::string_view TypeName(OptionType type) {
+  switch (type) {
+    case OptionType::kString: return "string";
+    case OptionType::kInt: return "integer";
+    case OptionType::kBool: return "boolean";
+    case OptionType::kDuration: return "duration";
+    case OptionType::kMemorySize: return "memory size";
+    case OptionType::kEnum: return "enum";
+  }
+  return "?";
+}
+
+absl::string_view SourceName(ValueSource source) {
+  switch (source) {
+    case ValueSource::kDefault: return "default";
+    case ValueSource::kFile: return "file";
+    case ValueSource::kCommandLine: return "command line";
+  }
+  return "?";
+}
+
+absl::Status UnknownKey(absl::string_view key) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown configuration key '", key,
+      "'; see docs/configuration.md for the keys Weir understands"));
+}
+
+// "key: value" (or "key=value"); strips quotes and trailing comments.
+absl::StatusOr<std::pair<std::string, std::string>> ParseFileLine(absl::string_view line) {
+  size_t sep = line.find(':');
+  if (sep == absl::string_view::npos) {
+    return absl::InvalidArgumentError("expected 'key: value'");
+  }
+  std::string key(absl::StripAsciiWhitespace(line.substr(0, sep)));
+  absl::string_view value = absl::StripAsciiWhitespace(line.substr(sep + 1));
+  if (key.empty()) return absl::InvalidArgumentError("expected 'key: value' (the key is empty)");
+  if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'')) {
+    if (value.back() != value.front()) {
+      return absl::InvalidArgumentError(absl::StrCat("unterminated quote in the value of '", key, "'"));
+    }
+    value = value.substr(1, value.size() - 2);
+  } else {
+    size_t comment = value.find(" #");
+    if (comment != absl::string_view::npos) value = absl::StripAsciiWhitespace(value.substr(0, comment));
+  }
+  return std::make_pair(std::move(key), std::string(value));
+}
+
+}  // namespace
+
+absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text) {
+  int64_t n = 0;
+  std::string unit;
+  if (!SplitNumberAndUnit(text, &n, &unit)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "' is not a duration; expected a number with an optional unit, e.g. 500ms, 5 s, 1 min"));
+  }
+  if (unit.empty() || unit == "ms" || unit == "milli" || unit == "millis" || unit == "millisecond" ||
+      unit == "milliseconds") {
+    return absl::Milliseconds(n);
+  }
+  if (unit == "us" || unit == "micro" || unit == "micros" || unit == "microsecond" || unit == "microseconds") {
+    return absl::Microseconds(n);
+  }
+  if (unit == "ns" || unit == "nano" || unit == "nanos" || unit == "nanosecond" || unit == "nanoseconds") {
+    return absl::Nanoseconds(n);
+  }
+  if (unit == "s" || unit == "sec" || unit == "secs" || unit == "second" || unit == "seconds") {
+    return absl::Seconds(n);
+  }
+  if (unit == "m" || unit == "min" || unit == "mins" || unit == "minute" || unit == "minutes") {
+    return absl::Minutes(n);
+  }
+  if (unit == "h" || unit == "hour" || unit == "hours") return absl::Hours(n);
+  if (unit == "d" || unit == "day" || unit == "days") return absl::Hours(24 * n);
+  return absl::InvalidArgumentError(absl::StrCat("'", text, "' has an unknown time unit '", unit,
+                                                 "'; use ms, s, min, h or d"));
+}
+
+absl::StatusOr<int64_t> ParseMemorySize(absl::string_view text) {
+  int64_t n = 0;
+  std::string unit;
+  if (!SplitNumberAndUnit(text, &n, &unit)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "' is not a memory size; expected a number with an optional unit, e.g. 64mb, 1 gb"));
+  }
+  int64_t factor = 0;
+  if (unit.empty() || unit == "b" || unit == "bytes") factor = 1;
+  else if (unit == "k" || unit == "kb" || unit == "kibibytes") factor = 1LL << 10;
+  else if (unit == "m" || unit == "mb" || unit == "mebibytes") factor = 1LL << 20;
+  else if (unit == "g" || unit == "gb" || unit == "gibibytes") factor = 1LL << 30;
+  else if (unit == "t" || unit == "tb" || unit == "tebibytes") factor = 1LL << 40;
+  else {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' has an unknown size unit '", unit,
+                                                   "'; use b, kb, mb, gb or tb"));
+  }
+  if (n > std::numeric_limits<int64_t>::max() / factor) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too large"));
+  }
+  return n * factor;
+}
+
+std::string FormatDuration(absl::Duration d) {
+  int64_t ms = absl::ToInt64Milliseconds(d);
+  if (ms != 0 && ms % 3600000 == 0) return absl::StrCat(ms / 3600000, " h");
+  if (ms != 0 && ms % 60000 == 0) return absl::StrCat(ms / 60000, " min");
+  if (ms != 0 && ms % 1000 == 0) return absl::StrCat(ms / 1000, " s");
+  return absl::StrCat(ms, " ms");
+}
+
+absl::Status ValidateValue(const OptionSpec& spec, absl::string_view value) {
+  auto bad = [&](absl::string_view expected) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad value '", value, "' for '", spec.key, "': expected ", expected));
+  };
+  auto bounds = [&](int64_t v, absl::string_view what, auto fmt) -> absl::Status {
+    if (v < spec.min_value || v > spec.max_value) {
+      std::string range =
+          spec.max_value == std::numeric_limits<int64_t>::max()
+              ? absl::StrCat("at least ", fmt(spec.min_value))
+              : absl::StrCat("between ", fmt(spec.min_value), " and ", fmt(spec.max_value));
+      return bad(absl::StrCat(what, " ", range));
+    }
+    return absl::OkStatus();
+  };
+  switch (spec.type) {
+    case OptionType::kString:
+      return absl::OkStatus();
+    case OptionType::kInt: {
+      int64_t v = 0;
+      if (!absl::SimpleAtoi(value, &v)) return bad("an integer");
+      return bounds(v, "an integer", [](int64_t x) { return absl::StrCat(x); });
+    }
+    case OptionType::kBool: {
+      std::string lower = absl::AsciiStrToLower(value);
+      if (lower != "true" && lower != "false") return bad("true or false");
+      return absl::OkStatus();
+    }
+    case OptionType::kDuration: {
+      auto d = ParseDuration(value);
+      if (!d.ok()) return bad(absl::StrCat("a duration such as 500ms, 5 s or 1 min (", d.status().message(), ")"));
+      return bounds(absl::ToInt64Milliseconds(*d), "a duration",
+                    [](int64_t ms) { return config::FormatDuration(absl::Milliseconds(ms)); });
+    }
+    case OptionType::kMemorySize: {
+      auto s = ParseMemorySize(value);
+      if (!s.ok()) return bad(absl::StrCat("a memory size such as 64mb or 1 gb (", s.status().message(), ")"));
+      return bounds(*s, "a size", [](int64_t b) { return absl::StrCat(b, " bytes"); });
+    }
+    case OptionType::kEnum: {
+      for (absl::string_view allowed : absl::StrSplit(spec.allowed_values, ',')) {
+        if (allowed == value) return absl::OkStatus();
+      }
+      return bad(absl::StrCat("one of: ", absl::StrJoin(absl::StrSplit(spec.allowed_values, ','), ", ")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Configuration::Configuration() {
+  for (const OptionSpec& spec : AllOptions()) {
+    values_[spec.key] = {std::string(spec.default_value), ValueSource::kDefault};
+  }
+}
+
+absl::Status Configuration::Set(absl::string_view key, absl::string_view value, ValueSource source) {
+  const OptionSpec* spec = FindOption(key);
+  if (spec == nullptr) return UnknownKey(key);
+  RETURN_IF_ERROR(ValidateValue(*spec, value));
+  values_[key] = {std::string(value), source};
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Configuration> Configuration::Load(const std::optional<std::string>& file,
+                                                  const std::vector<std::string>& overrides) {
+  Configuration config;
+  if (file.has_value()) {
+    std::ifstream in(*file);
+    if (!in) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot read configuration file '", *file,
+                                                     "': ", std::strerror(errno)));
+    }
+    std::string line;
+    int line_number = 0;
+    while (std::getline(in, line)) {
+      ++line_number;
+      absl::string_view stripped = absl::StripAsciiWhitespace(line);
+      if (stripped.empty() || stripped.front() == '#') continue;
+      auto kv = ParseFileLine(stripped);
+      absl::Status status = kv.ok() ? config.Set(kv->first, kv->second, ValueSource::kFile) : kv.status();
+      if (!status.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(*file, ":", line_number, ": ", status.message()));
+      }
+    }
+    if (in.bad()) {
+      return absl::InvalidArgumentError(absl::StrCat("error reading configuration file '", *file, "'"));
+    }
+  }
+  for (const std::string& o : overrides) {
+    size_t eq = o.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad override '-D", o, "': expected -Dkey=value"));
+    }
+    RETURN_IF_ERROR(config.Set(o.substr(0, eq), o.substr(eq + 1), ValueSource::kCommandLine));
+  }
+  return config;
+}
+
+absl::StatusOr<Configuration> Configuration::FromCommandLine(int argc, const char* const* argv) {
+  std::optional<std::string> file;
+  std::vector<std::string> overrides;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--config" || arg == "-c") {
+      if (i + 1 >= argc) return absl::InvalidArgumentError("--config needs a file name");
+      file = argv[++i];
+    } else if (absl::ConsumePrefix(&arg, "--config=")) {
+      file = std::string(arg);
+    } else if (arg == "-D") {
+      if (i + 1 >= argc) return absl::InvalidArgumentError("-D needs key=value");
+      overrides.emplace_back(argv[++i]);
+    } else if (absl::ConsumePrefix(&arg, "-D")) {
+      overrides.emplace_back(arg);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown argument '", arg, "'; expected --config FILE and -Dkey=value options"));
+    }
+  }
+  return Load(file, overrides);
+}
+
+const std::string& Configuration::Raw(absl::string_view key) const {
+  auto it = values_.find(key);
+  WEIR_CHECK(it != values_.end(), absl::StrCat("configuration key not in the schema: ", key));
+  return it->second.first;
+}
+
+std::string Configuration::GetString(absl::string_view key) const { return Raw(key); }
+
+int64_t Configuration::GetInt(absl::string_view key) const {
+  int64_t v = 0;
+  WEIR_CHECK(absl::SimpleAtoi(Raw(key), &v), key);
+  return v;
+}
+
+bool Configuration::GetBool(absl::string_view key) const {
+  return absl::AsciiStrToLower(Raw(key)) == "true";
+}
+
+absl::Duration Configuration::GetDuration(absl::string_view key) const {
+  auto d = ParseDuration(Raw(key));
+  WEIR_CHECK(d.ok(), key);
+  return *d;
+}
+
+int64_t Configuration::GetMemorySize(absl::string_view key) const {
+  auto s = ParseMemorySize(Raw(key));
+  WEIR_CHECK(s.ok(), key);
+  return *s;
+}
+
+std::vector<EffectiveValue> Configuration::Effective() const {
+  std::vector<EffectiveValue> out;
+  for (const OptionSpec& spec : AllOptions()) {
+    const auto& [value, source] = values_.at(spec.key);
+    out.push_back({std::string(spec.key), value, source});
+  }
+  return out;
+}
+
+std::string Configuration::EffectiveSummary() const {
+  std::vector<std::string> parts;
+  for (const EffectiveValue& v : Effective()) {
+    std::string shown = v.value.empty() ? "(unset)" : v.value;
+    if (v.source == ValueSource::kDefault) {
+      parts.push_back(absl::StrCat(v.key, "=", shown));
+    } else {
+      parts.push_back(absl::StrCat(v.key, "=", shown, " [", SourceName(v.source), "]"));
+    }
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+std::string ConfigurationReferenceMarkdown() {
+  std::ostringstream out;
+  out << "| key | type | default | used by | description |\n|---|---|---|---|---|\n";
+  for (const OptionSpec& spec : AllOptions()) {
+    std::vector<std::string> users;
+    if (spec.scope & kJobManager) users.push_back("jobmanager");
+    if (spec.scope & kTaskManager) users.push_back("taskmanager");
+    if (spec.scope & kClient) users.push_back("client");
+    std::string type(TypeName(spec.type));
+    if (spec.type == OptionType::kEnum) {
+      type = absl::StrJoin(absl::StrSplit(spec.allowed_values, ','), " \\| ");
+    }
+    out << "| `" << spec.key << "` | " << type << " | "
+        << (spec.default_value.empty() ? "(unset)" : absl::StrCat("`", spec.default_value, "`")) << " | "
+        << absl::StrJoin(users, ", ") << " | " << spec.description << " |\n";
+  }
+  return out.str();
+}
+
+}  // namespace weir::config

@@ -1,0 +1,87 @@
+// Configuration: the validated key/value settings of one process.
+//
+// Sources, later ones winning: the defaults in options.cc, a file given with
+// --config (flat YAML, one "key: value" per line, as Flink's config file), and
+// -Dkey=value arguments. Every value is checked against its OptionSpec when
+// loaded, so the typed getters cannot fail on a loaded Configuration.
+//
+// Thread-safety: immutable after Load; safe to read from any thread.
+#pragma once
+
+#include "absl/strings/string_view.h"
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/config/options.h"
+
+namespace weir::config {
+
+// Parses a duration: "500ms", "5 s", "1 min", "2h", "1d", "250 us"; a bare
+// number is milliseconds. Negative values are rejected.
+absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text);
+
+// Parses a memory size: "64mb", "1 gb", "512k", "100 bytes"; a bare number is
+// bytes. Units are powers of 1024.
+absl::StatusOr<int64_t> ParseMemorySize(absl::string_view text);
+
+// Formats a duration the way the config accepts it back ("1500 ms", "5 s").
+std::string FormatDuration(absl::Duration d);
+
+enum class ValueSource { kDefault, kFile, kCommandLine };
+
+// Where an effective value came from; used to log the effective config.
+struct EffectiveValue {
+  std::string key;
+  std::string value;
+  ValueSource source;
+};
+
+class Configuration {
+ public:
+  // Defaults only.
+  Configuration();
+
+  // Loads `file` (when set) and then applies `overrides` ("key=value").
+  // Errors name the key (or file and line) and what was expected.
+  static absl::StatusOr<Configuration> Load(const std::optional<std::string>& file,
+                                            const std::vector<std::string>& overrides);
+
+  // Parses a daemon's command line: --config FILE (or --config=FILE) and any
+  // number of -Dkey=value (or -D key=value). Any other argument is an error.
+  static absl::StatusOr<Configuration> FromCommandLine(int argc, const char* const* argv);
+
+  // Sets one value after validating it against the schema.
+  absl::Status Set(absl::string_view key, absl::string_view value, ValueSource source);
+
+  std::string GetString(absl::string_view key) const;
+  int64_t GetInt(absl::string_view key) const;
+  bool GetBool(absl::string_view key) const;
+  absl::Duration GetDuration(absl::string_view key) const;
+  int64_t GetMemorySize(absl::string_view key) const;
+
+  // Every key with its effective value, in schema order.
+  std::vector<EffectiveValue> Effective() const;
+
+  // "key=value, key=value" of the effective values, for the start-up log.
+  std::string EffectiveSummary() const;
+
+ private:
+  const std::string& Raw(absl::string_view key) const;
+
+  absl::flat_hash_map<std::string, std::pair<std::string, ValueSource>> values_;
+};
+
+// Checks `value` against `spec`; the error names the key and what it expects.
+absl::Status ValidateValue(const OptionSpec& spec, absl::string_view value);
+
+// The configuration reference (Markdown), generated from AllOptions().
+std::string ConfigurationReferenceMarkdown();
+
+}  // namespace weir::config

@@ -1,0 +1,77 @@
+// The schema of every configuration key Weir understands: name, type,
+// default, bounds and description, in one table. Daemons validate their
+// configuration against it at start, the configuration reference in
+// docs/configuration.md is generated from it (weir-jobmanager --print-config-reference),
+// and new keys are added here and nowhere else.
+//
+// Key names follow Apache Flink's wherever Flink has the concept.
+#pragma once
+
+#include "absl/strings/string_view.h"
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string_view>
+
+namespace weir::config {
+
+enum class OptionType {
+  kString,
+  kInt,
+  kBool,
+  kDuration,    // "500ms", "5 s", "1 min"; a bare number is milliseconds.
+  kMemorySize,  // "64mb", "1 gb", "4096"; a bare number is bytes.
+  kEnum,        // one of OptionSpec::allowed_values (comma-separated).
+};
+
+// Which processes read a key. A key is accepted by every process (one file can
+// serve the whole cluster, as in Flink), but the reference says who uses it.
+enum Scope : unsigned {
+  kJobManager = 1u << 0,
+  kTaskManager = 1u << 1,
+  kClient = 1u << 2,
+  kDaemons = kJobManager | kTaskManager,
+  kAllProcesses = kJobManager | kTaskManager | kClient,
+};
+
+struct OptionSpec {
+  absl::string_view key;
+  OptionType type;
+  // The value used when neither the file nor the command line sets the key.
+  // Empty means "unset" (only for kString options).
+  absl::string_view default_value;
+  absl::string_view description;
+  unsigned scope = kDaemons;
+  // Inclusive bounds, for kInt (the value), kDuration (milliseconds) and
+  // kMemorySize (bytes).
+  int64_t min_value = std::numeric_limits<int64_t>::min();
+  int64_t max_value = std::numeric_limits<int64_t>::max();
+  // For kEnum: the allowed values, comma-separated.
+  absl::string_view allowed_values = {};
+};
+
+// Every option, in the order the reference lists them.
+std::span<const OptionSpec> AllOptions();
+
+// The spec of `key`, or nullptr when Weir has no such key.
+const OptionSpec* FindOption(absl::string_view key);
+
+// Keys, as constants, so that a typo is a compile error.
+namespace keys {
+inline constexpr absl::string_view kJobManagerRpcAddress = "jobmanager.rpc.address";
+inline constexpr absl::string_view kJobManagerRpcPort = "jobmanager.rpc.port";
+inline constexpr absl::string_view kJobManagerBindHost = "jobmanager.bind-host";
+inline constexpr absl::string_view kTaskManagerHost = "taskmanager.host";
+inline constexpr absl::string_view kTaskManagerBindHost = "taskmanager.bind-host";
+inline constexpr absl::string_view kTaskManagerRpcPort = "taskmanager.rpc.port";
+inline constexpr absl::string_view kTaskManagerSlots = "taskmanager.numberOfTaskSlots";
+inline constexpr absl::string_view kTaskManagerResourceId = "taskmanager.resource-id";
+inline constexpr absl::string_view kHeartbeatInterval = "heartbeat.interval";
+inline constexpr absl::string_view kHeartbeatTimeout = "heartbeat.timeout";
+inline constexpr absl::string_view kRegistrationInitialTimeout = "cluster.registration.initial-timeout";
+inline constexpr absl::string_view kRegistrationMaxTimeout = "cluster.registration.max-timeout";
+inline constexpr absl::string_view kLogLevel = "log.level";
+inline constexpr absl::string_view kLogFormat = "log.format";
+}  // namespace keys
+
+}  // namespace weir::config

@@ -1,0 +1,60 @@
+#include "common/process/daemon_main.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging/logging.h"
+#include "common/process/signals.h"
+#include "common/version.h"
+
+namespace weir::process {
+
+int DaemonMain(int argc, char** argv, const char* program, const char* component, const char* summary,
+               const StartFn& start) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::printf(
+          "usage: %s [--config FILE] [-Dkey=value ...]\n"
+          "       %s --print-config-reference\n"
+          "%s\nSee docs/configuration.md for the configuration keys.\n",
+          program, program, summary);
+      return 0;
+    }
+    if (std::strcmp(argv[i], "--version") == 0) {
+      std::printf("%s %s\n", program, kWeirVersion);
+      return 0;
+    }
+    if (std::strcmp(argv[i], "--print-config-reference") == 0) {
+      std::fputs(config::ConfigurationReferenceMarkdown().c_str(), stdout);
+      return 0;
+    }
+  }
+  BlockTerminationSignals();
+  auto config = config::Configuration::FromCommandLine(argc, argv);
+  if (!config.ok()) {
+    std::fprintf(stderr, "%s: configuration error: %s\n", program, std::string(config.status().message()).c_str());
+    return 2;
+  }
+  namespace k = config::keys;
+  if (auto s = logging::Init(config->GetString(k::kLogLevel), config->GetString(k::kLogFormat)); !s.ok()) {
+    std::fprintf(stderr, "%s: configuration error: %s\n", program, std::string(s.message()).c_str());
+    return 2;
+  }
+  auto log = logging::Get(component);
+  log->info("{} {} starting, pid {}", program, kWeirVersion, getpid());
+  log->info("effective configuration: {}", config->EffectiveSummary());
+  absl::StatusOr<ShutdownFn> shutdown = start(*config);
+  if (!shutdown.ok()) {
+    log->error("{} failed to start: {}", program, shutdown.status().message());
+    return 1;
+  }
+  int sig = WaitForTerminationSignal();
+  log->info("received {}, shutting down", strsignal(sig));
+  (*shutdown)(absl::StrCat("received ", strsignal(sig)));
+  return 0;
+}
+
+}  // namespace weir::process

@@ -1,0 +1,23 @@
+// The shared main() of Weir's daemons: --help/--version/--print-config-reference,
+// configuration from --config and -D (exit code 2 on any error, naming the
+// key), logging set-up, the effective configuration in the log, and an orderly
+// shutdown on SIGTERM/SIGINT.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/config/configuration.h"
+
+namespace weir::process {
+
+// Started daemon; called with the reason when a termination signal arrives.
+using ShutdownFn = std::function<void(const std::string& reason)>;
+using StartFn = std::function<absl::StatusOr<ShutdownFn>(const config::Configuration&)>;
+
+// `program` is the executable's name, `component` its logger's name.
+int DaemonMain(int argc, char** argv, const char* program, const char* component, const char* summary,
+               const StartFn& start);
+
+}  // namespace weir::process

@@ -1,0 +1,48 @@
+// The one place where Weir creates gRPC servers and channels, and converts
+// between grpc::Status and absl::Status. Transport security and
+// authentication are switched on here, for every server and channel at once.
+//
+// Thread-safety: free functions, safe from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+
+namespace weir::rpc {
+
+struct ServerOptions {
+  // Address to bind, e.g. "127.0.0.1" or "0.0.0.0".
+  std::string bind_host = "127.0.0.1";
+  // 0 picks a free port.
+  int port = 0;
+  std::vector<grpc::Service*> services;
+};
+
+struct StartedServer {
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+};
+
+// Builds and starts a server; fails (kUnavailable) when the address cannot be
+// bound, with the address in the message.
+absl::StatusOr<StartedServer> StartServer(const ServerOptions& options);
+
+// A channel to `target` ("host:port") with Weir's standard settings
+// (keepalive, message size limits).
+std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target);
+
+// "host:port", with IPv6 hosts bracketed.
+std::string JoinHostPort(const std::string& host, int port);
+
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool IsLoopbackHost(const std::string& host);
+
+absl::Status FromGrpcStatus(const grpc::Status& status);
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+}  // namespace weir::rpc

@@ -1,0 +1,62 @@
+#include "jobmanager/jobmanager.h"
+
+#include <random>
+
+#include "absl/strings/str_format.h"
+#include "common/logging/logging.h"
+#include "common/status_macros.h"
+
+namespace weir::jobmanager {
+namespace {
+
+std::string NewSessionId() {
+  std::random_device rd;
+  return absl::StrFormat("jm-%08x%08x", rd(), rd());
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Configuration& config) {
+  namespace k = config::keys;
+  std::unique_ptr<JobManager> jm(new JobManager());
+  jm->log_ = logging::Get("jobmanager");
+  jm->resource_manager_ = std::make_unique<ResourceManager>(config.GetDuration(k::kHeartbeatTimeout), NewSessionId());
+  jm->resource_manager_service_ = std::make_unique<ResourceManagerServiceImpl>(
+      jm->resource_manager_.get(), config.GetDuration(k::kHeartbeatInterval));
+  jm->cluster_service_ = std::make_unique<ClusterServiceImpl>(jm->resource_manager_.get());
+
+  rpc::ServerOptions options;
+  options.bind_host = config.GetString(k::kJobManagerBindHost);
+  if (options.bind_host.empty()) options.bind_host = config.GetString(k::kJobManagerRpcAddress);
+  options.port = static_cast<int>(config.GetInt(k::kJobManagerRpcPort));
+  options.services = {jm->resource_manager_service_.get(), jm->cluster_service_.get()};
+  auto started = rpc::StartServer(options);
+  if (!started.ok()) return Annotate(started.status(), "starting the JobManager's RPC server");
+  jm->server_ = std::move(started->server);
+  jm->port_ = started->port;
+  jm->resource_manager_->Start();
+  if (!rpc::IsLoopbackHost(options.bind_host)) {
+    jm->log_->warn("listening beyond loopback on {} without authentication; restrict access to this port",
+                   options.bind_host);
+  }
+  jm->log_->info("JobManager {} listening on {} (heartbeat interval {}, timeout {})", jm->session_id(),
+                 rpc::JoinHostPort(options.bind_host, jm->port_),
+                 config::FormatDuration(config.GetDuration(k::kHeartbeatInterval)),
+                 config::FormatDuration(config.GetDuration(k::kHeartbeatTimeout)));
+  return jm;
+}
+
+JobManager::~JobManager() { Shutdown(); }
+
+void JobManager::Shutdown() {
+  // A JobManager that failed to start has nothing to shut down.
+  if (shut_down_ || server_ == nullptr) return;
+  shut_down_ = true;
+  log_->info("JobManager {} shutting down", session_id());
+  // Closing the membership sessions first lets the server drain at once.
+  resource_manager_->Stop();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  log_->info("JobManager {} stopped", session_id());
+}
+
+}  // namespace weir::jobmanager

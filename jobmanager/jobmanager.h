@@ -1,0 +1,46 @@
+// JobManager: the process-level object of weir-jobmanager. Owns the gRPC
+// server, the cluster membership (ResourceManager) and, in later versions,
+// the job masters and checkpoint coordinators.
+//
+// Lifecycle: Create (validates config, binds the port) -> Shutdown. The
+// daemon's main thread owns it; Shutdown may be called from any one thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/config/configuration.h"
+#include "common/rpc/rpc.h"
+#include "jobmanager/resource_manager.h"
+#include "jobmanager/resource_manager_service.h"
+
+namespace weir::jobmanager {
+
+class JobManager {
+ public:
+  // Starts serving on jobmanager.bind-host (or jobmanager.rpc.address) and
+  // jobmanager.rpc.port.
+  static absl::StatusOr<std::unique_ptr<JobManager>> Start(const config::Configuration& config);
+
+  ~JobManager();
+
+  // Stops accepting calls, closes all sessions and stops background threads.
+  void Shutdown();
+
+  int port() const { return port_; }
+  const std::string& session_id() const { return resource_manager_->session_id(); }
+
+ private:
+  JobManager() = default;
+
+  std::shared_ptr<spdlog::logger> log_;
+  std::unique_ptr<ResourceManager> resource_manager_;
+  std::unique_ptr<ResourceManagerServiceImpl> resource_manager_service_;
+  std::unique_ptr<ClusterServiceImpl> cluster_service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace weir::jobmanager

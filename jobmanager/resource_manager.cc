@@ -1,0 +1,169 @@
+#include "absl/strings/string_view.h"
+#include "jobmanager/resource_manager.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging/logging.h"
+
+namespace weir::jobmanager {
+
+absl::string_view LossReasonName(LossReason reason) {
+  switch (reason) {
+    case LossReason::kConnectionClosed: return "connection closed";
+    case LossReason::kHeartbeatTimeout: return "heartbeat timeout";
+    case LossReason::kDeregistered: return "deregistered";
+    case LossReason::kReplaced: return "replaced by a new registration";
+  }
+  return "?";
+}
+
+ResourceManager::ResourceManager(absl::Duration heartbeat_timeout, std::string session_id)
+    : heartbeat_timeout_(heartbeat_timeout),
+      session_id_(std::move(session_id)),
+      log_(logging::Get("resourcemanager")) {}
+
+ResourceManager::~ResourceManager() { Stop(); }
+
+void ResourceManager::Start() { expire_thread_ = std::thread([this] { ExpireLoop(); }); }
+
+void ResourceManager::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    // Lets the session handlers return so that the server can shut down.
+    for (auto& [id, entry] : members_) entry.session->Close();
+  }
+  if (expire_thread_.joinable()) expire_thread_.join();
+}
+
+absl::StatusOr<uint64_t> ResourceManager::Register(const v1::RegisterTaskManager& request,
+                                                    MembershipSession* session) {
+  const v1::TaskManagerInfo& info = request.info();
+  if (info.taskmanager_id().empty()) return absl::InvalidArgumentError("registration without a taskmanager_id");
+  if (info.address().empty()) return absl::InvalidArgumentError("registration without an address");
+  if (info.slots_total() <= 0) return absl::InvalidArgumentError("registration with no slots");
+  std::optional<v1::TaskManagerInfo> replaced;
+  uint64_t epoch = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = members_.find(info.taskmanager_id());
+    if (it != members_.end()) {
+      it->second.session->Close();
+      replaced = RemoveLocked(info.taskmanager_id());
+    }
+    epoch = next_epoch_++;
+    Entry& entry = members_[info.taskmanager_id()];
+    entry.record.info = info;
+    entry.record.slots = request.slots();
+    entry.record.registered_at = absl::Now();
+    entry.record.last_heartbeat = entry.record.registered_at;
+    entry.epoch = epoch;
+    entry.session = session;
+  }
+  if (replaced.has_value()) {
+    log_->info("TaskManager {} at {} lost: {}", replaced->taskmanager_id(), replaced->address(),
+               LossReasonName(LossReason::kReplaced));
+    NotifyLoss(*replaced, LossReason::kReplaced);
+  }
+  log_->info("TaskManager {} at {} registered with {} slots (host {}, pid {}, version {})",
+             info.taskmanager_id(), info.address(), info.slots_total(), info.hostname(), info.pid(),
+             info.version());
+  return epoch;
+}
+
+absl::Status ResourceManager::Heartbeat(const std::string& taskmanager_id, uint64_t epoch,
+                                        const v1::SlotReport& slots) {
+  absl::MutexLock lock(&mu_);
+  auto it = members_.find(taskmanager_id);
+  if (it == members_.end() || it->second.epoch != epoch) {
+    return absl::NotFoundError(absl::StrCat("TaskManager ", taskmanager_id,
+                                            " is not registered (declared lost); register again"));
+  }
+  it->second.record.last_heartbeat = absl::Now();
+  it->second.record.slots = slots;
+  return absl::OkStatus();
+}
+
+void ResourceManager::Unregister(const std::string& taskmanager_id, uint64_t epoch, LossReason reason,
+                                 absl::string_view detail) {
+  v1::TaskManagerInfo info;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = members_.find(taskmanager_id);
+    if (it == members_.end() || it->second.epoch != epoch) return;
+    info = RemoveLocked(taskmanager_id);
+  }
+  if (detail.empty()) {
+    log_->info("TaskManager {} at {} lost: {}", info.taskmanager_id(), info.address(), LossReasonName(reason));
+  } else {
+    log_->info("TaskManager {} at {} lost: {} ({})", info.taskmanager_id(), info.address(),
+               LossReasonName(reason), detail);
+  }
+  NotifyLoss(info, reason);
+}
+
+std::vector<TaskManagerRecord> ResourceManager::List() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<TaskManagerRecord> out;
+  out.reserve(members_.size());
+  for (const auto& [id, entry] : members_) out.push_back(entry.record);
+  std::sort(out.begin(), out.end(), [](const TaskManagerRecord& a, const TaskManagerRecord& b) {
+    return a.info.taskmanager_id() < b.info.taskmanager_id();
+  });
+  return out;
+}
+
+void ResourceManager::AddLossListener(LossListener listener) {
+  absl::MutexLock lock(&mu_);
+  listeners_.push_back(std::move(listener));
+}
+
+v1::TaskManagerInfo ResourceManager::RemoveLocked(const std::string& id) {
+  auto it = members_.find(id);
+  v1::TaskManagerInfo info = std::move(it->second.record.info);
+  members_.erase(it);
+  return info;
+}
+
+void ResourceManager::NotifyLoss(const v1::TaskManagerInfo& info, LossReason reason) {
+  std::vector<LossListener> listeners;
+  {
+    absl::MutexLock lock(&mu_);
+    listeners = listeners_;
+  }
+  for (const LossListener& listener : listeners) listener(info, reason);
+}
+
+void ResourceManager::ExpireLoop() {
+  // Check often enough that a loss is declared within a small fraction of the
+  // timeout after it is due.
+  const absl::Duration tick = std::clamp(heartbeat_timeout_ / 20, absl::Milliseconds(10), absl::Milliseconds(200));
+  while (true) {
+    std::vector<std::pair<v1::TaskManagerInfo, absl::Duration>> expired;
+    {
+      absl::MutexLock lock(&mu_);
+      auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop), tick)) return;
+      absl::Time now = absl::Now();
+      std::vector<std::string> ids;
+      for (const auto& [id, entry] : members_) {
+        if (now - entry.record.last_heartbeat > heartbeat_timeout_) ids.push_back(id);
+      }
+      for (const std::string& id : ids) {
+        absl::Duration silent = now - members_[id].record.last_heartbeat;
+        members_[id].session->Close();
+        expired.emplace_back(RemoveLocked(id), silent);
+      }
+    }
+    for (const auto& [info, silent] : expired) {
+      log_->warn("TaskManager {} at {} lost: {} (no heartbeat for {:.1f} s, timeout {:.1f} s)",
+                 info.taskmanager_id(), info.address(), LossReasonName(LossReason::kHeartbeatTimeout),
+                 absl::ToDoubleSeconds(silent), absl::ToDoubleSeconds(heartbeat_timeout_));
+      NotifyLoss(info, LossReason::kHeartbeatTimeout);
+    }
+  }
+}
+
+}  // namespace weir::jobmanager

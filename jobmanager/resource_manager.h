@@ -1,0 +1,114 @@
+// ResourceManager: the JobManager's registry of TaskManagers and their slots.
+//
+// A TaskManager is a member from the moment its membership session registers
+// until the session closes (process death, deregistration) or it sends no
+// heartbeat for heartbeat.timeout. Every join and loss is logged with the
+// TaskManager's id, address and reason, and reported to listeners (the job
+// masters use that to fail over the tasks that ran there).
+//
+// Thread-safety: all public methods are thread-safe. Listeners are called
+// without the lock held, from the thread that noticed the change.
+#pragma once
+
+#include "absl/strings/string_view.h"
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/logging/logging.h"
+#include "weir/v1/cluster.pb.h"
+
+namespace weir::jobmanager {
+
+// A live membership session; lets the registry close it when the TaskManager
+// is declared lost or replaced.
+class MembershipSession {
+ public:
+  virtual ~MembershipSession() = default;
+  // Ends the session from the JobManager's side (idempotent, non-blocking).
+  virtual void Close() = 0;
+};
+
+struct TaskManagerRecord {
+  v1::TaskManagerInfo info;
+  v1::SlotReport slots;
+  absl::Time registered_at;
+  absl::Time last_heartbeat;
+};
+
+enum class LossReason { kConnectionClosed, kHeartbeatTimeout, kDeregistered, kReplaced };
+absl::string_view LossReasonName(LossReason reason);
+
+class ResourceManager {
+ public:
+  using LossListener = std::function<void(const v1::TaskManagerInfo&, LossReason)>;
+
+  ResourceManager(absl::Duration heartbeat_timeout, std::string session_id);
+  ~ResourceManager();
+
+  ResourceManager(const ResourceManager&) = delete;
+  ResourceManager& operator=(const ResourceManager&) = delete;
+
+  // Starts the thread that declares silent TaskManagers lost.
+  void Start();
+  // Stops that thread. Idempotent.
+  void Stop();
+
+  // Registers (or re-registers) a TaskManager; returns the registration epoch
+  // that the session passes to later calls. A previous session of the same id
+  // is closed and replaced. `session` must stay valid until Unregister
+  // returns for this epoch or the session is closed.
+  absl::StatusOr<uint64_t> Register(const v1::RegisterTaskManager& request, MembershipSession* session)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Records a heartbeat. Fails (kNotFound) when this registration is no longer
+  // current, e.g. it was declared lost; the session should then end.
+  absl::Status Heartbeat(const std::string& taskmanager_id, uint64_t epoch, const v1::SlotReport& slots)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Ends a registration; a no-op if `epoch` is no longer current.
+  void Unregister(const std::string& taskmanager_id, uint64_t epoch, LossReason reason, absl::string_view detail)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  std::vector<TaskManagerRecord> List() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  void AddLossListener(LossListener listener) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const std::string& session_id() const { return session_id_; }
+  absl::Duration heartbeat_timeout() const { return heartbeat_timeout_; }
+
+ private:
+  struct Entry {
+    TaskManagerRecord record;
+    uint64_t epoch = 0;
+    MembershipSession* session = nullptr;
+  };
+
+  void ExpireLoop();
+  // Removes `id` and returns its info; REQUIRES: mu_ held.
+  v1::TaskManagerInfo RemoveLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NotifyLoss(const v1::TaskManagerInfo& info, LossReason reason) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const absl::Duration heartbeat_timeout_;
+  const std::string session_id_;
+  std::shared_ptr<spdlog::logger> log_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Entry> members_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<LossListener> listeners_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  std::thread expire_thread_;
+};
+
+}  // namespace weir::jobmanager

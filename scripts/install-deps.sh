@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs everything Weir needs to build and test on Debian 12, from Debian's
+# packages only. Idempotent: packages already present are left as they are.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  librdkafka-dev librocksdb-dev libabsl-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev googletest nlohmann-json3-dev libssl-dev
+  # The test Kafka broker: a JRE and Maven to fetch Kafka from Maven Central.
+  openjdk-17-jre-headless maven
+  # Used by the test and demo scripts.
+  python3 procps curl
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# A local Weir cluster for trying things out: one JobManager and N
+# TaskManagers on 127.0.0.1, with their logs and pids in $WEIR_LOCAL_DIR
+# (default .weir-local/ in the checkout).
+#
+#   scripts/local-cluster.sh start [N]   start a JobManager and N (default 2) TaskManagers
+#   scripts/local-cluster.sh stop        stop them (SIGTERM, then SIGKILL after 10 s)
+#   scripts/local-cluster.sh status      weir cluster
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$(pwd)"
+bin="${WEIR_BIN_DIR:-$root/build/bin}"
+dir="${WEIR_LOCAL_DIR:-$root/.weir-local}"
+port="${WEIR_JOBMANAGER_PORT:-6123}"
+
+log() { echo "local-cluster: $*" >&2; }
+
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+start() {
+  local n="${1:-2}"
+  mkdir -p "$dir"
+  if alive "$dir/jobmanager.pid"; then
+    log "already running (pid $(cat "$dir/jobmanager.pid")); use '$0 stop' first"
+    exit 1
+  fi
+  [ -x "$bin/weir-jobmanager" ] || { log "no binaries in $bin; run scripts/build.sh first"; exit 1; }
+  setsid "$bin/weir-jobmanager" -Djobmanager.rpc.port="$port" >"$dir/jobmanager.log" 2>&1 < /dev/null &
+  echo $! > "$dir/jobmanager.pid"
+  for i in $(seq 1 "$n"); do
+    setsid "$bin/weir-taskmanager" -Djobmanager.rpc.port="$port" -Dtaskmanager.numberOfTaskSlots=2 \
+      -Dtaskmanager.resource-id="tm-local-$i" >"$dir/taskmanager-$i.log" 2>&1 < /dev/null &
+    echo $! > "$dir/taskmanager-$i.pid"
+  done
+  # Wait until every TaskManager has registered.
+  for _ in $(seq 1 100); do
+    if [ "$("$bin/weir" --jobmanager "127.0.0.1:$port" --json cluster 2>/dev/null | grep -c '"id"')" = "$n" ]; then
+      log "JobManager on 127.0.0.1:$port with $n TaskManagers; logs in $dir"
+      return 0
+    fi
+    if ! alive "$dir/jobmanager.pid"; then
+      log "the JobManager exited:"; tail -5 "$dir/jobmanager.log" >&2; exit 1
+    fi
+    sleep 0.1
+  done
+  log "TaskManagers did not all register within 10 s; see the logs in $dir"
+  exit 1
+}
+
+stop() {
+  [ -d "$dir" ] || return 0
+  local pids=()
+  for f in "$dir"/taskmanager-*.pid "$dir"/jobmanager.pid; do
+    [ -f "$f" ] || continue
+    if alive "$f"; then pids+=("$(cat "$f")"); kill -TERM "$(cat "$f")" 2>/dev/null || true; fi
+    rm -f "$f"
+  done
+  for _ in $(seq 1 100); do
+    local running=0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && running=1; done
+    [ "$running" = 0 ] && { log "stopped"; return 0; }
+    sleep 0.1
+  done
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  log "stopped (some processes needed SIGKILL)"
+}
+
+case "${1:-}" in
+  start) start "${2:-2}" ;;
+  stop) stop ;;
+  status) "$bin/weir" --jobmanager "127.0.0.1:$port" cluster ;;
+  *) echo "usage: $0 start [N] | stop | status" >&2; exit 2 ;;
+esac

@@ -1,0 +1,15 @@
+// weir-taskmanager: offers task slots to a JobManager and runs tasks in them.
+#include "common/process/daemon_main.h"
+#include "taskmanager/taskmanager.h"
+
+int main(int argc, char** argv) {
+  std::unique_ptr<weir::taskmanager::TaskManager> tm;
+  return weir::process::DaemonMain(
+      argc, argv, "weir-taskmanager", "taskmanager", "Runs a Weir TaskManager.",
+      [&](const weir::config::Configuration& config) -> absl::StatusOr<weir::process::ShutdownFn> {
+        auto started = weir::taskmanager::TaskManager::Start(config);
+        if (!started.ok()) return started.status();
+        tm = std::move(*started);
+        return [&](const std::string& reason) { tm->Shutdown(reason); };
+      });
+}

@@ -1,0 +1,176 @@
+#include "taskmanager/resource_manager_connection.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/config/configuration.h"
+#include "common/logging/logging.h"
+#include "common/rpc/rpc.h"
+
+namespace weir::taskmanager {
+
+ResourceManagerConnection::ResourceManagerConnection(ConnectionOptions options, v1::TaskManagerInfo info,
+                                                     SlotReporter slots)
+    : options_(std::move(options)),
+      info_(std::move(info)),
+      slots_(std::move(slots)),
+      log_(logging::Get("taskmanager")) {}
+
+ResourceManagerConnection::~ResourceManagerConnection() { Stop("shutdown"); }
+
+void ResourceManagerConnection::Start() {
+  thread_ = std::thread([this] {
+    absl::Duration backoff = options_.initial_backoff;
+    int attempt = 0;
+    while (true) {
+      ++attempt;
+      std::string error;
+      bool registered = RunSession(&error);
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      if (registered) {
+        backoff = options_.initial_backoff;
+        attempt = 1;
+      }
+      log_->warn("TaskManager {}: cannot register with the JobManager at {} (attempt {}): {}; retrying in {}",
+                 info_.taskmanager_id(), options_.jobmanager_address, attempt, error,
+                 config::FormatDuration(backoff));
+      auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop), backoff)) return;
+      backoff = std::min(backoff * 2, options_.max_backoff);
+    }
+  });
+}
+
+void ResourceManagerConnection::Stop(const std::string& reason) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    stop_reason_ = reason;
+    // A session still waiting to be accepted has nothing to deregister.
+    if (session_context_ != nullptr && jobmanager_session_id_.empty()) session_context_->TryCancel();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string ResourceManagerConnection::jobmanager_session_id() const {
+  absl::MutexLock lock(&mu_);
+  return jobmanager_session_id_;
+}
+
+bool ResourceManagerConnection::RunSession(std::string* error) {
+  auto channel = rpc::CreateChannel(options_.jobmanager_address);
+  auto stub = v1::ResourceManagerService::NewStub(channel);
+  grpc::ClientContext context;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return false;
+    session_context_ = &context;
+    session_done_ = false;
+  }
+  auto stream = stub->Connect(&context);
+
+  v1::TaskManagerMessage hello;
+  *hello.mutable_register_()->mutable_info() = info_;
+  *hello.mutable_register_()->mutable_slots() = slots_();
+  v1::JobManagerMessage reply;
+  bool registered = false;
+  if (stream->Write(hello) && stream->Read(&reply)) {
+    if (reply.has_accepted()) {
+      registered = true;
+    } else if (reply.has_rejected()) {
+      *error = absl::StrCat("registration rejected: ", reply.rejected().reason());
+    }
+  }
+  if (!registered) {
+    context.TryCancel();
+    grpc::Status status = stream->Finish();
+    if (error->empty()) *error = status.ok() ? "session closed before registration" : status.error_message();
+    absl::MutexLock lock(&mu_);
+    session_context_ = nullptr;
+    return false;
+  }
+
+  const auto& accepted = reply.accepted();
+  // The JobManager's heartbeat settings govern the whole cluster.
+  const absl::Duration interval = accepted.heartbeat_interval_ms() > 0
+                                      ? absl::Milliseconds(accepted.heartbeat_interval_ms())
+                                      : options_.heartbeat_interval;
+  const absl::Duration timeout = accepted.heartbeat_timeout_ms() > 0
+                                     ? absl::Milliseconds(accepted.heartbeat_timeout_ms())
+                                     : options_.heartbeat_timeout;
+  {
+    absl::MutexLock lock(&mu_);
+    jobmanager_session_id_ = accepted.jobmanager_session_id();
+    last_ack_ = absl::Now();
+  }
+  log_->info("TaskManager {} registered with JobManager {} at {} ({} slots, heartbeat every {})",
+             info_.taskmanager_id(), accepted.jobmanager_session_id(), options_.jobmanager_address,
+             info_.slots_total(), config::FormatDuration(interval));
+
+  std::thread reader([&] {
+    v1::JobManagerMessage message;
+    while (stream->Read(&message)) {
+      if (message.has_heartbeat_ack()) {
+        absl::MutexLock lock(&mu_);
+        last_ack_ = absl::Now();
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    session_done_ = true;
+  });
+
+  int64_t sequence = 0;
+  bool deregistering = false;
+  while (true) {
+    absl::MutexLock lock(&mu_);
+    auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || session_done_; };
+    mu_.AwaitWithTimeout(absl::Condition(&wake), interval);
+    if (stopping_) {
+      deregistering = true;
+      break;
+    }
+    if (session_done_) break;
+    if (absl::Now() - last_ack_ > timeout) {
+      log_->warn("TaskManager {}: no heartbeat acknowledgement from JobManager {} for {:.1f} s; reconnecting",
+                 info_.taskmanager_id(), jobmanager_session_id_, absl::ToDoubleSeconds(absl::Now() - last_ack_));
+      context.TryCancel();
+      break;
+    }
+    v1::TaskManagerMessage heartbeat;
+    heartbeat.mutable_heartbeat()->set_sequence(sequence++);
+    mu_.Unlock();
+    *heartbeat.mutable_heartbeat()->mutable_slots() = slots_();
+    bool ok = stream->Write(heartbeat);
+    mu_.Lock();
+    if (!ok) break;
+  }
+
+  if (deregistering) {
+    std::string reason;
+    {
+      absl::MutexLock lock(&mu_);
+      reason = stop_reason_;
+    }
+    v1::TaskManagerMessage bye;
+    bye.mutable_deregister()->set_reason(reason);
+    if (stream->Write(bye)) stream->WritesDone();
+    // Give the JobManager a moment to close the session, then cut it.
+    absl::MutexLock lock(&mu_);
+    auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return session_done_; };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(2))) context.TryCancel();
+  }
+  reader.join();
+  grpc::Status status = stream->Finish();
+  absl::MutexLock lock(&mu_);
+  session_context_ = nullptr;
+  if (deregistering) {
+    log_->info("TaskManager {} deregistered from JobManager {}", info_.taskmanager_id(), jobmanager_session_id_);
+  } else {
+    *error = absl::StrCat("session with JobManager ", jobmanager_session_id_, " ended: ",
+                          status.ok() ? "closed by the JobManager" : status.error_message());
+  }
+  jobmanager_session_id_.clear();
+  return true;
+}
+
+}  // namespace weir::taskmanager

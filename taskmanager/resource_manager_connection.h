@@ -1,0 +1,70 @@
+// ResourceManagerConnection: keeps this TaskManager registered with the
+// JobManager.
+//
+// One thread runs sessions one after another: connect, register, heartbeat
+// every heartbeat.interval, read the acknowledgements. When the session ends
+// (JobManager down, restarted, or silent for heartbeat.timeout) it retries
+// with exponential backoff between cluster.registration.initial-timeout and
+// cluster.registration.max-timeout, logging each attempt. Stop deregisters.
+//
+// Thread-safety: Start/Stop from the owning thread; accessors from any thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/logging/logging.h"
+#include "weir/v1/cluster.grpc.pb.h"
+
+namespace weir::taskmanager {
+
+struct ConnectionOptions {
+  std::string jobmanager_address;  // host:port
+  absl::Duration heartbeat_interval;
+  absl::Duration heartbeat_timeout;
+  absl::Duration initial_backoff;
+  absl::Duration max_backoff;
+};
+
+class ResourceManagerConnection {
+ public:
+  using SlotReporter = std::function<v1::SlotReport()>;
+
+  ResourceManagerConnection(ConnectionOptions options, v1::TaskManagerInfo info, SlotReporter slots);
+  ~ResourceManagerConnection();
+
+  void Start();
+  // Deregisters (when registered) and stops the session thread.
+  void Stop(const std::string& reason);
+
+  // The session id of the JobManager we are registered with; empty when not
+  // registered.
+  std::string jobmanager_session_id() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // Runs one session until it ends; returns true if it got registered.
+  // `error` receives why the session ended (unless Stop ended it).
+  bool RunSession(std::string* error);
+
+  const ConnectionOptions options_;
+  const v1::TaskManagerInfo info_;
+  const SlotReporter slots_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::thread thread_;
+
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::string stop_reason_ ABSL_GUARDED_BY(mu_);
+  std::string jobmanager_session_id_ ABSL_GUARDED_BY(mu_);
+  // The running session's context, to cancel it from Stop.
+  grpc::ClientContext* session_context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  absl::Time last_ack_ ABSL_GUARDED_BY(mu_);
+  bool session_done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace weir::taskmanager

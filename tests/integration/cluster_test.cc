@@ -1,0 +1,245 @@
+// Cluster membership, end to end: the real weir-jobmanager, weir-taskmanager
+// and weir binaries on free ports, killed with real signals.
+#include <signal.h>
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/process.h"
+
+namespace weir {
+namespace {
+
+using testing::BinDir;
+using testing::RunCommand;
+using testing::Subprocess;
+using testing::WaitFor;
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("weir-cluster-test");
+    jm_port_ = testing::FreePort();
+  }
+
+  std::string JobManagerAddress() const { return absl::StrCat("127.0.0.1:", jm_port_); }
+
+  std::unique_ptr<Subprocess> StartJobManager(std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {BinDir() + "/weir-jobmanager", absl::StrCat("-Djobmanager.rpc.port=", jm_port_),
+                                     "-Dlog.format=json"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return std::make_unique<Subprocess>(argv, absl::StrCat(dir_, "/jobmanager-", ++jm_starts_, ".log"));
+  }
+
+  std::unique_ptr<Subprocess> StartTaskManager(const std::string& id, int slots,
+                                               std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {BinDir() + "/weir-taskmanager", absl::StrCat("-Djobmanager.rpc.port=", jm_port_),
+                                     absl::StrCat("-Dtaskmanager.resource-id=", id),
+                                     absl::StrCat("-Dtaskmanager.numberOfTaskSlots=", slots)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return std::make_unique<Subprocess>(argv, absl::StrCat(dir_, "/", id, ".log"));
+  }
+
+  // `weir --json cluster`, parsed; null when the command failed.
+  nlohmann::json Cluster() {
+    auto result = RunCommand({BinDir() + "/weir", "--jobmanager", JobManagerAddress(), "--json", "cluster"});
+    if (result.exit_code != 0) return nullptr;
+    return nlohmann::json::parse(result.out);
+  }
+
+  // The ids of the TaskManagers the JobManager lists.
+  std::vector<std::string> MemberIds() {
+    nlohmann::json cluster = Cluster();
+    std::vector<std::string> ids;
+    if (cluster.is_null()) return ids;
+    for (const auto& tm : cluster["taskmanagers"]) ids.push_back(tm["id"]);
+    return ids;
+  }
+
+  bool WaitForMembers(const std::vector<std::string>& expected, absl::Duration timeout = absl::Seconds(30)) {
+    return WaitFor([&] { return MemberIds() == expected; }, timeout);
+  }
+
+  // The "msg" of every JSON log line of `process`.
+  static std::vector<std::string> LogMessages(const Subprocess& process) {
+    std::vector<std::string> messages;
+    for (absl::string_view line : absl::StrSplit(process.Log(), '\n', absl::SkipEmpty())) {
+      auto parsed = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (parsed.is_object() && parsed.contains("msg")) messages.push_back(parsed["msg"]);
+    }
+    return messages;
+  }
+
+  static bool HasLogLine(const Subprocess& process, const std::string& a, const std::string& b) {
+    for (const std::string& m : LogMessages(process)) {
+      if (absl::StrContains(m, a) && absl::StrContains(m, b)) return true;
+    }
+    return false;
+  }
+
+  std::string dir_;
+  int jm_port_ = 0;
+  int jm_starts_ = 0;
+};
+
+TEST_F(ClusterTest, TwoTaskManagersJoinWithTheirSlots) {
+  auto jm = StartJobManager();
+  auto a = StartTaskManager("tm-a", 2);
+  auto b = StartTaskManager("tm-b", 3);
+  ASSERT_TRUE(WaitForMembers({"tm-a", "tm-b"})) << jm->Log();
+
+  nlohmann::json cluster = Cluster();
+  ASSERT_EQ(cluster["taskmanagers"].size(), 2u);
+  const auto& tm_a = cluster["taskmanagers"][0];
+  const auto& tm_b = cluster["taskmanagers"][1];
+  EXPECT_EQ(tm_a["slots_total"], 2);
+  EXPECT_EQ(tm_a["slots_free"], 2);
+  EXPECT_EQ(tm_b["slots_total"], 3);
+  EXPECT_EQ(tm_b["slots_free"], 3);
+  EXPECT_EQ(tm_a["pid"], a->pid());
+  EXPECT_EQ(tm_b["pid"], b->pid());
+  EXPECT_TRUE(absl::StartsWith(tm_a["address"].get<std::string>(), "127.0.0.1:"));
+  EXPECT_NE(tm_a["address"], tm_b["address"]);
+  EXPECT_GE(tm_a["seconds_since_heartbeat"].get<double>(), 0.0);
+
+  // Every join is logged with the TaskManager's id and address.
+  EXPECT_TRUE(HasLogLine(*jm, "tm-a at " + tm_a["address"].get<std::string>(), "registered"));
+  EXPECT_TRUE(HasLogLine(*jm, "tm-b at " + tm_b["address"].get<std::string>(), "registered"));
+
+  // The text form lists the same TaskManagers.
+  auto text = RunCommand({BinDir() + "/weir", "--jobmanager", JobManagerAddress(), "cluster"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(absl::StrContains(text.out, "tm-a")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, "2/2")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, "3/3")) << text.out;
+}
+
+TEST_F(ClusterTest, KilledTaskManagerIsLostWhenItsConnectionCloses) {
+  // A timeout this long cannot be what detects the loss below.
+  auto jm = StartJobManager({"-Dheartbeat.timeout=10 min"});
+  auto a = StartTaskManager("tm-a", 1);
+  auto b = StartTaskManager("tm-b", 1);
+  ASSERT_TRUE(WaitForMembers({"tm-a", "tm-b"})) << jm->Log();
+
+  a->Signal(SIGKILL);
+  ASSERT_TRUE(WaitForMembers({"tm-b"}, absl::Seconds(60))) << jm->Log();
+  EXPECT_TRUE(HasLogLine(*jm, "tm-a at ", "lost: connection closed")) << jm->Log();
+  EXPECT_FALSE(HasLogLine(*jm, "tm-a", "heartbeat timeout"));
+}
+
+TEST_F(ClusterTest, StoppedTaskManagerIsLostAfterTheHeartbeatTimeout) {
+  const absl::Duration interval = absl::Milliseconds(200);
+  const absl::Duration timeout = absl::Seconds(2);
+  auto jm = StartJobManager({"-Dheartbeat.interval=200ms", "-Dheartbeat.timeout=2 s"});
+  auto a = StartTaskManager("tm-a", 1);
+  auto b = StartTaskManager("tm-b", 1);
+  ASSERT_TRUE(WaitForMembers({"tm-a", "tm-b"})) << jm->Log();
+
+  a->Signal(SIGSTOP);
+  absl::Time stopped_at = absl::Now();
+  ASSERT_TRUE(WaitForMembers({"tm-b"}, absl::Seconds(60))) << jm->Log();
+  // Its last heartbeat was at most one interval before the stop.
+  EXPECT_GE(absl::Now() - stopped_at, timeout - interval);
+  EXPECT_TRUE(HasLogLine(*jm, "tm-a at ", "lost: heartbeat timeout")) << jm->Log();
+
+  // Once it runs again, it notices and registers anew on its own.
+  a->Signal(SIGCONT);
+  ASSERT_TRUE(WaitForMembers({"tm-a", "tm-b"})) << a->Log();
+}
+
+TEST_F(ClusterTest, TaskManagerReRegistersWithARestartedJobManager) {
+  auto jm = StartJobManager();
+  auto a = StartTaskManager("tm-a", 2);
+  ASSERT_TRUE(WaitForMembers({"tm-a"})) << jm->Log();
+  std::string first_session = Cluster()["jobmanager_session_id"];
+
+  jm->Signal(SIGKILL);
+  ASSERT_TRUE(jm->Wait(absl::Seconds(10)).has_value());
+  EXPECT_TRUE(Cluster().is_null());
+
+  auto jm2 = StartJobManager();
+  ASSERT_TRUE(WaitForMembers({"tm-a"})) << a->Log();
+  nlohmann::json cluster = Cluster();
+  EXPECT_NE(cluster["jobmanager_session_id"], first_session);
+  EXPECT_EQ(cluster["taskmanagers"][0]["slots_total"], 2);
+  EXPECT_TRUE(HasLogLine(*jm2, "tm-a at ", "registered"));
+}
+
+TEST_F(ClusterTest, TaskManagerStartedBeforeTheJobManagerRegistersOnceItIsUp) {
+  auto a = StartTaskManager("tm-a", 1);
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(a->Log(), "cannot register"); }, absl::Seconds(30)));
+  auto jm = StartJobManager();
+  ASSERT_TRUE(WaitForMembers({"tm-a"})) << a->Log();
+}
+
+TEST_F(ClusterTest, TaskManagerDeregistersOnSigterm) {
+  auto jm = StartJobManager({"-Dheartbeat.timeout=10 min"});
+  auto a = StartTaskManager("tm-a", 1);
+  ASSERT_TRUE(WaitForMembers({"tm-a"})) << jm->Log();
+  a->Signal(SIGTERM);
+  EXPECT_EQ(a->Wait(absl::Seconds(30)), 0) << a->Log();
+  ASSERT_TRUE(WaitForMembers({}));
+  EXPECT_TRUE(HasLogLine(*jm, "tm-a at ", "lost: deregistered")) << jm->Log();
+
+  jm->Signal(SIGTERM);
+  EXPECT_EQ(jm->Wait(absl::Seconds(30)), 0) << jm->Log();
+}
+
+TEST_F(ClusterTest, ClientReportsAnUnreachableJobManager) {
+  auto result = RunCommand({BinDir() + "/weir", "--jobmanager", JobManagerAddress(), "cluster"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_TRUE(absl::StartsWith(result.err, "weir: cannot reach the JobManager at " + JobManagerAddress()))
+      << result.err;
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  EXPECT_TRUE(result.out.empty());
+}
+
+TEST_F(ClusterTest, DaemonsRejectBadConfigurationWithExitCodeTwo) {
+  struct Case {
+    std::string binary;
+    std::vector<std::string> args;
+    std::string expected;
+  };
+  std::string config_file = dir_ + "/bad.yaml";
+  {
+    std::ofstream out(config_file);
+    out << "# a comment\nheartbeat.interval: 1 s\ntaskmanager.numberOfTaskSlots: many\n";
+  }
+  const std::vector<Case> cases = {
+      {"weir-jobmanager", {"-Dno.such.key=1"}, "unknown configuration key 'no.such.key'"},
+      {"weir-jobmanager", {"-Dheartbeat.timeout=soon"}, "'heartbeat.timeout'"},
+      {"weir-jobmanager", {"-Djobmanager.rpc.port=70000"}, "between 1 and 65535"},
+      {"weir-jobmanager", {"--config", dir_ + "/missing.yaml"}, "cannot read configuration file"},
+      {"weir-taskmanager", {"--config", config_file}, "bad.yaml:3: bad value 'many' for 'taskmanager.numberOfTaskSlots'"},
+      {"weir-taskmanager", {"-Dlog.format=xml"}, "expected one of: text, json"},
+      {"weir-taskmanager", {"--bogus"}, "unknown argument '--bogus'"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {BinDir() + "/" + c.binary};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    auto result = RunCommand(argv);
+    EXPECT_EQ(result.exit_code, 2) << c.binary << " " << c.args[0];
+    EXPECT_TRUE(absl::StrContains(result.err, c.expected)) << result.err;
+  }
+}
+
+TEST_F(ClusterTest, SecondJobManagerOnTheSamePortFailsClearly) {
+  auto jm = StartJobManager();
+  ASSERT_TRUE(WaitFor([&] { return !Cluster().is_null(); }, absl::Seconds(30))) << jm->Log();
+  auto second = StartJobManager();
+  EXPECT_EQ(second->Wait(absl::Seconds(30)), 1);
+  EXPECT_TRUE(absl::StrContains(second->Log(), "cannot listen on 127.0.0.1:" + std::to_string(jm_port_)))
+      << second->Log();
+  EXPECT_TRUE(jm->running());
+}
+
+}  // namespace
+}  // namespace weir

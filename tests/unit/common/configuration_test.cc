@@ -1,0 +1,184 @@
+#include "common/config/configuration.h"
+
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+
+namespace weir::config {
+namespace {
+
+namespace k = keys;
+
+std::string WriteFile(const std::string& text) {
+  std::string path = weir::testing::MakeTempDir("weir-config-test") + "/weir.yaml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+// Asserts that `status` failed with kInvalidArgument and mentions `needle`.
+void ExpectError(const absl::Status& status, const std::string& needle) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), needle)) << "message: " << status.message()
+                                                           << "\nexpected to contain: " << needle;
+}
+
+TEST(ParseDurationTest, AcceptsUnitsAndBareMilliseconds) {
+  EXPECT_EQ(*ParseDuration("500ms"), absl::Milliseconds(500));
+  EXPECT_EQ(*ParseDuration("5 s"), absl::Seconds(5));
+  EXPECT_EQ(*ParseDuration("1 min"), absl::Minutes(1));
+  EXPECT_EQ(*ParseDuration("250"), absl::Milliseconds(250));
+  EXPECT_EQ(*ParseDuration(" 2h "), absl::Hours(2));
+  EXPECT_EQ(*ParseDuration("3 seconds"), absl::Seconds(3));
+  EXPECT_EQ(*ParseDuration("1d"), absl::Hours(24));
+  EXPECT_EQ(*ParseDuration("10 MS"), absl::Milliseconds(10));
+}
+
+TEST(ParseDurationTest, RejectsWhatIsNotADuration) {
+  ExpectError(ParseDuration("").status(), "not a duration");
+  ExpectError(ParseDuration("fast").status(), "not a duration");
+  ExpectError(ParseDuration("-5 s").status(), "not a duration");
+  ExpectError(ParseDuration("5 fortnights").status(), "unknown time unit 'fortnights'");
+  ExpectError(ParseDuration("1.5 s").status(), "unknown time unit");
+}
+
+TEST(ParseMemorySizeTest, AcceptsUnits) {
+  EXPECT_EQ(*ParseMemorySize("64mb"), 64LL << 20);
+  EXPECT_EQ(*ParseMemorySize("1 gb"), 1LL << 30);
+  EXPECT_EQ(*ParseMemorySize("4096"), 4096);
+  ExpectError(ParseMemorySize("lots").status(), "not a memory size");
+  ExpectError(ParseMemorySize("1 parsec").status(), "unknown size unit");
+  ExpectError(ParseMemorySize("99999999999 tb").status(), "too large");
+}
+
+TEST(ConfigurationTest, DefaultsFollowTheSchema) {
+  Configuration config;
+  EXPECT_EQ(config.GetString(k::kJobManagerRpcAddress), "127.0.0.1");
+  EXPECT_EQ(config.GetInt(k::kJobManagerRpcPort), 6123);
+  EXPECT_EQ(config.GetInt(k::kTaskManagerRpcPort), 0);
+  EXPECT_EQ(config.GetDuration(k::kHeartbeatInterval), absl::Seconds(1));
+  EXPECT_EQ(config.GetDuration(k::kHeartbeatTimeout), absl::Seconds(5));
+  EXPECT_EQ(config.GetString(k::kLogFormat), "text");
+}
+
+TEST(ConfigurationTest, EveryDefaultIsValidForItsOwnSpec) {
+  for (const OptionSpec& spec : AllOptions()) {
+    if (spec.default_value.empty() && spec.type == OptionType::kString) continue;
+    EXPECT_TRUE(ValidateValue(spec, spec.default_value).ok()) << spec.key;
+  }
+}
+
+TEST(ConfigurationTest, FileValuesAndCommandLineOverrides) {
+  std::string path = WriteFile(
+      "# cluster settings\n"
+      "\n"
+      "jobmanager.rpc.port: 7000\n"
+      "heartbeat.timeout: \"10 s\"\n"
+      "taskmanager.numberOfTaskSlots: 4   # per machine\n"
+      "log.level: debug\n");
+  auto config = Configuration::Load(path, {"jobmanager.rpc.port=7001", "heartbeat.interval=250"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->GetInt(k::kJobManagerRpcPort), 7001);  // the command line wins
+  EXPECT_EQ(config->GetDuration(k::kHeartbeatTimeout), absl::Seconds(10));
+  EXPECT_EQ(config->GetDuration(k::kHeartbeatInterval), absl::Milliseconds(250));
+  EXPECT_EQ(config->GetInt(k::kTaskManagerSlots), 4);
+  EXPECT_EQ(config->GetString(k::kLogLevel), "debug");
+
+  std::string summary = config->EffectiveSummary();
+  EXPECT_TRUE(absl::StrContains(summary, "jobmanager.rpc.port=7001 [command line]")) << summary;
+  EXPECT_TRUE(absl::StrContains(summary, "heartbeat.timeout=10 s [file]")) << summary;
+  EXPECT_TRUE(absl::StrContains(summary, "jobmanager.rpc.address=127.0.0.1,")) << summary;
+}
+
+TEST(ConfigurationTest, UnknownKeyInFileNamesFileLineAndKey) {
+  std::string path = WriteFile("jobmanager.rpc.port: 7000\nheartbeat.timout: 5 s\n");
+  auto config = Configuration::Load(path, {});
+  ExpectError(config.status(), ":2: unknown configuration key 'heartbeat.timout'");
+}
+
+TEST(ConfigurationTest, UnknownKeyOnCommandLine) {
+  ExpectError(Configuration::Load(std::nullopt, {"taskmanager.slots=2"}).status(),
+              "unknown configuration key 'taskmanager.slots'");
+}
+
+TEST(ConfigurationTest, BadValuesNameTheKeyAndWhatWasExpected) {
+  ExpectError(Configuration::Load(std::nullopt, {"jobmanager.rpc.port=http"}).status(),
+              "bad value 'http' for 'jobmanager.rpc.port': expected an integer");
+  ExpectError(Configuration::Load(std::nullopt, {"jobmanager.rpc.port=0"}).status(),
+              "'jobmanager.rpc.port': expected an integer between 1 and 65535");
+  ExpectError(Configuration::Load(std::nullopt, {"taskmanager.numberOfTaskSlots=0"}).status(),
+              "'taskmanager.numberOfTaskSlots'");
+  ExpectError(Configuration::Load(std::nullopt, {"heartbeat.timeout=soon"}).status(),
+              "bad value 'soon' for 'heartbeat.timeout': expected a duration such as 500ms, 5 s or 1 min");
+  ExpectError(Configuration::Load(std::nullopt, {"heartbeat.interval=1ms"}).status(),
+              "'heartbeat.interval': expected a duration between 10 ms and 24 h");
+  ExpectError(Configuration::Load(std::nullopt, {"log.level=verbose"}).status(),
+              "bad value 'verbose' for 'log.level': expected one of: trace, debug, info, warn, error, off");
+  ExpectError(Configuration::Load(std::nullopt, {"log.format=xml"}).status(), "expected one of: text, json");
+}
+
+TEST(ConfigurationTest, BadOverrideSyntax) {
+  ExpectError(Configuration::Load(std::nullopt, {"heartbeat.timeout"}).status(), "expected -Dkey=value");
+  ExpectError(Configuration::Load(std::nullopt, {"=5"}).status(), "expected -Dkey=value");
+}
+
+TEST(ConfigurationTest, UnreadableFile) {
+  ExpectError(Configuration::Load("/nonexistent/weir.yaml", {}).status(),
+              "cannot read configuration file '/nonexistent/weir.yaml'");
+}
+
+TEST(ConfigurationTest, MalformedFileLines) {
+  ExpectError(Configuration::Load(WriteFile("just some words\n"), {}).status(), ":1: expected 'key: value'");
+  ExpectError(Configuration::Load(WriteFile(": 5\n"), {}).status(), ":1: expected 'key: value' (the key is empty)");
+  ExpectError(Configuration::Load(WriteFile("log.level: \"info\n"), {}).status(), "unterminated quote");
+}
+
+TEST(ConfigurationTest, FromCommandLine) {
+  std::string path = WriteFile("taskmanager.numberOfTaskSlots: 3\n");
+  const char* argv[] = {"weir-taskmanager", "--config", path.c_str(), "-Dheartbeat.interval=2 s",
+                        "-D", "log.level=warn"};
+  auto config = Configuration::FromCommandLine(6, argv);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->GetInt(k::kTaskManagerSlots), 3);
+  EXPECT_EQ(config->GetDuration(k::kHeartbeatInterval), absl::Seconds(2));
+  EXPECT_EQ(config->GetString(k::kLogLevel), "warn");
+
+  std::string with_equals = "--config=" + path;
+  const char* argv2[] = {"weir-taskmanager", with_equals.c_str()};
+  ASSERT_TRUE(Configuration::FromCommandLine(2, argv2).ok());
+}
+
+TEST(ConfigurationTest, FromCommandLineErrors) {
+  const char* unknown[] = {"weir-jobmanager", "--port", "5"};
+  ExpectError(Configuration::FromCommandLine(3, unknown).status(), "unknown argument '--port'");
+  const char* no_file[] = {"weir-jobmanager", "--config"};
+  ExpectError(Configuration::FromCommandLine(2, no_file).status(), "--config needs a file name");
+  const char* no_value[] = {"weir-jobmanager", "-D"};
+  ExpectError(Configuration::FromCommandLine(2, no_value).status(), "-D needs key=value");
+}
+
+TEST(ConfigurationTest, ReferenceListsEveryKey) {
+  std::string reference = ConfigurationReferenceMarkdown();
+  for (const OptionSpec& spec : AllOptions()) {
+    EXPECT_TRUE(absl::StrContains(reference, absl::StrCat("`", spec.key, "`"))) << spec.key;
+  }
+}
+
+}  // namespace
+}  // namespace weir::config
+
+namespace weir::config {
+namespace {
+
+// docs/configuration.md must carry the table the schema generates; run
+// scripts/gen-config-docs.sh after changing options.cc.
+TEST(ConfigurationDocsTest, ReferenceInDocsIsCurrent) {
+  std::string doc = weir::testing::ReadFile(std::string(WEIR_SOURCE_DIR) + "/docs/configuration.md");
+  ASSERT_FALSE(doc.empty()) << "docs/configuration.md not found under " << WEIR_SOURCE_DIR;
+  EXPECT_TRUE(absl::StrContains(doc, ConfigurationReferenceMarkdown()))
+      << "docs/configuration.md is stale: run scripts/gen-config-docs.sh";
+}
+
+}  // namespace
+}  // namespace weir::config
