@@ -1,0 +1,355 @@
+// The DataStream API: a typed, fluent way to describe a dataflow.
+//
+//   auto words = kafka::Source(env, {.brokers = b, .topics = {"in"}});
+//   auto counts = words.KeyBy([](const kafka::Record& r) { return r.value; })
+//                      .Process<kafka::Record>(CountPerKey);
+//   kafka::Sink(counts, {.brokers = b, .topic = "out"});
+//
+// Every call adds a vertex to the job graph; Name() and Parallelism() set the
+// last one's. Adjacent vertices with the same parallelism and a forward
+// connection run chained in one task and pass records as C++ objects;
+// elsewhere records are serialized with their type's weir::Serializer.
+//
+// User functions run on the task thread of their subtask; an exception they
+// throw fails the task with its message.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+
+#include "weir/job_graph.h"
+#include "weir/operator.h"
+#include "weir/serializer.h"
+#include "weir/state.h"
+
+namespace weir {
+
+// The TypeOps of T written with serializer S (one instance per job binary).
+template <typename T, typename S = Serializer<T>>
+const TypeOps* TypeOpsOf() {
+  static const TypeOps ops{
+      typeid(T).name(),
+      [](const void* record, std::string& out) { S::Write(*static_cast<const T*>(record), out); },
+      [](std::string_view bytes, RecordOutput& output) {
+        T value = S::Read(bytes);
+        output.Emit(&value);
+      }};
+  return &ops;
+}
+
+// Receives the records a FlatMap or Process function emits.
+template <typename T>
+class Collector {
+ public:
+  explicit Collector(RecordOutput* output) : output_(output) {}
+  void Collect(T value) { output_->Emit(&value); }
+
+ private:
+  RecordOutput* output_;
+};
+
+// What a keyed Process function sees besides the record.
+template <typename K>
+class KeyedContext {
+ public:
+  KeyedContext(const K& key, OperatorContext* context) : key_(key), context_(context) {}
+  const K& key() const { return key_; }
+  int subtask_index() const { return context_->subtask_index(); }
+  // The state named `name` of the current key.
+  template <typename V, typename S = Serializer<V>>
+  ValueState<V, S> State(std::string name) {
+    return ValueState<V, S>(context_->keyed_state(), std::move(name));
+  }
+
+ private:
+  const K& key_;
+  OperatorContext* context_;
+};
+
+// A user-defined source, polled by its task thread.
+template <typename T>
+class SourceFunction {
+ public:
+  virtual ~SourceFunction() = default;
+  virtual void Open(OperatorContext& context) {}
+  // Emit some records (or none) and say whether more will come.
+  virtual SourceStatus Poll(Collector<T>& out) = 0;
+  virtual void Close() {}
+};
+
+namespace internal {
+
+// Base of the typed operators below: keeps the output and context.
+class OperatorBase : public StreamOperator {
+ public:
+  void Open(OperatorContext& context, RecordOutput* output) override {
+    context_ = &context;
+    output_ = output;
+  }
+
+ protected:
+  OperatorContext* context_ = nullptr;
+  RecordOutput* output_ = nullptr;
+};
+
+template <typename In, typename Out, typename F>
+class MapOperator final : public OperatorBase {
+ public:
+  explicit MapOperator(F fn) : fn_(std::move(fn)) {}
+  void Process(void* record) override {
+    Out out = fn_(std::move(*static_cast<In*>(record)));
+    output_->Emit(&out);
+  }
+
+ private:
+  F fn_;
+};
+
+template <typename In, typename F>
+class FilterOperator final : public OperatorBase {
+ public:
+  explicit FilterOperator(F fn) : fn_(std::move(fn)) {}
+  void Process(void* record) override {
+    if (fn_(*static_cast<const In*>(record))) output_->Emit(record);
+  }
+
+ private:
+  F fn_;
+};
+
+template <typename In, typename Out, typename F>
+class FlatMapOperator final : public OperatorBase {
+ public:
+  explicit FlatMapOperator(F fn) : fn_(std::move(fn)) {}
+  void Process(void* record) override {
+    Collector<Out> out(output_);
+    fn_(std::move(*static_cast<In*>(record)), out);
+  }
+
+ private:
+  F fn_;
+};
+
+template <typename In, typename K, typename KS, typename Out, typename KeyFn, typename F>
+class KeyedProcessOperator final : public OperatorBase {
+ public:
+  KeyedProcessOperator(KeyFn key_fn, F fn) : key_fn_(std::move(key_fn)), fn_(std::move(fn)) {}
+  void Process(void* record) override {
+    const In& in = *static_cast<const In*>(record);
+    K key = key_fn_(in);
+    key_bytes_.clear();
+    KS::Write(key, key_bytes_);
+    context_->SetCurrentKey(key_bytes_);
+    KeyedContext<K> keyed(key, context_);
+    Collector<Out> out(output_);
+    fn_(in, keyed, out);
+  }
+
+ private:
+  KeyFn key_fn_;
+  F fn_;
+  std::string key_bytes_;
+};
+
+template <typename In, typename F>
+class SinkFunctionOperator final : public OperatorBase {
+ public:
+  explicit SinkFunctionOperator(F fn) : fn_(std::move(fn)) {}
+  void Process(void* record) override { fn_(*static_cast<const In*>(record)); }
+
+ private:
+  F fn_;
+};
+
+template <typename T>
+class SourceFunctionOperator final : public SourceOperator {
+ public:
+  explicit SourceFunctionOperator(std::unique_ptr<SourceFunction<T>> fn) : fn_(std::move(fn)) {}
+  void Open(OperatorContext& context, RecordOutput* output) override {
+    output_ = output;
+    fn_->Open(context);
+  }
+  SourceStatus PollNext() override {
+    Collector<T> out(output_);
+    return fn_->Poll(out);
+  }
+  void Close() override { fn_->Close(); }
+
+ private:
+  std::unique_ptr<SourceFunction<T>> fn_;
+  RecordOutput* output_ = nullptr;
+};
+
+}  // namespace internal
+
+template <typename T>
+class DataStream;
+
+// Where a job's dataflow starts: sources are added here.
+class StreamEnvironment {
+ public:
+  explicit StreamEnvironment(JobGraph* graph) : graph_(graph) {}
+
+  void SetJobName(std::string name) { graph_->name = std::move(name); }
+
+  template <typename T, typename S = Serializer<T>>
+  DataStream<T> AddSource(std::string name, std::function<std::unique_ptr<SourceFunction<T>>()> factory);
+
+  // Low-level: used by the typed API and the connectors.
+  int AddVertex(VertexSpec vertex) {
+    vertex.id = static_cast<int>(graph_->vertices.size());
+    graph_->vertices.push_back(std::move(vertex));
+    return graph_->vertices.back().id;
+  }
+  void AddEdge(int source, int target, Partitioning partitioning, KeyFunction key) {
+    graph_->edges.push_back(EdgeSpec{source, target, partitioning, std::move(key)});
+  }
+  VertexSpec& vertex(int id) { return graph_->vertices.at(id); }
+
+ private:
+  JobGraph* graph_;
+};
+
+template <typename T, typename K, typename KS>
+class KeyedStream;
+
+template <typename T>
+class DataStream {
+ public:
+  DataStream(StreamEnvironment* env, int vertex, Partitioning next = Partitioning::kForward, KeyFunction key = {})
+      : env_(env), vertex_(vertex), next_(next), key_(std::move(key)) {}
+
+  // Names the vertex that produces this stream (shown in weir status).
+  DataStream& Name(std::string name) {
+    env_->vertex(vertex_).name = std::move(name);
+    return *this;
+  }
+  // Sets how many parallel subtasks run the vertex that produces this stream.
+  DataStream& Parallelism(int parallelism) {
+    if (parallelism < 1) throw std::invalid_argument("parallelism must be at least 1");
+    env_->vertex(vertex_).parallelism = parallelism;
+    return *this;
+  }
+
+  // One output record per input record: fn(T) -> Out.
+  template <typename F, typename Out = std::decay_t<std::invoke_result_t<F, T>>, typename S = Serializer<Out>>
+  DataStream<Out> Map(F fn) const {
+    return Then<Out>("Map", TypeOpsOf<Out, S>(), [fn] {
+      return std::make_unique<internal::MapOperator<T, Out, F>>(fn);
+    });
+  }
+
+  // Keeps the records for which fn(const T&) is true.
+  template <typename F>
+  DataStream<T> Filter(F fn) const {
+    return Then<T>("Filter", env_->vertex(vertex_).output_type, [fn] {
+      return std::make_unique<internal::FilterOperator<T, F>>(fn);
+    });
+  }
+
+  // Any number of output records per input: fn(T, Collector<Out>&).
+  template <typename Out, typename S = Serializer<Out>, typename F>
+  DataStream<Out> FlatMap(F fn) const {
+    return Then<Out>("FlatMap", TypeOpsOf<Out, S>(), [fn] {
+      return std::make_unique<internal::FlatMapOperator<T, Out, F>>(fn);
+    });
+  }
+
+  // Partitions by key: records with equal keys reach the same subtask, where
+  // a Process function keeps state per key. fn(const T&) -> K.
+  template <typename F, typename K = std::decay_t<std::invoke_result_t<F, const T&>>, typename KS = Serializer<K>>
+  KeyedStream<T, K, KS> KeyBy(F key_fn) const {
+    return KeyedStream<T, K, KS>(env_, vertex_, key_fn);
+  }
+
+  // Spreads records round-robin over the next vertex's subtasks.
+  DataStream Rebalance() const { return DataStream(env_, vertex_, Partitioning::kRebalance); }
+  // Sends every record to every subtask of the next vertex.
+  DataStream Broadcast() const { return DataStream(env_, vertex_, Partitioning::kBroadcast); }
+
+  // A user-defined sink: fn(const T&) for every record.
+  template <typename F>
+  void Sink(std::string name, F fn) const {
+    VertexSpec spec;
+    spec.name = std::move(name);
+    spec.kind = VertexSpec::Kind::kSink;
+    spec.operator_factory = [fn] { return std::make_unique<internal::SinkFunctionOperator<T, F>>(fn); };
+    Attach(std::move(spec));
+  }
+
+  // Low-level: adds `spec` downstream of this stream; returns its id.
+  int Attach(VertexSpec spec) const {
+    int id = env_->AddVertex(std::move(spec));
+    env_->AddEdge(vertex_, id, next_, key_);
+    return id;
+  }
+
+  StreamEnvironment* env() const { return env_; }
+  int vertex_id() const { return vertex_; }
+
+ private:
+  template <typename Out, typename Factory>
+  DataStream<Out> Then(const char* default_name, const TypeOps* type, Factory factory) const {
+    VertexSpec spec;
+    spec.name = default_name;
+    spec.operator_factory = std::move(factory);
+    spec.output_type = type;
+    return DataStream<Out>(env_, Attach(std::move(spec)));
+  }
+
+  StreamEnvironment* env_;
+  int vertex_;
+  Partitioning next_;
+  KeyFunction key_;
+};
+
+template <typename T, typename K, typename KS>
+class KeyedStream {
+ public:
+  template <typename KeyFn>
+  KeyedStream(StreamEnvironment* env, int vertex, KeyFn key_fn)
+      : env_(env), vertex_(vertex), key_fn_(std::move(key_fn)) {}
+
+  // fn(const T&, KeyedContext<K>&, Collector<Out>&), with state per key.
+  template <typename Out, typename S = Serializer<Out>, typename F>
+  DataStream<Out> Process(F fn) const {
+    auto key_fn = key_fn_;
+    KeyFunction key = [key_fn](const void* record, std::string& out) {
+      KS::Write(key_fn(*static_cast<const T*>(record)), out);
+    };
+    VertexSpec spec;
+    spec.name = "KeyedProcess";
+    spec.output_type = TypeOpsOf<Out, S>();
+    spec.input_key = key;
+    spec.operator_factory = [key_fn, fn] {
+      return std::make_unique<internal::KeyedProcessOperator<T, K, KS, Out, decltype(key_fn), F>>(key_fn, fn);
+    };
+    DataStream<T> upstream(env_, vertex_, Partitioning::kHash, key);
+    return DataStream<Out>(env_, upstream.Attach(std::move(spec)));
+  }
+
+ private:
+  StreamEnvironment* env_;
+  int vertex_;
+  std::function<K(const T&)> key_fn_;
+};
+
+template <typename T, typename S>
+DataStream<T> StreamEnvironment::AddSource(std::string name,
+                                           std::function<std::unique_ptr<SourceFunction<T>>()> factory) {
+  VertexSpec spec;
+  spec.name = std::move(name);
+  spec.kind = VertexSpec::Kind::kSource;
+  spec.output_type = TypeOpsOf<T, S>();
+  spec.source_factory = [factory] {
+    return std::make_unique<internal::SourceFunctionOperator<T>>(factory());
+  };
+  return DataStream<T>(this, AddVertex(std::move(spec)));
+}
+
+}  // namespace weir

@@ -1,0 +1,158 @@
+// Kafka connectors for the DataStream API. The job binary only describes
+// them; the TaskManager runs them with librdkafka.
+//
+//   auto in = kafka::Source(env, {.brokers = "k1:9092", .topics = {"events"}, .bounded = true});
+//   kafka::Sink(in.Map(Upper), {.brokers = "k1:9092", .topic = "out",
+//                               .guarantee = kafka::Guarantee::kAtLeastOnce});
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weir/datastream.h"
+#include "weir/serializer.h"
+
+namespace weir::kafka {
+
+// A Kafka record as the source reads it and the sink writes it. The sink
+// uses key, value and timestamp_ms (-1: the producer's clock); topic,
+// partition and offset say where a source record came from.
+struct Record {
+  std::optional<std::string> key;
+  std::string value;
+  int64_t timestamp_ms = -1;
+  std::string topic;
+  int32_t partition = -1;
+  int64_t offset = -1;
+
+  bool operator==(const Record&) const = default;
+};
+
+enum class Guarantee { kAtMostOnce, kAtLeastOnce, kExactlyOnce };
+
+inline const char* GuaranteeName(Guarantee g) {
+  switch (g) {
+    case Guarantee::kAtMostOnce: return "at-most-once";
+    case Guarantee::kAtLeastOnce: return "at-least-once";
+    case Guarantee::kExactlyOnce: return "exactly-once";
+  }
+  return "?";
+}
+
+// "exactly-once" | "at-least-once" | "at-most-once"; throws otherwise.
+inline Guarantee ParseGuarantee(std::string_view text) {
+  for (Guarantee g : {Guarantee::kAtMostOnce, Guarantee::kAtLeastOnce, Guarantee::kExactlyOnce}) {
+    if (text == GuaranteeName(g)) return g;
+  }
+  throw std::invalid_argument("unknown guarantee '" + std::string(text) +
+                              "'; expected exactly-once, at-least-once or at-most-once");
+}
+
+struct SourceOptions {
+  std::string brokers;              // bootstrap.servers
+  std::vector<std::string> topics;  // partitions are spread over the subtasks
+  // Where to start: "earliest", "latest", "committed" (the offsets committed
+  // by group_id; earliest where none), or "timestamp:<unix ms>".
+  std::string start = "earliest";
+  std::string group_id;
+  std::string isolation_level = "read_committed";  // or read_uncommitted
+  // Read up to the end offsets seen at start, then finish.
+  bool bounded = false;
+  // Extra librdkafka consumer properties.
+  std::map<std::string, std::string> properties;
+};
+
+struct SinkOptions {
+  std::string brokers;
+  std::string topic;
+  Guarantee guarantee = Guarantee::kAtLeastOnce;
+  // Extra librdkafka producer properties (e.g. "partitioner").
+  std::map<std::string, std::string> properties;
+};
+
+namespace internal {
+inline std::string Join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& p : parts) {
+    if (!out.empty()) out += ",";
+    out += p;
+  }
+  return out;
+}
+}  // namespace internal
+
+inline DataStream<Record> Source(StreamEnvironment& env, const SourceOptions& options,
+                                 std::string name = "KafkaSource");
+
+inline void Sink(const DataStream<Record>& stream, const SinkOptions& options, std::string name = "KafkaSink");
+
+}  // namespace weir::kafka
+
+namespace weir {
+
+template <>
+struct Serializer<kafka::Record> {
+  static void Write(const kafka::Record& r, std::string& out) {
+    out.push_back(r.key.has_value() ? 1 : 0);
+    if (r.key.has_value()) internal::WriteField(*r.key, out);
+    internal::WriteField(r.value, out);
+    internal::WriteField(r.timestamp_ms, out);
+    internal::WriteField(r.topic, out);
+    internal::WriteField(r.partition, out);
+    internal::WriteField(r.offset, out);
+  }
+  static kafka::Record Read(std::string_view in) {
+    if (in.empty()) throw std::runtime_error("corrupt Kafka record: empty");
+    kafka::Record r;
+    size_t pos = 1;
+    if (in[0] == 1) r.key = std::string(internal::ReadField(in, &pos));
+    r.value = std::string(internal::ReadField(in, &pos));
+    r.timestamp_ms = Serializer<int64_t>::Read(internal::ReadField(in, &pos));
+    r.topic = std::string(internal::ReadField(in, &pos));
+    r.partition = Serializer<int32_t>::Read(internal::ReadField(in, &pos));
+    r.offset = Serializer<int64_t>::Read(internal::ReadField(in, &pos));
+    return r;
+  }
+};
+
+namespace kafka {
+
+inline DataStream<Record> Source(StreamEnvironment& env, const SourceOptions& options, std::string name) {
+  if (options.brokers.empty()) throw std::invalid_argument("kafka::Source: brokers is empty");
+  if (options.topics.empty()) throw std::invalid_argument("kafka::Source: no topics");
+  VertexSpec spec;
+  spec.name = std::move(name);
+  spec.kind = VertexSpec::Kind::kSource;
+  spec.connector = "kafka-source";
+  spec.output_type = TypeOpsOf<Record>();
+  spec.properties = {{"brokers", options.brokers},
+                     {"topics", internal::Join(options.topics)},
+                     {"start", options.start},
+                     {"group.id", options.group_id},
+                     {"isolation.level", options.isolation_level},
+                     {"bounded", options.bounded ? "true" : "false"}};
+  for (const auto& [k, v] : options.properties) spec.properties["kafka." + k] = v;
+  return DataStream<Record>(&env, env.AddVertex(std::move(spec)));
+}
+
+inline void Sink(const DataStream<Record>& stream, const SinkOptions& options, std::string name) {
+  if (options.brokers.empty()) throw std::invalid_argument("kafka::Sink: brokers is empty");
+  if (options.topic.empty()) throw std::invalid_argument("kafka::Sink: no topic");
+  VertexSpec spec;
+  spec.name = std::move(name);
+  spec.kind = VertexSpec::Kind::kSink;
+  spec.connector = "kafka-sink";
+  spec.properties = {{"brokers", options.brokers},
+                     {"topic", options.topic},
+                     {"guarantee", GuaranteeName(options.guarantee)}};
+  for (const auto& [k, v] : options.properties) spec.properties["kafka." + k] = v;
+  stream.Attach(std::move(spec));
+}
+
+}  // namespace kafka
+}  // namespace weir

@@ -1,0 +1,29 @@
+// kafka_copy: copies every record of one Kafka topic to another.
+//
+//   weir submit kafka_copy.so -p 2 -- --brokers HOST:PORT --input-topic in
+//       --output-topic out [--guarantee at-least-once] [--bounded]
+#include "weir/job.h"
+
+namespace {
+
+void BuildJob(weir::StreamEnvironment& env, const weir::JobArgs& args) {
+  std::string brokers = args.Require("--brokers");
+  env.SetJobName("kafka_copy");
+  auto input = weir::kafka::Source(env, {.brokers = brokers,
+                                         .topics = {args.Require("--input-topic")},
+                                         .bounded = args.Flag("--bounded")});
+  auto copied = input
+                    .Map([](weir::kafka::Record r) {
+                      // Keep key, value and timestamp; the sink picks the partition.
+                      r.partition = -1;
+                      return r;
+                    })
+                    .Name("Copy");
+  weir::kafka::Sink(copied, {.brokers = brokers,
+                             .topic = args.Require("--output-topic"),
+                             .guarantee = weir::kafka::ParseGuarantee(args.Get("--guarantee", "at-least-once"))});
+}
+
+}  // namespace
+
+WEIR_JOB(BuildJob)
