@@ -1,5 +1,8 @@
 #include "client/cli.h"
 
+#include "client/job_commands.h"
+#include "client/options.h"
+
 #include <cstdlib>
 #include <iomanip>
 
@@ -14,33 +17,17 @@ namespace weir::client {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: weir [--jobmanager HOST:PORT] [--json] COMMAND\n"
+    "usage: weir [--jobmanager HOST:PORT] [--json] COMMAND [ARGS]\n"
     "\n"
     "commands:\n"
-    "  cluster    list the TaskManagers of the cluster with their slots\n"
+    "  cluster                      list the TaskManagers with their slots\n"
+    "  submit JOB_BINARY [-p N] [-Dkey=value ...] [-- JOB ARGS]\n"
+    "                               upload a job binary and run it; prints the job id\n"
+    "  list                         list the jobs\n"
+    "  status JOB_ID                a job's state and its tasks\n"
+    "  cancel JOB_ID                cancel a job\n"
     "\n"
     "--jobmanager defaults to $WEIR_JOBMANAGER, else 127.0.0.1:6123.\n";
-
-struct Options {
-  std::string jobmanager;
-  bool json = false;
-  std::string command;
-  std::vector<std::string> command_args;
-};
-
-// Turns an RPC failure into the one line the user sees.
-std::string DescribeRpcError(const Options& options, const grpc::Status& status) {
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-      status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return absl::StrCat("cannot reach the JobManager at ", options.jobmanager, " (", status.error_message(),
-                        "); is it running? Pass --jobmanager HOST:PORT or set WEIR_JOBMANAGER");
-  }
-  return absl::StrCat("the JobManager at ", options.jobmanager, " answered: ", status.error_message());
-}
-
-void SetDeadline(grpc::ClientContext* context) {
-  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-}
 
 int RunCluster(const Options& options, std::ostream& out, std::ostream& err) {
   auto stub = v1::ClusterService::NewStub(rpc::CreateChannel(options.jobmanager));
@@ -113,10 +100,15 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
       options.command = arg;
     }
   }
-  // Options may also follow the command: `weir cluster --json`.
+  // Options may also follow the command: `weir cluster --json`. Job
+  // arguments after `--` are left alone.
   std::vector<std::string> rest;
   for (size_t i = 0; i < options.command_args.size(); ++i) {
     const std::string& arg = options.command_args[i];
+    if (arg == "--") {
+      rest.insert(rest.end(), options.command_args.begin() + static_cast<long>(i), options.command_args.end());
+      break;
+    }
     if (arg == "--json") {
       options.json = true;
     } else if ((arg == "--jobmanager" || arg == "-m") && i + 1 < options.command_args.size()) {
@@ -138,6 +130,10 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     }
     return RunCluster(options, out, err);
   }
+  if (options.command == "submit") return RunSubmit(options, out, err);
+  if (options.command == "list") return RunList(options, out, err);
+  if (options.command == "status") return RunStatus(options, out, err);
+  if (options.command == "cancel") return RunCancel(options, out, err);
   err << "weir: unknown command '" << options.command << "'\n" << kUsage;
   return 2;
 }

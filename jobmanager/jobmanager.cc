@@ -24,12 +24,24 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   jm->resource_manager_service_ = std::make_unique<ResourceManagerServiceImpl>(
       jm->resource_manager_.get(), config.GetDuration(k::kHeartbeatInterval));
   jm->cluster_service_ = std::make_unique<ClusterServiceImpl>(jm->resource_manager_.get());
+  std::string storage_dir = config.GetString(k::kHaStorageDir);
+  ASSIGN_OR_RETURN(jm->artifacts_, ArtifactStore::Open(storage_dir, config.GetMemorySize(k::kArtifactMaxSize)));
+  DispatcherOptions dispatcher_options;
+  dispatcher_options.default_parallelism = static_cast<int>(config.GetInt(k::kParallelismDefault));
+  dispatcher_options.max_parallelism = static_cast<int>(config.GetInt(k::kMaxParallelism));
+  dispatcher_options.cancel_timeout = config.GetDuration(k::kCancelTimeout);
+  jm->dispatcher_ =
+      std::make_unique<Dispatcher>(dispatcher_options, jm->resource_manager_.get(), jm->artifacts_.get());
+  jm->job_service_ = std::make_unique<JobServiceImpl>(jm->dispatcher_.get());
+  jm->artifact_service_ = std::make_unique<ArtifactServiceImpl>(jm->artifacts_.get());
+  jm->job_master_service_ = std::make_unique<JobMasterServiceImpl>(jm->dispatcher_.get());
 
   rpc::ServerOptions options;
   options.bind_host = config.GetString(k::kJobManagerBindHost);
   if (options.bind_host.empty()) options.bind_host = config.GetString(k::kJobManagerRpcAddress);
   options.port = static_cast<int>(config.GetInt(k::kJobManagerRpcPort));
-  options.services = {jm->resource_manager_service_.get(), jm->cluster_service_.get()};
+  options.services = {jm->resource_manager_service_.get(), jm->cluster_service_.get(), jm->job_service_.get(),
+                      jm->artifact_service_.get(), jm->job_master_service_.get()};
   auto started = rpc::StartServer(options);
   if (!started.ok()) return Annotate(started.status(), "starting the JobManager's RPC server");
   jm->server_ = std::move(started->server);
@@ -39,8 +51,8 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
     jm->log_->warn("listening beyond loopback on {} without authentication; restrict access to this port",
                    options.bind_host);
   }
-  jm->log_->info("JobManager {} listening on {} (heartbeat interval {}, timeout {})", jm->session_id(),
-                 rpc::JoinHostPort(options.bind_host, jm->port_),
+  jm->log_->info("JobManager {} listening on {} (storage {}, heartbeat interval {}, timeout {})",
+                 jm->session_id(), rpc::JoinHostPort(options.bind_host, jm->port_), storage_dir,
                  config::FormatDuration(config.GetDuration(k::kHeartbeatInterval)),
                  config::FormatDuration(config.GetDuration(k::kHeartbeatTimeout)));
   return jm;
@@ -56,6 +68,7 @@ void JobManager::Shutdown() {
   // Closing the membership sessions first lets the server drain at once.
   resource_manager_->Stop();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  dispatcher_.reset();
   log_->info("JobManager {} stopped", session_id());
 }
 

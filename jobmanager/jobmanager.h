@@ -12,6 +12,9 @@
 #include "absl/status/statusor.h"
 #include "common/config/configuration.h"
 #include "common/rpc/rpc.h"
+#include "jobmanager/artifact_store.h"
+#include "jobmanager/dispatcher.h"
+#include "jobmanager/job_services.h"
 #include "jobmanager/resource_manager.h"
 #include "jobmanager/resource_manager_service.h"
 
@@ -38,6 +41,11 @@ class JobManager {
   std::unique_ptr<ResourceManager> resource_manager_;
   std::unique_ptr<ResourceManagerServiceImpl> resource_manager_service_;
   std::unique_ptr<ClusterServiceImpl> cluster_service_;
+  std::unique_ptr<ArtifactStore> artifacts_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<ArtifactServiceImpl> artifact_service_;
+  std::unique_ptr<JobMasterServiceImpl> job_master_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;

@@ -19,6 +19,10 @@ absl::string_view LossReasonName(LossReason reason) {
   return "?";
 }
 
+int TaskManagerRecord::free_slots() const {
+  return static_cast<int>(std::count(slot_jobs.begin(), slot_jobs.end(), std::string()));
+}
+
 ResourceManager::ResourceManager(absl::Duration heartbeat_timeout, std::string session_id)
     : heartbeat_timeout_(heartbeat_timeout),
       session_id_(std::move(session_id)),
@@ -59,6 +63,7 @@ absl::StatusOr<uint64_t> ResourceManager::Register(const v1::RegisterTaskManager
     entry.record.slots = request.slots();
     entry.record.registered_at = absl::Now();
     entry.record.last_heartbeat = entry.record.registered_at;
+    entry.record.slot_jobs.assign(info.slots_total(), "");
     entry.epoch = epoch;
     entry.session = session;
   }
@@ -113,6 +118,46 @@ std::vector<TaskManagerRecord> ResourceManager::List() const {
     return a.info.taskmanager_id() < b.info.taskmanager_id();
   });
   return out;
+}
+
+absl::StatusOr<std::vector<SlotAssignment>> ResourceManager::AllocateSlots(const std::string& job_id, int count) {
+  absl::MutexLock lock(&mu_);
+  int free = 0, total = 0;
+  for (const auto& [id, entry] : members_) {
+    free += entry.record.free_slots();
+    total += entry.record.info.slots_total();
+  }
+  if (free < count) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the job needs ", count, " slots but the cluster has ", free, " free (", members_.size(),
+        " TaskManagers, ", total, " slots in all); lower the parallelism (-p) or add TaskManagers"));
+  }
+  std::vector<SlotAssignment> out;
+  while (static_cast<int>(out.size()) < count) {
+    Entry* best = nullptr;
+    for (auto& [id, entry] : members_) {
+      int f = entry.record.free_slots();
+      if (f == 0) continue;
+      if (best == nullptr || f > best->record.free_slots() ||
+          (f == best->record.free_slots() && id < best->record.info.taskmanager_id())) {
+        best = &entry;
+      }
+    }
+    auto& jobs = best->record.slot_jobs;
+    int index = static_cast<int>(std::find(jobs.begin(), jobs.end(), std::string()) - jobs.begin());
+    jobs[index] = job_id;
+    out.push_back({best->record.info.taskmanager_id(), best->record.info.address(), index});
+  }
+  return out;
+}
+
+void ResourceManager::ReleaseSlots(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, entry] : members_) {
+    for (std::string& job : entry.record.slot_jobs) {
+      if (job == job_id) job.clear();
+    }
+  }
 }
 
 void ResourceManager::AddLossListener(LossListener listener) {

@@ -43,6 +43,16 @@ struct TaskManagerRecord {
   v1::SlotReport slots;
   absl::Time registered_at;
   absl::Time last_heartbeat;
+  // The job each slot is allocated to ("" = free), as the JobManager sees it.
+  std::vector<std::string> slot_jobs;
+  int free_slots() const;
+};
+
+// One slot given to a job.
+struct SlotAssignment {
+  std::string taskmanager_id;
+  std::string address;
+  int slot_index = 0;
 };
 
 enum class LossReason { kConnectionClosed, kHeartbeatTimeout, kDeregistered, kReplaced };
@@ -80,6 +90,14 @@ class ResourceManager {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   std::vector<TaskManagerRecord> List() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Allocates `count` free slots to `job_id`, spread over the TaskManagers
+  // (most free slots first). Fails with kResourceExhausted, saying how many
+  // are free, when there are not enough.
+  absl::StatusOr<std::vector<SlotAssignment>> AllocateSlots(const std::string& job_id, int count)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Frees every slot of `job_id`.
+  void ReleaseSlots(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
 
   void AddLossListener(LossListener listener) ABSL_LOCKS_EXCLUDED(mu_);
 

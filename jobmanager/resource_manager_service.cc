@@ -77,6 +77,9 @@ grpc::Status ClusterServiceImpl::ListTaskManagers(grpc::ServerContext*, const v1
     v1::TaskManagerStatus* status = response->add_taskmanagers();
     *status->mutable_info() = record.info;
     *status->mutable_slots() = record.slots;
+    // Allocation is decided here, so the JobManager's view of free slots wins.
+    status->mutable_slots()->set_slots_total(record.info.slots_total());
+    status->mutable_slots()->set_slots_free(record.free_slots());
     status->set_seconds_since_heartbeat(absl::ToDoubleSeconds(now - record.last_heartbeat));
     status->set_registered_at_unix_ms(absl::ToUnixMillis(record.registered_at));
   }

@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <random>
+#include <set>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging/logging.h"
 #include "common/rpc/rpc.h"
@@ -21,6 +23,17 @@ class TaskManager::Service final : public v1::TaskExecutorService::Service {
     *response->mutable_info() = tm_->info_;
     *response->mutable_slots() = tm_->slots_->Report();
     if (tm_->connection_) response->set_jobmanager_session_id(tm_->connection_->jobmanager_session_id());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status DeployTask(grpc::ServerContext*, const v1::TaskDeploymentDescriptor* tdd,
+                          v1::DeployTaskResponse*) override {
+    return rpc::ToGrpcStatus(tm_->Deploy(*tdd));
+  }
+
+  grpc::Status CancelJobTasks(grpc::ServerContext*, const v1::CancelJobTasksRequest* request,
+                              v1::CancelJobTasksResponse*) override {
+    tm_->CancelJob(request->job_id(), request->attempt(), request->reason());
     return grpc::Status::OK;
   }
 
@@ -49,13 +62,15 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   tm->log_ = logging::Get("taskmanager");
   tm->slots_ = std::make_unique<SlotTable>(static_cast<int>(config.GetInt(k::kTaskManagerSlots)));
   tm->service_ = std::make_unique<Service>(tm.get());
+  tm->partitions_ = std::make_unique<network::PartitionManager>();
+  tm->data_exchange_ = std::make_unique<network::DataExchangeServiceImpl>(tm->partitions_.get());
 
   std::string host = config.GetString(k::kTaskManagerHost);
   rpc::ServerOptions options;
   options.bind_host = config.GetString(k::kTaskManagerBindHost);
   if (options.bind_host.empty()) options.bind_host = host;
   options.port = static_cast<int>(config.GetInt(k::kTaskManagerRpcPort));
-  options.services = {tm->service_.get()};
+  options.services = {tm->service_.get(), tm->data_exchange_.get()};
   auto started = rpc::StartServer(options);
   if (!started.ok()) return Annotate(started.status(), "starting the TaskManager's RPC server");
   tm->server_ = std::move(started->server);
@@ -73,6 +88,19 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   ConnectionOptions connection;
   connection.jobmanager_address = rpc::JoinHostPort(config.GetString(k::kJobManagerRpcAddress),
                                                     static_cast<int>(config.GetInt(k::kJobManagerRpcPort)));
+  auto jm_channel = rpc::CreateChannel(connection.jobmanager_address);
+  tm->job_master_ = v1::JobMasterService::NewStub(jm_channel);
+  tm->artifacts_ = std::make_unique<JobArtifacts>(
+      absl::StrCat(config.GetString(k::kIoTmpDirs), "/weir-", tm->id()), v1::ArtifactService::NewStub(jm_channel));
+  tm->task_env_.taskmanager_id = tm->id();
+  tm->task_env_.artifacts = tm->artifacts_.get();
+  tm->task_env_.partitions = tm->partitions_.get();
+  tm->task_env_.listener = tm.get();
+  tm->task_env_.buffers_per_channel = static_cast<int>(config.GetInt(k::kBuffersPerChannel));
+  tm->task_env_.segment_size = static_cast<int>(config.GetMemorySize(k::kSegmentSize));
+  tm->task_env_.buffer_timeout = config.GetDuration(k::kBufferTimeout);
+  tm->task_env_.max_parallelism = static_cast<int>(config.GetInt(k::kMaxParallelism));
+  tm->maintenance_ = std::thread([raw = tm.get()] { raw->MaintenanceLoop(); });
   connection.heartbeat_interval = config.GetDuration(k::kHeartbeatInterval);
   connection.heartbeat_timeout = config.GetDuration(k::kHeartbeatTimeout);
   connection.initial_backoff = config.GetDuration(k::kRegistrationInitialTimeout);
@@ -91,9 +119,90 @@ void TaskManager::Shutdown(const std::string& reason) {
   if (shut_down_ || connection_ == nullptr) return;
   shut_down_ = true;
   log_->info("TaskManager {} shutting down ({})", id(), reason);
+  std::map<std::string, std::unique_ptr<Task>> tasks;
+  {
+    absl::MutexLock lock(&tasks_mu_);
+    stopping_ = true;
+    tasks.swap(tasks_);
+  }
+  for (auto& [id, task] : tasks) task->Cancel(reason);
+  tasks.clear();  // joins the task threads
+  if (maintenance_.joinable()) maintenance_.join();
   connection_->Stop(reason);
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   log_->info("TaskManager {} stopped", id());
+}
+
+absl::Status TaskManager::Deploy(const v1::TaskDeploymentDescriptor& tdd) {
+  if (tdd.slot_index() < 0 || tdd.slot_index() >= slots_->size()) {
+    return absl::InvalidArgumentError(absl::StrCat("slot ", tdd.slot_index(), " does not exist on TaskManager ", id()));
+  }
+  absl::MutexLock lock(&tasks_mu_);
+  if (stopping_) return absl::UnavailableError(absl::StrCat("TaskManager ", id(), " is shutting down"));
+  if (tasks_.count(tdd.task_id()) > 0) {
+    return absl::AlreadyExistsError(absl::StrCat("task ", tdd.task_id(), " is already deployed"));
+  }
+  auto task = std::make_unique<Task>(tdd, task_env_);
+  Task* raw = task.get();
+  tasks_[tdd.task_id()] = std::move(task);
+  raw->Start();
+  return absl::OkStatus();
+}
+
+void TaskManager::CancelJob(const std::string& job_id, int attempt, const std::string& reason) {
+  absl::MutexLock lock(&tasks_mu_);
+  for (auto& [task_id, task] : tasks_) {
+    if (task->job_id() == job_id && task->attempt() == attempt) task->Cancel(reason);
+  }
+}
+
+void TaskManager::OnTaskState(const v1::TaskStateUpdate& update) {
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::TaskStateUpdateResponse response;
+    grpc::Status status = job_master_->UpdateTaskState(&context, update, &response);
+    if (status.ok()) return;
+    log_->warn("task {}: cannot report state {} to the JobManager: {}", update.task_id(),
+               v1::TaskState_Name(update.state()), status.error_message());
+    absl::SleepFor(absl::Milliseconds(200 << attempt));
+  }
+}
+
+void TaskManager::MaintenanceLoop() {
+  while (true) {
+    std::vector<std::unique_ptr<Task>> finished;
+    v1::ReportTaskMetricsRequest report;
+    report.set_taskmanager_id(id());
+    {
+      absl::MutexLock lock(&tasks_mu_);
+      auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_) { return stopping_; };
+      if (tasks_mu_.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(1))) return;
+      for (auto it = tasks_.begin(); it != tasks_.end();) {
+        *report.add_tasks() = it->second->Metrics();
+        if (it->second->done()) {
+          finished.push_back(std::move(it->second));
+          it = tasks_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    std::set<std::string> ended_jobs;
+    for (auto& task : finished) ended_jobs.insert(task->job_id());
+    finished.clear();  // joins
+    {
+      absl::MutexLock lock(&tasks_mu_);
+      for (const auto& [task_id, task] : tasks_) ended_jobs.erase(task->job_id());
+    }
+    for (const std::string& job : ended_jobs) artifacts_->Release(job);
+    if (report.tasks_size() > 0) {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      v1::TaskStateUpdateResponse response;
+      job_master_->ReportTaskMetrics(&context, report, &response);
+    }
+  }
 }
 
 }  // namespace weir::taskmanager

@@ -12,13 +12,18 @@
 
 #include "absl/status/statusor.h"
 #include "common/config/configuration.h"
+#include "taskmanager/job_artifacts.h"
+#include "taskmanager/network/data_exchange_service.h"
+#include "taskmanager/network/result_partition.h"
 #include "taskmanager/resource_manager_connection.h"
 #include "taskmanager/slot_table.h"
+#include "taskmanager/task.h"
 #include "weir/v1/cluster.grpc.pb.h"
+#include "weir/v1/job.grpc.pb.h"
 
 namespace weir::taskmanager {
 
-class TaskManager {
+class TaskManager : private TaskStateListener {
  public:
   static absl::StatusOr<std::unique_ptr<TaskManager>> Start(const config::Configuration& config);
   ~TaskManager();
@@ -32,6 +37,13 @@ class TaskManager {
   class Service;
   TaskManager() = default;
 
+  absl::Status Deploy(const v1::TaskDeploymentDescriptor& tdd) ABSL_LOCKS_EXCLUDED(tasks_mu_);
+  void CancelJob(const std::string& job_id, int attempt, const std::string& reason) ABSL_LOCKS_EXCLUDED(tasks_mu_);
+  // Sends a task's state to the JobManager (retrying briefly).
+  void OnTaskState(const v1::TaskStateUpdate& update) override;
+  // Reports metrics of running tasks and reaps finished ones, every second.
+  void MaintenanceLoop();
+
   std::shared_ptr<spdlog::logger> log_;
   v1::TaskManagerInfo info_;
   std::unique_ptr<SlotTable> slots_;
@@ -39,6 +51,17 @@ class TaskManager {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<ResourceManagerConnection> connection_;
   bool shut_down_ = false;
+
+  TaskEnvironment task_env_;
+  std::unique_ptr<network::PartitionManager> partitions_;
+  std::unique_ptr<network::DataExchangeServiceImpl> data_exchange_;
+  std::unique_ptr<JobArtifacts> artifacts_;
+  std::shared_ptr<v1::JobMasterService::Stub> job_master_;
+
+  absl::Mutex tasks_mu_;
+  std::map<std::string, std::unique_ptr<Task>> tasks_ ABSL_GUARDED_BY(tasks_mu_);
+  bool stopping_ ABSL_GUARDED_BY(tasks_mu_) = false;
+  std::thread maintenance_;
 };
 
 }  // namespace weir::taskmanager

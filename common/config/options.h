@@ -70,6 +70,15 @@ inline constexpr absl::string_view kHeartbeatInterval = "heartbeat.interval";
 inline constexpr absl::string_view kHeartbeatTimeout = "heartbeat.timeout";
 inline constexpr absl::string_view kRegistrationInitialTimeout = "cluster.registration.initial-timeout";
 inline constexpr absl::string_view kRegistrationMaxTimeout = "cluster.registration.max-timeout";
+inline constexpr absl::string_view kHaStorageDir = "high-availability.storageDir";
+inline constexpr absl::string_view kArtifactMaxSize = "jobmanager.artifact.max-size";
+inline constexpr absl::string_view kParallelismDefault = "parallelism.default";
+inline constexpr absl::string_view kMaxParallelism = "pipeline.max-parallelism";
+inline constexpr absl::string_view kIoTmpDirs = "io.tmp.dirs";
+inline constexpr absl::string_view kBufferTimeout = "execution.buffer-timeout";
+inline constexpr absl::string_view kBuffersPerChannel = "taskmanager.network.memory.buffers-per-channel";
+inline constexpr absl::string_view kSegmentSize = "taskmanager.memory.segment-size";
+inline constexpr absl::string_view kCancelTimeout = "task.cancellation.timeout";
 inline constexpr absl::string_view kLogLevel = "log.level";
 inline constexpr absl::string_view kLogFormat = "log.format";
 }  // namespace keys

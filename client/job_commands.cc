@@ -1,0 +1,197 @@
+#include "client/job_commands.h"
+
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "common/rpc/rpc.h"
+#include "jobgraph/graph_spec.h"
+#include "jobgraph/job_library.h"
+#include "nlohmann/json.hpp"
+#include "weir/v1/job.grpc.pb.h"
+
+namespace weir::client {
+namespace {
+
+std::string StateName(v1::JobState s) { return v1::JobState_Name(s); }
+std::string StateName(v1::TaskState s) {
+  std::string name = v1::TaskState_Name(s);
+  return name.rfind("TASK_", 0) == 0 ? name.substr(5) : name;
+}
+
+nlohmann::json JobJson(const v1::JobStatus& job) {
+  nlohmann::json tasks = nlohmann::json::array();
+  for (const v1::TaskStatus& t : job.tasks()) {
+    tasks.push_back({{"task_id", t.task_id()},
+                     {"name", t.name()},
+                     {"subtask", t.subtask_index()},
+                     {"parallelism", t.parallelism()},
+                     {"taskmanager_id", t.taskmanager_id()},
+                     {"taskmanager_address", t.taskmanager_address()},
+                     {"state", StateName(t.state())},
+                     {"records_in", t.records_in()},
+                     {"records_out", t.records_out()},
+                     {"error", t.error()}});
+  }
+  return {{"job_id", job.job_id()},
+          {"name", job.name()},
+          {"state", StateName(job.state())},
+          {"error", job.error()},
+          {"parallelism", job.parallelism()},
+          {"submitted_at_unix_ms", job.submitted_at_unix_ms()},
+          {"ended_at_unix_ms", job.ended_at_unix_ms()},
+          {"artifact_sha256", job.artifact_sha256()},
+          {"tasks", tasks}};
+}
+
+std::unique_ptr<v1::JobService::Stub> JobStub(const Options& options) {
+  return v1::JobService::NewStub(rpc::CreateChannel(options.jobmanager));
+}
+
+int Fail(std::ostream& err, const std::string& message, int code = 1) {
+  err << "weir: " << message << "\n";
+  return code;
+}
+
+}  // namespace
+
+int RunSubmit(const Options& options, std::ostream& out, std::ostream& err) {
+  std::string binary;
+  int parallelism = 0;
+  v1::SubmitJobRequest request;
+  const auto& args = options.command_args;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      for (size_t j = i + 1; j < args.size(); ++j) request.add_args(args[j]);
+      break;
+    }
+    if (a == "-p" || a == "--parallelism") {
+      if (i + 1 >= args.size() || !absl::SimpleAtoi(args[i + 1], &parallelism) || parallelism < 1) {
+        return Fail(err, absl::StrCat(a, " needs a positive number"), 2);
+      }
+      ++i;
+    } else if (a.rfind("-D", 0) == 0) {
+      std::string kv = a.size() > 2 ? a.substr(2) : (i + 1 < args.size() ? args[++i] : "");
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) return Fail(err, absl::StrCat("bad '-D", kv, "': expected -Dkey=value"), 2);
+      (*request.mutable_config())[kv.substr(0, eq)] = kv.substr(eq + 1);
+    } else if (!a.empty() && a[0] == '-') {
+      return Fail(err, absl::StrCat("unknown submit option '", a, "' (job arguments go after --)"), 2);
+    } else if (binary.empty()) {
+      binary = a;
+    } else {
+      return Fail(err, absl::StrCat("unexpected argument '", a, "' (job arguments go after --)"), 2);
+    }
+  }
+  if (binary.empty()) return Fail(err, "submit needs a job binary: weir submit JOB_BINARY [-p N] [-- ARGS]", 2);
+
+  // Build the graph here, so that a bad binary or bad arguments fail before
+  // anything reaches the cluster.
+  auto job = jobgraph::LoadJob(binary, {request.args().begin(), request.args().end()});
+  if (!job.ok()) return Fail(err, std::string(job.status().message()));
+  *request.mutable_graph() = jobgraph::ToSpec((*job)->graph);
+  absl::Status valid = jobgraph::ValidateGraph(request.graph(), 32768);
+  if (!valid.ok()) return Fail(err, absl::StrCat("invalid job graph: ", valid.message()));
+  request.set_parallelism(parallelism);
+
+  auto channel = rpc::CreateChannel(options.jobmanager);
+  {
+    auto artifacts = v1::ArtifactService::NewStub(channel);
+    grpc::ClientContext context;
+    SetDeadline(&context, std::chrono::seconds(300));
+    v1::UploadArtifactResponse uploaded;
+    auto writer = artifacts->Upload(&context, &uploaded);
+    std::ifstream in(binary, std::ios::binary);
+    std::string buf(1 << 20, '\0');
+    while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
+      v1::ArtifactChunk chunk;
+      chunk.set_data(buf.data(), static_cast<size_t>(in.gcount()));
+      if (!writer->Write(chunk)) break;
+    }
+    writer->WritesDone();
+    grpc::Status status = writer->Finish();
+    if (!status.ok()) return Fail(err, absl::StrCat("uploading ", binary, ": ", DescribeRpcError(options, status)));
+    request.set_artifact_sha256(uploaded.sha256());
+  }
+  grpc::ClientContext context;
+  SetDeadline(&context, std::chrono::seconds(60));
+  v1::SubmitJobResponse response;
+  grpc::Status status = v1::JobService::NewStub(channel)->Submit(&context, request, &response);
+  if (!status.ok()) return Fail(err, absl::StrCat("submission rejected: ", DescribeRpcError(options, status)));
+  if (options.json) {
+    out << nlohmann::json{{"job_id", response.job_id()}}.dump() << "\n";
+  } else {
+    out << response.job_id() << "\n";
+  }
+  return 0;
+}
+
+int RunList(const Options& options, std::ostream& out, std::ostream& err) {
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::ListJobsResponse response;
+  grpc::Status status = JobStub(options)->List(&context, v1::ListJobsRequest(), &response);
+  if (!status.ok()) return Fail(err, DescribeRpcError(options, status));
+  if (options.json) {
+    nlohmann::json jobs = nlohmann::json::array();
+    for (const v1::JobStatus& job : response.jobs()) {
+      nlohmann::json j = JobJson(job);
+      j.erase("tasks");
+      jobs.push_back(j);
+    }
+    out << nlohmann::json{{"jobs", jobs}}.dump(2) << "\n";
+    return 0;
+  }
+  out << absl::StrFormat("%-18s %-10s %-5s %s\n", "JOB ID", "STATE", "TASKS", "NAME");
+  for (const v1::JobStatus& job : response.jobs()) {
+    out << absl::StrFormat("%-18s %-10s %-5d %s\n", job.job_id(), StateName(job.state()), job.tasks_size(), job.name());
+  }
+  return 0;
+}
+
+int RunStatus(const Options& options, std::ostream& out, std::ostream& err) {
+  if (options.command_args.size() != 1) return Fail(err, "usage: weir status JOB_ID", 2);
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::GetJobRequest request;
+  request.set_job_id(options.command_args[0]);
+  v1::JobStatus job;
+  grpc::Status status = JobStub(options)->Get(&context, request, &job);
+  if (!status.ok()) return Fail(err, DescribeRpcError(options, status));
+  if (options.json) {
+    out << JobJson(job).dump(2) << "\n";
+    return 0;
+  }
+  out << absl::StrFormat("job %s '%s': %s\n", job.job_id(), job.name(), StateName(job.state()));
+  if (!job.error().empty()) out << "error: " << job.error() << "\n";
+  out << absl::StrFormat("%-12s %-40s %-9s %-14s %12s %12s\n", "TASK", "NAME", "STATE", "TASKMANAGER", "RECORDS IN",
+                         "RECORDS OUT");
+  for (const v1::TaskStatus& t : job.tasks()) {
+    std::string short_id = t.task_id().substr(t.task_id().rfind('/') + 1);
+    out << absl::StrFormat("%-12s %-40s %-9s %-14s %12d %12d\n", short_id,
+                           absl::StrCat(t.name(), " (", t.subtask_index() + 1, "/", t.parallelism(), ")"),
+                           StateName(t.state()), t.taskmanager_id(), t.records_in(), t.records_out());
+    if (!t.error().empty()) out << "  error: " << t.error() << "\n";
+  }
+  return 0;
+}
+
+int RunCancel(const Options& options, std::ostream& out, std::ostream& err) {
+  if (options.command_args.size() != 1) return Fail(err, "usage: weir cancel JOB_ID", 2);
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::CancelJobRequest request;
+  request.set_job_id(options.command_args[0]);
+  v1::CancelJobResponse response;
+  grpc::Status status = JobStub(options)->Cancel(&context, request, &response);
+  if (!status.ok()) return Fail(err, DescribeRpcError(options, status));
+  if (options.json) {
+    out << nlohmann::json{{"job_id", request.job_id()}, {"canceling", true}}.dump() << "\n";
+  } else {
+    out << "canceling job " << request.job_id() << "\n";
+  }
+  return 0;
+}
+
+}  // namespace weir::client

@@ -1,0 +1,35 @@
+// What every `weir` command gets: the parsed global options, and helpers
+// shared by the commands.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+
+namespace weir::client {
+
+struct Options {
+  std::string jobmanager;
+  bool json = false;
+  std::string command;
+  std::vector<std::string> command_args;
+};
+
+// Turns an RPC failure into the one line the user sees.
+inline std::string DescribeRpcError(const Options& options, const grpc::Status& status) {
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::StrCat("cannot reach the JobManager at ", options.jobmanager, " (", status.error_message(),
+                        "); is it running? Pass --jobmanager HOST:PORT or set WEIR_JOBMANAGER");
+  }
+  return status.error_message();
+}
+
+inline void SetDeadline(grpc::ClientContext* context, std::chrono::seconds timeout = std::chrono::seconds(10)) {
+  context->set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+}  // namespace weir::client

@@ -1,0 +1,444 @@
+#include "connectors/kafka/kafka_source.h"
+
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafkacpp.h>
+
+#include <algorithm>
+#include <random>
+#include <stdexcept>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/check.h"
+#include "common/logging/logging.h"
+#include "weir/kafka.h"
+
+namespace weir::connectors {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// consume() waits at most this long, so the task thread stays responsive.
+constexpr int kPollTimeoutMs = 100;
+// Records one PollNext emits at most.
+constexpr int kMaxBatch = 500;
+// Bounded mode: how long without a record or end-of-partition, while
+// librdkafka reports errors, before the source gives up.
+constexpr auto kBoundedStallTimeout = std::chrono::seconds(60);
+
+// Owns librdkafka C++ TopicPartition objects.
+struct TopicPartitionList {
+  TopicPartitionList() = default;
+  TopicPartitionList(const TopicPartitionList&) = delete;
+  TopicPartitionList& operator=(const TopicPartitionList&) = delete;
+  ~TopicPartitionList() { RdKafka::TopicPartition::destroy(items); }
+
+  std::vector<RdKafka::TopicPartition*> items;
+};
+
+std::string GeneratedGroupId() {
+  std::random_device random;
+  std::uniform_int_distribution<uint64_t> bits;
+  return absl::StrFormat("weir-%016x", bits(random));
+}
+
+std::string DescribeStart(const KafkaSourceConfig& config) {
+  switch (config.start) {
+    case KafkaSourceConfig::Start::kEarliest: return "earliest";
+    case KafkaSourceConfig::Start::kLatest: return "latest";
+    case KafkaSourceConfig::Start::kCommitted:
+      return absl::StrCat("offsets committed by group '", config.group_id, "'");
+    case KafkaSourceConfig::Start::kTimestamp:
+      return absl::StrCat("timestamp ", config.start_timestamp_ms);
+  }
+  return "?";
+}
+
+int RemainingMs(Clock::time_point deadline) {
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return static_cast<int>(std::max<int64_t>(left, 0));
+}
+
+}  // namespace
+
+KafkaSource::KafkaSource(KafkaSourceConfig config)
+    : config_(std::move(config)), log_(logging::Get("kafka")) {}
+
+KafkaSource::~KafkaSource() { Close(); }
+
+void KafkaSource::Open(OperatorContext& context, RecordOutput* output) {
+  WEIR_CHECK(consumer_ == nullptr, "KafkaSource::Open called twice");
+  WEIR_CHECK(output != nullptr, "KafkaSource::Open without an output");
+  WEIR_CHECK(context.parallelism() >= 1 && context.subtask_index() >= 0 &&
+                 context.subtask_index() < context.parallelism(),
+             "bad subtask index or parallelism");
+  output_ = output;
+  client_ = absl::StrCat("KafkaSource '", context.operator_name(), "' subtask ",
+                         context.subtask_index(), "/", context.parallelism());
+  group_id_ = config_.group_id.empty() ? GeneratedGroupId() : config_.group_id;
+  const int timeout_ms = kafka_internal::OpenTimeoutMs(config_.kafka_properties);
+
+  CreateConsumer();
+
+  absl::StatusOr<std::map<std::string, int32_t>> counts = kafka_internal::FetchPartitionCounts(
+      *consumer_, config_.topics, config_.brokers, timeout_ms, *events_);
+  if (!counts.ok()) throw std::runtime_error(std::string(counts.status().message()));
+
+  // The map is sorted by topic, so `index` walks (topic, partition) in order.
+  size_t index = 0;
+  for (const auto& [topic, count] : *counts) {
+    for (int32_t partition = 0; partition < count; ++partition, ++index) {
+      if (index % static_cast<size_t>(context.parallelism()) ==
+          static_cast<size_t>(context.subtask_index())) {
+        partitions_.push_back(PartitionState{.topic = topic, .partition = partition});
+      }
+    }
+  }
+
+  ResolveOffsets();
+  AssignAndLog(index);
+  last_progress_ = Clock::now();
+}
+
+void KafkaSource::CreateConsumer() {
+  using kafka_internal::SetOrThrow;
+  events_ = std::make_unique<kafka_internal::ClientEvents>(client_);
+  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  // Defaults the extras may override.
+  SetOrThrow(*conf, "client.id", "weir-kafka-source");
+  // A committed offset that no longer exists (retention) restarts at the
+  // oldest record rather than skipping to the newest.
+  SetOrThrow(*conf, "auto.offset.reset", "earliest");
+  for (const auto& [name, value] : config_.kafka_properties) SetOrThrow(*conf, name, value);
+  // What the source relies on; FromProperties refuses extras for these.
+  SetOrThrow(*conf, "bootstrap.servers", config_.brokers);
+  SetOrThrow(*conf, "group.id", group_id_);
+  SetOrThrow(*conf, "enable.auto.commit", "false");
+  SetOrThrow(*conf, "enable.partition.eof", "true");
+  SetOrThrow(*conf, "isolation.level", config_.read_committed ? "read_committed" : "read_uncommitted");
+  std::string error;
+  if (conf->set("event_cb", static_cast<RdKafka::EventCb*>(events_.get()), error) !=
+      RdKafka::Conf::CONF_OK) {
+    throw std::runtime_error(absl::StrCat("cannot install the event callback: ", error));
+  }
+  consumer_.reset(RdKafka::KafkaConsumer::create(conf.get(), error));
+  if (!consumer_) {
+    throw std::runtime_error(absl::StrCat("cannot create a Kafka consumer for brokers ",
+                                          config_.brokers, ": ", error));
+  }
+}
+
+void KafkaSource::ResolveOffsets() {
+  const int timeout_ms = kafka_internal::OpenTimeoutMs(config_.kafka_properties);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto fail = [&](const std::string& what, const std::string& error) {
+    throw std::runtime_error(absl::StrCat("cannot read ", what, " from Kafka brokers at ",
+                                          config_.brokers, " within ",
+                                          kafka_internal::SecondsText(timeout_ms), ": ", error));
+  };
+
+  // The oldest and the next offset of each partition. Under read_committed
+  // the broker answers "next" with the last stable offset, so a bounded read
+  // never waits for a transaction still open at start.
+  std::vector<std::pair<int64_t, int64_t>> watermarks;
+  watermarks.reserve(partitions_.size());
+  for (const PartitionState& p : partitions_) {
+    int64_t low = 0;
+    int64_t high = 0;
+    const RdKafka::ErrorCode code = consumer_->query_watermark_offsets(
+        p.topic, p.partition, &low, &high, std::max(1, RemainingMs(deadline)));
+    if (code != RdKafka::ERR_NO_ERROR) {
+      fail(absl::StrCat("the offsets of ", Describe(p)), RdKafka::err2str(code));
+    }
+    watermarks.emplace_back(low, high);
+  }
+
+  TopicPartitionList query;
+  for (const PartitionState& p : partitions_) {
+    query.items.push_back(RdKafka::TopicPartition::create(p.topic, p.partition));
+  }
+  if (config_.start == KafkaSourceConfig::Start::kCommitted && !partitions_.empty()) {
+    const RdKafka::ErrorCode code =
+        consumer_->committed(query.items, std::max(1, RemainingMs(deadline)));
+    if (code != RdKafka::ERR_NO_ERROR) {
+      fail(absl::StrCat("the offsets committed by consumer group '", group_id_, "'"),
+           RdKafka::err2str(code));
+    }
+  } else if (config_.start == KafkaSourceConfig::Start::kTimestamp && !partitions_.empty()) {
+    for (RdKafka::TopicPartition* tp : query.items) tp->set_offset(config_.start_timestamp_ms);
+    const RdKafka::ErrorCode code =
+        consumer_->offsetsForTimes(query.items, std::max(1, RemainingMs(deadline)));
+    if (code != RdKafka::ERR_NO_ERROR) {
+      fail(absl::StrCat("the offsets for timestamp ", config_.start_timestamp_ms),
+           RdKafka::err2str(code));
+    }
+  }
+
+  for (size_t i = 0; i < partitions_.size(); ++i) {
+    PartitionState& p = partitions_[i];
+    const auto [low, high] = watermarks[i];
+    const RdKafka::TopicPartition& answer = *query.items[i];
+    WEIR_CHECK(answer.topic() == p.topic && answer.partition() == p.partition,
+               "librdkafka reordered the partition list");
+    switch (config_.start) {
+      case KafkaSourceConfig::Start::kEarliest:
+        p.next_offset = low;
+        break;
+      case KafkaSourceConfig::Start::kLatest:
+        p.next_offset = high;
+        break;
+      case KafkaSourceConfig::Start::kCommitted:
+        if (answer.err() != RdKafka::ERR_NO_ERROR) {
+          fail(absl::StrCat("the offset committed by group '", group_id_, "' for ", Describe(p)),
+               RdKafka::err2str(answer.err()));
+        }
+        // Negative: nothing committed for this partition.
+        p.next_offset = answer.offset() >= 0 ? answer.offset() : low;
+        break;
+      case KafkaSourceConfig::Start::kTimestamp:
+        if (answer.err() != RdKafka::ERR_NO_ERROR) {
+          fail(absl::StrCat("the offset for timestamp ", config_.start_timestamp_ms, " of ",
+                            Describe(p)),
+               RdKafka::err2str(answer.err()));
+        }
+        // Negative: no record at or after the timestamp yet.
+        p.next_offset = answer.offset() >= 0 ? answer.offset() : high;
+        break;
+    }
+    if (config_.bounded) {
+      p.end_offset = high;
+      p.done = p.next_offset >= p.end_offset;
+    }
+  }
+  partitions_left_ = static_cast<size_t>(
+      std::count_if(partitions_.begin(), partitions_.end(),
+                    [](const PartitionState& p) { return !p.done; }));
+}
+
+void KafkaSource::AssignAndLog(size_t total_partitions) {
+  TopicPartitionList assignment;
+  std::vector<std::string> described;
+  for (const PartitionState& p : partitions_) {
+    if (config_.bounded) {
+      described.push_back(absl::StrCat(p.topic, "[", p.partition, "] ", p.next_offset, "..",
+                                       p.end_offset, p.done ? " (nothing to read)" : ""));
+    } else {
+      described.push_back(absl::StrCat(p.topic, "[", p.partition, "] from ", p.next_offset));
+    }
+    if (!p.done) {
+      assignment.items.push_back(
+          RdKafka::TopicPartition::create(p.topic, p.partition, p.next_offset));
+    }
+  }
+  if (!assignment.items.empty()) {
+    const RdKafka::ErrorCode code = consumer_->assign(assignment.items);
+    if (code != RdKafka::ERR_NO_ERROR) {
+      throw std::runtime_error(absl::StrCat("cannot assign Kafka partitions: ",
+                                            RdKafka::err2str(code)));
+    }
+  }
+  log_->info("{}: reading {} of the {} partitions of {} from brokers {} ({}, {}, {}): {}", client_,
+             partitions_.size(), total_partitions, absl::StrJoin(config_.topics, ","),
+             config_.brokers, DescribeStart(config_),
+             config_.read_committed ? "read_committed" : "read_uncommitted",
+             config_.bounded ? "bounded, up to the end offsets shown" : "unbounded",
+             described.empty() ? "none" : absl::StrJoin(described, ", "));
+}
+
+SourceStatus KafkaSource::PollNext() {
+  WEIR_CHECK(consumer_ != nullptr, "KafkaSource::PollNext before Open or after Close");
+  bool progress = false;
+  for (int i = 0; i < kMaxBatch; ++i) {
+    if (config_.bounded && partitions_left_ == 0) break;
+    std::unique_ptr<RdKafka::Message> message(consumer_->consume(i == 0 ? kPollTimeoutMs : 0));
+    const RdKafka::ErrorCode code = message->err();
+    if (code == RdKafka::ERR__TIMED_OUT) break;
+    if (code == RdKafka::ERR_NO_ERROR) {
+      EmitRecord(*message);
+      progress = true;
+    } else if (code == RdKafka::ERR__PARTITION_EOF) {
+      HandleEndOfPartition(*message);
+      progress = true;
+    } else {
+      HandleConsumeError(*message);
+      break;
+    }
+  }
+  ThrowIfFatal();
+
+  if (config_.bounded && partitions_left_ == 0) {
+    if (!finished_logged_) {
+      finished_logged_ = true;
+      log_->info("{}: reached the end offsets after {} records", client_, records_read_);
+    }
+    return SourceStatus::kEndOfInput;
+  }
+  if (progress) {
+    last_progress_ = Clock::now();
+    events_->ClearLastError();
+    return SourceStatus::kMoreAvailable;
+  }
+  ThrowIfStalled();
+  return SourceStatus::kNothingAvailable;
+}
+
+KafkaSource::PartitionState* KafkaSource::Find(RdKafka::Message& message) {
+  const rd_kafka_message_t* raw = message.c_ptr();
+  if (raw == nullptr || raw->rkt == nullptr) return nullptr;
+  const char* topic = rd_kafka_topic_name(raw->rkt);
+  auto matches = [&](const PartitionState& p) {
+    return p.partition == raw->partition && p.topic == topic;
+  };
+  // Messages come in runs from one partition: try the last one first.
+  if (last_found_ < partitions_.size() && matches(partitions_[last_found_])) {
+    return &partitions_[last_found_];
+  }
+  for (size_t i = 0; i < partitions_.size(); ++i) {
+    if (matches(partitions_[i])) {
+      last_found_ = i;
+      return &partitions_[i];
+    }
+  }
+  return nullptr;
+}
+
+bool KafkaSource::EmitRecord(RdKafka::Message& message) {
+  PartitionState* state = Find(message);
+  if (state == nullptr) {
+    log_->debug("{}: ignoring a record of {} [{}], which is not assigned here", client_,
+                message.topic_name(), message.partition());
+    return false;
+  }
+  if (state->done) return false;
+  const int64_t offset = message.offset();
+  if (config_.bounded && offset >= state->end_offset) {
+    MarkDone(*state);
+    return false;
+  }
+
+  kafka::Record record;
+  if (const void* key = message.key_pointer(); key != nullptr) {
+    record.key.emplace(static_cast<const char*>(key), message.key_len());
+  }
+  if (const void* payload = message.payload(); payload != nullptr) {
+    record.value.assign(static_cast<const char*>(payload), message.len());
+  }
+  const RdKafka::MessageTimestamp timestamp = message.timestamp();
+  record.timestamp_ms = timestamp.type == RdKafka::MessageTimestamp::MSG_TIMESTAMP_NOT_AVAILABLE
+                            ? -1
+                            : timestamp.timestamp;
+  record.topic = state->topic;
+  record.partition = state->partition;
+  record.offset = offset;
+
+  state->next_offset = offset + 1;
+  ++records_read_;
+  output_->Emit(&record);
+  if (config_.bounded && state->next_offset >= state->end_offset) MarkDone(*state);
+  return true;
+}
+
+void KafkaSource::HandleEndOfPartition(RdKafka::Message& message) {
+  PartitionState* state = Find(message);
+  if (state == nullptr) return;
+  // The end-of-partition offset is the fetch position, which lies past any
+  // control records (transaction markers) and aborted records the consumer
+  // skipped; the last record's offset + 1 may not.
+  state->next_offset = std::max(state->next_offset, message.offset());
+  log_->debug("{}: end of {} at offset {}", client_, Describe(*state), message.offset());
+  if (config_.bounded && !state->done && state->next_offset >= state->end_offset) {
+    MarkDone(*state);
+  }
+}
+
+void KafkaSource::HandleConsumeError(RdKafka::Message& message) {
+  const RdKafka::ErrorCode code = message.err();
+  const std::string where =
+      message.topic_name().empty()
+          ? std::string()
+          : absl::StrCat(" (topic '", message.topic_name(), "' partition ", message.partition(), ")");
+  switch (code) {
+    case RdKafka::ERR__FATAL: {
+      std::string reason;
+      consumer_->fatal_error(reason);
+      throw std::runtime_error(absl::StrCat("fatal Kafka consumer error: ", reason));
+    }
+    case RdKafka::ERR__UNKNOWN_TOPIC:
+    case RdKafka::ERR__UNKNOWN_PARTITION:
+    case RdKafka::ERR_UNKNOWN_TOPIC_OR_PART:
+      throw std::runtime_error(absl::StrCat(
+          "Kafka topic '", message.topic_name(), "' partition ", message.partition(),
+          " no longer exists on brokers ", config_.brokers, " (was it deleted?): ",
+          message.errstr()));
+    case RdKafka::ERR_TOPIC_AUTHORIZATION_FAILED:
+    case RdKafka::ERR_GROUP_AUTHORIZATION_FAILED:
+    case RdKafka::ERR__AUTHENTICATION:
+    case RdKafka::ERR_SASL_AUTHENTICATION_FAILED:
+    case RdKafka::ERR__SSL:
+    case RdKafka::ERR__AUTO_OFFSET_RESET:
+    case RdKafka::ERR_OFFSET_OUT_OF_RANGE:
+      throw std::runtime_error(absl::StrCat("Kafka consumer error", where, " from brokers ",
+                                            config_.brokers, ": ", message.errstr()));
+    default: {
+      // Connection trouble and the like: librdkafka retries by itself.
+      int64_t suppressed = 0;
+      if (error_log_limiter_.ShouldLog(&suppressed)) {
+        log_->warn("{}: Kafka consumer error{}: {} ({} similar messages suppressed)", client_,
+                   where, message.errstr(), suppressed);
+      }
+    }
+  }
+}
+
+void KafkaSource::MarkDone(PartitionState& partition) {
+  partition.done = true;
+  --partitions_left_;
+  log_->debug("{}: finished {} at offset {}", client_, Describe(partition),
+              partition.next_offset);
+  // Stop fetching what the source would drop anyway.
+  TopicPartitionList pause;
+  pause.items.push_back(RdKafka::TopicPartition::create(partition.topic, partition.partition));
+  consumer_->pause(pause.items);
+}
+
+void KafkaSource::ThrowIfFatal() const {
+  if (std::string fatal = events_->fatal_error(); !fatal.empty()) {
+    throw std::runtime_error(absl::StrCat("fatal Kafka consumer error: ", fatal));
+  }
+}
+
+void KafkaSource::ThrowIfStalled() {
+  if (!config_.bounded) return;
+  const auto idle = Clock::now() - last_progress_;
+  if (idle < kBoundedStallTimeout) return;
+  const std::string error = events_->last_error();
+  if (error.empty()) return;
+  throw std::runtime_error(absl::StrCat(
+      "no progress reading from Kafka brokers at ", config_.brokers, " for ",
+      std::chrono::duration_cast<std::chrono::seconds>(idle).count(), " s with ", partitions_left_,
+      " partitions unfinished; last error: ", error));
+}
+
+std::string KafkaSource::Describe(const PartitionState& partition) const {
+  return absl::StrCat("topic '", partition.topic, "' partition ", partition.partition);
+}
+
+std::map<std::pair<std::string, int32_t>, int64_t> KafkaSource::CurrentOffsets() const {
+  std::map<std::pair<std::string, int32_t>, int64_t> offsets;
+  for (const PartitionState& p : partitions_) offsets[{p.topic, p.partition}] = p.next_offset;
+  return offsets;
+}
+
+void KafkaSource::Close() {
+  if (consumer_ == nullptr) return;
+  // No group membership to leave (explicit assignment) and nothing to
+  // commit, so this does not wait on the brokers.
+  consumer_->close();
+  consumer_.reset();
+  log_->info("{}: closed after {} records", client_, records_read_);
+}
+
+}  // namespace weir::connectors

@@ -1,0 +1,118 @@
+// KafkaSource: the built-in "kafka-source" connector. Each subtask reads a
+// fixed share of the topics' partitions with an explicitly assigned librdkafka
+// consumer (no consumer-group rebalancing), so that the same subtask always
+// reads the same partitions and its offsets can be checkpointed.
+#ifndef WEIR_CONNECTORS_KAFKA_KAFKA_SOURCE_H_
+#define WEIR_CONNECTORS_KAFKA_KAFKA_SOURCE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "connectors/kafka/connector_factory.h"
+#include "spdlog/logger.h"
+#include "weir/operator.h"
+
+namespace weir::connectors {
+
+// A kafka-source vertex's properties, parsed and checked.
+struct KafkaSourceConfig {
+  enum class Start { kEarliest, kLatest, kCommitted, kTimestamp };
+
+  std::string brokers;
+  std::vector<std::string> topics;  // sorted, no duplicates
+  Start start = Start::kEarliest;
+  int64_t start_timestamp_ms = 0;  // for kTimestamp
+  std::string group_id;            // "" : a generated one (nothing is committed)
+  bool read_committed = true;
+  bool bounded = false;
+  Properties kafka_properties;  // the kafka.* extras, without the prefix
+
+  // Parses `properties` (see connector_factory.h); kInvalidArgument naming
+  // the property that is missing or malformed. Defined in
+  // connector_factory.cc with the rest of the property checks.
+  static absl::StatusOr<KafkaSourceConfig> FromProperties(const Properties& properties);
+};
+
+// Reads the partitions assigned to this subtask: all partitions of all topics,
+// sorted by (topic, partition), go to subtask i % parallelism in turn.
+//
+// Start offsets: earliest, latest, the offsets committed by group.id
+// (earliest where none), or the first offset at or after a timestamp. Bounded
+// mode reads up to the end offsets seen at Open (under read_committed, the
+// last stable offsets) and then reports kEndOfInput. Unbounded mode never
+// ends; a broker outage there is logged and waited out, while bounded mode
+// fails after 60 s without progress and with broker errors.
+//
+// Failures throw std::runtime_error with a message for the user (topic
+// missing, brokers unreachable, a fatal consumer error).
+//
+// Thread-safety: one task thread calls every method (weir/operator.h).
+class KafkaSource : public weir::SourceOperator {
+ public:
+  explicit KafkaSource(KafkaSourceConfig config);
+  ~KafkaSource() override;
+
+  KafkaSource(const KafkaSource&) = delete;
+  KafkaSource& operator=(const KafkaSource&) = delete;
+
+  void Open(OperatorContext& context, RecordOutput* output) override;
+  SourceStatus PollNext() override;
+  void Close() override;
+
+  // The next offset to read of each assigned partition.
+  std::map<std::pair<std::string, int32_t>, int64_t> CurrentOffsets() const;
+
+  // Records emitted since Open.
+  int64_t records_read() const { return records_read_; }
+
+ private:
+  struct PartitionState {
+    std::string topic;
+    int32_t partition = 0;
+    int64_t next_offset = 0;
+    int64_t end_offset = -1;  // bounded mode only
+    bool done = false;        // bounded mode: reached end_offset
+  };
+
+  void CreateConsumer();
+  // Fills next_offset (and end_offset when bounded) of every partition,
+  // asking the brokers for up to the open timeout.
+  void ResolveOffsets();
+  void AssignAndLog(size_t total_partitions);
+  // The state of the partition `message` came from, or nullptr.
+  PartitionState* Find(RdKafka::Message& message);
+  // Emits `message`; false if it is not emitted (beyond the bounded end).
+  bool EmitRecord(RdKafka::Message& message);
+  void HandleEndOfPartition(RdKafka::Message& message);
+  // Throws for errors the consumer cannot recover from; logs the others.
+  void HandleConsumeError(RdKafka::Message& message);
+  void MarkDone(PartitionState& partition);
+  void ThrowIfFatal() const;
+  void ThrowIfStalled();
+  std::string Describe(const PartitionState& partition) const;
+
+  const KafkaSourceConfig config_;
+  const std::shared_ptr<spdlog::logger> log_;
+  std::string client_;  // "KafkaSource 'name' subtask i/p", for messages
+  std::string group_id_;
+  RecordOutput* output_ = nullptr;
+  std::unique_ptr<kafka_internal::ClientEvents> events_;
+  std::unique_ptr<RdKafka::KafkaConsumer> consumer_;
+  std::vector<PartitionState> partitions_;  // this subtask's, sorted
+  size_t last_found_ = 0;                   // Find's guess for the next message
+  size_t partitions_left_ = 0;              // bounded mode: not yet done
+  int64_t records_read_ = 0;
+  bool finished_logged_ = false;
+  std::chrono::steady_clock::time_point last_progress_;
+  kafka_internal::LogLimiter error_log_limiter_{std::chrono::seconds(10)};
+};
+
+}  // namespace weir::connectors
+
+#endif  // WEIR_CONNECTORS_KAFKA_KAFKA_SOURCE_H_

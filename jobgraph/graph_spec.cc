@@ -1,0 +1,136 @@
+#include "jobgraph/graph_spec.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+
+namespace weir::jobgraph {
+namespace {
+
+v1::JobVertex::Kind ToProto(VertexSpec::Kind kind) {
+  switch (kind) {
+    case VertexSpec::Kind::kSource: return v1::JobVertex::SOURCE;
+    case VertexSpec::Kind::kOperator: return v1::JobVertex::OPERATOR;
+    case VertexSpec::Kind::kSink: return v1::JobVertex::SINK;
+  }
+  return v1::JobVertex::OPERATOR;
+}
+
+v1::Partitioning ToProto(Partitioning p) {
+  switch (p) {
+    case Partitioning::kForward: return v1::FORWARD;
+    case Partitioning::kRebalance: return v1::REBALANCE;
+    case Partitioning::kHash: return v1::HASH;
+    case Partitioning::kBroadcast: return v1::BROADCAST;
+  }
+  return v1::FORWARD;
+}
+
+std::string Deterministic(const v1::JobGraphSpec& spec) {
+  std::string out;
+  google::protobuf::io::StringOutputStream stream(&out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  spec.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return out;
+}
+
+std::string VertexLabel(const v1::JobVertex& v) { return absl::StrCat("vertex ", v.id(), " '", v.name(), "'"); }
+
+}  // namespace
+
+v1::JobGraphSpec ToSpec(const JobGraph& graph) {
+  v1::JobGraphSpec spec;
+  spec.set_name(graph.name);
+  for (const VertexSpec& v : graph.vertices) {
+    v1::JobVertex* out = spec.add_vertices();
+    out->set_id(v.id);
+    out->set_name(v.name);
+    out->set_kind(ToProto(v.kind));
+    out->set_parallelism(v.parallelism);
+    out->set_connector(v.connector);
+    for (const auto& [k, val] : v.properties) (*out->mutable_properties())[k] = val;
+    out->set_keyed(static_cast<bool>(v.input_key));
+  }
+  for (const EdgeSpec& e : graph.edges) {
+    v1::JobEdge* out = spec.add_edges();
+    out->set_source(e.source);
+    out->set_target(e.target);
+    out->set_partitioning(ToProto(e.partitioning));
+  }
+  return spec;
+}
+
+absl::Status ValidateGraph(const v1::JobGraphSpec& spec, int max_parallelism) {
+  const int n = spec.vertices_size();
+  if (n == 0) return absl::InvalidArgumentError("the job graph is empty: add a source and a sink");
+  std::vector<int> in_degree(n, 0), out_degree(n, 0);
+  std::vector<std::vector<int>> downstream(n);
+  for (int i = 0; i < n; ++i) {
+    const v1::JobVertex& v = spec.vertices(i);
+    if (v.id() != i) return absl::InvalidArgumentError(absl::StrCat("vertex ids must be 0..", n - 1, " in order"));
+    if (v.parallelism() < 0 || v.parallelism() > max_parallelism) {
+      return absl::InvalidArgumentError(absl::StrCat(VertexLabel(v), " has parallelism ", v.parallelism(),
+                                                     "; expected 1..", max_parallelism));
+    }
+  }
+  for (const v1::JobEdge& e : spec.edges()) {
+    if (e.source() < 0 || e.source() >= n || e.target() < 0 || e.target() >= n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("edge ", e.source(), " -> ", e.target(), " refers to a vertex that does not exist"));
+    }
+    ++out_degree[e.source()];
+    ++in_degree[e.target()];
+    downstream[e.source()].push_back(e.target());
+  }
+  int sources = 0, sinks = 0;
+  for (int i = 0; i < n; ++i) {
+    const v1::JobVertex& v = spec.vertices(i);
+    switch (v.kind()) {
+      case v1::JobVertex::SOURCE:
+        ++sources;
+        if (in_degree[i] != 0) return absl::InvalidArgumentError(absl::StrCat(VertexLabel(v), " is a source but has an input"));
+        break;
+      case v1::JobVertex::SINK:
+        ++sinks;
+        if (out_degree[i] != 0) {
+          return absl::InvalidArgumentError(absl::StrCat(VertexLabel(v), " is a sink but has a downstream"));
+        }
+        [[fallthrough]];
+      default:
+        if (in_degree[i] != 1) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(VertexLabel(v), " has ", in_degree[i], " inputs; expected exactly one"));
+        }
+    }
+    if (v.kind() != v1::JobVertex::SINK && out_degree[i] == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          VertexLabel(v), " has no downstream and is not a sink: every stream must end in a sink"));
+    }
+  }
+  if (sources == 0) return absl::InvalidArgumentError("the job graph has no source");
+  if (sinks == 0) return absl::InvalidArgumentError("the job graph has no sink: add one (e.g. kafka::Sink)");
+  // Cycle check: Kahn's algorithm must visit every vertex.
+  std::vector<int> pending = in_degree, ready;
+  for (int i = 0; i < n; ++i) {
+    if (pending[i] == 0) ready.push_back(i);
+  }
+  int visited = 0;
+  while (!ready.empty()) {
+    int v = ready.back();
+    ready.pop_back();
+    ++visited;
+    for (int d : downstream[v]) {
+      if (--pending[d] == 0) ready.push_back(d);
+    }
+  }
+  if (visited != n) return absl::InvalidArgumentError("the job graph has a cycle; dataflows must be acyclic");
+  return absl::OkStatus();
+}
+
+bool SameGraph(const v1::JobGraphSpec& a, const v1::JobGraphSpec& b) { return Deterministic(a) == Deterministic(b); }
+
+}  // namespace weir::jobgraph

@@ -1,0 +1,91 @@
+#include "jobmanager/artifact_store.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+
+namespace weir::jobmanager {
+namespace {
+
+std::string Errno() { return std::strerror(errno); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(const std::string& root, int64_t max_bytes) {
+  std::string dir = absl::StrCat(root, "/artifacts/sha256");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create the artifact directory ", dir, ": ", ec.message(),
+                     "; check high-availability.storageDir"));
+  }
+  return std::unique_ptr<ArtifactStore>(new ArtifactStore(dir, max_bytes));
+}
+
+absl::StatusOr<std::unique_ptr<ArtifactStore::Upload>> ArtifactStore::BeginUpload() {
+  static std::atomic<int64_t> counter{0};
+  std::string temp = absl::StrCat(dir_, "/.upload-", getpid(), "-", counter++);
+  std::FILE* f = std::fopen(temp.c_str(), "wbx");
+  if (f == nullptr) return absl::UnavailableError(absl::StrCat("cannot create ", temp, ": ", Errno()));
+  return std::unique_ptr<Upload>(new Upload(this, temp, f));
+}
+
+ArtifactStore::Upload::~Upload() {
+  if (file_ != nullptr) std::fclose(file_);
+  if (!committed_) std::remove(temp_path_.c_str());
+}
+
+absl::Status ArtifactStore::Upload::Append(absl::string_view data) {
+  if (size_ + static_cast<int64_t>(data.size()) > store_->max_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat("the job binary is larger than the limit of ",
+                                                     store_->max_bytes_, " bytes (jobmanager.artifact.max-size)"));
+  }
+  if (std::fwrite(data.data(), 1, data.size(), file_) != data.size()) {
+    return absl::UnavailableError(absl::StrCat("writing ", temp_path_, ": ", Errno()));
+  }
+  sha_.Update(data);
+  size_ += static_cast<int64_t>(data.size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ArtifactStore::Upload::Commit() {
+  if (size_ == 0) return absl::InvalidArgumentError("the uploaded job binary is empty");
+  if (std::fflush(file_) != 0 || fsync(fileno(file_)) != 0) {
+    return absl::UnavailableError(absl::StrCat("syncing ", temp_path_, ": ", Errno()));
+  }
+  std::fclose(file_);
+  file_ = nullptr;
+  std::string sha = sha_.HexDigest();
+  std::string final_path = absl::StrCat(store_->dir_, "/", sha);
+  if (std::rename(temp_path_.c_str(), final_path.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("moving ", temp_path_, " to ", final_path, ": ", Errno()));
+  }
+  committed_ = true;
+  // Make the rename durable.
+  int dir_fd = open(store_->dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    fsync(dir_fd);
+    close(dir_fd);
+  }
+  return sha;
+}
+
+absl::StatusOr<std::string> ArtifactStore::PathOf(absl::string_view sha256) const {
+  if (!crypto::IsSha256Hex(sha256)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", sha256, "' is not an artifact id (64 lowercase hex)"));
+  }
+  std::string path = absl::StrCat(dir_, "/", sha256);
+  if (access(path.c_str(), R_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat("no artifact ", sha256, " in ", dir_));
+  }
+  return path;
+}
+
+}  // namespace weir::jobmanager

@@ -1,0 +1,113 @@
+#include "jobmanager/dispatcher.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "connectors/kafka/connector_factory.h"
+#include "jobgraph/graph_spec.h"
+
+namespace weir::jobmanager {
+namespace {
+
+std::string NewJobId() {
+  std::random_device rd;
+  return absl::StrFormat("%08x%08x", rd(), rd());
+}
+
+}  // namespace
+
+Dispatcher::Dispatcher(DispatcherOptions options, ResourceManager* resource_manager, ArtifactStore* artifacts)
+    : options_(options), resource_manager_(resource_manager), artifacts_(artifacts), log_(logging::Get("dispatcher")) {
+  resource_manager_->AddLossListener([this](const v1::TaskManagerInfo& info, LossReason reason) {
+    std::vector<std::shared_ptr<JobMaster>> masters;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const auto& [id, master] : jobs_) masters.push_back(master);
+    }
+    for (const auto& master : masters) master->OnTaskManagerLost(info, LossReasonName(reason));
+  });
+}
+
+Dispatcher::~Dispatcher() {
+  std::map<std::string, std::shared_ptr<JobMaster>> jobs;
+  {
+    absl::MutexLock lock(&mu_);
+    jobs.swap(jobs_);
+  }
+}
+
+absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& request) {
+  RETURN_IF_ERROR(Annotate(jobgraph::ValidateGraph(request.graph(), options_.max_parallelism), "invalid job graph"));
+  for (const v1::JobVertex& v : request.graph().vertices()) {
+    if (v.connector().empty()) continue;
+    std::map<std::string, std::string> properties(v.properties().begin(), v.properties().end());
+    RETURN_IF_ERROR(Annotate(connectors::ValidateConnector(v.connector(), properties),
+                             absl::StrCat("vertex ", v.id(), " '", v.name(), "'")));
+  }
+  RETURN_IF_ERROR(artifacts_->PathOf(request.artifact_sha256()).status());
+  if (request.parallelism() < 0 || request.parallelism() > options_.max_parallelism) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parallelism ", request.parallelism(), " is out of range 1..", options_.max_parallelism));
+  }
+  int parallelism = request.parallelism() > 0 ? request.parallelism() : options_.default_parallelism;
+  ASSIGN_OR_RETURN(ExecutionGraph graph, ExecutionGraph::Build(request.graph(), parallelism));
+
+  std::string job_id = NewJobId();
+  ASSIGN_OR_RETURN(std::vector<SlotAssignment> slots, resource_manager_->AllocateSlots(job_id, graph.slots_needed));
+  log_->info("job {} '{}' submitted: {} vertices, {} chains, parallelism {}, binary {}", job_id,
+             request.graph().name(), request.graph().vertices_size(), graph.chains.size(), parallelism,
+             request.artifact_sha256());
+  auto master = std::make_shared<JobMaster>(
+      job_id, request, std::move(graph), std::move(slots), options_.cancel_timeout,
+      [this](const std::string& id, v1::JobState state) { resource_manager_->ReleaseSlots(id); });
+  {
+    absl::MutexLock lock(&mu_);
+    jobs_[job_id] = master;
+  }
+  master->Start();
+  return job_id;
+}
+
+std::shared_ptr<JobMaster> Dispatcher::Find(const std::string& job_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : it->second;
+}
+
+std::vector<v1::JobStatus> Dispatcher::List() const {
+  std::vector<std::shared_ptr<JobMaster>> masters;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, master] : jobs_) masters.push_back(master);
+  }
+  std::vector<v1::JobStatus> out;
+  for (const auto& m : masters) out.push_back(m->Status());
+  std::sort(out.begin(), out.end(), [](const v1::JobStatus& a, const v1::JobStatus& b) {
+    return a.submitted_at_unix_ms() < b.submitted_at_unix_ms();
+  });
+  return out;
+}
+
+absl::StatusOr<v1::JobStatus> Dispatcher::Get(const std::string& job_id) const {
+  auto master = Find(job_id);
+  if (master == nullptr) return absl::NotFoundError(absl::StrCat("no job ", job_id, " (see weir list)"));
+  return master->Status();
+}
+
+absl::Status Dispatcher::Cancel(const std::string& job_id) {
+  auto master = Find(job_id);
+  if (master == nullptr) return absl::NotFoundError(absl::StrCat("no job ", job_id, " (see weir list)"));
+  return master->Cancel();
+}
+
+void Dispatcher::OnTaskStateUpdate(const v1::TaskStateUpdate& update) {
+  if (auto master = Find(update.job_id())) master->OnTaskStateUpdate(update);
+}
+
+void Dispatcher::OnTaskMetrics(const v1::TaskMetrics& metrics) {
+  if (auto master = Find(metrics.job_id())) master->OnTaskMetrics(metrics);
+}
+
+}  // namespace weir::jobmanager

@@ -1,0 +1,78 @@
+#include "jobmanager/job_services.h"
+
+#include <fstream>
+
+#include "common/rpc/rpc.h"
+
+namespace weir::jobmanager {
+
+grpc::Status JobServiceImpl::Submit(grpc::ServerContext*, const v1::SubmitJobRequest* request,
+                                    v1::SubmitJobResponse* response) {
+  auto job_id = dispatcher_->Submit(*request);
+  if (!job_id.ok()) return rpc::ToGrpcStatus(job_id.status());
+  response->set_job_id(*job_id);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::List(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse* response) {
+  for (v1::JobStatus& job : dispatcher_->List()) *response->add_jobs() = std::move(job);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::Get(grpc::ServerContext*, const v1::GetJobRequest* request, v1::JobStatus* response) {
+  auto status = dispatcher_->Get(request->job_id());
+  if (!status.ok()) return rpc::ToGrpcStatus(status.status());
+  *response = std::move(*status);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::Cancel(grpc::ServerContext*, const v1::CancelJobRequest* request,
+                                    v1::CancelJobResponse*) {
+  return rpc::ToGrpcStatus(dispatcher_->Cancel(request->job_id()));
+}
+
+grpc::Status ArtifactServiceImpl::Upload(grpc::ServerContext*, grpc::ServerReader<v1::ArtifactChunk>* reader,
+                                         v1::UploadArtifactResponse* response) {
+  auto upload = store_->BeginUpload();
+  if (!upload.ok()) return rpc::ToGrpcStatus(upload.status());
+  v1::ArtifactChunk chunk;
+  while (reader->Read(&chunk)) {
+    absl::Status appended = (*upload)->Append(chunk.data());
+    if (!appended.ok()) return rpc::ToGrpcStatus(appended);
+  }
+  auto sha = (*upload)->Commit();
+  if (!sha.ok()) return rpc::ToGrpcStatus(sha.status());
+  response->set_sha256(*sha);
+  response->set_size((*upload)->size());
+  return grpc::Status::OK;
+}
+
+grpc::Status ArtifactServiceImpl::Download(grpc::ServerContext* context, const v1::DownloadArtifactRequest* request,
+                                           grpc::ServerWriter<v1::ArtifactChunk>* writer) {
+  auto path = store_->PathOf(request->sha256());
+  if (!path.ok()) return rpc::ToGrpcStatus(path.status());
+  std::ifstream in(*path, std::ios::binary);
+  if (!in) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot open artifact " + request->sha256());
+  std::string buf(1 << 20, '\0');
+  while (in.read(buf.data(), buf.size()) || in.gcount() > 0) {
+    v1::ArtifactChunk chunk;
+    chunk.set_data(buf.data(), in.gcount());
+    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "download canceled");
+    if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "download canceled");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status JobMasterServiceImpl::UpdateTaskState(grpc::ServerContext*, const v1::TaskStateUpdate* request,
+                                                   v1::TaskStateUpdateResponse*) {
+  dispatcher_->OnTaskStateUpdate(*request);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobMasterServiceImpl::ReportTaskMetrics(grpc::ServerContext*, const v1::ReportTaskMetricsRequest* request,
+                                                     v1::TaskStateUpdateResponse*) {
+  for (const v1::TaskMetrics& m : request->tasks()) dispatcher_->OnTaskMetrics(m);
+  return grpc::Status::OK;
+}
+
+}  // namespace weir::jobmanager

@@ -1,0 +1,49 @@
+// gRPC front ends of the JobManager's job handling: JobService (clients),
+// ArtifactService (clients upload, TaskManagers download job binaries) and
+// JobMasterService (TaskManagers report task states and metrics).
+//
+// Thread-safety: called from gRPC's threads; state lives in the thread-safe
+// Dispatcher and ArtifactStore.
+#pragma once
+
+#include "jobmanager/artifact_store.h"
+#include "jobmanager/dispatcher.h"
+#include "weir/v1/job.grpc.pb.h"
+
+namespace weir::jobmanager {
+
+class JobServiceImpl final : public v1::JobService::Service {
+ public:
+  explicit JobServiceImpl(Dispatcher* dispatcher) : dispatcher_(dispatcher) {}
+  grpc::Status Submit(grpc::ServerContext*, const v1::SubmitJobRequest*, v1::SubmitJobResponse*) override;
+  grpc::Status List(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
+  grpc::Status Get(grpc::ServerContext*, const v1::GetJobRequest*, v1::JobStatus*) override;
+  grpc::Status Cancel(grpc::ServerContext*, const v1::CancelJobRequest*, v1::CancelJobResponse*) override;
+
+ private:
+  Dispatcher* const dispatcher_;
+};
+
+class ArtifactServiceImpl final : public v1::ArtifactService::Service {
+ public:
+  explicit ArtifactServiceImpl(ArtifactStore* store) : store_(store) {}
+  grpc::Status Upload(grpc::ServerContext*, grpc::ServerReader<v1::ArtifactChunk>*, v1::UploadArtifactResponse*) override;
+  grpc::Status Download(grpc::ServerContext*, const v1::DownloadArtifactRequest*,
+                        grpc::ServerWriter<v1::ArtifactChunk>*) override;
+
+ private:
+  ArtifactStore* const store_;
+};
+
+class JobMasterServiceImpl final : public v1::JobMasterService::Service {
+ public:
+  explicit JobMasterServiceImpl(Dispatcher* dispatcher) : dispatcher_(dispatcher) {}
+  grpc::Status UpdateTaskState(grpc::ServerContext*, const v1::TaskStateUpdate*, v1::TaskStateUpdateResponse*) override;
+  grpc::Status ReportTaskMetrics(grpc::ServerContext*, const v1::ReportTaskMetricsRequest*,
+                                 v1::TaskStateUpdateResponse*) override;
+
+ private:
+  Dispatcher* const dispatcher_;
+};
+
+}  // namespace weir::jobmanager

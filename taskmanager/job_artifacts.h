@@ -1,0 +1,48 @@
+// JobArtifacts: the TaskManager's local copies of job binaries and the jobs
+// loaded from them.
+//
+// A binary is downloaded from the JobManager by its SHA-256, verified, and
+// kept under <io.tmp.dirs>/weir-<taskmanager id>/artifacts/. Each job gets
+// its own copy of the file and is loaded (dlopen) once, however many of its
+// tasks run here, so two jobs from one binary share no static state. The
+// rebuilt graph must equal the one the JobManager scheduled.
+//
+// Thread-safety: thread-safe.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "jobgraph/job_library.h"
+#include "weir/v1/job.grpc.pb.h"
+
+namespace weir::taskmanager {
+
+class JobArtifacts {
+ public:
+  JobArtifacts(std::string dir, std::shared_ptr<v1::ArtifactService::Stub> jobmanager);
+  ~JobArtifacts();
+
+  // The job `job_id` loaded from `sha256` with `args`; loads it on first use.
+  absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> Acquire(const std::string& job_id, const std::string& sha256,
+                                                               const std::vector<std::string>& args,
+                                                               const v1::JobGraphSpec& expected)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Forgets job `job_id`: it is unloaded once its last task drops it.
+  void Release(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  absl::StatusOr<std::string> Fetch(const std::string& sha256) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string dir_;
+  const std::shared_ptr<v1::ArtifactService::Stub> jobmanager_;
+  absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<jobgraph::LoadedJob>> jobs_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace weir::taskmanager

@@ -1,0 +1,122 @@
+// Buffer: the unit the network stack moves between tasks, in-process and
+// between TaskManagers, and the framing of records inside a data buffer.
+//
+// A data buffer holds whole records, each framed as
+//   [varint32 length][length bytes of TypeOps-serialized record]
+// and counts them in `record_count`. Events (end of input; checkpoint barriers
+// later) are buffers of their own kind, so they keep their place among the
+// records of a channel.
+//
+// Thread-safety: Buffer is a plain value; the free functions are thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <utility>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace weir::taskmanager::network {
+
+// Thrown from RecordWriter (and so from inside an operator's Emit) when the
+// task's result partition was released because the task is being cancelled
+// or has failed. The task thread catches it at the top of its loop; operators
+// must let it pass.
+class TaskCancelled : public std::exception {
+ public:
+  const char* what() const noexcept override { return "task cancelled: its result partition was released"; }
+};
+
+struct Buffer {
+  enum class Kind { kData, kEndOfInput };
+
+  Kind kind = Kind::kData;
+  // kData: the framed records. Empty for events.
+  std::string data;
+  int32_t record_count = 0;
+
+  static Buffer EndOfInput() { return Buffer{Kind::kEndOfInput, std::string(), 0}; }
+  bool is_data() const { return kind == Kind::kData; }
+};
+
+inline const char* BufferKindName(Buffer::Kind kind) {
+  switch (kind) {
+    case Buffer::Kind::kData: return "data";
+    case Buffer::Kind::kEndOfInput: return "end-of-input";
+  }
+  return "?";
+}
+
+// Bytes a record of `record_bytes` bytes takes in a data buffer.
+inline size_t FramedRecordSize(size_t record_bytes) {
+  size_t size = 1;
+  for (uint64_t v = record_bytes; v >= 0x80; v >>= 7) ++size;
+  return size + record_bytes;
+}
+
+// Appends one record (its serialized bytes) to a data buffer. Records must be
+// shorter than 4 GiB (and than the transport's message limit, 64 MiB, to
+// cross TaskManagers).
+inline void AppendRecord(absl::string_view record, Buffer* buffer) {
+  uint32_t length = static_cast<uint32_t>(record.size());
+  while (length >= 0x80) {
+    buffer->data.push_back(static_cast<char>((length & 0x7f) | 0x80));
+    length >>= 7;
+  }
+  buffer->data.push_back(static_cast<char>(length));
+  buffer->data.append(record.data(), record.size());
+  ++buffer->record_count;
+}
+
+// Calls `fn` with the bytes of every record of a data buffer, in order. Fails
+// with kDataLoss, without calling `fn` for the rest, when the framing is
+// corrupt: a length that runs past the end, a malformed varint, or a record
+// count that does not match. The views point into `buffer`.
+inline absl::Status ForEachRecord(const Buffer& buffer, absl::FunctionRef<void(absl::string_view)> fn) {
+  const std::string& data = buffer.data;
+  size_t pos = 0;
+  int32_t index = 0;
+  while (pos < data.size()) {
+    const size_t record_start = pos;
+    uint64_t length = 0;
+    int shift = 0;
+    bool complete = false;
+    while (pos < data.size() && shift < 35) {
+      uint8_t byte = static_cast<uint8_t>(data[pos++]);
+      length |= static_cast<uint64_t>(byte & 0x7f) << shift;
+      shift += 7;
+      if ((byte & 0x80) == 0) {
+        complete = true;
+        break;
+      }
+    }
+    if (!complete || length > UINT32_MAX) {
+      return absl::DataLossError(absl::StrCat("corrupt record framing: malformed length of record ", index,
+                                              " at offset ", record_start, " of a ", data.size(), "-byte buffer"));
+    }
+    if (length > data.size() - pos) {
+      return absl::DataLossError(absl::StrCat("corrupt record framing: record ", index, " at offset ", record_start,
+                                              " claims ", length, " bytes but only ", data.size() - pos,
+                                              " remain in the buffer"));
+    }
+    if (index >= buffer.record_count) {
+      return absl::DataLossError(absl::StrCat("corrupt record framing: the buffer says it holds ",
+                                              buffer.record_count, " records but holds more"));
+    }
+    fn(absl::string_view(data.data() + pos, static_cast<size_t>(length)));
+    pos += static_cast<size_t>(length);
+    ++index;
+  }
+  if (index != buffer.record_count) {
+    return absl::DataLossError(absl::StrCat("corrupt record framing: the buffer says it holds ", buffer.record_count,
+                                            " records but holds ", index));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace weir::taskmanager::network

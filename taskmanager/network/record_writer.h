@@ -1,0 +1,102 @@
+// RecordWriter: the RecordOutput at the end of a task's operator chain. It
+// serializes each record once, picks the consumer subtask(s) by the edge's
+// partitioning, and collects records per subpartition into data buffers that
+// it hands to the task's ResultPartition when full, when due (FlushIfDue), or
+// at the end of input.
+//
+// Handing a buffer over blocks while the subpartition is full: that is how
+// backpressure reaches the producing task (and so, chain by chain, the
+// sources). If the partition is released meanwhile (cancel, failure), every
+// call that would hand over a buffer throws TaskCancelled.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "taskmanager/network/buffer.h"
+#include "taskmanager/network/key_groups.h"
+#include "taskmanager/network/result_partition.h"
+#include "weir/job_graph.h"
+#include "weir/operator.h"
+
+namespace weir::taskmanager::network {
+
+struct RecordWriterOptions {
+  // A data buffer is handed over once it holds at least this many bytes
+  // (default 32 KiB). A single larger record makes a buffer of its own.
+  int max_buffer_bytes = 32 * 1024;
+  // FlushIfDue hands over partly filled buffers when this much time has
+  // passed since its previous flush (default 100 ms): the latency bound for
+  // slow streams.
+  absl::Duration flush_interval = absl::Milliseconds(100);
+  // Number of key groups for kHash (default 128); must match the job's
+  // max parallelism and the state backend.
+  int max_parallelism = kDefaultMaxParallelism;
+  // The producing vertex's parallelism, for kForward: when it differs from
+  // the consumer count, forward behaves like rebalance so that every consumer
+  // gets records. 0 (default): the same as the consumer count.
+  int producer_parallelism = 0;
+};
+
+// Thread-safety: not thread-safe; owned and used by one task thread.
+// records_out() may be read from any thread.
+class RecordWriter : public weir::RecordOutput {
+ public:
+  // `partition` has one subpartition per consumer subtask
+  // (`num_consumers`); `type` serializes the records; `key` is required for
+  // kHash. `subtask_index` is this producer's subtask: kForward sends there
+  // (see RecordWriterOptions::producer_parallelism), and kRebalance starts
+  // its round robin there.
+  RecordWriter(std::shared_ptr<ResultPartition> partition, const weir::TypeOps* type,
+               weir::Partitioning partitioning, weir::KeyFunction key, int num_consumers, int subtask_index,
+               RecordWriterOptions options = {});
+
+  RecordWriter(const RecordWriter&) = delete;
+  RecordWriter& operator=(const RecordWriter&) = delete;
+
+  // Throws TaskCancelled when the partition has been released.
+  void Emit(void* record) override;
+
+  // Hands over every non-empty buffer if the flush interval has passed since
+  // the previous flush. Called by the task loop between records and while idle.
+  void FlushIfDue(absl::Time now);
+  // Hands over every non-empty buffer now.
+  void FlushAll();
+  // Flushes, then sends END_OF_INPUT on every subpartition. Emit must not be
+  // called afterwards.
+  void EmitEndOfInput();
+
+  // Records emitted (a broadcast record counts once).
+  int64_t records_out() const { return records_out_.load(std::memory_order_relaxed); }
+  const std::string& partition_id() const { return partition_->id(); }
+
+ private:
+  int NextRoundRobin();
+  void Append(int subpartition, absl::string_view record);
+  void Flush(int subpartition);
+  void Hand(int subpartition, Buffer buffer);
+
+  const std::shared_ptr<ResultPartition> partition_;
+  const weir::TypeOps* const type_;
+  const weir::KeyFunction key_;
+  const int num_consumers_;
+  const int subtask_index_;
+  const RecordWriterOptions options_;
+  // kForward with a different consumer count is handled as kRebalance.
+  weir::Partitioning effective_partitioning_;
+
+  std::vector<Buffer> pending_;  // one per subpartition
+  std::string record_bytes_;     // scratch, reused per record
+  std::string key_bytes_;        // scratch, reused per record
+  int next_round_robin_;
+  absl::Time next_flush_ = absl::InfinitePast();
+  bool ended_ = false;
+  std::atomic<int64_t> records_out_{0};
+};
+
+}  // namespace weir::taskmanager::network

@@ -1,0 +1,847 @@
+// The built-in Kafka source and sink against the real test broker: partition
+// assignment, start offsets, bounded reads to the end offsets (also past
+// transaction markers), read_committed, keyed writes that land where Kafka's
+// Java producer puts them, and the errors users see when something is wrong.
+#include <librdkafka/rdkafkacpp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "connectors/kafka/connector_factory.h"
+#include "connectors/kafka/kafka_sink.h"
+#include "connectors/kafka/kafka_source.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/kafka/test_kafka.h"
+#include "tests/testing/process.h"
+#include "weir/datastream.h"
+#include "weir/job_graph.h"
+#include "weir/kafka.h"
+
+namespace weir::connectors {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ::testing::HasSubstr;
+using ::weir::test::CreateTopic;
+using ::weir::test::TestKafkaBootstrap;
+using ::weir::test::UniqueTopicName;
+
+using PartitionKey = std::pair<std::string, int32_t>;
+
+constexpr auto kDeadline = std::chrono::seconds(60);
+constexpr int kTimeoutMs = 60000;
+
+class FakeContext : public OperatorContext {
+ public:
+  FakeContext(int subtask_index, int parallelism)
+      : subtask_index_(subtask_index), parallelism_(parallelism) {}
+
+  const std::string& operator_name() const override { return name_; }
+  int subtask_index() const override { return subtask_index_; }
+  int parallelism() const override { return parallelism_; }
+  KeyedStateStore* keyed_state() override { return nullptr; }
+  void SetCurrentKey(std::string_view) override {}
+  std::string JobConfig(std::string_view, std::string_view fallback) const override {
+    return std::string(fallback);
+  }
+
+ private:
+  const std::string name_ = "kafka-connector-test";
+  const int subtask_index_;
+  const int parallelism_;
+};
+
+class CollectingOutput : public RecordOutput {
+ public:
+  void Emit(void* record) override {
+    records.push_back(std::move(*static_cast<kafka::Record*>(record)));
+  }
+  std::vector<kafka::Record> records;
+};
+
+// The properties kafka::Source / kafka::Sink put into a job graph.
+Properties SourceProperties(const kafka::SourceOptions& options) {
+  JobGraph graph;
+  StreamEnvironment env(&graph);
+  kafka::Source(env, options);
+  return graph.vertices.at(0).properties;
+}
+
+Properties SinkProperties(const kafka::SinkOptions& options) {
+  JobGraph graph;
+  StreamEnvironment env(&graph);
+  kafka::Sink(kafka::Source(env, {.brokers = "unused:9092", .topics = {"unused"}}), options);
+  return graph.vertices.at(1).properties;
+}
+
+std::unique_ptr<KafkaSource> NewSource(const kafka::SourceOptions& options) {
+  absl::StatusOr<std::unique_ptr<SourceOperator>> created =
+      CreateSource(kKafkaSourceConnector, SourceProperties(options));
+  if (!created.ok()) {
+    ADD_FAILURE() << "CreateSource: " << created.status();
+    return nullptr;
+  }
+  auto* source = dynamic_cast<KafkaSource*>(created->get());
+  if (source == nullptr) {
+    ADD_FAILURE() << "CreateSource did not make a KafkaSource";
+    return nullptr;
+  }
+  created->release();
+  return std::unique_ptr<KafkaSource>(source);
+}
+
+std::unique_ptr<KafkaSink> NewSink(const kafka::SinkOptions& options) {
+  absl::StatusOr<std::unique_ptr<StreamOperator>> created =
+      CreateSink(kKafkaSinkConnector, SinkProperties(options));
+  if (!created.ok()) {
+    ADD_FAILURE() << "CreateSink: " << created.status();
+    return nullptr;
+  }
+  auto* sink = dynamic_cast<KafkaSink*>(created->get());
+  if (sink == nullptr) {
+    ADD_FAILURE() << "CreateSink did not make a KafkaSink";
+    return nullptr;
+  }
+  created->release();
+  return std::unique_ptr<KafkaSink>(sink);
+}
+
+// The message of the std::runtime_error `action` throws, or "" (and a test
+// failure) when it does not throw one.
+template <typename Action>
+std::string ErrorOf(Action action) {
+  try {
+    action();
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a std::runtime_error";
+  return "";
+}
+
+// Polls every source until it reports kEndOfInput; false if the deadline
+// passes first.
+bool ReadToEnd(const std::vector<KafkaSource*>& sources) {
+  std::vector<bool> ended(sources.size(), false);
+  const auto deadline = Clock::now() + kDeadline;
+  while (Clock::now() < deadline) {
+    bool all = true;
+    for (size_t i = 0; i < sources.size(); ++i) {
+      if (!ended[i]) ended[i] = sources[i]->PollNext() == SourceStatus::kEndOfInput;
+      all = all && ended[i];
+    }
+    if (all) return true;
+  }
+  return false;
+}
+
+std::map<PartitionKey, int64_t> Offsets(const std::string& topic,
+                                        const std::vector<std::pair<int32_t, int64_t>>& offsets) {
+  std::map<PartitionKey, int64_t> out;
+  for (const auto& [partition, offset] : offsets) out[{topic, partition}] = offset;
+  return out;
+}
+
+class DeliveryCounter : public RdKafka::DeliveryReportCb {
+ public:
+  void dr_cb(RdKafka::Message& message) override {
+    if (message.err() == RdKafka::ERR_NO_ERROR) {
+      ++delivered;
+    } else {
+      ++failed;
+      last_error = message.errstr();
+    }
+  }
+  int delivered = 0;
+  int failed = 0;
+  std::string last_error;
+};
+
+struct TestRecord {
+  int32_t partition = RdKafka::Topic::PARTITION_UA;
+  std::optional<std::string> key;
+  std::string value;
+  int64_t timestamp_ms = 0;  // 0: now
+};
+
+std::unique_ptr<RdKafka::Conf> MakeConf(
+    const std::vector<std::pair<std::string, std::string>>& settings) {
+  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  std::string error;
+  for (const auto& [name, value] : settings) {
+    if (conf->set(name, value, error) != RdKafka::Conf::CONF_OK) {
+      ADD_FAILURE() << name << "=" << value << ": " << error;
+    }
+  }
+  return conf;
+}
+
+// Writes `records` with the test's own producer (not the code under test); in
+// one transaction, committed or aborted, when `transaction` is set.
+void Produce(const std::string& bootstrap, const std::string& topic,
+             const std::vector<TestRecord>& records,
+             std::optional<bool> commit_transaction = std::nullopt) {
+  DeliveryCounter counter;
+  std::vector<std::pair<std::string, std::string>> settings = {{"bootstrap.servers", bootstrap},
+                                                               {"acks", "all"}};
+  if (commit_transaction.has_value()) {
+    settings.emplace_back("transactional.id", UniqueTopicName("weir-test-txn"));
+  }
+  std::unique_ptr<RdKafka::Conf> conf = MakeConf(settings);
+  std::string error;
+  ASSERT_EQ(conf->set("dr_cb", &counter, error), RdKafka::Conf::CONF_OK) << error;
+  std::unique_ptr<RdKafka::Producer> producer(RdKafka::Producer::create(conf.get(), error));
+  ASSERT_NE(producer, nullptr) << error;
+  if (commit_transaction.has_value()) {
+    std::unique_ptr<RdKafka::Error> txn_error(producer->init_transactions(kTimeoutMs));
+    ASSERT_EQ(txn_error, nullptr) << txn_error->str();
+    txn_error.reset(producer->begin_transaction());
+    ASSERT_EQ(txn_error, nullptr) << txn_error->str();
+  }
+  const auto deadline = Clock::now() + kDeadline;
+  for (const TestRecord& r : records) {
+    while (true) {
+      const RdKafka::ErrorCode code = producer->produce(
+          topic, r.partition, RdKafka::Producer::RK_MSG_COPY, const_cast<char*>(r.value.data()),
+          r.value.size(), r.key ? r.key->data() : nullptr, r.key ? r.key->size() : 0,
+          r.timestamp_ms, nullptr);
+      if (code == RdKafka::ERR_NO_ERROR) break;
+      ASSERT_EQ(code, RdKafka::ERR__QUEUE_FULL) << RdKafka::err2str(code);
+      ASSERT_LT(Clock::now(), deadline) << "producer queue stayed full";
+      producer->poll(100);
+    }
+  }
+  // Aborted records must reach the log, or there would be nothing to hide.
+  ASSERT_EQ(producer->flush(kTimeoutMs), RdKafka::ERR_NO_ERROR);
+  if (commit_transaction.has_value()) {
+    std::unique_ptr<RdKafka::Error> txn_error(*commit_transaction
+                                                  ? producer->commit_transaction(kTimeoutMs)
+                                                  : producer->abort_transaction(kTimeoutMs));
+    ASSERT_EQ(txn_error, nullptr) << txn_error->str();
+  }
+  EXPECT_EQ(counter.failed, 0) << counter.last_error;
+  EXPECT_EQ(counter.delivered, static_cast<int>(records.size()));
+}
+
+// A transactional producer that wrote `records` (flushed to the log) in a
+// transaction it leaves open.
+std::unique_ptr<RdKafka::Producer> OpenTransaction(const std::string& bootstrap,
+                                                   const std::string& topic,
+                                                   const std::vector<TestRecord>& records) {
+  std::unique_ptr<RdKafka::Conf> conf =
+      MakeConf({{"bootstrap.servers", bootstrap},
+                {"transactional.id", UniqueTopicName("weir-test-txn")}});
+  std::string error;
+  std::unique_ptr<RdKafka::Producer> producer(RdKafka::Producer::create(conf.get(), error));
+  if (producer == nullptr) {
+    ADD_FAILURE() << error;
+    return nullptr;
+  }
+  std::unique_ptr<RdKafka::Error> txn_error(producer->init_transactions(kTimeoutMs));
+  if (txn_error == nullptr) txn_error.reset(producer->begin_transaction());
+  if (txn_error != nullptr) {
+    ADD_FAILURE() << txn_error->str();
+    return nullptr;
+  }
+  for (const TestRecord& r : records) {
+    const RdKafka::ErrorCode code = producer->produce(
+        topic, r.partition, RdKafka::Producer::RK_MSG_COPY, const_cast<char*>(r.value.data()),
+        r.value.size(), nullptr, 0, 0, nullptr);
+    EXPECT_EQ(code, RdKafka::ERR_NO_ERROR) << RdKafka::err2str(code);
+  }
+  EXPECT_EQ(producer->flush(kTimeoutMs), RdKafka::ERR_NO_ERROR);
+  return producer;
+}
+
+// Commits `offsets` for consumer group `group`, as a job that ran before would.
+void CommitOffsets(const std::string& bootstrap, const std::string& group, const std::string& topic,
+                   const std::vector<std::pair<int32_t, int64_t>>& offsets) {
+  std::unique_ptr<RdKafka::Conf> conf = MakeConf(
+      {{"bootstrap.servers", bootstrap}, {"group.id", group}, {"enable.auto.commit", "false"}});
+  std::string error;
+  std::unique_ptr<RdKafka::KafkaConsumer> consumer(
+      RdKafka::KafkaConsumer::create(conf.get(), error));
+  ASSERT_NE(consumer, nullptr) << error;
+  std::vector<RdKafka::TopicPartition*> list;
+  for (const auto& [partition, offset] : offsets) {
+    list.push_back(RdKafka::TopicPartition::create(topic, partition, offset));
+  }
+  const RdKafka::ErrorCode code = consumer->commitSync(list);
+  RdKafka::TopicPartition::destroy(list);
+  ASSERT_EQ(code, RdKafka::ERR_NO_ERROR) << RdKafka::err2str(code);
+  consumer->close();
+}
+
+// Everything in `topic` (read_uncommitted), read with the test's own consumer
+// until every partition is at its high watermark.
+std::vector<kafka::Record> ReadTopic(const std::string& bootstrap, const std::string& topic,
+                                     int partitions) {
+  std::vector<kafka::Record> records;
+  std::unique_ptr<RdKafka::Conf> conf = MakeConf({{"bootstrap.servers", bootstrap},
+                                                  {"group.id", UniqueTopicName("weir-test")},
+                                                  {"enable.auto.commit", "false"},
+                                                  {"enable.partition.eof", "true"},
+                                                  {"isolation.level", "read_uncommitted"}});
+  std::string error;
+  std::unique_ptr<RdKafka::KafkaConsumer> consumer(
+      RdKafka::KafkaConsumer::create(conf.get(), error));
+  if (consumer == nullptr) {
+    ADD_FAILURE() << error;
+    return records;
+  }
+  std::map<int32_t, int64_t> end;
+  std::vector<RdKafka::TopicPartition*> list;
+  for (int32_t p = 0; p < partitions; ++p) {
+    int64_t low = 0;
+    int64_t high = 0;
+    EXPECT_EQ(consumer->query_watermark_offsets(topic, p, &low, &high, kTimeoutMs),
+              RdKafka::ERR_NO_ERROR);
+    if (high > 0) {
+      end[p] = high;
+      list.push_back(RdKafka::TopicPartition::create(topic, p, RdKafka::Topic::OFFSET_BEGINNING));
+    }
+  }
+  consumer->assign(list);
+  RdKafka::TopicPartition::destroy(list);
+  const auto deadline = Clock::now() + kDeadline;
+  while (!end.empty() && Clock::now() < deadline) {
+    std::unique_ptr<RdKafka::Message> message(consumer->consume(100));
+    if (message->err() == RdKafka::ERR_NO_ERROR) {
+      kafka::Record r;
+      if (message->key_pointer() != nullptr) {
+        r.key.emplace(static_cast<const char*>(message->key_pointer()), message->key_len());
+      }
+      r.value.assign(static_cast<const char*>(message->payload()), message->len());
+      r.timestamp_ms = message->timestamp().timestamp;
+      r.topic = topic;
+      r.partition = message->partition();
+      r.offset = message->offset();
+      records.push_back(std::move(r));
+      if (message->offset() + 1 >= end[message->partition()]) end.erase(message->partition());
+    }
+  }
+  EXPECT_TRUE(end.empty()) << "timed out reading " << topic;
+  consumer->close();
+  return records;
+}
+
+// Kafka's Java producer hashes keys with murmur2 (org.apache.kafka.common.utils.Utils);
+// written here from its definition to check that the sink partitions like it.
+int32_t JavaPartition(const std::string& key, int32_t partitions) {
+  const uint32_t m = 0x5bd1e995;
+  const size_t length = key.size();
+  uint32_t h = 0x9747b28c ^ static_cast<uint32_t>(length);
+  auto byte = [&](size_t i) { return static_cast<uint32_t>(static_cast<uint8_t>(key[i])); };
+  for (size_t i = 0; i + 4 <= length; i += 4) {
+    uint32_t k = byte(i) | byte(i + 1) << 8 | byte(i + 2) << 16 | byte(i + 3) << 24;
+    k *= m;
+    k ^= k >> 24;
+    k *= m;
+    h *= m;
+    h ^= k;
+  }
+  const size_t tail = length & ~static_cast<size_t>(3);
+  switch (length % 4) {
+    case 3: h ^= byte(tail + 2) << 16; [[fallthrough]];
+    case 2: h ^= byte(tail + 1) << 8; [[fallthrough]];
+    case 1:
+      h ^= byte(tail);
+      h *= m;
+  }
+  h ^= h >> 13;
+  h *= m;
+  h ^= h >> 15;
+  return static_cast<int32_t>((h & 0x7fffffff) % static_cast<uint32_t>(partitions));
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class KafkaConnectorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    bootstrap_ = TestKafkaBootstrap();
+    ASSERT_FALSE(bootstrap_.empty());
+  }
+
+  std::string NewTopic(const std::string& prefix, int partitions) {
+    const std::string topic = UniqueTopicName(prefix);
+    const absl::Status created = CreateTopic(bootstrap_, topic, partitions);
+    EXPECT_TRUE(created.ok()) << created;
+    return topic;
+  }
+
+  std::string bootstrap_;
+};
+
+TEST_F(KafkaConnectorTest, BoundedSourceSplitsPartitionsAndReadsEveryRecordOnce) {
+  constexpr int kPartitions = 4;
+  constexpr int kRecords = 20000;
+  const std::string topic = NewTopic("weir-source-bounded", kPartitions);
+  std::vector<TestRecord> produced;
+  for (int i = 0; i < kRecords; ++i) {
+    produced.push_back({.partition = i % kPartitions,
+                        .key = absl::StrCat("key-", i),
+                        .value = absl::StrCat("value-", i)});
+  }
+  ASSERT_NO_FATAL_FAILURE(Produce(bootstrap_, topic, produced));
+
+  const kafka::SourceOptions options{.brokers = bootstrap_, .topics = {topic}, .bounded = true};
+  std::unique_ptr<KafkaSource> source0 = NewSource(options);
+  std::unique_ptr<KafkaSource> source1 = NewSource(options);
+  ASSERT_TRUE(source0 && source1);
+  FakeContext context0(0, 2);
+  FakeContext context1(1, 2);
+  CollectingOutput output0;
+  CollectingOutput output1;
+  source0->Open(context0, &output0);
+  source1->Open(context1, &output1);
+  // Partition i goes to subtask i % 2.
+  EXPECT_EQ(source0->CurrentOffsets(), Offsets(topic, {{0, 0}, {2, 0}}));
+  EXPECT_EQ(source1->CurrentOffsets(), Offsets(topic, {{1, 0}, {3, 0}}));
+
+  ASSERT_TRUE(ReadToEnd({source0.get(), source1.get()}));
+  EXPECT_EQ(source0->PollNext(), SourceStatus::kEndOfInput);
+  EXPECT_EQ(source1->PollNext(), SourceStatus::kEndOfInput);
+  constexpr int64_t kPerPartition = kRecords / kPartitions;
+  EXPECT_EQ(source0->CurrentOffsets(), Offsets(topic, {{0, kPerPartition}, {2, kPerPartition}}));
+  EXPECT_EQ(source1->CurrentOffsets(), Offsets(topic, {{1, kPerPartition}, {3, kPerPartition}}));
+
+  std::set<std::string> values;
+  std::set<std::pair<int32_t, int64_t>> positions;
+  for (const auto* output : {&output0, &output1}) {
+    const int parity = output == &output0 ? 0 : 1;
+    for (const kafka::Record& r : output->records) {
+      EXPECT_EQ(r.topic, topic);
+      EXPECT_EQ(r.partition % 2, parity) << "partition " << r.partition << " read by subtask "
+                                         << parity;
+      // "value-<i>" was written with key "key-<i>" to partition i % 4.
+      const int i = std::stoi(r.value.substr(6));
+      EXPECT_EQ(r.key, absl::StrCat("key-", i));
+      EXPECT_EQ(r.partition, i % kPartitions);
+      EXPECT_GT(r.timestamp_ms, 0);
+      values.insert(r.value);
+      positions.insert({r.partition, r.offset});
+    }
+  }
+  EXPECT_EQ(output0.records.size() + output1.records.size(), static_cast<size_t>(kRecords));
+  EXPECT_EQ(values.size(), static_cast<size_t>(kRecords));
+  EXPECT_EQ(positions.size(), static_cast<size_t>(kRecords));
+  EXPECT_EQ(source0->records_read() + source1->records_read(), kRecords);
+  source0->Close();
+  source1->Close();
+}
+
+TEST_F(KafkaConnectorTest, AssignsSortedPartitionsOfAllTopicsRoundRobin) {
+  // Named so that the second topic sorts first.
+  const std::string first = NewTopic("weir-aa", 2);
+  const std::string second = NewTopic("weir-zz", 1);
+  const kafka::SourceOptions options{.brokers = bootstrap_, .topics = {second, first}};
+
+  // (aa,0) (aa,1) (zz,0) over two subtasks.
+  std::unique_ptr<KafkaSource> source0 = NewSource(options);
+  std::unique_ptr<KafkaSource> source1 = NewSource(options);
+  ASSERT_TRUE(source0 && source1);
+  FakeContext context0(0, 2);
+  FakeContext context1(1, 2);
+  CollectingOutput output;
+  source0->Open(context0, &output);
+  source1->Open(context1, &output);
+  EXPECT_EQ(source0->CurrentOffsets(),
+            (std::map<PartitionKey, int64_t>{{{first, 0}, 0}, {{second, 0}, 0}}));
+  EXPECT_EQ(source1->CurrentOffsets(), (std::map<PartitionKey, int64_t>{{{first, 1}, 0}}));
+
+  // A subtask without partitions: nothing now (unbounded), the end (bounded).
+  FakeContext context3(3, 4);
+  std::unique_ptr<KafkaSource> idle = NewSource(options);
+  ASSERT_TRUE(idle);
+  idle->Open(context3, &output);
+  EXPECT_TRUE(idle->CurrentOffsets().empty());
+  EXPECT_EQ(idle->PollNext(), SourceStatus::kNothingAvailable);
+
+  kafka::SourceOptions bounded = options;
+  bounded.bounded = true;
+  std::unique_ptr<KafkaSource> idle_bounded = NewSource(bounded);
+  ASSERT_TRUE(idle_bounded);
+  idle_bounded->Open(context3, &output);
+  EXPECT_EQ(idle_bounded->PollNext(), SourceStatus::kEndOfInput);
+  EXPECT_TRUE(output.records.empty());
+}
+
+TEST_F(KafkaConnectorTest, StartsAtLatestCommittedOrTimestamp) {
+  const std::string topic = NewTopic("weir-source-start", 2);
+  const int64_t base_ms = NowMs() - 600000;
+  std::vector<TestRecord> produced;
+  for (int i = 0; i < 100; ++i) {
+    produced.push_back({.partition = i % 2,
+                        .key = std::nullopt,
+                        .value = absl::StrCat("old-", i),
+                        .timestamp_ms = base_ms + i});
+  }
+  ASSERT_NO_FATAL_FAILURE(Produce(bootstrap_, topic, produced));
+  FakeContext context(0, 1);
+
+  {  // latest, bounded: nothing of the old data, and done at once.
+    std::unique_ptr<KafkaSource> source =
+        NewSource({.brokers = bootstrap_, .topics = {topic}, .start = "latest", .bounded = true});
+    ASSERT_TRUE(source);
+    CollectingOutput output;
+    source->Open(context, &output);
+    EXPECT_EQ(source->CurrentOffsets(), Offsets(topic, {{0, 50}, {1, 50}}));
+    EXPECT_EQ(source->PollNext(), SourceStatus::kEndOfInput);
+    EXPECT_TRUE(output.records.empty());
+  }
+
+  {  // latest, unbounded: only what is written after Open.
+    std::unique_ptr<KafkaSource> source =
+        NewSource({.brokers = bootstrap_, .topics = {topic}, .start = "latest"});
+    ASSERT_TRUE(source);
+    CollectingOutput output;
+    source->Open(context, &output);
+    ASSERT_NO_FATAL_FAILURE(
+        Produce(bootstrap_, topic, {{.partition = 1, .value = "new-0"}, {.partition = 0, .value = "new-1"}}));
+    const auto deadline = Clock::now() + kDeadline;
+    while (output.records.size() < 2 && Clock::now() < deadline) source->PollNext();
+    ASSERT_EQ(output.records.size(), 2u);
+    EXPECT_EQ(source->PollNext(), SourceStatus::kNothingAvailable);
+    std::set<std::string> values = {output.records[0].value, output.records[1].value};
+    EXPECT_EQ(values, (std::set<std::string>{"new-0", "new-1"}));
+  }
+  // The topic now holds 51 records in each partition.
+
+  {  // committed: from the group's offset, earliest where it committed none.
+    const std::string group = UniqueTopicName("weir-test-group");
+    ASSERT_NO_FATAL_FAILURE(CommitOffsets(bootstrap_, group, topic, {{0, 10}}));
+    std::unique_ptr<KafkaSource> source = NewSource({.brokers = bootstrap_,
+                                                     .topics = {topic},
+                                                     .start = "committed",
+                                                     .group_id = group,
+                                                     .bounded = true});
+    ASSERT_TRUE(source);
+    CollectingOutput output;
+    source->Open(context, &output);
+    EXPECT_EQ(source->CurrentOffsets(), Offsets(topic, {{0, 10}, {1, 0}}));
+    ASSERT_TRUE(ReadToEnd({source.get()}));
+    std::map<int32_t, std::set<int64_t>> offsets;
+    for (const kafka::Record& r : output.records) offsets[r.partition].insert(r.offset);
+    EXPECT_EQ(offsets[0].size(), 41u);
+    EXPECT_EQ(*offsets[0].begin(), 10);
+    EXPECT_EQ(offsets[1].size(), 51u);
+    EXPECT_EQ(*offsets[1].begin(), 0);
+  }
+
+  {  // timestamp: the first record at or after it, in each partition.
+    const int64_t start_ms = base_ms + 60;
+    std::unique_ptr<KafkaSource> source = NewSource({.brokers = bootstrap_,
+                                                     .topics = {topic},
+                                                     .start = absl::StrCat("timestamp:", start_ms),
+                                                     .bounded = true});
+    ASSERT_TRUE(source);
+    CollectingOutput output;
+    source->Open(context, &output);
+    // Record i (partition i % 2, offset i / 2) has timestamp base + i.
+    EXPECT_EQ(source->CurrentOffsets(), Offsets(topic, {{0, 30}, {1, 30}}));
+    ASSERT_TRUE(ReadToEnd({source.get()}));
+    std::set<std::string> values;
+    for (const kafka::Record& r : output.records) values.insert(r.value);
+    std::set<std::string> expected = {"new-0", "new-1"};
+    for (int i = 60; i < 100; ++i) expected.insert(absl::StrCat("old-", i));
+    EXPECT_EQ(values, expected);
+  }
+}
+
+TEST_F(KafkaConnectorTest, ReadCommittedSkipsAbortedTransactionsAndStillEnds) {
+  const std::string topic = NewTopic("weir-source-txn", 1);
+  std::vector<TestRecord> committed;
+  std::vector<TestRecord> aborted;
+  std::vector<TestRecord> pending;
+  for (int i = 0; i < 100; ++i) committed.push_back({.partition = 0, .value = absl::StrCat("committed-", i)});
+  for (int i = 0; i < 50; ++i) aborted.push_back({.partition = 0, .value = absl::StrCat("aborted-", i)});
+  for (int i = 0; i < 20; ++i) pending.push_back({.partition = 0, .value = absl::StrCat("pending-", i)});
+  ASSERT_NO_FATAL_FAILURE(Produce(bootstrap_, topic, committed, /*commit_transaction=*/true));
+  // The last stable offset now follows an abort marker: a control record.
+  ASSERT_NO_FATAL_FAILURE(Produce(bootstrap_, topic, aborted, /*commit_transaction=*/false));
+  // 100 + commit marker + 50 + abort marker.
+  constexpr int64_t kLastStableOffset = 152;
+  // A transaction still open when the sources start: read_committed must not
+  // wait for it, read_uncommitted reads it.
+  std::unique_ptr<RdKafka::Producer> open_transaction = OpenTransaction(bootstrap_, topic, pending);
+  ASSERT_NE(open_transaction, nullptr);
+
+  struct Expected {
+    std::string isolation;
+    int64_t end_offset;
+    size_t aborted;
+    size_t pending;
+  };
+  FakeContext context(0, 1);
+  for (const Expected& expected : {Expected{"read_committed", kLastStableOffset, 0, 0},
+                                   Expected{"read_uncommitted", kLastStableOffset + 20, 50, 20}}) {
+    SCOPED_TRACE(expected.isolation);
+    std::unique_ptr<KafkaSource> source = NewSource({.brokers = bootstrap_,
+                                                     .topics = {topic},
+                                                     .isolation_level = expected.isolation,
+                                                     .bounded = true});
+    ASSERT_TRUE(source);
+    CollectingOutput output;
+    source->Open(context, &output);
+    ASSERT_TRUE(ReadToEnd({source.get()}));
+    EXPECT_EQ(source->CurrentOffsets(), Offsets(topic, {{0, expected.end_offset}}));
+    std::map<std::string, size_t> seen;
+    for (const kafka::Record& r : output.records) ++seen[r.value.substr(0, r.value.find('-'))];
+    EXPECT_EQ(seen["committed"], 100u);
+    EXPECT_EQ(seen["aborted"], expected.aborted);
+    EXPECT_EQ(seen["pending"], expected.pending);
+  }
+  std::unique_ptr<RdKafka::Error> abort_error(open_transaction->abort_transaction(kTimeoutMs));
+  EXPECT_EQ(abort_error, nullptr) << abort_error->str();
+}
+
+TEST_F(KafkaConnectorTest, AtLeastOnceSinkDeliversEverythingBeforeEndInputReturns) {
+  constexpr int kPartitions = 3;
+  constexpr int kRecords = 3000;
+  const std::string topic = NewTopic("weir-sink", kPartitions);
+  const int64_t base_ms = NowMs() - 60000;
+  std::vector<kafka::Record> written;
+  for (int i = 0; i < kRecords; ++i) {
+    kafka::Record r;
+    if (i % 10 != 0) r.key = absl::StrCat("key-", i % 37);
+    r.value = absl::StrCat("value-", i);
+    r.timestamp_ms = base_ms + i;
+    written.push_back(std::move(r));
+  }
+
+  std::unique_ptr<KafkaSink> sink = NewSink(
+      {.brokers = bootstrap_, .topic = topic, .guarantee = kafka::Guarantee::kAtLeastOnce});
+  ASSERT_TRUE(sink);
+  FakeContext context(0, 1);
+  sink->Open(context, nullptr);
+  for (kafka::Record r : written) sink->Process(&r);
+  sink->EndInput();
+  EXPECT_EQ(sink->delivered(), kRecords);
+  EXPECT_EQ(sink->failed(), 0);
+  sink->Close();
+
+  const std::vector<kafka::Record> read = ReadTopic(bootstrap_, topic, kPartitions);
+  ASSERT_EQ(read.size(), static_cast<size_t>(kRecords));
+  std::map<std::string, const kafka::Record*> by_value;
+  for (const kafka::Record& r : read) by_value[r.value] = &r;
+  ASSERT_EQ(by_value.size(), static_cast<size_t>(kRecords)) << "duplicates";
+  for (const kafka::Record& w : written) {
+    ASSERT_EQ(by_value.count(w.value), 1u) << w.value;
+    const kafka::Record& r = *by_value[w.value];
+    EXPECT_EQ(r.key, w.key) << w.value;
+    EXPECT_EQ(r.timestamp_ms, w.timestamp_ms) << w.value;
+    if (w.key.has_value()) {
+      EXPECT_EQ(r.partition, JavaPartition(*w.key, kPartitions)) << "key " << *w.key;
+    }
+  }
+}
+
+TEST_F(KafkaConnectorTest, AtMostOnceSinkWrites) {
+  const std::string topic = NewTopic("weir-sink-amo", 2);
+  std::unique_ptr<KafkaSink> sink = NewSink(
+      {.brokers = bootstrap_, .topic = topic, .guarantee = kafka::Guarantee::kAtMostOnce});
+  ASSERT_TRUE(sink);
+  FakeContext context(0, 1);
+  sink->Open(context, nullptr);
+  for (int i = 0; i < 500; ++i) {
+    kafka::Record r{.key = absl::StrCat("k", i), .value = absl::StrCat("v", i)};
+    sink->Process(&r);
+  }
+  sink->EndInput();
+  EXPECT_EQ(sink->delivered(), 500);
+  EXPECT_EQ(sink->failed(), 0);
+  sink->Close();
+  EXPECT_EQ(ReadTopic(bootstrap_, topic, 2).size(), 500u);
+}
+
+TEST_F(KafkaConnectorTest, SourceOnMissingTopicFailsOpenNamingIt) {
+  const std::string topic = UniqueTopicName("weir-missing");
+  std::unique_ptr<KafkaSource> source =
+      NewSource({.brokers = bootstrap_, .topics = {topic}, .bounded = true});
+  ASSERT_TRUE(source);
+  FakeContext context(0, 1);
+  CollectingOutput output;
+  const std::string error = ErrorOf([&] { source->Open(context, &output); });
+  EXPECT_THAT(error, HasSubstr(absl::StrCat("Kafka topic '", topic, "' does not exist on brokers ",
+                                            bootstrap_, " (create it first)")));
+  source->Close();
+}
+
+TEST_F(KafkaConnectorTest, SinkOnMissingTopicFailsOpenNamingIt) {
+  const std::string topic = UniqueTopicName("weir-missing");
+  std::unique_ptr<KafkaSink> sink = NewSink({.brokers = bootstrap_, .topic = topic});
+  ASSERT_TRUE(sink);
+  FakeContext context(0, 1);
+  const std::string error = ErrorOf([&] { sink->Open(context, nullptr); });
+  EXPECT_THAT(error, HasSubstr(absl::StrCat("Kafka topic '", topic, "' does not exist on brokers ",
+                                            bootstrap_, " (create it first)")));
+  sink->Close();
+}
+
+TEST_F(KafkaConnectorTest, UnreachableBrokersFailOpenWithinTheTimeout) {
+  const std::string brokers = absl::StrCat("127.0.0.1:", weir::testing::FreePort());
+  const std::map<std::string, std::string> short_timeout = {{"socket.timeout.ms", "2000"}};
+  const std::string expected = absl::StrCat("cannot reach Kafka brokers at ", brokers, " within 2 s");
+  FakeContext context(0, 1);
+  {
+    std::unique_ptr<KafkaSource> source = NewSource(
+        {.brokers = brokers, .topics = {"anything"}, .bounded = true, .properties = short_timeout});
+    ASSERT_TRUE(source);
+    CollectingOutput output;
+    const auto start = Clock::now();
+    const std::string error = ErrorOf([&] { source->Open(context, &output); });
+    source->Close();
+    EXPECT_THAT(error, HasSubstr(expected));
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(15));
+  }
+  {
+    std::unique_ptr<KafkaSink> sink =
+        NewSink({.brokers = brokers, .topic = "anything", .properties = short_timeout});
+    ASSERT_TRUE(sink);
+    const auto start = Clock::now();
+    const std::string error = ErrorOf([&] { sink->Open(context, nullptr); });
+    sink->Close();
+    EXPECT_THAT(error, HasSubstr(expected));
+    EXPECT_LT(Clock::now() - start, std::chrono::seconds(15));
+  }
+}
+
+TEST_F(KafkaConnectorTest, AtLeastOnceSinkFailsWhenTheBrokerRejectsARecord) {
+  const std::string topic = NewTopic("weir-sink-reject", 1);
+  // The producer lets a 2 MB record through; the broker (1 MB max.message.bytes) rejects it.
+  std::unique_ptr<KafkaSink> sink = NewSink(
+      {.brokers = bootstrap_, .topic = topic, .properties = {{"message.max.bytes", "5000000"}}});
+  ASSERT_TRUE(sink);
+  FakeContext context(0, 1);
+  sink->Open(context, nullptr);
+  kafka::Record big{.value = std::string(2 << 20, 'x')};
+  const std::string error = ErrorOf([&] {
+    sink->Process(&big);
+    sink->EndInput();
+  });
+  EXPECT_THAT(error, HasSubstr(absl::StrCat("cannot write to Kafka topic '", topic, "'")));
+  EXPECT_EQ(sink->failed(), 1);
+  EXPECT_EQ(sink->delivered(), 0);
+  sink->Close();
+}
+
+TEST(ConnectorValidationTest, AcceptsWhatTheJobApiWrites) {
+  EXPECT_TRUE(ValidateConnector(kKafkaSourceConnector,
+                                SourceProperties({.brokers = "k1:9092,k2:9092",
+                                                  .topics = {"a", "b.c_d-e"},
+                                                  .start = "timestamp:1700000000000",
+                                                  .isolation_level = "read_uncommitted",
+                                                  .bounded = true,
+                                                  .properties = {{"fetch.max.bytes", "1000000"}}}))
+                  .ok());
+  EXPECT_TRUE(ValidateConnector(kKafkaSourceConnector,
+                                SourceProperties({.brokers = "k1:9092",
+                                                  .topics = {"a"},
+                                                  .start = "committed",
+                                                  .group_id = "g"}))
+                  .ok());
+  EXPECT_TRUE(ValidateConnector(kKafkaSinkConnector,
+                                SinkProperties({.brokers = "k1:9092",
+                                                .topic = "out",
+                                                .guarantee = kafka::Guarantee::kAtMostOnce,
+                                                .properties = {{"partitioner", "consistent_random"},
+                                                               {"acks", "0"}}}))
+                  .ok());
+  EXPECT_TRUE(ValidateConnector(kKafkaSinkConnector,
+                                SinkProperties({.brokers = "k1:9092", .topic = "out"}))
+                  .ok());
+}
+
+TEST(ConnectorValidationTest, RejectsExactlyOnceUntilCheckpointsExist) {
+  const absl::Status status = ValidateConnector(
+      kKafkaSinkConnector,
+      SinkProperties({.brokers = "k1:9092", .topic = "out", .guarantee = kafka::Guarantee::kExactlyOnce}));
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("exactly-once"));
+  EXPECT_THAT(status.message(), HasSubstr("checkpoints"));
+  EXPECT_THAT(status.message(), HasSubstr("use at-least-once"));
+
+  absl::StatusOr<std::unique_ptr<StreamOperator>> sink = CreateSink(
+      kKafkaSinkConnector,
+      SinkProperties({.brokers = "k1:9092", .topic = "out", .guarantee = kafka::Guarantee::kExactlyOnce}));
+  EXPECT_EQ(sink.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ConnectorValidationTest, RejectsMalformedPropertiesNamingThem) {
+  const Properties source = {{"brokers", "k1:9092"}, {"topics", "a,b"},
+                             {"start", "earliest"},  {"group.id", ""},
+                             {"isolation.level", "read_committed"}, {"bounded", "false"}};
+  const Properties sink = {{"brokers", "k1:9092"}, {"topic", "out"}, {"guarantee", "at-least-once"}};
+  auto with = [](Properties properties, const std::string& key, std::optional<std::string> value) {
+    if (value.has_value()) {
+      properties[key] = *value;
+    } else {
+      properties.erase(key);
+    }
+    return properties;
+  };
+  struct Case {
+    std::string connector;
+    Properties properties;
+    std::string expected;  // part of the message
+  };
+  const std::vector<Case> cases = {
+      {"kafka-source", with(source, "brokers", std::nullopt), "property 'brokers'"},
+      {"kafka-source", with(source, "brokers", " "), "property 'brokers'"},
+      {"kafka-source", with(source, "brokers", "k1:9092,,k2:9092"), "property 'brokers'"},
+      {"kafka-source", with(source, "topics", ""), "property 'topics'"},
+      {"kafka-source", with(source, "topics", "a,,b"), "property 'topics'"},
+      {"kafka-source", with(source, "topics", "bad topic"), "property 'topics'"},
+      {"kafka-source", with(source, "start", "beginning"), "property 'start'"},
+      {"kafka-source", with(source, "start", "timestamp:soon"), "property 'start'"},
+      {"kafka-source", with(source, "start", "timestamp:-5"), "property 'start'"},
+      {"kafka-source", with(source, "start", "committed"), "property 'group.id'"},
+      {"kafka-source", with(source, "isolation.level", "serializable"), "property 'isolation.level'"},
+      {"kafka-source", with(source, "bounded", "yes"), "property 'bounded'"},
+      {"kafka-source", with(source, "topic", "a"), "unknown property 'topic'"},
+      {"kafka-source", with(source, "kafka.no.such.property", "1"), "property 'kafka.no.such.property'"},
+      {"kafka-source", with(source, "kafka.fetch.max.bytes", "lots"), "property 'kafka.fetch.max.bytes'"},
+      {"kafka-source", with(source, "kafka.bootstrap.servers", "x:1"), "property 'kafka.bootstrap.servers'"},
+      {"kafka-source", with(source, "kafka.enable.auto.commit", "true"), "property 'kafka.enable.auto.commit'"},
+      {"kafka-sink", with(sink, "brokers", ""), "property 'brokers'"},
+      {"kafka-sink", with(sink, "topic", std::nullopt), "property 'topic'"},
+      {"kafka-sink", with(sink, "topic", "a,b"), "property 'topic'"},
+      {"kafka-sink", with(sink, "guarantee", "maybe-once"), "property 'guarantee'"},
+      {"kafka-sink", with(sink, "kafka.acks", "1"), "property 'kafka.acks'"},
+      {"kafka-sink", with(sink, "kafka.enable.idempotence", "false"), "property 'kafka.enable.idempotence'"},
+      {"kafka-sink", with(sink, "kafka.transactional.id", "t"), "property 'kafka.transactional.id'"},
+      {"kafka-sink", with(with(sink, "guarantee", "at-most-once"), "kafka.retries", "3"), "property 'kafka.retries'"},
+      {"kafka-sink", with(sink, "topics", "a"), "unknown property 'topics'"},
+      {"kafka-queue", source, "unknown connector 'kafka-queue'"},
+  };
+  for (const Case& c : cases) {
+    const absl::Status status = ValidateConnector(c.connector, c.properties);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.expected << ": " << status;
+    EXPECT_THAT(status.message(), HasSubstr(c.expected));
+  }
+  EXPECT_TRUE(ValidateConnector("kafka-source", source).ok());
+  EXPECT_TRUE(ValidateConnector("kafka-sink", sink).ok());
+  EXPECT_EQ(CreateSource("kafka-sink", sink).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateSink("kafka-source", source).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace weir::connectors

@@ -1,0 +1,326 @@
+// Jobs on a real cluster against the real Kafka broker: the example jobs
+// end to end, backpressure, and every kind of bad input a user can hand in.
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/kafka/kafka_io.h"
+#include "tests/kafka/test_kafka.h"
+#include "tests/testing/local_cluster.h"
+
+namespace weir {
+namespace {
+
+using testing::LocalCluster;
+using testing::WaitFor;
+using test::KafkaMessage;
+
+const std::string kJobs = WEIR_JOBS_DIR;
+
+class JobPipelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    bootstrap_ = test::TestKafkaBootstrap();
+    ASSERT_FALSE(bootstrap_.empty());
+  }
+
+  // A cluster of two TaskManagers with one slot each, so that a job with
+  // parallelism 2 spans both.
+  void StartCluster(std::vector<std::string> config = {}, int taskmanagers = 2, int slots = 1) {
+    cluster_ = std::make_unique<LocalCluster>(LocalCluster::Options{taskmanagers, slots, std::move(config)});
+    cluster_->Start();
+  }
+
+  std::string NewTopic(const std::string& prefix, int partitions = 4) {
+    std::string topic = test::UniqueTopicName(prefix);
+    absl::Status created = test::CreateTopic(bootstrap_, topic, partitions);
+    EXPECT_TRUE(created.ok()) << created;
+    return topic;
+  }
+
+  std::string SubmitOrFail(const std::string& binary, std::vector<std::string> options, std::vector<std::string> args) {
+    std::string error;
+    std::string job = cluster_->Submit(binary, options, args, &error);
+    EXPECT_FALSE(job.empty()) << error << cluster_->Logs();
+    return job;
+  }
+
+  std::string bootstrap_;
+  std::unique_ptr<LocalCluster> cluster_;
+};
+
+std::vector<KafkaMessage> NumberedInput(int n, int distinct_values) {
+  std::vector<KafkaMessage> input;
+  for (int i = 0; i < n; ++i) {
+    input.push_back({absl::StrCat("id-", i), absl::StrCat("value-", i % distinct_values)});
+  }
+  return input;
+}
+
+TEST_F(JobPipelineTest, KafkaCopyCopiesEveryRecordAcrossTwoTaskManagers) {
+  StartCluster();
+  std::string in = NewTopic("copy-in"), out = NewTopic("copy-out");
+  std::vector<KafkaMessage> input = NumberedInput(40000, 40000);
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, input).ok());
+
+  std::string job = SubmitOrFail(kJobs + "/kafka_copy.so", {"-p", "2"},
+                                 {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out,
+                                  "--guarantee", "at-least-once", "--bounded"});
+  ASSERT_FALSE(job.empty());
+  nlohmann::json status = cluster_->WaitForJobEnd(job);
+  ASSERT_EQ(status["state"], "FINISHED") << status.dump(2) << cluster_->Logs();
+
+  // Both TaskManagers ran a subtask.
+  std::set<std::string> taskmanagers;
+  int64_t records_in = 0;
+  for (const auto& task : status["tasks"]) {
+    taskmanagers.insert(task["taskmanager_id"].get<std::string>());
+    records_in += task["records_in"].get<int64_t>();
+    EXPECT_EQ(task["state"], "FINISHED");
+  }
+  EXPECT_EQ(taskmanagers.size(), 2u) << status.dump(2);
+  EXPECT_EQ(records_in, 40000) << status.dump(2);
+
+  auto output = test::ReadTopic(bootstrap_, out);
+  ASSERT_TRUE(output.ok()) << output.status();
+  std::multiset<std::pair<std::string, std::string>> expected, actual;
+  for (const auto& m : input) expected.insert({*m.key, m.value});
+  for (const auto& m : *output) actual.insert({m.key.value_or("<null>"), m.value});
+  EXPECT_EQ(actual.size(), expected.size());
+  EXPECT_TRUE(actual == expected) << "the output differs from the input";
+}
+
+TEST_F(JobPipelineTest, KeyedCountCountsExactlyPerKeyAcrossTaskManagers) {
+  StartCluster();
+  std::string in = NewTopic("count-in"), out = NewTopic("count-out");
+  const int n = 30000, distinct = 1000;
+  std::vector<KafkaMessage> input = NumberedInput(n, distinct);
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, input).ok());
+
+  std::string job = SubmitOrFail(kJobs + "/keyed_count.so", {"-p", "2"},
+                                 {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out, "--bounded"});
+  ASSERT_FALSE(job.empty());
+  nlohmann::json status = cluster_->WaitForJobEnd(job);
+  ASSERT_EQ(status["state"], "FINISHED") << status.dump(2) << cluster_->Logs();
+
+  // The keyed part ran on both TaskManagers, so records crossed between them.
+  std::set<std::string> counting_taskmanagers;
+  for (const auto& task : status["tasks"]) {
+    if (absl::StrContains(task["name"].get<std::string>(), "CountPerKey")) {
+      counting_taskmanagers.insert(task["taskmanager_id"].get<std::string>());
+      EXPECT_GT(task["records_in"].get<int64_t>(), 0) << status.dump(2);
+    }
+  }
+  EXPECT_EQ(counting_taskmanagers.size(), 2u) << status.dump(2);
+
+  auto output = test::ReadTopic(bootstrap_, out);
+  ASSERT_TRUE(output.ok()) << output.status();
+  ASSERT_EQ(output->size(), static_cast<size_t>(n));
+  // For every key: the counts 1..c, each once, in increasing order (a key's
+  // records all go to one partition, in the order they were counted).
+  std::map<std::string, std::vector<int64_t>> counts;
+  for (const auto& m : *output) {
+    ASSERT_TRUE(m.key.has_value());
+    int64_t c = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(m.value, &c)) << m.value;
+    counts[*m.key].push_back(c);
+  }
+  ASSERT_EQ(counts.size(), static_cast<size_t>(distinct));
+  for (const auto& [key, seen] : counts) {
+    ASSERT_EQ(seen.size(), static_cast<size_t>(n / distinct)) << key;
+    for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], static_cast<int64_t>(i + 1)) << key;
+  }
+}
+
+TEST_F(JobPipelineTest, SlowSinkSlowsTheSourceAndBuffersStayBounded) {
+  // Small network buffers make the bound tight.
+  StartCluster({"-Dtaskmanager.memory.segment-size=4kb", "-Dtaskmanager.network.memory.buffers-per-channel=2"});
+  std::string in = NewTopic("slow-in", 1);
+  const int n = 100000;
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, NumberedInput(n, n)).ok());
+  std::string job = SubmitOrFail(kJobs + "/test/slow_sink.so", {"-p", "1"},
+                                 {"--brokers", bootstrap_, "--input-topic", in, "--sleep-us", "500"});
+  ASSERT_FALSE(job.empty());
+
+  int64_t source_in = 0, sink_in = 0;
+  auto read_counts = [&] {
+    nlohmann::json status = cluster_->WeirJson({"status", job});
+    if (status.is_null()) return false;
+    for (const auto& task : status["tasks"]) {
+      if (absl::StrContains(task["name"].get<std::string>(), "SlowSink")) {
+        sink_in = task["records_in"];
+      } else {
+        source_in = task["records_in"];
+      }
+    }
+    return sink_in >= 4000;
+  };
+  ASSERT_TRUE(WaitFor(read_counts, absl::Seconds(120))) << cluster_->Logs();
+  // The source has all 100000 records available, yet it may be ahead of the
+  // sink only by what fits in the buffers between them: producer queue and
+  // consumer credits of 2 buffers of 4 KiB each, a buffer being filled, the
+  // source's poll batch and the metrics' reporting lag (one second of sink
+  // progress at 500 us per record).
+  EXPECT_LT(source_in, n / 2) << "the source did not slow down";
+  EXPECT_LE(source_in - sink_in, 8000) << "source " << source_in << ", sink " << sink_in;
+
+  ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
+  nlohmann::json status = cluster_->WaitForJobEnd(job);
+  EXPECT_EQ(status["state"], "CANCELED") << status.dump(2);
+}
+
+TEST_F(JobPipelineTest, ExceptionInUserCodeFailsTheJobWithItsMessage) {
+  StartCluster();
+  std::string in = NewTopic("throw-in"), out = NewTopic("throw-out");
+  std::vector<KafkaMessage> input = NumberedInput(100, 100);
+  input.push_back({"id-poison", "poison"});
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, input).ok());
+  std::string job = SubmitOrFail(kJobs + "/test/throwing_map.so", {"-p", "2"},
+                                 {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out});
+  ASSERT_FALSE(job.empty());
+  nlohmann::json status = cluster_->WaitForJobEnd(job);
+  ASSERT_EQ(status["state"], "FAILED") << status.dump(2);
+  EXPECT_TRUE(absl::StrContains(status["error"].get<std::string>(), "cannot handle record 'poison'"))
+      << status.dump(2);
+  // The TaskManagers survive and free their slots.
+  EXPECT_TRUE(cluster_->taskmanager(0).running());
+  EXPECT_TRUE(cluster_->taskmanager(1).running());
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        nlohmann::json c = cluster_->WeirJson({"cluster"});
+        if (c.is_null() || c["taskmanagers"].size() != 2) return false;
+        for (const auto& tm : c["taskmanagers"]) {
+          if (tm["slots_free"] != 1) return false;
+        }
+        return true;
+      },
+      absl::Seconds(30)));
+}
+
+TEST_F(JobPipelineTest, CrashInUserCodeKillsOneTaskManagerAndFailsTheJob) {
+  StartCluster();
+  std::string in = NewTopic("crash-in", 2), out = NewTopic("crash-out");
+  // The poison record sits in partition 0, read by subtask 0 alone.
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, {{"k", "fine", 1}, {"k", "poison", 0}}).ok());
+  std::string job = SubmitOrFail(kJobs + "/test/crashing_map.so", {"-p", "2"},
+                                 {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out});
+  ASSERT_FALSE(job.empty());
+  nlohmann::json status = cluster_->WaitForJobEnd(job);
+  ASSERT_EQ(status["state"], "FAILED") << status.dump(2);
+  EXPECT_TRUE(absl::StrContains(status["error"].get<std::string>(), "lost")) << status.dump(2);
+  // Exactly one TaskManager died; the other keeps running and stays a member.
+  int alive = (cluster_->taskmanager(0).running() ? 1 : 0) + (cluster_->taskmanager(1).running() ? 1 : 0);
+  EXPECT_EQ(alive, 1);
+  EXPECT_TRUE(WaitFor([&] {
+    nlohmann::json c = cluster_->WeirJson({"cluster"});
+    return !c.is_null() && c["taskmanagers"].size() == 1;
+  }, absl::Seconds(30)));
+}
+
+TEST_F(JobPipelineTest, MissingTopicFailsTheJobNamingTheTopic) {
+  StartCluster();
+  std::string out = NewTopic("missing-out");
+  std::string job = SubmitOrFail(kJobs + "/kafka_copy.so", {"-p", "1"},
+                                 {"--brokers", bootstrap_, "--input-topic", "no-such-topic-here", "--output-topic", out,
+                                  "--bounded"});
+  ASSERT_FALSE(job.empty());
+  nlohmann::json status = cluster_->WaitForJobEnd(job);
+  ASSERT_EQ(status["state"], "FAILED") << status.dump(2);
+  EXPECT_TRUE(absl::StrContains(status["error"].get<std::string>(), "no-such-topic-here")) << status.dump(2);
+}
+
+TEST_F(JobPipelineTest, BrokerDownFailsTheJobClearly) {
+  StartCluster();
+  std::string dead = absl::StrCat("127.0.0.1:", testing::FreePort());
+  std::string job = SubmitOrFail(kJobs + "/kafka_copy.so", {"-p", "1"},
+                                 {"--brokers", dead, "--input-topic", "in", "--output-topic", "out", "--bounded"});
+  ASSERT_FALSE(job.empty());
+  nlohmann::json status = cluster_->WaitForJobEnd(job);
+  ASSERT_EQ(status["state"], "FAILED") << status.dump(2);
+  EXPECT_TRUE(absl::StrContains(status["error"].get<std::string>(), dead)) << status.dump(2);
+}
+
+TEST_F(JobPipelineTest, BadJobBinariesAreRejectedAtSubmission) {
+  StartCluster();
+  std::string not_elf = cluster_->dir() + "/not-a-job.so";
+  std::ofstream(not_elf) << "#!/bin/sh\necho hello\n";
+  struct Case {
+    std::string binary;
+    std::vector<std::string> args;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {not_elf, {}, "not a shared library"},
+      {cluster_->dir() + "/missing.so", {}, "cannot read job binary"},
+      {kJobs + "/test/no_entry_point.so", {}, "Add WEIR_JOB"},
+      {kJobs + "/test/wrong_abi.so", {}, "built for a different Weir job API"},
+      {kJobs + "/test/no_sink.so", {}, "is not a sink"},
+      {kJobs + "/kafka_copy.so", {"--input-topic", "x"}, "missing required job argument --brokers"},
+      {kJobs + "/kafka_copy.so",
+       {"--brokers", bootstrap_, "--input-topic", "a", "--output-topic", "b", "--guarantee", "exactly-once"},
+       "exactly-once"},
+  };
+  for (const Case& c : cases) {
+    std::string error;
+    std::string job = cluster_->Submit(c.binary, {"-p", "1"}, c.args, &error);
+    EXPECT_TRUE(job.empty()) << c.binary;
+    EXPECT_TRUE(absl::StrContains(error, c.expected)) << c.binary << ": " << error;
+    EXPECT_EQ(std::count(error.begin(), error.end(), '\n'), 1) << error;
+  }
+  // Too few slots: a clear error, not a wait.
+  std::string error;
+  std::string job = cluster_->Submit(kJobs + "/kafka_copy.so", {"-p", "3"},
+                                     {"--brokers", bootstrap_, "--input-topic", "a", "--output-topic", "b"}, &error);
+  EXPECT_TRUE(job.empty());
+  EXPECT_TRUE(absl::StrContains(error, "needs 3 slots but the cluster has 2 free")) << error;
+  // Nothing was harmed: both TaskManagers still run with all slots free.
+  nlohmann::json c = cluster_->WeirJson({"cluster"});
+  ASSERT_FALSE(c.is_null());
+  ASSERT_EQ(c["taskmanagers"].size(), 2u);
+  for (const auto& tm : c["taskmanagers"]) EXPECT_EQ(tm["slots_free"], 1);
+}
+
+TEST_F(JobPipelineTest, ListStatusAndCancel) {
+  StartCluster();
+  std::string in = NewTopic("cancel-in"), out = NewTopic("cancel-out");
+  // Unbounded: runs until canceled.
+  std::string job = SubmitOrFail(kJobs + "/kafka_copy.so", {"-p", "2"},
+                                 {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out});
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(WaitFor([&] {
+    nlohmann::json s = cluster_->WeirJson({"status", job});
+    if (s.is_null() || s["state"] != "RUNNING") return false;
+    for (const auto& t : s["tasks"]) {
+      if (t["state"] != "RUNNING") return false;
+    }
+    return true;
+  }, absl::Seconds(60))) << cluster_->Logs();
+  nlohmann::json list = cluster_->WeirJson({"list"});
+  ASSERT_FALSE(list.is_null());
+  ASSERT_EQ(list["jobs"].size(), 1u);
+  EXPECT_EQ(list["jobs"][0]["job_id"], job);
+  EXPECT_EQ(list["jobs"][0]["name"], "kafka_copy");
+
+  auto text = cluster_->Weir({"status", job});
+  EXPECT_EQ(text.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(text.out, "KafkaSource -> Copy -> KafkaSink")) << text.out;
+
+  ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
+  nlohmann::json status = cluster_->WaitForJobEnd(job);
+  EXPECT_EQ(status["state"], "CANCELED") << status.dump(2) << cluster_->Logs();
+  auto again = cluster_->Weir({"cancel", job});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(again.err, "already ended")) << again.err;
+  auto unknown = cluster_->Weir({"status", "0123456789abcdef"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(unknown.err, "no job 0123456789abcdef")) << unknown.err;
+}
+
+}  // namespace
+}  // namespace weir

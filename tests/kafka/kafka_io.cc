@@ -1,0 +1,110 @@
+#include "tests/kafka/kafka_io.h"
+
+#include <librdkafka/rdkafkacpp.h>
+
+#include <map>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace weir::test {
+namespace {
+
+std::unique_ptr<RdKafka::Conf> Conf(const std::map<std::string, std::string>& props) {
+  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  std::string err;
+  for (const auto& [k, v] : props) conf->set(k, v, err);
+  return conf;
+}
+
+}  // namespace
+
+absl::Status ProduceMessages(const std::string& bootstrap, const std::string& topic,
+                             const std::vector<KafkaMessage>& messages) {
+  auto conf = Conf({{"bootstrap.servers", bootstrap}, {"acks", "all"}, {"linger.ms", "5"}});
+  std::string err;
+  std::unique_ptr<RdKafka::Producer> producer(RdKafka::Producer::create(conf.get(), err));
+  if (!producer) return absl::InternalError(absl::StrCat("creating producer: ", err));
+  for (const KafkaMessage& m : messages) {
+    while (true) {
+      RdKafka::ErrorCode code = producer->produce(
+          topic, m.partition >= 0 ? m.partition : RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
+          const_cast<char*>(m.value.data()), m.value.size(), m.key ? m.key->data() : nullptr,
+          m.key ? m.key->size() : 0, 0, nullptr);
+      if (code == RdKafka::ERR__QUEUE_FULL) {
+        producer->poll(50);
+        continue;
+      }
+      if (code != RdKafka::ERR_NO_ERROR) return absl::InternalError(RdKafka::err2str(code));
+      break;
+    }
+  }
+  if (producer->flush(60000) != RdKafka::ERR_NO_ERROR || producer->outq_len() > 0) {
+    return absl::DeadlineExceededError("producing to the test broker did not finish within 60 s");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<KafkaMessage>> ReadTopic(const std::string& bootstrap, const std::string& topic,
+                                                    absl::Duration timeout) {
+  auto conf = Conf({{"bootstrap.servers", bootstrap},
+                    {"group.id", "weir-test-reader"},
+                    {"enable.auto.commit", "false"},
+                    {"isolation.level", "read_committed"},
+                    {"enable.partition.eof", "true"}});
+  std::string err;
+  std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(conf.get(), err));
+  if (!consumer) return absl::InternalError(absl::StrCat("creating consumer: ", err));
+  std::unique_ptr<RdKafka::Topic> handle(RdKafka::Topic::create(consumer.get(), topic, nullptr, err));
+  RdKafka::Metadata* raw = nullptr;
+  if (consumer->metadata(false, handle.get(), &raw, 10000) != RdKafka::ERR_NO_ERROR || raw == nullptr) {
+    return absl::UnavailableError(absl::StrCat("no metadata for topic ", topic));
+  }
+  std::unique_ptr<RdKafka::Metadata> metadata(raw);
+  std::vector<RdKafka::TopicPartition*> partitions;
+  std::map<int32_t, int64_t> end;
+  for (const auto* t : *metadata->topics()) {
+    for (const auto* p : *t->partitions()) {
+      int64_t low = 0, high = 0;
+      consumer->query_watermark_offsets(topic, p->id(), &low, &high, 10000);
+      end[p->id()] = high;
+      partitions.push_back(RdKafka::TopicPartition::create(topic, p->id(), RdKafka::Topic::OFFSET_BEGINNING));
+    }
+  }
+  consumer->assign(partitions);
+  RdKafka::TopicPartition::destroy(partitions);
+  std::map<int32_t, bool> done;
+  for (const auto& [p, high] : end) done[p] = high == 0;
+  std::vector<KafkaMessage> out;
+  absl::Time deadline = absl::Now() + timeout;
+  auto all_done = [&] {
+    for (const auto& [p, d] : done) {
+      if (!d) return false;
+    }
+    return true;
+  };
+  while (!all_done()) {
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("reading ", topic, ": got ", out.size(), " records before the deadline"));
+    }
+    std::unique_ptr<RdKafka::Message> msg(consumer->consume(200));
+    if (msg->err() == RdKafka::ERR__TIMED_OUT) continue;
+    if (msg->err() == RdKafka::ERR__PARTITION_EOF) {
+      if (msg->offset() >= end[msg->partition()]) done[msg->partition()] = true;
+      continue;
+    }
+    if (msg->err() != RdKafka::ERR_NO_ERROR) return absl::InternalError(msg->errstr());
+    KafkaMessage m;
+    if (msg->key() != nullptr) m.key = *msg->key();
+    m.value.assign(static_cast<const char*>(msg->payload()), msg->len());
+    m.partition = msg->partition();
+    m.offset = msg->offset();
+    if (m.offset + 1 >= end[m.partition]) done[m.partition] = true;
+    out.push_back(std::move(m));
+  }
+  consumer->close();
+  return out;
+}
+
+}  // namespace weir::test

@@ -1,0 +1,95 @@
+#include "tests/testing/local_cluster.h"
+
+#include <stdexcept>
+
+#include "absl/strings/str_cat.h"
+
+namespace weir::testing {
+
+LocalCluster::LocalCluster(Options options) : options_(std::move(options)) {
+  dir_ = MakeTempDir("weir-local-cluster");
+  port_ = FreePort();
+}
+
+LocalCluster::~LocalCluster() {
+  taskmanagers_.clear();
+  jobmanager_.reset();
+}
+
+std::string LocalCluster::jobmanager_address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+std::string LocalCluster::taskmanager_id(int i) const { return absl::StrCat("tm-", i); }
+
+void LocalCluster::Start() {
+  std::vector<std::string> common = {absl::StrCat("-Djobmanager.rpc.port=", port_)};
+  common.insert(common.end(), options_.config.begin(), options_.config.end());
+  std::vector<std::string> jm = {BinDir() + "/weir-jobmanager", absl::StrCat("-Dhigh-availability.storageDir=", dir_, "/ha")};
+  jm.insert(jm.end(), common.begin(), common.end());
+  jobmanager_ = std::make_unique<Subprocess>(jm, dir_ + "/jobmanager.log");
+  for (int i = 0; i < options_.taskmanagers; ++i) {
+    std::vector<std::string> tm = {BinDir() + "/weir-taskmanager", absl::StrCat("-Dtaskmanager.resource-id=", taskmanager_id(i)),
+                                   absl::StrCat("-Dtaskmanager.numberOfTaskSlots=", options_.slots_per_taskmanager),
+                                   absl::StrCat("-Dio.tmp.dirs=", dir_)};
+    tm.insert(tm.end(), common.begin(), common.end());
+    taskmanagers_.push_back(std::make_unique<Subprocess>(tm, absl::StrCat(dir_, "/", taskmanager_id(i), ".log")));
+  }
+  bool up = WaitFor(
+      [&] {
+        nlohmann::json cluster = WeirJson({"cluster"});
+        return !cluster.is_null() && static_cast<int>(cluster["taskmanagers"].size()) == options_.taskmanagers;
+      },
+      absl::Seconds(60));
+  if (!up) throw std::runtime_error("the local cluster did not come up:\n" + Logs());
+}
+
+CommandResult LocalCluster::Weir(const std::vector<std::string>& args, absl::Duration timeout) {
+  std::vector<std::string> argv = {BinDir() + "/weir", "--jobmanager", jobmanager_address()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv, timeout);
+}
+
+nlohmann::json LocalCluster::WeirJson(const std::vector<std::string>& args) {
+  std::vector<std::string> with_json = {"--json"};
+  with_json.insert(with_json.end(), args.begin(), args.end());
+  CommandResult result = Weir(with_json);
+  if (result.exit_code != 0) return nullptr;
+  return nlohmann::json::parse(result.out, nullptr, /*allow_exceptions=*/false);
+}
+
+std::string LocalCluster::Submit(const std::string& binary, const std::vector<std::string>& submit_options,
+                                 const std::vector<std::string>& job_args, std::string* error) {
+  std::vector<std::string> args = {"--json", "submit", binary};
+  args.insert(args.end(), submit_options.begin(), submit_options.end());
+  args.push_back("--");
+  args.insert(args.end(), job_args.begin(), job_args.end());
+  CommandResult result = Weir(args);
+  if (result.exit_code != 0) {
+    if (error != nullptr) *error = result.err;
+    return "";
+  }
+  return nlohmann::json::parse(result.out)["job_id"];
+}
+
+nlohmann::json LocalCluster::WaitForJobEnd(const std::string& job_id, absl::Duration timeout) {
+  nlohmann::json last;
+  WaitFor(
+      [&] {
+        nlohmann::json status = WeirJson({"status", job_id});
+        if (status.is_null()) return false;
+        last = status;
+        std::string state = status["state"];
+        return state == "FINISHED" || state == "FAILED" || state == "CANCELED";
+      },
+      timeout, absl::Milliseconds(200));
+  return last;
+}
+
+std::string LocalCluster::Logs() const {
+  std::string out = absl::StrCat("--- jobmanager ---\n", jobmanager_ ? jobmanager_->Log() : "");
+  for (size_t i = 0; i < taskmanagers_.size(); ++i) {
+    out += absl::StrCat("--- ", taskmanager_id(static_cast<int>(i)), " ---\n", taskmanagers_[i]->Log());
+  }
+  return out;
+}
+
+}  // namespace weir::testing

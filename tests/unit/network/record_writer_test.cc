@@ -1,0 +1,183 @@
+#include "taskmanager/network/record_writer.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+#include "tests/unit/network/test_records.h"
+
+namespace weir::taskmanager::network {
+namespace {
+
+using testing::DecodeBuffer;
+using testing::TestRecord;
+using testing::TestRecordKey;
+using testing::TestRecordType;
+
+constexpr absl::Duration kGuard = absl::Seconds(30);
+
+// Everything waiting in one subpartition, in order.
+std::vector<Buffer> Drain(ResultPartition& partition, int subpartition) {
+  std::vector<Buffer> buffers;
+  while (std::optional<Buffer> buffer = partition.Poll(subpartition)) buffers.push_back(std::move(*buffer));
+  return buffers;
+}
+
+// The sequence numbers of the records waiting in one subpartition, in order.
+std::vector<int64_t> DrainSeqs(ResultPartition& partition, int subpartition) {
+  std::vector<int64_t> seqs;
+  for (const Buffer& buffer : Drain(partition, subpartition)) {
+    EXPECT_EQ(buffer.kind, Buffer::Kind::kData);
+    std::vector<TestRecord> records;
+    EXPECT_TRUE(DecodeBuffer(buffer, &records).ok());
+    for (const TestRecord& r : records) seqs.push_back(r.seq);
+  }
+  return seqs;
+}
+
+void EmitSeqs(RecordWriter& writer, int count) {
+  for (int i = 0; i < count; ++i) {
+    TestRecord record{0, i, absl::StrCat("k", i), ""};
+    writer.Emit(&record);
+  }
+}
+
+TEST(RecordWriterTest, ForwardSendsToTheSameSubtask) {
+  auto partition = std::make_shared<ResultPartition>("p", 3, 100);
+  RecordWriter writer(partition, TestRecordType(), Partitioning::kForward, nullptr, 3, /*subtask_index=*/1);
+  EmitSeqs(writer, 5);
+  writer.FlushAll();
+  EXPECT_EQ(DrainSeqs(*partition, 0), std::vector<int64_t>{});
+  EXPECT_EQ(DrainSeqs(*partition, 1), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(DrainSeqs(*partition, 2), std::vector<int64_t>{});
+  EXPECT_EQ(writer.records_out(), 5);
+}
+
+TEST(RecordWriterTest, ForwardBetweenDifferentParallelismsRebalances) {
+  auto partition = std::make_shared<ResultPartition>("p", 2, 100);
+  RecordWriterOptions options;
+  options.producer_parallelism = 1;
+  RecordWriter writer(partition, TestRecordType(), Partitioning::kForward, nullptr, 2, 0, options);
+  EmitSeqs(writer, 4);
+  writer.FlushAll();
+  EXPECT_EQ(DrainSeqs(*partition, 0), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(DrainSeqs(*partition, 1), (std::vector<int64_t>{1, 3}));
+}
+
+TEST(RecordWriterTest, RebalanceGoesRoundRobinFromTheProducersIndex) {
+  auto partition = std::make_shared<ResultPartition>("p", 3, 100);
+  RecordWriter writer(partition, TestRecordType(), Partitioning::kRebalance, nullptr, 3, /*subtask_index=*/2);
+  EmitSeqs(writer, 7);
+  writer.FlushAll();
+  EXPECT_EQ(DrainSeqs(*partition, 2), (std::vector<int64_t>{0, 3, 6}));
+  EXPECT_EQ(DrainSeqs(*partition, 0), (std::vector<int64_t>{1, 4}));
+  EXPECT_EQ(DrainSeqs(*partition, 1), (std::vector<int64_t>{2, 5}));
+}
+
+TEST(RecordWriterTest, HashSendsEachKeyToItsKeyGroupsSubtask) {
+  constexpr int kConsumers = 4;
+  auto partition = std::make_shared<ResultPartition>("p", kConsumers, 1000);
+  RecordWriter writer(partition, TestRecordType(), Partitioning::kHash, &TestRecordKey, kConsumers, 0);
+  for (int i = 0; i < 400; ++i) {
+    TestRecord record{0, i, absl::StrCat("user-", i % 40), ""};
+    writer.Emit(&record);
+  }
+  writer.FlushAll();
+  int total = 0;
+  for (int sub = 0; sub < kConsumers; ++sub) {
+    std::vector<TestRecord> records;
+    for (const Buffer& buffer : Drain(*partition, sub)) ASSERT_TRUE(DecodeBuffer(buffer, &records).ok());
+    EXPECT_FALSE(records.empty()) << "40 keys should reach every one of 4 subtasks";
+    for (const TestRecord& r : records) {
+      EXPECT_EQ(SubtaskForKeyGroup(KeyGroupForKey(r.key), kDefaultMaxParallelism, kConsumers), sub) << r.key;
+    }
+    total += static_cast<int>(records.size());
+  }
+  EXPECT_EQ(total, 400);
+}
+
+TEST(RecordWriterTest, BroadcastSendsEveryRecordEverywhereAndCountsItOnce) {
+  auto partition = std::make_shared<ResultPartition>("p", 3, 100);
+  RecordWriter writer(partition, TestRecordType(), Partitioning::kBroadcast, nullptr, 3, 1);
+  EmitSeqs(writer, 3);
+  writer.FlushAll();
+  for (int sub = 0; sub < 3; ++sub) EXPECT_EQ(DrainSeqs(*partition, sub), (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(writer.records_out(), 3);
+}
+
+TEST(RecordWriterTest, HandsOverFullBuffersAndFlushesWhenDue) {
+  auto partition = std::make_shared<ResultPartition>("p", 1, 100);
+  // Records of 13 + 2 ("k0") + 34 = 49 bytes, framed 50: two fill a buffer.
+  RecordWriterOptions options;
+  options.max_buffer_bytes = 100;
+  options.flush_interval = absl::Milliseconds(100);
+  RecordWriter writer(partition, TestRecordType(), Partitioning::kForward, nullptr, 1, 0, options);
+  auto emit = [&writer](int seq) {
+    TestRecord record{0, seq, absl::StrCat("k", seq % 10), std::string(34, 'x')};
+    writer.Emit(&record);
+  };
+  emit(0);
+  EXPECT_EQ(partition->buffered(0), 0);
+  emit(1);
+  EXPECT_EQ(partition->buffered(0), 1);
+  std::vector<Buffer> full = Drain(*partition, 0);
+  ASSERT_EQ(full.size(), 1u);
+  EXPECT_EQ(full[0].record_count, 2);
+  EXPECT_EQ(full[0].data.size(), 100u);
+
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  emit(2);
+  writer.FlushIfDue(t0);  // first call: due
+  EXPECT_EQ(partition->buffered(0), 1);
+  emit(3);
+  writer.FlushIfDue(t0 + absl::Milliseconds(99));
+  EXPECT_EQ(partition->buffered(0), 1) << "not due yet";
+  writer.FlushIfDue(t0 + absl::Milliseconds(100));
+  EXPECT_EQ(partition->buffered(0), 2);
+  writer.FlushIfDue(t0 + absl::Milliseconds(300));
+  EXPECT_EQ(partition->buffered(0), 2) << "nothing pending, nothing handed over";
+  EXPECT_EQ(DrainSeqs(*partition, 0), (std::vector<int64_t>{2, 3}));
+}
+
+TEST(RecordWriterTest, EndOfInputFollowsTheLastRecordsOnEverySubpartition) {
+  auto partition = std::make_shared<ResultPartition>("p", 2, 100);
+  RecordWriter writer(partition, TestRecordType(), Partitioning::kRebalance, nullptr, 2, 0);
+  EmitSeqs(writer, 3);
+  writer.EmitEndOfInput();
+  for (int sub = 0; sub < 2; ++sub) {
+    std::vector<Buffer> buffers = Drain(*partition, sub);
+    ASSERT_EQ(buffers.size(), 2u);
+    EXPECT_EQ(buffers[0].kind, Buffer::Kind::kData);
+    EXPECT_EQ(buffers[1].kind, Buffer::Kind::kEndOfInput);
+  }
+}
+
+TEST(RecordWriterTest, EmitThrowsTaskCancelledWhenReleasedWhileBlocked) {
+  auto partition = std::make_shared<ResultPartition>("p", 1, 1);
+  RecordWriterOptions options;
+  options.max_buffer_bytes = 1;  // every record is a buffer of its own
+  RecordWriter writer(partition, TestRecordType(), Partitioning::kForward, nullptr, 1, 0, options);
+  std::atomic<bool> cancelled{false};
+  std::thread producer([&] {
+    try {
+      for (int i = 0;; ++i) {
+        TestRecord record{0, i, "k", ""};
+        writer.Emit(&record);
+      }
+    } catch (const TaskCancelled&) {
+      cancelled = true;
+    }
+  });
+  ASSERT_TRUE(weir::testing::WaitFor([&] { return partition->backpressured(); }, kGuard));
+  EXPECT_EQ(writer.records_out(), 1) << "one buffer fits; the second Emit blocks";
+  partition->Release();
+  producer.join();
+  EXPECT_TRUE(cancelled);
+  EXPECT_THROW(writer.EmitEndOfInput(), TaskCancelled);
+}
+
+}  // namespace
+}  // namespace weir::taskmanager::network
