@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -27,7 +28,8 @@ constexpr char kUsage[] =
     "  status JOB_ID                a job's state and its tasks\n"
     "  cancel JOB_ID                cancel a job\n"
     "\n"
-    "--jobmanager defaults to $WEIR_JOBMANAGER, else 127.0.0.1:6123.\n";
+    "--jobmanager defaults to $WEIR_JOBMANAGER, else 127.0.0.1:6123.\n"
+    "--token-file FILE (or $WEIR_AUTH_TOKEN_FILE): the cluster's shared secret, when it has one.\n";
 
 int RunCluster(const Options& options, std::ostream& out, std::ostream& err) {
   auto stub = v1::ClusterService::NewStub(rpc::CreateChannel(options.jobmanager));
@@ -76,6 +78,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   Options options;
   const char* env = std::getenv("WEIR_JOBMANAGER");
   options.jobmanager = env != nullptr && *env != '\0' ? env : "127.0.0.1:6123";
+  const char* token_env = std::getenv("WEIR_AUTH_TOKEN_FILE");
+  std::string token_file = token_env != nullptr ? token_env : "";
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (!options.command.empty()) {
@@ -88,6 +92,12 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
         return 2;
       }
       options.jobmanager = args[++i];
+    } else if (arg == "--token-file") {
+      if (i + 1 >= args.size()) {
+        err << "weir: --token-file needs a file\n";
+        return 2;
+      }
+      token_file = args[++i];
     } else if (arg.rfind("--jobmanager=", 0) == 0) {
       options.jobmanager = arg.substr(strlen("--jobmanager="));
     } else if (arg == "--help" || arg == "-h" || arg == "help") {
@@ -121,6 +131,10 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
 
   if (options.command.empty()) {
     err << kUsage;
+    return 2;
+  }
+  if (absl::Status loaded = rpc::LoadAuthToken(token_file); !loaded.ok()) {
+    err << "weir: " << loaded.message() << "\n";
     return 2;
   }
   if (options.command == "cluster") {

@@ -25,6 +25,9 @@ inline std::string DescribeRpcError(const Options& options, const grpc::Status& 
     return absl::StrCat("cannot reach the JobManager at ", options.jobmanager, " (", status.error_message(),
                         "); is it running? Pass --jobmanager HOST:PORT or set WEIR_JOBMANAGER");
   }
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+    return absl::StrCat("the JobManager at ", options.jobmanager, " refused the call: ", status.error_message());
+  }
   return status.error_message();
 }
 

@@ -2,37 +2,43 @@
 
 #include <fstream>
 
+#include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
 
 namespace weir::jobmanager {
 
-grpc::Status JobServiceImpl::Submit(grpc::ServerContext*, const v1::SubmitJobRequest* request,
+grpc::Status JobServiceImpl::Submit(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                                     v1::SubmitJobResponse* response) {
+  WEIR_RPC_AUTHORIZE(context);
   auto job_id = dispatcher_->Submit(*request);
   if (!job_id.ok()) return rpc::ToGrpcStatus(job_id.status());
   response->set_job_id(*job_id);
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::List(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse* response) {
+grpc::Status JobServiceImpl::List(grpc::ServerContext* context, const v1::ListJobsRequest*, v1::ListJobsResponse* response) {
+  WEIR_RPC_AUTHORIZE(context);
   for (v1::JobStatus& job : dispatcher_->List()) *response->add_jobs() = std::move(job);
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::Get(grpc::ServerContext*, const v1::GetJobRequest* request, v1::JobStatus* response) {
+grpc::Status JobServiceImpl::Get(grpc::ServerContext* context, const v1::GetJobRequest* request, v1::JobStatus* response) {
+  WEIR_RPC_AUTHORIZE(context);
   auto status = dispatcher_->Get(request->job_id());
   if (!status.ok()) return rpc::ToGrpcStatus(status.status());
   *response = std::move(*status);
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::Cancel(grpc::ServerContext*, const v1::CancelJobRequest* request,
+grpc::Status JobServiceImpl::Cancel(grpc::ServerContext* context, const v1::CancelJobRequest* request,
                                     v1::CancelJobResponse*) {
+  WEIR_RPC_AUTHORIZE(context);
   return rpc::ToGrpcStatus(dispatcher_->Cancel(request->job_id()));
 }
 
-grpc::Status ArtifactServiceImpl::Upload(grpc::ServerContext*, grpc::ServerReader<v1::ArtifactChunk>* reader,
+grpc::Status ArtifactServiceImpl::Upload(grpc::ServerContext* context, grpc::ServerReader<v1::ArtifactChunk>* reader,
                                          v1::UploadArtifactResponse* response) {
+  WEIR_RPC_AUTHORIZE(context);
   auto upload = store_->BeginUpload();
   if (!upload.ok()) return rpc::ToGrpcStatus(upload.status());
   v1::ArtifactChunk chunk;
@@ -49,6 +55,7 @@ grpc::Status ArtifactServiceImpl::Upload(grpc::ServerContext*, grpc::ServerReade
 
 grpc::Status ArtifactServiceImpl::Download(grpc::ServerContext* context, const v1::DownloadArtifactRequest* request,
                                            grpc::ServerWriter<v1::ArtifactChunk>* writer) {
+  WEIR_RPC_AUTHORIZE(context);
   auto path = store_->PathOf(request->sha256());
   if (!path.ok()) return rpc::ToGrpcStatus(path.status());
   std::ifstream in(*path, std::ios::binary);
@@ -63,14 +70,16 @@ grpc::Status ArtifactServiceImpl::Download(grpc::ServerContext* context, const v
   return grpc::Status::OK;
 }
 
-grpc::Status JobMasterServiceImpl::UpdateTaskState(grpc::ServerContext*, const v1::TaskStateUpdate* request,
+grpc::Status JobMasterServiceImpl::UpdateTaskState(grpc::ServerContext* context, const v1::TaskStateUpdate* request,
                                                    v1::TaskStateUpdateResponse*) {
+  WEIR_RPC_AUTHORIZE(context);
   dispatcher_->OnTaskStateUpdate(*request);
   return grpc::Status::OK;
 }
 
-grpc::Status JobMasterServiceImpl::ReportTaskMetrics(grpc::ServerContext*, const v1::ReportTaskMetricsRequest* request,
+grpc::Status JobMasterServiceImpl::ReportTaskMetrics(grpc::ServerContext* context, const v1::ReportTaskMetricsRequest* request,
                                                      v1::TaskStateUpdateResponse*) {
+  WEIR_RPC_AUTHORIZE(context);
   for (const v1::TaskMetrics& m : request->tasks()) dispatcher_->OnTaskMetrics(m);
   return grpc::Status::OK;
 }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/logging/logging.h"
+#include "common/rpc/auth.h"
 #include "common/status_macros.h"
 
 namespace weir::jobmanager {
@@ -40,6 +41,9 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   options.bind_host = config.GetString(k::kJobManagerBindHost);
   if (options.bind_host.empty()) options.bind_host = config.GetString(k::kJobManagerRpcAddress);
   options.port = static_cast<int>(config.GetInt(k::kJobManagerRpcPort));
+  RETURN_IF_ERROR(rpc::CheckExposure(
+      options.bind_host, std::string(config.GetString(k::kJobManagerBindHost).empty() ? k::kJobManagerRpcAddress
+                                                                                       : k::kJobManagerBindHost)));
   options.services = {jm->resource_manager_service_.get(), jm->cluster_service_.get(), jm->job_service_.get(),
                       jm->artifact_service_.get(), jm->job_master_service_.get()};
   auto started = rpc::StartServer(options);
@@ -47,10 +51,6 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   jm->server_ = std::move(started->server);
   jm->port_ = started->port;
   jm->resource_manager_->Start();
-  if (!rpc::IsLoopbackHost(options.bind_host)) {
-    jm->log_->warn("listening beyond loopback on {} without authentication; restrict access to this port",
-                   options.bind_host);
-  }
   jm->log_->info("JobManager {} listening on {} (storage {}, heartbeat interval {}, timeout {})",
                  jm->session_id(), rpc::JoinHostPort(options.bind_host, jm->port_), storage_dir,
                  config::FormatDuration(config.GetDuration(k::kHeartbeatInterval)),

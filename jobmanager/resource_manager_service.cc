@@ -1,6 +1,7 @@
 #include "jobmanager/resource_manager_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
 
 namespace weir::jobmanager {
@@ -23,6 +24,7 @@ ResourceManagerServiceImpl::ResourceManagerServiceImpl(ResourceManager* resource
 
 grpc::Status ResourceManagerServiceImpl::Connect(
     grpc::ServerContext* context, grpc::ServerReaderWriter<v1::JobManagerMessage, v1::TaskManagerMessage>* stream) {
+  WEIR_RPC_AUTHORIZE(context);
   v1::TaskManagerMessage message;
   if (!stream->Read(&message)) return grpc::Status(grpc::StatusCode::CANCELLED, "session closed before registering");
   if (!message.has_register_()) {
@@ -69,8 +71,9 @@ grpc::Status ResourceManagerServiceImpl::Connect(
   return grpc::Status(grpc::StatusCode::CANCELLED, "session closed");
 }
 
-grpc::Status ClusterServiceImpl::ListTaskManagers(grpc::ServerContext*, const v1::ListTaskManagersRequest*,
+grpc::Status ClusterServiceImpl::ListTaskManagers(grpc::ServerContext* context, const v1::ListTaskManagersRequest*,
                                                   v1::ListTaskManagersResponse* response) {
+  WEIR_RPC_AUTHORIZE(context);
   absl::Time now = absl::Now();
   response->set_jobmanager_session_id(resource_manager_->session_id());
   for (const TaskManagerRecord& record : resource_manager_->List()) {

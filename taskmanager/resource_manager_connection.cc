@@ -82,7 +82,7 @@ bool ResourceManagerConnection::RunSession(std::string* error) {
     }
   }
   if (!registered) {
-    context.TryCancel();
+    // The JobManager ended the stream (or it broke): Finish has its reason.
     grpc::Status status = stream->Finish();
     if (error->empty()) *error = status.ok() ? "session closed before registration" : status.error_message();
     absl::MutexLock lock(&mu_);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging/logging.h"
+#include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
 #include "common/version.h"
@@ -18,21 +19,24 @@ class TaskManager::Service final : public v1::TaskExecutorService::Service {
  public:
   explicit Service(TaskManager* tm) : tm_(tm) {}
 
-  grpc::Status GetStatus(grpc::ServerContext*, const v1::GetTaskManagerStatusRequest*,
+  grpc::Status GetStatus(grpc::ServerContext* context, const v1::GetTaskManagerStatusRequest*,
                          v1::GetTaskManagerStatusResponse* response) override {
+    WEIR_RPC_AUTHORIZE(context);
     *response->mutable_info() = tm_->info_;
     *response->mutable_slots() = tm_->slots_->Report();
     if (tm_->connection_) response->set_jobmanager_session_id(tm_->connection_->jobmanager_session_id());
     return grpc::Status::OK;
   }
 
-  grpc::Status DeployTask(grpc::ServerContext*, const v1::TaskDeploymentDescriptor* tdd,
+  grpc::Status DeployTask(grpc::ServerContext* context, const v1::TaskDeploymentDescriptor* tdd,
                           v1::DeployTaskResponse*) override {
+    WEIR_RPC_AUTHORIZE(context);
     return rpc::ToGrpcStatus(tm_->Deploy(*tdd));
   }
 
-  grpc::Status CancelJobTasks(grpc::ServerContext*, const v1::CancelJobTasksRequest* request,
+  grpc::Status CancelJobTasks(grpc::ServerContext* context, const v1::CancelJobTasksRequest* request,
                               v1::CancelJobTasksResponse*) override {
+    WEIR_RPC_AUTHORIZE(context);
     tm_->CancelJob(request->job_id(), request->attempt(), request->reason());
     return grpc::Status::OK;
   }
@@ -70,6 +74,9 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   options.bind_host = config.GetString(k::kTaskManagerBindHost);
   if (options.bind_host.empty()) options.bind_host = host;
   options.port = static_cast<int>(config.GetInt(k::kTaskManagerRpcPort));
+  RETURN_IF_ERROR(rpc::CheckExposure(
+      options.bind_host, std::string(config.GetString(k::kTaskManagerBindHost).empty() ? k::kTaskManagerHost
+                                                                                       : k::kTaskManagerBindHost)));
   options.services = {tm->service_.get(), tm->data_exchange_.get()};
   auto started = rpc::StartServer(options);
   if (!started.ok()) return Annotate(started.status(), "starting the TaskManager's RPC server");
@@ -129,6 +136,7 @@ void TaskManager::Shutdown(const std::string& reason) {
   tasks.clear();  // joins the task threads
   if (maintenance_.joinable()) maintenance_.join();
   connection_->Stop(reason);
+  data_exchange_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   log_->info("TaskManager {} stopped", id());
 }

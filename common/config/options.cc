@@ -161,6 +161,13 @@ constexpr std::array kOptions = {
                .scope = kJobManager,
                .min_value = 100,
                .max_value = 3600000},
+    OptionSpec{.key = keys::kAuthTokenFile,
+               .type = OptionType::kString,
+               .default_value = "",
+               .description = "File holding the cluster's shared secret. When set, every RPC must carry it "
+                              "(clients: weir --token-file). Required when a daemon binds beyond loopback, "
+                              "since job submission runs code. Not encrypted without TLS.",
+               .scope = kDaemons},
     OptionSpec{.key = keys::kLogLevel,
                .type = OptionType::kEnum,
                .default_value = "info",

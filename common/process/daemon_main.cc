@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging/logging.h"
+#include "common/rpc/auth.h"
 #include "common/process/signals.h"
 #include "common/version.h"
 
@@ -43,13 +44,18 @@ int DaemonMain(int argc, char** argv, const char* program, const char* component
     std::fprintf(stderr, "%s: configuration error: %s\n", program, std::string(s.message()).c_str());
     return 2;
   }
+  if (auto s = rpc::LoadAuthToken(config->GetString(k::kAuthTokenFile)); !s.ok()) {
+    std::fprintf(stderr, "%s: configuration error: %s\n", program, std::string(s.message()).c_str());
+    return 2;
+  }
   auto log = logging::Get(component);
   log->info("{} {} starting, pid {}", program, kWeirVersion, getpid());
   log->info("effective configuration: {}", config->EffectiveSummary());
   absl::StatusOr<ShutdownFn> shutdown = start(*config);
   if (!shutdown.ok()) {
     log->error("{} failed to start: {}", program, shutdown.status().message());
-    return 1;
+    // kInvalidArgument: the configuration cannot work; a restart will not help.
+    return shutdown.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
   int sig = WaitForTerminationSignal();
   log->info("received {}, shutting down", strsignal(sig));

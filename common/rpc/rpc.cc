@@ -1,5 +1,8 @@
 #include "common/rpc/rpc.h"
 
+#include "common/rpc/auth.h"
+#include "grpcpp/support/client_interceptor.h"
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -7,6 +10,24 @@ namespace weir::rpc {
 namespace {
 
 constexpr int kMaxMessageBytes = 64 << 20;
+
+// Attaches the cluster's shared secret to every outgoing call.
+class AuthInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->insert({"authorization", "Bearer " + AuthToken()});
+    }
+    methods->Proceed();
+  }
+};
+
+class AuthInterceptorFactory final : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  grpc::experimental::Interceptor* CreateClientInterceptor(grpc::experimental::ClientRpcInfo*) override {
+    return new AuthInterceptor();
+  }
+};
 
 }  // namespace
 
@@ -58,7 +79,11 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  if (!AuthEnabled()) return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<AuthInterceptorFactory>());
+  return grpc::experimental::CreateCustomChannelWithInterceptors(target, grpc::InsecureChannelCredentials(), args,
+                                                                 std::move(interceptors));
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {

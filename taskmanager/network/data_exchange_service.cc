@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging/logging.h"
+#include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
 
 namespace weir::taskmanager::network {
@@ -96,6 +97,7 @@ int DataExchangeServiceImpl::active_streams() const {
 
 grpc::Status DataExchangeServiceImpl::Subscribe(
     grpc::ServerContext* context, grpc::ServerReaderWriter<v1::DataBuffer, v1::SubscribeRequest>* stream) {
+  WEIR_RPC_AUTHORIZE(context);
   const std::string peer = context->peer();  // "unknown" once the call is cancelled
   v1::SubscribeRequest first;
   if (!stream->Read(&first)) {

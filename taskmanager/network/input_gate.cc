@@ -368,10 +368,17 @@ void InputGate::RunRemoteChannel(Channel* channel) {
       backoff = std::min(backoff * 2, options_.max_backoff);
       continue;
     }
+    std::string why;
+    if (failure.code() == absl::StatusCode::kNotFound) {
+      why = absl::StrCat("the partition was not registered within ", absl::FormatDuration(options_.partition_timeout),
+                         ": ");
+    } else if (failure.code() == absl::StatusCode::kCancelled) {
+      why = "the producer ended the stream (its task was cancelled or failed, or its TaskManager is shutting down): ";
+    }
     Fail(absl::Status(ChannelFailureCode(failure.code()),
                       absl::StrCat(name_, ": input channel ", channel->index, " (", channel->description,
-                                   ") failed before end of input: ", absl::StatusCodeToString(failure.code()), ": ",
-                                   failure.message())));
+                                   ") failed before end of input: ", why, absl::StatusCodeToString(failure.code()),
+                                   ": ", failure.message())));
     return;
   }
 }

@@ -34,7 +34,7 @@ class ClusterTest : public ::testing::Test {
 
   std::unique_ptr<Subprocess> StartJobManager(std::vector<std::string> extra = {}) {
     std::vector<std::string> argv = {BinDir() + "/weir-jobmanager", absl::StrCat("-Djobmanager.rpc.port=", jm_port_),
-                                     "-Dlog.format=json"};
+                                     "-Dlog.format=json", absl::StrCat("-Dhigh-availability.storageDir=", dir_, "/ha")};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return std::make_unique<Subprocess>(argv, absl::StrCat(dir_, "/jobmanager-", ++jm_starts_, ".log"));
   }
@@ -239,6 +239,47 @@ TEST_F(ClusterTest, SecondJobManagerOnTheSamePortFailsClearly) {
   EXPECT_TRUE(absl::StrContains(second->Log(), "cannot listen on 127.0.0.1:" + std::to_string(jm_port_)))
       << second->Log();
   EXPECT_TRUE(jm->running());
+}
+
+TEST_F(ClusterTest, ListeningBeyondLoopbackRequiresAToken) {
+  auto jm = StartJobManager({"-Djobmanager.bind-host=0.0.0.0"});
+  EXPECT_EQ(jm->Wait(absl::Seconds(30)), 2);
+  EXPECT_TRUE(absl::StrContains(jm->Log(), "jobmanager.bind-host '0.0.0.0' listens beyond loopback")) << jm->Log();
+  EXPECT_TRUE(absl::StrContains(jm->Log(), "security.auth.token-file")) << jm->Log();
+
+  auto tm = StartTaskManager("tm-a", 1, {"-Dtaskmanager.bind-host=0.0.0.0"});
+  EXPECT_EQ(tm->Wait(absl::Seconds(30)), 2);
+  EXPECT_TRUE(absl::StrContains(tm->Log(), "security.auth.token-file")) << tm->Log();
+}
+
+TEST_F(ClusterTest, WithATokenEveryCallMustCarryIt) {
+  std::string token = dir_ + "/token", wrong = dir_ + "/wrong";
+  std::ofstream(token) << "s3cret-of-the-cluster\n";
+  std::ofstream(wrong) << "not-the-secret\n";
+  auto jm = StartJobManager({"-Dsecurity.auth.token-file=" + token, "-Djobmanager.bind-host=0.0.0.0"});
+  auto a = StartTaskManager("tm-a", 1, {"-Dsecurity.auth.token-file=" + token});
+  auto intruder = StartTaskManager("tm-x", 1, {"-Dsecurity.auth.token-file=" + wrong});
+
+  auto with_token = [&] {
+    return RunCommand({BinDir() + "/weir", "--jobmanager", JobManagerAddress(), "--token-file", token, "--json",
+                       "cluster"});
+  };
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = with_token();
+    return r.exit_code == 0 && nlohmann::json::parse(r.out)["taskmanagers"].size() == 1;
+  }, absl::Seconds(30))) << jm->Log();
+  EXPECT_EQ(nlohmann::json::parse(with_token().out)["taskmanagers"][0]["id"], "tm-a");
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(intruder->Log(), "UNAUTHENTICATED") ||
+                                   absl::StrContains(intruder->Log(), "requires its shared secret"); },
+                      absl::Seconds(30))) << intruder->Log();
+
+  auto without = RunCommand({BinDir() + "/weir", "--jobmanager", JobManagerAddress(), "cluster"});
+  EXPECT_EQ(without.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(without.err, "refused the call")) << without.err;
+  auto bad = RunCommand({BinDir() + "/weir", "--jobmanager", JobManagerAddress(), "--token-file", wrong, "cluster"});
+  EXPECT_EQ(bad.exit_code, 1);
+  auto missing = RunCommand({BinDir() + "/weir", "--token-file", dir_ + "/none", "cluster"});
+  EXPECT_EQ(missing.exit_code, 2);
 }
 
 }  // namespace

@@ -32,8 +32,8 @@ class JobPipelineTest : public ::testing::Test {
 
   // A cluster of two TaskManagers with one slot each, so that a job with
   // parallelism 2 spans both.
-  void StartCluster(std::vector<std::string> config = {}, int taskmanagers = 2, int slots = 1) {
-    cluster_ = std::make_unique<LocalCluster>(LocalCluster::Options{taskmanagers, slots, std::move(config)});
+  void StartCluster(std::vector<std::string> config = {}, std::string auth_token = "") {
+    cluster_ = std::make_unique<LocalCluster>(LocalCluster::Options{2, 1, std::move(config), std::move(auth_token)});
     cluster_->Start();
   }
 
@@ -64,7 +64,9 @@ std::vector<KafkaMessage> NumberedInput(int n, int distinct_values) {
 }
 
 TEST_F(JobPipelineTest, KafkaCopyCopiesEveryRecordAcrossTwoTaskManagers) {
-  StartCluster();
+  // With a shared secret, as a cluster beyond loopback must have: submission,
+  // deployment, binary download and data exchange all carry it.
+  StartCluster({}, "pipeline-secret");
   std::string in = NewTopic("copy-in"), out = NewTopic("copy-out");
   std::vector<KafkaMessage> input = NumberedInput(40000, 40000);
   ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, input).ok());

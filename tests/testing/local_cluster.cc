@@ -1,5 +1,6 @@
 #include "tests/testing/local_cluster.h"
 
+#include <fstream>
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,10 @@ std::string LocalCluster::taskmanager_id(int i) const { return absl::StrCat("tm-
 
 void LocalCluster::Start() {
   std::vector<std::string> common = {absl::StrCat("-Djobmanager.rpc.port=", port_)};
+  if (!options_.auth_token.empty()) {
+    std::ofstream(dir_ + "/token") << options_.auth_token << "\n";
+    common.push_back(absl::StrCat("-Dsecurity.auth.token-file=", dir_, "/token"));
+  }
   common.insert(common.end(), options_.config.begin(), options_.config.end());
   std::vector<std::string> jm = {BinDir() + "/weir-jobmanager", absl::StrCat("-Dhigh-availability.storageDir=", dir_, "/ha")};
   jm.insert(jm.end(), common.begin(), common.end());
@@ -44,6 +49,10 @@ void LocalCluster::Start() {
 
 CommandResult LocalCluster::Weir(const std::vector<std::string>& args, absl::Duration timeout) {
   std::vector<std::string> argv = {BinDir() + "/weir", "--jobmanager", jobmanager_address()};
+  if (!options_.auth_token.empty()) {
+    argv.push_back("--token-file");
+    argv.push_back(dir_ + "/token");
+  }
   argv.insert(argv.end(), args.begin(), args.end());
   return RunCommand(argv, timeout);
 }

@@ -21,6 +21,8 @@ class LocalCluster {
     int slots_per_taskmanager = 1;
     // -Dkey=value for every daemon.
     std::vector<std::string> config;
+    // When set: the cluster's shared secret (daemons and client use it).
+    std::string auth_token;
   };
 
   explicit LocalCluster(Options options);

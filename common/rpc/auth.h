@@ -1,0 +1,49 @@
+// Shared-secret authentication of every Weir RPC.
+//
+// When security.auth.token-file is set, every process of the cluster reads
+// the same secret from it: channels made by rpc::CreateChannel send it as
+// "authorization: Bearer <secret>" on every call, and every server handler
+// starts with Authorize(), which rejects calls without it
+// (UNAUTHENTICATED). A daemon that listens beyond loopback refuses to start
+// without a token, because job submission runs code.
+//
+// Without TLS the secret crosses the network in the clear: it keeps out
+// anyone who cannot read the cluster's traffic, not an eavesdropper.
+//
+// Thread-safety: SetAuthToken before any RPC; the rest from any thread.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "grpcpp/grpcpp.h"
+
+namespace weir::rpc {
+
+// Reads the secret from `path` (surrounding whitespace ignored); it must
+// not be empty. An empty `path` means: no authentication.
+absl::Status LoadAuthToken(const std::string& path);
+
+// Sets the secret directly ("" = none).
+void SetAuthToken(std::string token);
+
+bool AuthEnabled();
+
+// OK when authentication is off or the call carries the secret.
+grpc::Status Authorize(const grpc::ServerContext* context);
+
+// The secret to attach to outgoing calls ("" = none).
+const std::string& AuthToken();
+
+// Fails when `bind_host` is beyond loopback and no token is configured.
+absl::Status CheckExposure(const std::string& bind_host, const std::string& bind_key);
+
+}  // namespace weir::rpc
+
+// The first statement of every RPC handler: returns UNAUTHENTICATED from the
+// handler when the call lacks the cluster's secret.
+#define WEIR_RPC_AUTHORIZE(context)                                     \
+  do {                                                                  \
+    ::grpc::Status weir_auth_status_ = ::weir::rpc::Authorize(context); \
+    if (!weir_auth_status_.ok()) return weir_auth_status_;             \
+  } while (false)
