@@ -1,0 +1,105 @@
+#include "jobgraph/graph_spec.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace weir::jobgraph {
+namespace {
+
+// source(0) -> map(1) -> sink(2), forward edges.
+v1::JobGraphSpec Linear() {
+  v1::JobGraphSpec spec;
+  spec.set_name("linear");
+  const v1::JobVertex::Kind kinds[] = {v1::JobVertex::SOURCE, v1::JobVertex::OPERATOR, v1::JobVertex::SINK};
+  for (int i = 0; i < 3; ++i) {
+    v1::JobVertex* v = spec.add_vertices();
+    v->set_id(i);
+    v->set_name(absl::StrCat("v", i));
+    v->set_kind(kinds[i]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    v1::JobEdge* e = spec.add_edges();
+    e->set_source(i);
+    e->set_target(i + 1);
+  }
+  return spec;
+}
+
+void ExpectInvalid(const v1::JobGraphSpec& spec, const std::string& needle) {
+  absl::Status status = ValidateGraph(spec, 128);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), needle)) << status.message();
+}
+
+TEST(ValidateGraphTest, AcceptsALinearPipeline) { EXPECT_TRUE(ValidateGraph(Linear(), 128).ok()); }
+
+TEST(ValidateGraphTest, RejectsACycle) {
+  // source -> a -> b -> sink, plus b -> a: every vertex keeps its in/out
+  // degree rules except a, which gets two inputs; make a's second input the
+  // only one so that the cycle is what is left.
+  v1::JobGraphSpec spec;
+  const v1::JobVertex::Kind kinds[] = {v1::JobVertex::SOURCE, v1::JobVertex::SINK, v1::JobVertex::OPERATOR,
+                                       v1::JobVertex::OPERATOR};
+  for (int i = 0; i < 4; ++i) {
+    v1::JobVertex* v = spec.add_vertices();
+    v->set_id(i);
+    v->set_kind(kinds[i]);
+  }
+  auto edge = [&](int a, int b) {
+    v1::JobEdge* e = spec.add_edges();
+    e->set_source(a);
+    e->set_target(b);
+  };
+  edge(0, 1);  // source -> sink
+  edge(2, 3);  // a -> b
+  edge(3, 2);  // b -> a: a cycle with no way in from a source
+  ExpectInvalid(spec, "cycle");
+}
+
+TEST(ValidateGraphTest, RejectsAMissingSink) {
+  v1::JobGraphSpec spec = Linear();
+  spec.mutable_vertices(2)->set_kind(v1::JobVertex::OPERATOR);
+  ExpectInvalid(spec, "has no downstream and is not a sink");
+}
+
+TEST(ValidateGraphTest, RejectsStructuralMistakes) {
+  v1::JobGraphSpec empty;
+  ExpectInvalid(empty, "empty");
+
+  v1::JobGraphSpec dangling = Linear();
+  dangling.mutable_edges(1)->set_target(7);
+  ExpectInvalid(dangling, "does not exist");
+
+  v1::JobGraphSpec two_inputs = Linear();
+  v1::JobEdge* e = two_inputs.add_edges();
+  e->set_source(0);
+  e->set_target(2);
+  ExpectInvalid(two_inputs, "expected exactly one");
+
+  v1::JobGraphSpec bad_parallelism = Linear();
+  bad_parallelism.mutable_vertices(1)->set_parallelism(500);
+  ExpectInvalid(bad_parallelism, "parallelism 500");
+
+  v1::JobGraphSpec bad_ids = Linear();
+  bad_ids.mutable_vertices(1)->set_id(5);
+  ExpectInvalid(bad_ids, "vertex ids");
+
+  v1::JobGraphSpec no_source = Linear();
+  no_source.mutable_vertices(0)->set_kind(v1::JobVertex::OPERATOR);
+  ExpectInvalid(no_source, "inputs; expected exactly one");
+}
+
+TEST(SameGraphTest, ComparesStructureAndProperties) {
+  v1::JobGraphSpec a = Linear(), b = Linear();
+  (*a.mutable_vertices(0)->mutable_properties())["x"] = "1";
+  (*a.mutable_vertices(0)->mutable_properties())["y"] = "2";
+  (*b.mutable_vertices(0)->mutable_properties())["y"] = "2";
+  (*b.mutable_vertices(0)->mutable_properties())["x"] = "1";
+  EXPECT_TRUE(SameGraph(a, b));
+  b.mutable_vertices(1)->set_parallelism(3);
+  EXPECT_FALSE(SameGraph(a, b));
+}
+
+}  // namespace
+}  // namespace weir::jobgraph

@@ -1,0 +1,69 @@
+#include "jobmanager/artifact_store.h"
+
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "common/crypto/sha256.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+
+namespace weir::jobmanager {
+namespace {
+
+TEST(ArtifactStoreTest, StoresUnderTheContentHash) {
+  std::string root = weir::testing::MakeTempDir("weir-artifacts");
+  auto store = ArtifactStore::Open(root, 1 << 20);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto upload = (*store)->BeginUpload();
+  ASSERT_TRUE(upload.ok());
+  ASSERT_TRUE((*upload)->Append("hello ").ok());
+  ASSERT_TRUE((*upload)->Append("world").ok());
+  auto sha = (*upload)->Commit();
+  ASSERT_TRUE(sha.ok()) << sha.status();
+  crypto::Sha256 expected;
+  expected.Update("hello world");
+  EXPECT_EQ(*sha, expected.HexDigest());
+  auto path = (*store)->PathOf(*sha);
+  ASSERT_TRUE(path.ok());
+  EXPECT_EQ(*path, root + "/artifacts/sha256/" + *sha);
+  EXPECT_EQ(weir::testing::ReadFile(*path), "hello world");
+}
+
+TEST(ArtifactStoreTest, EnforcesTheSizeLimitAndLeavesNothingBehind) {
+  std::string root = weir::testing::MakeTempDir("weir-artifacts");
+  auto store = ArtifactStore::Open(root, 8);
+  ASSERT_TRUE(store.ok());
+  {
+    auto upload = (*store)->BeginUpload();
+    ASSERT_TRUE((*upload)->Append("12345").ok());
+    absl::Status too_big = (*upload)->Append("67890");
+    EXPECT_EQ(too_big.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_TRUE(absl::StrContains(too_big.message(), "jobmanager.artifact.max-size"));
+  }
+  int files = 0;
+  for (auto& entry : std::filesystem::directory_iterator(root + "/artifacts/sha256")) {
+    (void)entry;
+    ++files;
+  }
+  EXPECT_EQ(files, 0);
+}
+
+TEST(ArtifactStoreTest, NeverTrustsAClientSuppliedPath) {
+  std::string root = weir::testing::MakeTempDir("weir-artifacts");
+  auto store = ArtifactStore::Open(root, 1 << 20);
+  ASSERT_TRUE(store.ok());
+  for (const char* bad : {"../../etc/passwd", "/etc/passwd", "ABCDEF", "",
+                          "0000000000000000000000000000000000000000000000000000000000000000/.."}) {
+    EXPECT_EQ((*store)->PathOf(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_EQ((*store)->PathOf(std::string(64, 'a')).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ArtifactStoreTest, RejectsAnEmptyUpload) {
+  auto store = ArtifactStore::Open(weir::testing::MakeTempDir("weir-artifacts"), 1 << 20);
+  auto upload = (*store)->BeginUpload();
+  EXPECT_EQ((*upload)->Commit().status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace weir::jobmanager
