@@ -165,7 +165,14 @@ void TaskManager::CancelJob(const std::string& job_id, int attempt, const std::s
 }
 
 void TaskManager::OnTaskState(const v1::TaskStateUpdate& update) {
-  for (int attempt = 0; attempt < 5; ++attempt) {
+  bool stopping = false;
+  {
+    absl::MutexLock lock(&tasks_mu_);
+    stopping = stopping_;
+  }
+  // While shutting down, one try: the JobManager may be gone for good.
+  const int attempts = stopping ? 1 : 5;
+  for (int attempt = 0; attempt < attempts; ++attempt) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     v1::TaskStateUpdateResponse response;
@@ -173,7 +180,7 @@ void TaskManager::OnTaskState(const v1::TaskStateUpdate& update) {
     if (status.ok()) return;
     log_->warn("task {}: cannot report state {} to the JobManager: {}", update.task_id(),
                v1::TaskState_Name(update.state()), status.error_message());
-    absl::SleepFor(absl::Milliseconds(200 << attempt));
+    if (attempt + 1 < attempts) absl::SleepFor(absl::Milliseconds(200 << attempt));
   }
 }
 
