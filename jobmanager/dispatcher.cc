@@ -1,23 +1,14 @@
 #include "jobmanager/dispatcher.h"
 
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/random_id.h"
 #include "common/status_macros.h"
 #include "connectors/kafka/connector_factory.h"
 #include "jobgraph/graph_spec.h"
 
 namespace weir::jobmanager {
-namespace {
-
-std::string NewJobId() {
-  std::random_device rd;
-  return absl::StrFormat("%08x%08x", rd(), rd());
-}
-
-}  // namespace
-
 Dispatcher::Dispatcher(DispatcherOptions options, ResourceManager* resource_manager, ArtifactStore* artifacts)
     : options_(options), resource_manager_(resource_manager), artifacts_(artifacts), log_(logging::Get("dispatcher")) {
   resource_manager_->AddLossListener([this](const v1::TaskManagerInfo& info, LossReason reason) {
@@ -54,7 +45,7 @@ absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& reque
   int parallelism = request.parallelism() > 0 ? request.parallelism() : options_.default_parallelism;
   ASSIGN_OR_RETURN(ExecutionGraph graph, ExecutionGraph::Build(request.graph(), parallelism));
 
-  std::string job_id = NewJobId();
+  std::string job_id = RandomId();
   ASSIGN_OR_RETURN(std::vector<SlotAssignment> slots, resource_manager_->AllocateSlots(job_id, graph.slots_needed));
   log_->info("job {} '{}' submitted: {} vertices, {} chains, parallelism {}, binary {}", job_id,
              request.graph().name(), request.graph().vertices_size(), graph.chains.size(), parallelism,

@@ -1,27 +1,18 @@
 #include "jobmanager/jobmanager.h"
 
-#include <random>
 
 #include "absl/strings/str_format.h"
 #include "common/logging/logging.h"
+#include "common/random_id.h"
 #include "common/rpc/auth.h"
 #include "common/status_macros.h"
 
 namespace weir::jobmanager {
-namespace {
-
-std::string NewSessionId() {
-  std::random_device rd;
-  return absl::StrFormat("jm-%08x%08x", rd(), rd());
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Configuration& config) {
   namespace k = config::keys;
   std::unique_ptr<JobManager> jm(new JobManager());
   jm->log_ = logging::Get("jobmanager");
-  jm->resource_manager_ = std::make_unique<ResourceManager>(config.GetDuration(k::kHeartbeatTimeout), NewSessionId());
+  jm->resource_manager_ = std::make_unique<ResourceManager>(config.GetDuration(k::kHeartbeatTimeout), RandomId("jm-"));
   jm->resource_manager_service_ = std::make_unique<ResourceManagerServiceImpl>(
       jm->resource_manager_.get(), config.GetDuration(k::kHeartbeatInterval));
   jm->cluster_service_ = std::make_unique<ClusterServiceImpl>(jm->resource_manager_.get());

@@ -2,12 +2,12 @@
 
 #include <unistd.h>
 
-#include <random>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging/logging.h"
+#include "common/random_id.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
@@ -47,11 +47,6 @@ class TaskManager::Service final : public v1::TaskExecutorService::Service {
 
 namespace {
 
-std::string NewResourceId() {
-  std::random_device rd;
-  return absl::StrFormat("tm-%08x", rd());
-}
-
 std::string HostName() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
@@ -83,7 +78,7 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   tm->server_ = std::move(started->server);
 
   std::string id = config.GetString(k::kTaskManagerResourceId);
-  tm->info_.set_taskmanager_id(id.empty() ? NewResourceId() : id);
+  tm->info_.set_taskmanager_id(id.empty() ? RandomId("tm-") : id);
   tm->info_.set_address(rpc::JoinHostPort(host, started->port));
   tm->info_.set_slots_total(tm->slots_->size());
   tm->info_.set_hostname(HostName());
