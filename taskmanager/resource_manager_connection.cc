@@ -8,10 +8,11 @@
 namespace weir::taskmanager {
 
 ResourceManagerConnection::ResourceManagerConnection(ConnectionOptions options, v1::TaskManagerInfo info,
-                                                     SlotReporter slots)
+                                                     SlotReporter slots, RegistrationListener on_registered)
     : options_(std::move(options)),
       info_(std::move(info)),
       slots_(std::move(slots)),
+      on_registered_(std::move(on_registered)),
       log_(logging::Get("taskmanager")) {}
 
 ResourceManagerConnection::~ResourceManagerConnection() { Stop("shutdown"); }
@@ -106,6 +107,7 @@ bool ResourceManagerConnection::RunSession(std::string* error) {
   log_->info("TaskManager {} registered with JobManager {} at {} ({} slots, heartbeat every {})",
              info_.taskmanager_id(), accepted.jobmanager_session_id(), options_.jobmanager_address,
              info_.slots_total(), config::FormatDuration(interval));
+  on_registered_(accepted.jobmanager_session_id());
 
   std::thread reader([&] {
     v1::JobManagerMessage message;

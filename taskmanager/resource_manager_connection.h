@@ -34,8 +34,12 @@ struct ConnectionOptions {
 class ResourceManagerConnection {
  public:
   using SlotReporter = std::function<v1::SlotReport()>;
+  // Called on the connection thread after each registration, with the
+  // JobManager's session id.
+  using RegistrationListener = std::function<void(const std::string& jobmanager_session_id)>;
 
-  ResourceManagerConnection(ConnectionOptions options, v1::TaskManagerInfo info, SlotReporter slots);
+  ResourceManagerConnection(ConnectionOptions options, v1::TaskManagerInfo info, SlotReporter slots,
+                            RegistrationListener on_registered);
   ~ResourceManagerConnection();
 
   void Start();
@@ -54,6 +58,7 @@ class ResourceManagerConnection {
   const ConnectionOptions options_;
   const v1::TaskManagerInfo info_;
   const SlotReporter slots_;
+  const RegistrationListener on_registered_;
   std::shared_ptr<spdlog::logger> log_;
   std::thread thread_;
 

@@ -20,4 +20,12 @@ v1::SlotReport SlotTable::Report() const {
   return report;
 }
 
+void SlotTable::SetOccupancy(const std::vector<std::string>& jobs) {
+  absl::MutexLock lock(&mu_);
+  for (int i = 0; i < num_slots_ && i < static_cast<int>(jobs.size()); ++i) {
+    slots_[i].job_id = jobs[i];
+    slots_[i].allocation_id = jobs[i];
+  }
+}
+
 }  // namespace weir::taskmanager

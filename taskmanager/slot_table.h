@@ -21,6 +21,9 @@ class SlotTable {
   // The current state of every slot, as sent with heartbeats.
   v1::SlotReport Report() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Sets which job occupies each slot ("" = free); `jobs` has size() entries.
+  void SetOccupancy(const std::vector<std::string>& jobs) ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   struct Slot {
     std::string job_id;

@@ -59,6 +59,7 @@ class Task {
   const std::string& task_id() const { return tdd_.task_id(); }
   const std::string& job_id() const { return tdd_.job_id(); }
   int attempt() const { return tdd_.attempt(); }
+  int slot_index() const { return tdd_.slot_index(); }
   v1::TaskMetrics Metrics() const;
 
  private:

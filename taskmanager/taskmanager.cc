@@ -108,8 +108,9 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   connection.initial_backoff = config.GetDuration(k::kRegistrationInitialTimeout);
   connection.max_backoff = config.GetDuration(k::kRegistrationMaxTimeout);
   SlotTable* slots = tm->slots_.get();
-  tm->connection_ = std::make_unique<ResourceManagerConnection>(std::move(connection), tm->info_,
-                                                                [slots] { return slots->Report(); });
+  tm->connection_ = std::make_unique<ResourceManagerConnection>(
+      std::move(connection), tm->info_, [slots] { return slots->Report(); },
+      [raw = tm.get()](const std::string& session) { raw->OnRegistered(session); });
   tm->connection_->Start();
   return tm;
 }
@@ -148,6 +149,7 @@ absl::Status TaskManager::Deploy(const v1::TaskDeploymentDescriptor& tdd) {
   auto task = std::make_unique<Task>(tdd, task_env_);
   Task* raw = task.get();
   tasks_[tdd.task_id()] = std::move(task);
+  UpdateSlotsLocked();
   raw->Start();
   return absl::OkStatus();
 }
@@ -157,6 +159,25 @@ void TaskManager::CancelJob(const std::string& job_id, int attempt, const std::s
   for (auto& [task_id, task] : tasks_) {
     if (task->job_id() == job_id && task->attempt() == attempt) task->Cancel(reason);
   }
+}
+
+void TaskManager::UpdateSlotsLocked() {
+  std::vector<std::string> jobs(slots_->size());
+  for (const auto& [task_id, task] : tasks_) {
+    if (task->slot_index() >= 0 && task->slot_index() < slots_->size()) jobs[task->slot_index()] = task->job_id();
+  }
+  slots_->SetOccupancy(jobs);
+}
+
+void TaskManager::OnRegistered(const std::string& jobmanager_session_id) {
+  absl::MutexLock lock(&tasks_mu_);
+  if (!jobmanager_session_.empty() && jobmanager_session_ != jobmanager_session_id) {
+    for (auto& [task_id, task] : tasks_) {
+      task->Cancel(absl::StrCat("the JobManager that deployed it (", jobmanager_session_,
+                                ") is gone; JobManager ", jobmanager_session_id, " does not know its job"));
+    }
+  }
+  jobmanager_session_ = jobmanager_session_id;
 }
 
 void TaskManager::OnTaskState(const v1::TaskStateUpdate& update) {
@@ -197,6 +218,7 @@ void TaskManager::MaintenanceLoop() {
           ++it;
         }
       }
+      UpdateSlotsLocked();
     }
     std::set<std::string> ended_jobs;
     for (auto& task : finished) ended_jobs.insert(task->job_id());

@@ -43,6 +43,11 @@ class TaskManager : private TaskStateListener {
   void OnTaskState(const v1::TaskStateUpdate& update) override;
   // Reports metrics of running tasks and reaps finished ones, every second.
   void MaintenanceLoop();
+  // A JobManager other than the one that deployed our tasks knows nothing of
+  // them: cancel them rather than let them run unsupervised.
+  void OnRegistered(const std::string& jobmanager_session_id) ABSL_LOCKS_EXCLUDED(tasks_mu_);
+  // Tells the slot table which job each slot's tasks belong to.
+  void UpdateSlotsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
 
   std::shared_ptr<spdlog::logger> log_;
   v1::TaskManagerInfo info_;
@@ -61,6 +66,7 @@ class TaskManager : private TaskStateListener {
   absl::Mutex tasks_mu_;
   std::map<std::string, std::unique_ptr<Task>> tasks_ ABSL_GUARDED_BY(tasks_mu_);
   bool stopping_ ABSL_GUARDED_BY(tasks_mu_) = false;
+  std::string jobmanager_session_ ABSL_GUARDED_BY(tasks_mu_);
   std::thread maintenance_;
 };
 

@@ -324,5 +324,29 @@ TEST_F(JobPipelineTest, ListStatusAndCancel) {
   EXPECT_TRUE(absl::StrContains(unknown.err, "no job 0123456789abcdef")) << unknown.err;
 }
 
+TEST_F(JobPipelineTest, TasksOfAJobManagerThatDiedAreCanceledWhenANewOneTakesOver) {
+  StartCluster();
+  std::string in = NewTopic("orphan-in"), out = NewTopic("orphan-out");
+  std::string job = SubmitOrFail(kJobs + "/kafka_copy.so", {"-p", "2"},
+                                 {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out});
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(WaitFor([&] {
+    nlohmann::json s = cluster_->WeirJson({"status", job});
+    return !s.is_null() && s["state"] == "RUNNING";
+  }, absl::Seconds(60)));
+  cluster_->RestartJobManager();
+  // Jobs do not survive a JobManager restart yet, so the new JobManager does
+  // not know this one; its tasks must not keep running unsupervised.
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(WaitFor([&] { return absl::StrContains(cluster_->taskmanager(i).Log(), "TASK_CANCELED"); },
+                        absl::Seconds(60)))
+        << cluster_->taskmanager(i).Log();
+    EXPECT_TRUE(absl::StrContains(cluster_->taskmanager(i).Log(), "does not know its job"));
+  }
+  nlohmann::json c = cluster_->WeirJson({"cluster"});
+  ASSERT_FALSE(c.is_null());
+  EXPECT_EQ(c["taskmanagers"].size(), 2u);
+}
+
 }  // namespace
 }  // namespace weir

@@ -1,5 +1,7 @@
 #include "tests/testing/local_cluster.h"
 
+#include <signal.h>
+
 #include <fstream>
 #include <stdexcept>
 
@@ -30,7 +32,8 @@ void LocalCluster::Start() {
   common.insert(common.end(), options_.config.begin(), options_.config.end());
   std::vector<std::string> jm = {BinDir() + "/weir-jobmanager", absl::StrCat("-Dhigh-availability.storageDir=", dir_, "/ha")};
   jm.insert(jm.end(), common.begin(), common.end());
-  jobmanager_ = std::make_unique<Subprocess>(jm, dir_ + "/jobmanager.log");
+  jobmanager_argv_ = jm;
+  jobmanager_ = std::make_unique<Subprocess>(jm, absl::StrCat(dir_, "/jobmanager-", ++jobmanager_starts_, ".log"));
   for (int i = 0; i < options_.taskmanagers; ++i) {
     std::vector<std::string> tm = {BinDir() + "/weir-taskmanager", absl::StrCat("-Dtaskmanager.resource-id=", taskmanager_id(i)),
                                    absl::StrCat("-Dtaskmanager.numberOfTaskSlots=", options_.slots_per_taskmanager),
@@ -45,6 +48,13 @@ void LocalCluster::Start() {
       },
       absl::Seconds(60));
   if (!up) throw std::runtime_error("the local cluster did not come up:\n" + Logs());
+}
+
+void LocalCluster::RestartJobManager() {
+  jobmanager_->Signal(SIGKILL);
+  jobmanager_->Wait(absl::Seconds(30));
+  jobmanager_ = std::make_unique<Subprocess>(jobmanager_argv_,
+                                             absl::StrCat(dir_, "/jobmanager-", ++jobmanager_starts_, ".log"));
 }
 
 CommandResult LocalCluster::Weir(const std::vector<std::string>& args, absl::Duration timeout) {

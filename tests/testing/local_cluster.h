@@ -30,6 +30,8 @@ class LocalCluster {
 
   // Starts the JobManager and the TaskManagers and waits until all registered.
   void Start();
+  // SIGKILLs the JobManager and starts a new one on the same port.
+  void RestartJobManager();
 
   std::string jobmanager_address() const;
   const std::string& dir() const { return dir_; }
@@ -57,6 +59,8 @@ class LocalCluster {
   Options options_;
   std::string dir_;
   int port_ = 0;
+  std::vector<std::string> jobmanager_argv_;
+  int jobmanager_starts_ = 0;
   std::unique_ptr<Subprocess> jobmanager_;
   std::vector<std::unique_ptr<Subprocess>> taskmanagers_;
 };
