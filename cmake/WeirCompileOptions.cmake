@@ -4,7 +4,8 @@
 function(weir_target_defaults target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wno-unused-parameter -Wno-missing-field-initializers)
   if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
-    target_compile_options(${target} PRIVATE -Wthread-safety)
+    # librdkafka's producev macros use statement expressions.
+    target_compile_options(${target} PRIVATE -Wthread-safety -Wno-gnu-statement-expression)
   endif()
 endfunction()
 

@@ -182,7 +182,12 @@ void JobMaster::CancelTasksOnTaskManagers(const std::string& reason) {
 }
 
 void JobMaster::Run() {
-  log_->info("job {} '{}' starting: {} tasks in {} slots", job_id_, graph_.spec.name(), tasks_.size(),
+  size_t num_tasks = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    num_tasks = tasks_.size();
+  }
+  log_->info("job {} '{}' starting: {} tasks in {} slots", job_id_, graph_.spec.name(), num_tasks,
              graph_.slots_needed);
   absl::Status deployed = DeployAll();
   {

@@ -25,11 +25,12 @@ start() {
     exit 1
   fi
   [ -x "$bin/weir-jobmanager" ] || { log "no binaries in $bin; run scripts/build.sh first"; exit 1; }
-  setsid "$bin/weir-jobmanager" -Djobmanager.rpc.port="$port" >"$dir/jobmanager.log" 2>&1 < /dev/null &
+  setsid "$bin/weir-jobmanager" -Djobmanager.rpc.port="$port" -Dhigh-availability.storageDir="$dir/ha" \
+    >"$dir/jobmanager.log" 2>&1 < /dev/null &
   echo $! > "$dir/jobmanager.pid"
   for i in $(seq 1 "$n"); do
     setsid "$bin/weir-taskmanager" -Djobmanager.rpc.port="$port" -Dtaskmanager.numberOfTaskSlots=2 \
-      -Dtaskmanager.resource-id="tm-local-$i" >"$dir/taskmanager-$i.log" 2>&1 < /dev/null &
+      -Dtaskmanager.resource-id="tm-local-$i" -Dio.tmp.dirs="$dir" >"$dir/taskmanager-$i.log" 2>&1 < /dev/null &
     echo $! > "$dir/taskmanager-$i.pid"
   done
   # Wait until every TaskManager has registered.
