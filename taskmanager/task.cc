@@ -1,6 +1,7 @@
 #include "taskmanager/task.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/process/signals.h"
 #include "common/status_macros.h"
 #include "connectors/kafka/connector_factory.h"
 #include "taskmanager/network/buffer.h"
@@ -383,6 +384,8 @@ void Task::Report(v1::TaskState state, const std::string& error) {
 }
 
 void Task::Run() {
+  const std::string crash_context = absl::StrCat("task ", tdd_.task_id());
+  process::SetCrashContext(crash_context.c_str());
   log_->info("task {} starting (vertices {}, subtask {}/{})", tdd_.task_id(), tdd_.vertex_ids_size(),
              tdd_.subtask_index() + 1, tdd_.parallelism());
   Report(v1::TASK_DEPLOYING, "");
@@ -414,6 +417,7 @@ void Task::Run() {
                records_in_.load(), records_out_.load());
   }
   Report(final_state, error);
+  process::SetCrashContext(nullptr);
   done_.Notify();
 }
 

@@ -34,6 +34,7 @@ int DaemonMain(int argc, char** argv, const char* program, const char* component
     }
   }
   BlockTerminationSignals();
+  InstallCrashHandler(program);
   auto config = config::Configuration::FromCommandLine(argc, argv);
   if (!config.ok()) {
     std::fprintf(stderr, "%s: configuration error: %s\n", program, std::string(config.status().message()).c_str());

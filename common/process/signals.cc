@@ -32,3 +32,76 @@ int WaitForTerminationSignal() {
 }
 
 }  // namespace weir::process
+
+#include <execinfo.h>
+#include <initializer_list>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace weir::process {
+namespace {
+
+const char* g_program = "weir";
+thread_local const char* t_crash_context = nullptr;
+
+void WriteString(const char* s) {
+  size_t n = std::strlen(s);
+  while (n > 0) {
+    ssize_t w = write(STDERR_FILENO, s, n);
+    if (w <= 0) return;
+    s += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void WriteNumber(long v) {
+  char buf[24];
+  int i = sizeof(buf);
+  buf[--i] = '\0';
+  bool negative = v < 0;
+  unsigned long u = negative ? -static_cast<unsigned long>(v) : static_cast<unsigned long>(v);
+  do {
+    buf[--i] = static_cast<char>('0' + u % 10);
+    u /= 10;
+  } while (u > 0 && i > 1);
+  if (negative) buf[--i] = '-';
+  WriteString(buf + i);
+}
+
+// Only async-signal-safe calls from here on (backtrace was primed at start).
+void OnFatalSignal(int sig) {
+  WriteString(g_program);
+  WriteString(": fatal signal ");
+  WriteString(sigabbrev_np(sig) != nullptr ? sigabbrev_np(sig) : "?");
+  WriteString(" in pid ");
+  WriteNumber(getpid());
+  if (t_crash_context != nullptr) {
+    WriteString(" while running ");
+    WriteString(t_crash_context);
+  }
+  WriteString("; backtrace:\n");
+  void* frames[64];
+  int n = backtrace(frames, 64);
+  backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+}  // namespace
+
+void InstallCrashHandler(const char* program) {
+  g_program = program;
+  // The first backtrace() loads libgcc, which is not safe inside a handler.
+  void* frames[1];
+  backtrace(frames, 1);
+  struct sigaction action {};
+  action.sa_handler = OnFatalSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND;
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &action, nullptr);
+}
+
+void SetCrashContext(const char* context) { t_crash_context = context; }
+
+}  // namespace weir::process

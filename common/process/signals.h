@@ -13,3 +13,17 @@ void BlockTerminationSignals();
 int WaitForTerminationSignal();
 
 }  // namespace weir::process
+
+namespace weir::process {
+
+// Installs handlers for fatal signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+// SIGABRT) that write one line naming the signal, the process and — when
+// the crashing thread set one — what it was running, then a backtrace, to
+// stderr, and then die of the same signal. Call once at start.
+void InstallCrashHandler(const char* program);
+
+// What the calling thread is running ("task <id>"), for the crash line;
+// `context` must outlive the setting (nullptr clears it).
+void SetCrashContext(const char* context);
+
+}  // namespace weir::process

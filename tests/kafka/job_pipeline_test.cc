@@ -219,6 +219,11 @@ TEST_F(JobPipelineTest, CrashInUserCodeKillsOneTaskManagerAndFailsTheJob) {
   // Exactly one TaskManager died; the other keeps running and stays a member.
   int alive = (cluster_->taskmanager(0).running() ? 1 : 0) + (cluster_->taskmanager(1).running() ? 1 : 0);
   EXPECT_EQ(alive, 1);
+  // Its log says why it died, and in which task.
+  const int dead = cluster_->taskmanager(0).running() ? 1 : 0;
+  std::string log = cluster_->taskmanager(dead).Log();
+  EXPECT_TRUE(absl::StrContains(log, "fatal signal SEGV")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "while running task " + job + "/1/c0s0")) << log;
   EXPECT_TRUE(WaitFor([&] {
     nlohmann::json c = cluster_->WeirJson({"cluster"});
     return !c.is_null() && c["taskmanagers"].size() == 1;
