@@ -138,6 +138,8 @@ void TaskManager::Shutdown(const std::string& reason) {
 }
 
 absl::Status TaskManager::Deploy(const v1::TaskDeploymentDescriptor& tdd) {
+  // The job id names a directory here: never take it on trust.
+  if (!IsSafeId(tdd.job_id())) return absl::InvalidArgumentError(absl::StrCat("bad job id '", tdd.job_id(), "'"));
   if (tdd.slot_index() < 0 || tdd.slot_index() >= slots_->size()) {
     return absl::InvalidArgumentError(absl::StrCat("slot ", tdd.slot_index(), " does not exist on TaskManager ", id()));
   }
