@@ -20,10 +20,13 @@ struct Options {
 
 // Turns an RPC failure into the one line the user sees.
 inline std::string DescribeRpcError(const Options& options, const grpc::Status& status) {
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-      status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
     return absl::StrCat("cannot reach the JobManager at ", options.jobmanager, " (", status.error_message(),
                         "); is it running? Pass --jobmanager HOST:PORT or set WEIR_JOBMANAGER");
+  }
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::StrCat("the JobManager at ", options.jobmanager, " did not answer in time (",
+                        status.error_message(), ")");
   }
   if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
     return absl::StrCat("the JobManager at ", options.jobmanager, " refused the call: ", status.error_message());

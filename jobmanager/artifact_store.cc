@@ -33,7 +33,7 @@ absl::StatusOr<std::unique_ptr<ArtifactStore::Upload>> ArtifactStore::BeginUploa
   static std::atomic<int64_t> counter{0};
   std::string temp = absl::StrCat(dir_, "/.upload-", getpid(), "-", counter++);
   std::FILE* f = std::fopen(temp.c_str(), "wbx");
-  if (f == nullptr) return absl::UnavailableError(absl::StrCat("cannot create ", temp, ": ", Errno()));
+  if (f == nullptr) return absl::InternalError(absl::StrCat("cannot create ", temp, ": ", Errno()));
   return std::unique_ptr<Upload>(new Upload(this, temp, f));
 }
 
@@ -48,7 +48,7 @@ absl::Status ArtifactStore::Upload::Append(absl::string_view data) {
                                                      store_->max_bytes_, " bytes (jobmanager.artifact.max-size)"));
   }
   if (std::fwrite(data.data(), 1, data.size(), file_) != data.size()) {
-    return absl::UnavailableError(absl::StrCat("writing ", temp_path_, ": ", Errno()));
+    return absl::InternalError(absl::StrCat("writing ", temp_path_, ": ", Errno()));
   }
   sha_.Update(data);
   size_ += static_cast<int64_t>(data.size());
@@ -58,14 +58,14 @@ absl::Status ArtifactStore::Upload::Append(absl::string_view data) {
 absl::StatusOr<std::string> ArtifactStore::Upload::Commit() {
   if (size_ == 0) return absl::InvalidArgumentError("the uploaded job binary is empty");
   if (std::fflush(file_) != 0 || fsync(fileno(file_)) != 0) {
-    return absl::UnavailableError(absl::StrCat("syncing ", temp_path_, ": ", Errno()));
+    return absl::InternalError(absl::StrCat("syncing ", temp_path_, ": ", Errno()));
   }
   std::fclose(file_);
   file_ = nullptr;
   std::string sha = sha_.HexDigest();
   std::string final_path = absl::StrCat(store_->dir_, "/", sha);
   if (std::rename(temp_path_.c_str(), final_path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("moving ", temp_path_, " to ", final_path, ": ", Errno()));
+    return absl::InternalError(absl::StrCat("moving ", temp_path_, " to ", final_path, ": ", Errno()));
   }
   committed_ = true;
   // Make the rename durable.

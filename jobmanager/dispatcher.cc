@@ -43,6 +43,10 @@ absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& reque
         absl::StrCat("parallelism ", request.parallelism(), " is out of range 1..", options_.max_parallelism));
   }
   int parallelism = request.parallelism() > 0 ? request.parallelism() : options_.default_parallelism;
+  if (parallelism > options_.max_parallelism) {
+    return absl::InvalidArgumentError(absl::StrCat("parallelism ", parallelism, " (parallelism.default) exceeds ",
+                                                   "pipeline.max-parallelism ", options_.max_parallelism));
+  }
   ASSIGN_OR_RETURN(ExecutionGraph graph, ExecutionGraph::Build(request.graph(), parallelism));
 
   std::string job_id = RandomId();
@@ -51,7 +55,7 @@ absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& reque
              request.graph().name(), request.graph().vertices_size(), graph.chains.size(), parallelism,
              request.artifact_sha256());
   auto master = std::make_shared<JobMaster>(
-      job_id, request, std::move(graph), std::move(slots), options_.cancel_timeout,
+      job_id, request, std::move(graph), std::move(slots), options_.max_parallelism, options_.cancel_timeout,
       [this](const std::string& id, v1::JobState state) { resource_manager_->ReleaseSlots(id); });
   {
     absl::MutexLock lock(&mu_);

@@ -16,10 +16,12 @@ bool IsTerminal(v1::JobState state) {
 }
 
 JobMaster::JobMaster(std::string job_id, v1::SubmitJobRequest request, ExecutionGraph graph,
-                     std::vector<SlotAssignment> slots, absl::Duration cancel_timeout, TerminalCallback on_terminal)
+                     std::vector<SlotAssignment> slots, int max_parallelism, absl::Duration cancel_timeout,
+                     TerminalCallback on_terminal)
     : job_id_(std::move(job_id)),
       request_(std::move(request)),
       graph_(std::move(graph)),
+      max_parallelism_(max_parallelism),
       cancel_timeout_(cancel_timeout),
       on_terminal_(std::move(on_terminal)),
       submitted_at_(absl::Now()),
@@ -98,6 +100,7 @@ v1::TaskDeploymentDescriptor JobMaster::Describe(const TaskRecord& task) const {
   *tdd.mutable_config() = request_.config();
   *tdd.mutable_graph() = spec;
   tdd.set_slot_index(task.slot.slot_index);
+  tdd.set_max_parallelism(max_parallelism_);
   for (int v = 0; v < spec.vertices_size(); ++v) (*tdd.mutable_vertex_parallelism())[v] = graph_.vertex_parallelism[v];
   tdd.set_input_vertex(-1);
   if (chain.input_edge >= 0) {
@@ -139,9 +142,14 @@ absl::Status JobMaster::DeployAll() {
     }
   }
   for (size_t i = 0; i < deployments.size(); ++i) {
+    bool stop = false;
     {
       absl::MutexLock lock(&mu_);
-      if (cancel_requested_ || shutting_down_) return absl::OkStatus();
+      stop = cancel_requested_ || shutting_down_;
+    }
+    if (stop) {
+      MarkUndeployed(i);
+      return absl::OkStatus();
     }
     const auto& [address, tdd] = deployments[i];
     grpc::ClientContext context;
@@ -149,6 +157,7 @@ absl::Status JobMaster::DeployAll() {
     v1::DeployTaskResponse response;
     grpc::Status status = StubFor(address)->DeployTask(&context, tdd, &response);
     if (!status.ok()) {
+      MarkUndeployed(i);
       return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                           absl::StrCat("deploying task ", labels[i], " at ", address, ": ", status.error_message()));
     }
@@ -156,6 +165,15 @@ absl::Status JobMaster::DeployAll() {
                tdd.slot_index());
   }
   return absl::OkStatus();
+}
+
+void JobMaster::MarkUndeployed(size_t first) {
+  // Tasks no TaskManager has (or that failed to deploy) will never report:
+  // they are done as far as this job is concerned.
+  absl::MutexLock lock(&mu_);
+  for (size_t i = first; i < tasks_.size(); ++i) {
+    if (tasks_[i].state == v1::TASK_DEPLOYING) tasks_[i].state = v1::TASK_CANCELED;
+  }
 }
 
 void JobMaster::CancelTasksOnTaskManagers(const std::string& reason) {
@@ -167,6 +185,10 @@ void JobMaster::CancelTasksOnTaskManagers(const std::string& reason) {
     }
   }
   for (const std::string& address : addresses) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (shutting_down_) return;
+    }
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::CancelJobTasksRequest request;
@@ -264,6 +286,10 @@ void JobMaster::OnTaskStateUpdate(const v1::TaskStateUpdate& update) {
     task->error = update.error();
     log_->warn("job {}: task {} {} failed: {}", job_id_, task->task_id, TaskLabel(*task), update.error());
     FailLocked(absl::StrCat("task ", TaskLabel(*task), " failed: ", update.error()));
+  } else if (update.state() == v1::TASK_CANCELED && state_ != v1::CANCELING && state_ != v1::FAILING) {
+    // Nobody here asked for it: its TaskManager stopped it (e.g. shutting down).
+    log_->warn("job {}: task {} {} was canceled by its TaskManager", job_id_, task->task_id, TaskLabel(*task));
+    FailLocked(absl::StrCat("task ", TaskLabel(*task), " was canceled by its TaskManager (stopped or restarted)"));
   } else {
     log_->info("job {}: task {} {} is {}", job_id_, task->task_id, TaskLabel(*task),
                v1::TaskState_Name(update.state()));
@@ -300,7 +326,8 @@ absl::Status JobMaster::Cancel() {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", job_id_, " has already ended: ", v1::JobState_Name(state_)));
   }
-  if (state_ == v1::CANCELING) return absl::OkStatus();
+  // A failing job is already being stopped; it must end FAILED, not CANCELED.
+  if (state_ == v1::CANCELING || state_ == v1::FAILING) return absl::OkStatus();
   log_->info("job {} CANCELING (requested by a client)", job_id_);
   state_ = v1::CANCELING;
   cancel_requested_ = true;

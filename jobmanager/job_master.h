@@ -33,7 +33,7 @@ class JobMaster {
   using TerminalCallback = std::function<void(const std::string& job_id, v1::JobState state)>;
 
   JobMaster(std::string job_id, v1::SubmitJobRequest request, ExecutionGraph graph, std::vector<SlotAssignment> slots,
-            absl::Duration cancel_timeout, TerminalCallback on_terminal);
+            int max_parallelism, absl::Duration cancel_timeout, TerminalCallback on_terminal);
   ~JobMaster();
 
   // Starts deploying on the worker thread.
@@ -64,7 +64,9 @@ class JobMaster {
   void Run();
   absl::Status DeployAll();
   v1::TaskDeploymentDescriptor Describe(const TaskRecord& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CancelTasksOnTaskManagers(const std::string& reason);
+  void CancelTasksOnTaskManagers(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
+  // Marks tasks [first, end) that are still DEPLOYING as CANCELED.
+  void MarkUndeployed(size_t first) ABSL_LOCKS_EXCLUDED(mu_);
   // Moves the job to FAILING with `error` unless it is already ending.
   void FailLocked(const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AllTasksTerminalLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -75,6 +77,7 @@ class JobMaster {
   const std::string job_id_;
   const v1::SubmitJobRequest request_;
   const ExecutionGraph graph_;
+  const int max_parallelism_;
   const absl::Duration cancel_timeout_;
   const TerminalCallback on_terminal_;
   const absl::Time submitted_at_;

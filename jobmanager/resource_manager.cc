@@ -176,6 +176,9 @@ void ResourceManager::NotifyLoss(const v1::TaskManagerInfo& info, LossReason rea
   std::vector<LossListener> listeners;
   {
     absl::MutexLock lock(&mu_);
+    // The JobManager itself is stopping: the sessions end because of that,
+    // not because a TaskManager was lost.
+    if (stopping_) return;
     listeners = listeners_;
   }
   for (const LossListener& listener : listeners) listener(info, reason);

@@ -20,7 +20,7 @@ JobArtifacts::~JobArtifacts() {
   std::filesystem::remove_all(dir_, ec);
 }
 
-absl::StatusOr<std::string> JobArtifacts::Fetch(const std::string& sha256) {
+absl::StatusOr<std::string> JobArtifacts::Fetch(const std::string& sha256, const std::string& job_id) {
   if (!crypto::IsSha256Hex(sha256)) return absl::InvalidArgumentError(absl::StrCat("bad artifact id '", sha256, "'"));
   std::string artifacts = absl::StrCat(dir_, "/artifacts");
   std::string path = absl::StrCat(artifacts, "/", sha256, ".so");
@@ -28,7 +28,8 @@ absl::StatusOr<std::string> JobArtifacts::Fetch(const std::string& sha256) {
   std::error_code ec;
   std::filesystem::create_directories(artifacts, ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", artifacts, ": ", ec.message()));
-  std::string temp = path + ".part";
+  // Two jobs may fetch the same binary at once: each into its own file.
+  std::string temp = absl::StrCat(path, ".", job_id, ".part");
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
     if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", temp));
@@ -59,10 +60,34 @@ absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> JobArtifacts::Acquire(const
                                                                            const std::string& sha256,
                                                                            const std::vector<std::string>& args,
                                                                            const v1::JobGraphSpec& expected) {
-  absl::MutexLock lock(&mu_);
-  auto it = jobs_.find(job_id);
-  if (it != jobs_.end()) return it->second;
-  ASSIGN_OR_RETURN(std::string artifact, Fetch(sha256));
+  std::shared_ptr<Entry> entry;
+  {
+    absl::MutexLock lock(&mu_);
+    std::shared_ptr<Entry>& slot = jobs_[job_id];
+    if (slot == nullptr) slot = std::make_shared<Entry>();
+    ++slot->refs;
+    entry = slot;
+  }
+  absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> result;
+  {
+    absl::MutexLock lock(&entry->mu);
+    if (entry->job == nullptr) {
+      auto loaded = Load(job_id, sha256, args, expected);
+      if (loaded.ok()) entry->job = *loaded;
+      result = loaded;
+    } else {
+      result = entry->job;
+    }
+  }
+  if (!result.ok()) Release(job_id);
+  return result;
+}
+
+absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> JobArtifacts::Load(const std::string& job_id,
+                                                                        const std::string& sha256,
+                                                                        const std::vector<std::string>& args,
+                                                                        const v1::JobGraphSpec& expected) {
+  ASSIGN_OR_RETURN(std::string artifact, Fetch(sha256, job_id));
   // A private copy per job: dlopen of one path twice would share one instance.
   std::string job_dir = absl::StrCat(dir_, "/jobs/", job_id);
   std::string job_path = absl::StrCat(job_dir, "/job.so");
@@ -78,16 +103,18 @@ absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> JobArtifacts::Acquire(const
   }
   logging::Get("taskmanager")->info("job {}: loaded job binary {} ({} vertices)", job_id, sha256,
                                     job->graph.vertices.size());
-  jobs_[job_id] = job;
   return job;
 }
 
 void JobArtifacts::Release(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
-  if (jobs_.erase(job_id) > 0) {
-    std::error_code ec;
-    std::filesystem::remove_all(absl::StrCat(dir_, "/jobs/", job_id), ec);
-  }
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || --it->second->refs > 0) return;
+  jobs_.erase(it);
+  // The library stays mapped while some shared_ptr holds it; removing its
+  // file does not unmap it.
+  std::error_code ec;
+  std::filesystem::remove_all(absl::StrCat(dir_, "/jobs/", job_id), ec);
 }
 
 }  // namespace weir::taskmanager

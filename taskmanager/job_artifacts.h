@@ -28,21 +28,34 @@ class JobArtifacts {
   ~JobArtifacts();
 
   // The job `job_id` loaded from `sha256` with `args`; loads it on first use.
+  // Every successful Acquire must be matched by a Release once the caller
+  // (a task) no longer runs any of the job's code. Loading one job does not
+  // hold up the others.
   absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> Acquire(const std::string& job_id, const std::string& sha256,
                                                                const std::vector<std::string>& args,
                                                                const v1::JobGraphSpec& expected)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Forgets job `job_id`: it is unloaded once its last task drops it.
+  // Drops one reference; the job is forgotten (and unloaded once the last
+  // shared_ptr goes) when none is left.
   void Release(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  absl::StatusOr<std::string> Fetch(const std::string& sha256) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct Entry {
+    absl::Mutex mu;
+    std::shared_ptr<jobgraph::LoadedJob> job ABSL_GUARDED_BY(mu);
+    int refs = 0;  // guarded by JobArtifacts::mu_
+  };
+
+  absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> Load(const std::string& job_id, const std::string& sha256,
+                                                            const std::vector<std::string>& args,
+                                                            const v1::JobGraphSpec& expected);
+  absl::StatusOr<std::string> Fetch(const std::string& sha256, const std::string& job_id);
 
   const std::string dir_;
   const std::shared_ptr<v1::ArtifactService::Stub> jobmanager_;
   absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<jobgraph::LoadedJob>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<Entry>> jobs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace weir::taskmanager

@@ -92,26 +92,20 @@ class FanOutOutput final : public RecordOutput {
 // job library can be unloaded.
 class Task::Execution {
  public:
-  Execution(Task* task) : task_(task), tdd_(task->tdd_), env_(task->env_) {}
+  // `job` receives the loaded job and outlives the Execution, so that the
+  // job's code stays loaded until the task is completely done.
+  Execution(Task* task, std::shared_ptr<jobgraph::LoadedJob>& job)
+      : task_(task), tdd_(task->tdd_), env_(task->env_), job_(job) {}
 
   ~Execution() {
     // Operators first: they hold code of the job library.
     // Close never throws out of here: a failing Close must not end the process.
-    for (auto& op : operators_) {
-      if (op == nullptr) continue;
-      try {
-        op->Close();
-      } catch (const std::exception& e) {
-        task_->log_->warn("task {}: closing an operator failed: {}", tdd_.task_id(), e.what());
-      }
+    // Only what was opened is closed.
+    for (size_t i = 0; i < operators_.size(); ++i) {
+      if (operators_[i] == nullptr || i >= opened_.size() || !opened_[i]) continue;
+      CloseQuietly([&] { operators_[i]->Close(); });
     }
-    if (source_ != nullptr) {
-      try {
-        source_->Close();
-      } catch (const std::exception& e) {
-        task_->log_->warn("task {}: closing the source failed: {}", tdd_.task_id(), e.what());
-      }
-    }
+    if (source_ != nullptr && source_opened_) CloseQuietly([&] { source_->Close(); });
     gate_.reset();
     writers_.clear();
     operators_.clear();
@@ -152,6 +146,17 @@ class Task::Execution {
 
  private:
   const VertexSpec& Vertex(int id) const { return job_->graph.vertices.at(id); }
+
+  template <typename F>
+  void CloseQuietly(F close) {
+    try {
+      close();
+    } catch (const std::exception& e) {
+      task_->log_->warn("task {}: closing an operator failed: {}", tdd_.task_id(), e.what());
+    } catch (...) {
+      task_->log_->warn("task {}: closing an operator failed with a non-standard exception", tdd_.task_id());
+    }
+  }
 
   bool AllConsumed() const {
     for (const auto& partition : partitions_) {
@@ -198,7 +203,11 @@ class Task::Execution {
       network::RecordWriterOptions options;
       options.max_buffer_bytes = env_.segment_size;
       options.flush_interval = env_.buffer_timeout;
-      options.max_parallelism = env_.max_parallelism;
+      options.max_parallelism = tdd_.max_parallelism() > 0 ? tdd_.max_parallelism() : env_.max_parallelism;
+      if (out.num_subpartitions() > options.max_parallelism) {
+        return absl::InvalidArgumentError(absl::StrCat("the consumer parallelism ", out.num_subpartitions(),
+                                                       " exceeds the job's max parallelism ", options.max_parallelism));
+      }
       options.producer_parallelism = tdd_.parallelism();
       KeyFunction key;
       for (const EdgeSpec& e : job_->graph.edges) {
@@ -236,13 +245,16 @@ class Task::Execution {
     }
     links_ = std::move(links);
     // Open downstream first, so that nothing is emitted into an unopened operator.
+    opened_.assign(n, false);
     for (int i = n - 1; i >= 0; --i) {
       if (i == 0 && source_ != nullptr) {
         source_counting_ = std::make_unique<CountingOutput>(outputs_[0] != nullptr ? outputs_[0] : &discard_,
                                                             &task_->records_in_);
         source_->Open(*contexts_[0], source_counting_.get());
+        source_opened_ = true;
       } else {
         operators_[i]->Open(*contexts_[i], outputs_[i] != nullptr ? outputs_[i] : &discard_);
+        opened_[i] = true;
       }
     }
     if (n == 1 && tail_is_sink && source_ == nullptr) {
@@ -324,7 +336,7 @@ class Task::Execution {
   Task* const task_;
   const v1::TaskDeploymentDescriptor& tdd_;
   const TaskEnvironment& env_;
-  std::shared_ptr<jobgraph::LoadedJob> job_;
+  std::shared_ptr<jobgraph::LoadedJob>& job_;
   std::vector<std::unique_ptr<OperatorContextImpl>> contexts_;
   std::unique_ptr<SourceOperator> source_;
   std::vector<std::unique_ptr<StreamOperator>> operators_;  // [0] is null for a source
@@ -340,6 +352,8 @@ class Task::Execution {
   Discard discard_;
   bool sink_only_ = false;
   bool consumed_ = false;
+  std::vector<bool> opened_;
+  bool source_opened_ = false;
 };
 
 Task::Task(v1::TaskDeploymentDescriptor tdd, TaskEnvironment env)
@@ -391,8 +405,11 @@ void Task::Run() {
   Report(v1::TASK_DEPLOYING, "");
   v1::TaskState final_state = v1::TASK_FINISHED;
   std::string error;
+  // Holds the job's library until after the handlers below, which may still
+  // touch an exception object thrown by the job's code.
+  std::shared_ptr<jobgraph::LoadedJob> job;
   try {
-    Execution execution(this);
+    Execution execution(this, job);
     absl::Status status = execution.Run();
     if (cancel_requested_.HasBeenNotified()) {
       final_state = v1::TASK_CANCELED;
@@ -417,6 +434,10 @@ void Task::Run() {
                records_in_.load(), records_out_.load());
   }
   Report(final_state, error);
+  if (job != nullptr) {
+    job.reset();
+    env_.artifacts->Release(tdd_.job_id());
+  }
   process::SetCrashContext(nullptr);
   done_.Notify();
 }

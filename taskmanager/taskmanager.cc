@@ -173,10 +173,13 @@ void TaskManager::UpdateSlotsLocked() {
 
 void TaskManager::OnRegistered(const std::string& jobmanager_session_id) {
   absl::MutexLock lock(&tasks_mu_);
-  if (!jobmanager_session_.empty() && jobmanager_session_ != jobmanager_session_id) {
+  // Between two registrations the JobManager declared us lost (or it
+  // restarted and forgot its jobs): it has failed every task we ran, so none
+  // may go on unsupervised.
+  if (!jobmanager_session_.empty()) {
     for (auto& [task_id, task] : tasks_) {
-      task->Cancel(absl::StrCat("the JobManager that deployed it (", jobmanager_session_,
-                                ") is gone; JobManager ", jobmanager_session_id, " does not know its job"));
+      task->Cancel(absl::StrCat("this TaskManager registered anew with JobManager ", jobmanager_session_id,
+                                ", which does not know its job any more"));
     }
   }
   jobmanager_session_ = jobmanager_session_id;
@@ -222,14 +225,7 @@ void TaskManager::MaintenanceLoop() {
       }
       UpdateSlotsLocked();
     }
-    std::set<std::string> ended_jobs;
-    for (auto& task : finished) ended_jobs.insert(task->job_id());
     finished.clear();  // joins
-    {
-      absl::MutexLock lock(&tasks_mu_);
-      for (const auto& [task_id, task] : tasks_) ended_jobs.erase(task->job_id());
-    }
-    for (const std::string& job : ended_jobs) artifacts_->Release(job);
     if (report.tasks_size() > 0) {
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));

@@ -43,8 +43,8 @@ class TaskManager : private TaskStateListener {
   void OnTaskState(const v1::TaskStateUpdate& update) override;
   // Reports metrics of running tasks and reaps finished ones, every second.
   void MaintenanceLoop();
-  // A JobManager other than the one that deployed our tasks knows nothing of
-  // them: cancel them rather than let them run unsupervised.
+  // After a re-registration the JobManager has failed (or forgotten) every
+  // task we ran: cancel them rather than let them run unsupervised.
   void OnRegistered(const std::string& jobmanager_session_id) ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // Tells the slot table which job each slot's tasks belong to.
   void UpdateSlotsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);

@@ -329,6 +329,28 @@ TEST_F(JobPipelineTest, ListStatusAndCancel) {
   EXPECT_TRUE(absl::StrContains(unknown.err, "no job 0123456789abcdef")) << unknown.err;
 }
 
+TEST_F(JobPipelineTest, StoppingATaskManagerFailsItsJobs) {
+  StartCluster();
+  std::string in = NewTopic("stop-in"), out = NewTopic("stop-out");
+  std::string job = SubmitOrFail(kJobs + "/kafka_copy.so", {"-p", "2"},
+                                 {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out});
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(WaitFor([&] {
+    nlohmann::json s = cluster_->WeirJson({"status", job});
+    if (s.is_null() || s["state"] != "RUNNING") return false;
+    for (const auto& t : s["tasks"]) {
+      if (t["state"] != "RUNNING") return false;
+    }
+    return true;
+  }, absl::Seconds(60)));
+  // An orderly stop cancels its tasks first; the job must not stay RUNNING
+  // with a part of it gone.
+  cluster_->taskmanager(1).Signal(SIGTERM);
+  EXPECT_EQ(cluster_->taskmanager(1).Wait(absl::Seconds(60)), 0);
+  nlohmann::json status = cluster_->WaitForJobEnd(job, absl::Seconds(60));
+  EXPECT_EQ(status["state"], "FAILED") << status.dump(2);
+}
+
 TEST_F(JobPipelineTest, TasksOfAJobManagerThatDiedAreCanceledWhenANewOneTakesOver) {
   StartCluster();
   std::string in = NewTopic("orphan-in"), out = NewTopic("orphan-out");
@@ -346,7 +368,7 @@ TEST_F(JobPipelineTest, TasksOfAJobManagerThatDiedAreCanceledWhenANewOneTakesOve
     EXPECT_TRUE(WaitFor([&] { return absl::StrContains(cluster_->taskmanager(i).Log(), "TASK_CANCELED"); },
                         absl::Seconds(60)))
         << cluster_->taskmanager(i).Log();
-    EXPECT_TRUE(absl::StrContains(cluster_->taskmanager(i).Log(), "does not know its job"));
+    EXPECT_TRUE(absl::StrContains(cluster_->taskmanager(i).Log(), "does not know its job any more"));
   }
   nlohmann::json c = cluster_->WeirJson({"cluster"});
   ASSERT_FALSE(c.is_null());
