@@ -51,6 +51,18 @@ class JobPipelineTest : public ::testing::Test {
     return job;
   }
 
+  // Waits until the job and every one of its tasks are RUNNING.
+  bool WaitUntilRunning(const std::string& job) {
+    return WaitFor([&] {
+      nlohmann::json s = cluster_->WeirJson({"status", job});
+      if (s.is_null() || s["state"] != "RUNNING") return false;
+      for (const auto& t : s["tasks"]) {
+        if (t["state"] != "RUNNING") return false;
+      }
+      return true;
+    }, absl::Seconds(60));
+  }
+
   std::string bootstrap_;
   std::unique_ptr<LocalCluster> cluster_;
 };
@@ -300,14 +312,7 @@ TEST_F(JobPipelineTest, ListStatusAndCancel) {
   std::string job = SubmitOrFail(kJobs + "/kafka_copy.so", {"-p", "2"},
                                  {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out});
   ASSERT_FALSE(job.empty());
-  ASSERT_TRUE(WaitFor([&] {
-    nlohmann::json s = cluster_->WeirJson({"status", job});
-    if (s.is_null() || s["state"] != "RUNNING") return false;
-    for (const auto& t : s["tasks"]) {
-      if (t["state"] != "RUNNING") return false;
-    }
-    return true;
-  }, absl::Seconds(60))) << cluster_->Logs();
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
   nlohmann::json list = cluster_->WeirJson({"list"});
   ASSERT_FALSE(list.is_null());
   ASSERT_EQ(list["jobs"].size(), 1u);
@@ -335,14 +340,7 @@ TEST_F(JobPipelineTest, StoppingATaskManagerFailsItsJobs) {
   std::string job = SubmitOrFail(kJobs + "/kafka_copy.so", {"-p", "2"},
                                  {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out});
   ASSERT_FALSE(job.empty());
-  ASSERT_TRUE(WaitFor([&] {
-    nlohmann::json s = cluster_->WeirJson({"status", job});
-    if (s.is_null() || s["state"] != "RUNNING") return false;
-    for (const auto& t : s["tasks"]) {
-      if (t["state"] != "RUNNING") return false;
-    }
-    return true;
-  }, absl::Seconds(60)));
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
   // An orderly stop cancels its tasks first; the job must not stay RUNNING
   // with a part of it gone.
   cluster_->taskmanager(1).Signal(SIGTERM);
@@ -357,10 +355,7 @@ TEST_F(JobPipelineTest, TasksOfAJobManagerThatDiedAreCanceledWhenANewOneTakesOve
   std::string job = SubmitOrFail(kJobs + "/kafka_copy.so", {"-p", "2"},
                                  {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out});
   ASSERT_FALSE(job.empty());
-  ASSERT_TRUE(WaitFor([&] {
-    nlohmann::json s = cluster_->WeirJson({"status", job});
-    return !s.is_null() && s["state"] == "RUNNING";
-  }, absl::Seconds(60)));
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
   cluster_->RestartJobManager();
   // Jobs do not survive a JobManager restart yet, so the new JobManager does
   // not know this one; its tasks must not keep running unsupervised.
