@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
 
 namespace weir::test {
@@ -32,21 +33,6 @@ struct Record {
   int64_t offset;
   std::string key;
   std::string value;
-};
-
-class DeliveryCounter : public RdKafka::DeliveryReportCb {
- public:
-  void dr_cb(RdKafka::Message& message) override {
-    if (message.err() == RdKafka::ERR_NO_ERROR) {
-      ++delivered;
-    } else {
-      ++failed;
-      last_error = message.errstr();
-    }
-  }
-  int delivered = 0;
-  int failed = 0;
-  std::string last_error;
 };
 
 // A global Conf with `settings`; records a failure and returns null if one is rejected.

@@ -2,6 +2,8 @@
 // broker with librdkafka, to check what a job produced.
 #pragma once
 
+#include <librdkafka/rdkafkacpp.h>
+
 #include <optional>
 #include <string>
 #include <utility>
@@ -17,6 +19,22 @@ struct KafkaMessage {
   std::string value;
   int32_t partition = -1;
   int64_t offset = -1;
+};
+
+// Counts a producer's delivery reports (set it as "dr_cb").
+class DeliveryCounter : public RdKafka::DeliveryReportCb {
+ public:
+  void dr_cb(RdKafka::Message& message) override {
+    if (message.err() == RdKafka::ERR_NO_ERROR) {
+      ++delivered;
+    } else {
+      ++failed;
+      last_error = message.errstr();
+    }
+  }
+  int delivered = 0;
+  int failed = 0;
+  std::string last_error;
 };
 
 // Produces `messages` (acks=all) and waits until all are delivered.

@@ -24,6 +24,7 @@
 #include "connectors/kafka/kafka_source.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
 #include "tests/testing/process.h"
 #include "weir/datastream.h"
@@ -36,6 +37,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using ::testing::HasSubstr;
 using ::weir::test::CreateTopic;
+using ::weir::test::DeliveryCounter;
 using ::weir::test::TestKafkaBootstrap;
 using ::weir::test::UniqueTopicName;
 
@@ -154,21 +156,6 @@ std::map<PartitionKey, int64_t> Offsets(const std::string& topic,
   for (const auto& [partition, offset] : offsets) out[{topic, partition}] = offset;
   return out;
 }
-
-class DeliveryCounter : public RdKafka::DeliveryReportCb {
- public:
-  void dr_cb(RdKafka::Message& message) override {
-    if (message.err() == RdKafka::ERR_NO_ERROR) {
-      ++delivered;
-    } else {
-      ++failed;
-      last_error = message.errstr();
-    }
-  }
-  int delivered = 0;
-  int failed = 0;
-  std::string last_error;
-};
 
 struct TestRecord {
   int32_t partition = RdKafka::Topic::PARTITION_UA;
