@@ -3,6 +3,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/wire_limits.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
@@ -64,7 +66,34 @@ v1::JobGraphSpec ToSpec(const JobGraph& graph) {
   return spec;
 }
 
+namespace {
+
+// Counts and sizes, checked before anything loops over or copies the graph.
+absl::Status CheckGraphLimits(const v1::JobGraphSpec& spec) {
+  RETURN_IF_ERROR(limits::CheckLength("the job name", spec.name(), limits::kMaxNameLength));
+  RETURN_IF_ERROR(limits::CheckCount("vertices in the job graph", spec.vertices_size(), limits::kMaxVertices));
+  RETURN_IF_ERROR(limits::CheckCount("edges in the job graph", spec.edges_size(), limits::kMaxEdges));
+  for (const v1::JobVertex& v : spec.vertices()) {
+    const std::string label = absl::StrCat("vertex ", v.id());
+    RETURN_IF_ERROR(limits::CheckLength(absl::StrCat(label, ": the name"), v.name(), limits::kMaxNameLength));
+    RETURN_IF_ERROR(
+        limits::CheckLength(absl::StrCat(label, ": the connector"), v.connector(), limits::kMaxNameLength));
+    RETURN_IF_ERROR(limits::CheckCount(absl::StrCat("properties on ", label), v.properties_size(),
+                                       limits::kMaxPropertiesPerVertex));
+    for (const auto& [key, value] : v.properties()) {
+      RETURN_IF_ERROR(limits::CheckLength(absl::StrCat(label, ": a property name"), key,
+                                          limits::kMaxPropertyKeyLength));
+      RETURN_IF_ERROR(limits::CheckLength(absl::StrCat(label, ": property '", key, "'"), value,
+                                          limits::kMaxPropertyValueLength));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateGraph(const v1::JobGraphSpec& spec, int max_parallelism) {
+  RETURN_IF_ERROR(CheckGraphLimits(spec));
   const int n = spec.vertices_size();
   if (n == 0) return absl::InvalidArgumentError("the job graph is empty: add a source and a sink");
   std::vector<int> in_degree(n, 0), out_degree(n, 0);

@@ -9,11 +9,22 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging/logging.h"
 
 namespace weir::jobmanager {
 namespace {
 
 std::string Errno() { return std::strerror(errno); }
+
+// Errors from here reach clients, who must not learn the JobManager's storage
+// paths: the detail goes to the JobManager's log, the client gets a summary.
+absl::Status StorageError(absl::string_view what, absl::string_view detail) {
+  static const std::shared_ptr<spdlog::logger> log = logging::Get("artifacts");
+  log->error("artifact store: {}: {}", what, detail);
+  return absl::InternalError(
+      absl::StrCat("the JobManager could not store the job binary (", what,
+                   "); its log says why"));
+}
 
 }  // namespace
 
@@ -33,7 +44,7 @@ absl::StatusOr<std::unique_ptr<ArtifactStore::Upload>> ArtifactStore::BeginUploa
   static std::atomic<int64_t> counter{0};
   std::string temp = absl::StrCat(dir_, "/.upload-", getpid(), "-", counter++);
   std::FILE* f = std::fopen(temp.c_str(), "wbx");
-  if (f == nullptr) return absl::InternalError(absl::StrCat("cannot create ", temp, ": ", Errno()));
+  if (f == nullptr) return StorageError("creating a temporary file", absl::StrCat(temp, ": ", Errno()));
   return std::unique_ptr<Upload>(new Upload(this, temp, f));
 }
 
@@ -48,7 +59,7 @@ absl::Status ArtifactStore::Upload::Append(absl::string_view data) {
                                                      store_->max_bytes_, " bytes (jobmanager.artifact.max-size)"));
   }
   if (std::fwrite(data.data(), 1, data.size(), file_) != data.size()) {
-    return absl::InternalError(absl::StrCat("writing ", temp_path_, ": ", Errno()));
+    return StorageError("writing", absl::StrCat(temp_path_, ": ", Errno()));
   }
   sha_.Update(data);
   size_ += static_cast<int64_t>(data.size());
@@ -58,14 +69,14 @@ absl::Status ArtifactStore::Upload::Append(absl::string_view data) {
 absl::StatusOr<std::string> ArtifactStore::Upload::Commit() {
   if (size_ == 0) return absl::InvalidArgumentError("the uploaded job binary is empty");
   if (std::fflush(file_) != 0 || fsync(fileno(file_)) != 0) {
-    return absl::InternalError(absl::StrCat("syncing ", temp_path_, ": ", Errno()));
+    return StorageError("syncing", absl::StrCat(temp_path_, ": ", Errno()));
   }
   std::fclose(file_);
   file_ = nullptr;
   std::string sha = sha_.HexDigest();
   std::string final_path = absl::StrCat(store_->dir_, "/", sha);
   if (std::rename(temp_path_.c_str(), final_path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("moving ", temp_path_, " to ", final_path, ": ", Errno()));
+    return StorageError("moving into place", absl::StrCat(temp_path_, " to ", final_path, ": ", Errno()));
   }
   committed_ = true;
   // Make the rename durable.
@@ -83,7 +94,8 @@ absl::StatusOr<std::string> ArtifactStore::PathOf(absl::string_view sha256) cons
   }
   std::string path = absl::StrCat(dir_, "/", sha256);
   if (access(path.c_str(), R_OK) != 0) {
-    return absl::NotFoundError(absl::StrCat("no artifact ", sha256, " in ", dir_));
+    return absl::NotFoundError(
+        absl::StrCat("the JobManager has no job binary ", sha256, "; upload it first (weir submit does)"));
   }
   return path;
 }

@@ -5,6 +5,8 @@
 // An upload streams into a temporary file while hashing, is limited in size,
 // and lands by fsync + rename, so a reader never sees a partial artifact.
 //
+// Errors never name a path of the store: they are sent to clients.
+//
 // Thread-safety: thread-safe; each Upload is used by one thread.
 #pragma once
 

@@ -5,6 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "common/random_id.h"
 #include "common/status_macros.h"
+#include "common/wire_limits.h"
 #include "connectors/kafka/connector_factory.h"
 #include "jobgraph/graph_spec.h"
 
@@ -29,12 +30,31 @@ Dispatcher::~Dispatcher() {
   }
 }
 
+namespace {
+
+// The request's own counts and sizes (the graph's are ValidateGraph's).
+absl::Status CheckSubmissionLimits(const v1::SubmitJobRequest& request) {
+  RETURN_IF_ERROR(limits::CheckCount("job arguments", request.args_size(), limits::kMaxJobArgs));
+  for (const std::string& arg : request.args()) {
+    RETURN_IF_ERROR(limits::CheckLength("a job argument", arg, limits::kMaxJobArgLength));
+  }
+  RETURN_IF_ERROR(limits::CheckCount("-D settings", request.config_size(), limits::kMaxJobConfigEntries));
+  for (const auto& [key, value] : request.config()) {
+    RETURN_IF_ERROR(limits::CheckLength("a -D key", key, limits::kMaxPropertyKeyLength));
+    RETURN_IF_ERROR(limits::CheckLength(absl::StrCat("-D ", key), value, limits::kMaxPropertyValueLength));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& request) {
+  RETURN_IF_ERROR(Annotate(CheckSubmissionLimits(request), "invalid submission"));
   RETURN_IF_ERROR(Annotate(jobgraph::ValidateGraph(request.graph(), options_.max_parallelism), "invalid job graph"));
   for (const v1::JobVertex& v : request.graph().vertices()) {
     if (v.connector().empty()) continue;
     std::map<std::string, std::string> properties(v.properties().begin(), v.properties().end());
-    RETURN_IF_ERROR(Annotate(connectors::ValidateConnector(v.connector(), properties),
+    RETURN_IF_ERROR(Annotate(connectors::ValidateConnector(v.connector(), properties, options_.kafka_policy),
                              absl::StrCat("vertex ", v.id(), " '", v.name(), "'")));
   }
   RETURN_IF_ERROR(artifacts_->PathOf(request.artifact_sha256()).status());
@@ -48,6 +68,9 @@ absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& reque
                                                    "pipeline.max-parallelism ", options_.max_parallelism));
   }
   ASSIGN_OR_RETURN(ExecutionGraph graph, ExecutionGraph::Build(request.graph(), parallelism));
+  int64_t tasks = 0;
+  for (const Chain& chain : graph.chains) tasks += chain.parallelism;
+  RETURN_IF_ERROR(limits::CheckCount("parallel tasks in the job", tasks, limits::kMaxTasksPerJob));
 
   std::string job_id = RandomId();
   ASSIGN_OR_RETURN(std::vector<SlotAssignment> slots, resource_manager_->AllocateSlots(job_id, graph.slots_needed));

@@ -17,6 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "connectors/kafka/kafka_properties.h"
 #include "jobmanager/artifact_store.h"
 #include "jobmanager/job_master.h"
 #include "jobmanager/resource_manager.h"
@@ -27,6 +28,8 @@ struct DispatcherOptions {
   int default_parallelism = 1;
   int max_parallelism = 128;
   absl::Duration cancel_timeout = absl::Seconds(30);
+  // Which kafka.<name> connector properties jobs may set.
+  connectors::KafkaPropertyPolicy kafka_policy;
 };
 
 class Dispatcher {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/rpc/rpc.h"
+#include "common/wire_limits.h"
 
 namespace weir::jobmanager {
 
@@ -283,9 +284,10 @@ void JobMaster::OnTaskStateUpdate(const v1::TaskStateUpdate& update) {
   task->records_in = std::max(task->records_in, update.records_in());
   task->records_out = std::max(task->records_out, update.records_out());
   if (update.state() == v1::TASK_FAILED) {
-    task->error = update.error();
-    log_->warn("job {}: task {} {} failed: {}", job_id_, task->task_id, TaskLabel(*task), update.error());
-    FailLocked(absl::StrCat("task ", TaskLabel(*task), " failed: ", update.error()));
+    // Error text from the wire is cut, not trusted to be small.
+    task->error = update.error().substr(0, limits::kMaxErrorLength);
+    log_->warn("job {}: task {} {} failed: {}", job_id_, task->task_id, TaskLabel(*task), task->error);
+    FailLocked(absl::StrCat("task ", TaskLabel(*task), " failed: ", task->error));
   } else if (update.state() == v1::TASK_CANCELED && state_ != v1::CANCELING && state_ != v1::FAILING) {
     // Nobody here asked for it: its TaskManager stopped it (e.g. shutting down).
     log_->warn("job {}: task {} {} was canceled by its TaskManager", job_id_, task->task_id, TaskLabel(*task));

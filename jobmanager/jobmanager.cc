@@ -22,6 +22,8 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   dispatcher_options.default_parallelism = static_cast<int>(config.GetInt(k::kParallelismDefault));
   dispatcher_options.max_parallelism = static_cast<int>(config.GetInt(k::kMaxParallelism));
   dispatcher_options.cancel_timeout = config.GetDuration(k::kCancelTimeout);
+  dispatcher_options.kafka_policy =
+      connectors::KafkaPropertyPolicy::FromList(config.GetString(k::kKafkaAllowedProperties));
   jm->dispatcher_ =
       std::make_unique<Dispatcher>(dispatcher_options, jm->resource_manager_.get(), jm->artifacts_.get());
   jm->job_service_ = std::make_unique<JobServiceImpl>(jm->dispatcher_.get());

@@ -6,8 +6,41 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging/logging.h"
+#include "common/status_macros.h"
+#include "common/wire_limits.h"
 
 namespace weir::jobmanager {
+namespace {
+
+// Checks what a TaskManager claims about itself before anything is built
+// from it.
+absl::Status CheckRegistration(const v1::RegisterTaskManager& request) {
+  const v1::TaskManagerInfo& info = request.info();
+  if (info.taskmanager_id().empty()) return absl::InvalidArgumentError("registration without a taskmanager_id");
+  if (info.address().empty()) return absl::InvalidArgumentError("registration without an address");
+  RETURN_IF_ERROR(limits::CheckLength("taskmanager_id", info.taskmanager_id(), limits::kMaxIdLength));
+  RETURN_IF_ERROR(limits::CheckLength("address", info.address(), limits::kMaxAddressLength));
+  RETURN_IF_ERROR(limits::CheckLength("hostname", info.hostname(), limits::kMaxAddressLength));
+  RETURN_IF_ERROR(limits::CheckLength("version", info.version(), limits::kMaxNameLength));
+  if (info.slots_total() <= 0 || info.slots_total() > limits::kMaxSlotsPerTaskManager) {
+    return absl::InvalidArgumentError(absl::StrCat("registration with ", info.slots_total(),
+                                                   " slots; expected 1..", limits::kMaxSlotsPerTaskManager,
+                                                   " (taskmanager.numberOfTaskSlots)"));
+  }
+  return CheckSlotReport(request.slots());
+}
+
+}  // namespace
+
+absl::Status CheckSlotReport(const v1::SlotReport& slots) {
+  RETURN_IF_ERROR(limits::CheckCount("slots in the slot report", slots.slots_size(),
+                                     limits::kMaxSlotsPerTaskManager));
+  for (const v1::SlotStatus& slot : slots.slots()) {
+    RETURN_IF_ERROR(limits::CheckLength("a slot's job_id", slot.job_id(), limits::kMaxIdLength));
+    RETURN_IF_ERROR(limits::CheckLength("a slot's allocation_id", slot.allocation_id(), limits::kMaxIdLength));
+  }
+  return absl::OkStatus();
+}
 
 absl::string_view LossReasonName(LossReason reason) {
   switch (reason) {
@@ -44,10 +77,17 @@ void ResourceManager::Stop() {
 
 absl::StatusOr<uint64_t> ResourceManager::Register(const v1::RegisterTaskManager& request,
                                                     MembershipSession* session) {
+  RETURN_IF_ERROR(CheckRegistration(request));
   const v1::TaskManagerInfo& info = request.info();
-  if (info.taskmanager_id().empty()) return absl::InvalidArgumentError("registration without a taskmanager_id");
-  if (info.address().empty()) return absl::InvalidArgumentError("registration without an address");
-  if (info.slots_total() <= 0) return absl::InvalidArgumentError("registration with no slots");
+  // Built completely before it is inserted: the expiry loop and the
+  // allocator may see an entry as soon as the lock is released.
+  Entry entry;
+  entry.record.info = info;
+  entry.record.slots = request.slots();
+  entry.record.registered_at = absl::Now();
+  entry.record.last_heartbeat = entry.record.registered_at;
+  entry.record.slot_jobs.assign(info.slots_total(), "");
+  entry.session = session;
   std::optional<v1::TaskManagerInfo> replaced;
   uint64_t epoch = 0;
   {
@@ -58,14 +98,8 @@ absl::StatusOr<uint64_t> ResourceManager::Register(const v1::RegisterTaskManager
       replaced = RemoveLocked(info.taskmanager_id());
     }
     epoch = next_epoch_++;
-    Entry& entry = members_[info.taskmanager_id()];
-    entry.record.info = info;
-    entry.record.slots = request.slots();
-    entry.record.registered_at = absl::Now();
-    entry.record.last_heartbeat = entry.record.registered_at;
-    entry.record.slot_jobs.assign(info.slots_total(), "");
     entry.epoch = epoch;
-    entry.session = session;
+    members_.emplace(info.taskmanager_id(), std::move(entry));
   }
   if (replaced.has_value()) {
     log_->info("TaskManager {} at {} lost: {}", replaced->taskmanager_id(), replaced->address(),
@@ -80,6 +114,7 @@ absl::StatusOr<uint64_t> ResourceManager::Register(const v1::RegisterTaskManager
 
 absl::Status ResourceManager::Heartbeat(const std::string& taskmanager_id, uint64_t epoch,
                                         const v1::SlotReport& slots) {
+  RETURN_IF_ERROR(CheckSlotReport(slots));
   absl::MutexLock lock(&mu_);
   auto it = members_.find(taskmanager_id);
   if (it == members_.end() || it->second.epoch != epoch) {

@@ -55,6 +55,10 @@ struct SlotAssignment {
   int slot_index = 0;
 };
 
+// Checks the counts and sizes of a slot report from the wire
+// (kInvalidArgument naming what is too large).
+absl::Status CheckSlotReport(const v1::SlotReport& slots);
+
 enum class LossReason { kConnectionClosed, kHeartbeatTimeout, kDeregistered, kReplaced };
 absl::string_view LossReasonName(LossReason reason);
 
@@ -75,7 +79,9 @@ class ResourceManager {
 
   // Registers (or re-registers) a TaskManager; returns the registration epoch
   // that the session passes to later calls. A previous session of the same id
-  // is closed and replaced. `session` must stay valid until Unregister
+  // is closed and replaced. Every count and size in `request` is checked
+  // first (common/wire_limits.h); a bad one is kInvalidArgument and changes
+  // nothing. `session` must stay valid until Unregister
   // returns for this epoch or the session is closed.
   absl::StatusOr<uint64_t> Register(const v1::RegisterTaskManager& request, MembershipSession* session)
       ABSL_LOCKS_EXCLUDED(mu_);

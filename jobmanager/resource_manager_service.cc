@@ -53,7 +53,11 @@ grpc::Status ResourceManagerServiceImpl::Connect(
   while (stream->Read(&message)) {
     if (message.has_heartbeat()) {
       absl::Status status = resource_manager_->Heartbeat(id, *epoch, message.heartbeat().slots());
-      if (!status.ok()) return rpc::ToGrpcStatus(status);
+      if (!status.ok()) {
+        // A no-op when the registration is already gone (kNotFound).
+        resource_manager_->Unregister(id, *epoch, LossReason::kConnectionClosed, status.message());
+        return rpc::ToGrpcStatus(status);
+      }
       v1::JobManagerMessage ack;
       ack.mutable_heartbeat_ack()->set_sequence(message.heartbeat().sequence());
       if (!stream->Write(ack)) break;

@@ -176,13 +176,13 @@ class Task::Execution {
       std::map<std::string, std::string> props(v.properties.begin(), v.properties.end());
       if (i == 0 && v.kind == VertexSpec::Kind::kSource) {
         if (!v.connector.empty()) {
-          ASSIGN_OR_RETURN(source_, connectors::CreateSource(v.connector, props));
+          ASSIGN_OR_RETURN(source_, connectors::CreateSource(v.connector, props, env_.kafka_policy));
         } else {
           source_ = v.source_factory();
         }
         operators_.push_back(nullptr);
       } else if (!v.connector.empty()) {
-        ASSIGN_OR_RETURN(auto sink, connectors::CreateSink(v.connector, props));
+        ASSIGN_OR_RETURN(auto sink, connectors::CreateSink(v.connector, props, env_.kafka_policy));
         operators_.push_back(std::move(sink));
       } else {
         operators_.push_back(v.operator_factory());

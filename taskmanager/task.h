@@ -22,6 +22,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "common/logging/logging.h"
+#include "connectors/kafka/kafka_properties.h"
 #include "taskmanager/job_artifacts.h"
 #include "taskmanager/network/result_partition.h"
 #include "weir/v1/job.pb.h"
@@ -44,6 +45,8 @@ struct TaskEnvironment {
   int segment_size = 32 * 1024;
   absl::Duration buffer_timeout = absl::Milliseconds(100);
   int max_parallelism = 128;
+  // Which kafka.<name> connector properties jobs may set.
+  connectors::KafkaPropertyPolicy kafka_policy;
 };
 
 class Task {

@@ -102,6 +102,8 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   tm->task_env_.segment_size = static_cast<int>(config.GetMemorySize(k::kSegmentSize));
   tm->task_env_.buffer_timeout = config.GetDuration(k::kBufferTimeout);
   tm->task_env_.max_parallelism = static_cast<int>(config.GetInt(k::kMaxParallelism));
+  tm->task_env_.kafka_policy =
+      connectors::KafkaPropertyPolicy::FromList(config.GetString(k::kKafkaAllowedProperties));
   tm->maintenance_ = std::thread([raw = tm.get()] { raw->MaintenanceLoop(); });
   connection.heartbeat_interval = config.GetDuration(k::kHeartbeatInterval);
   connection.heartbeat_timeout = config.GetDuration(k::kHeartbeatTimeout);

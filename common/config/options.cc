@@ -168,6 +168,17 @@ constexpr std::array kOptions = {
                               "(clients: weir --token-file). Required when a daemon binds beyond loopback, "
                               "since job submission runs code. Not encrypted without TLS.",
                .scope = kDaemons},
+    OptionSpec{.key = keys::kKafkaAllowedProperties,
+               .type = OptionType::kString,
+               .default_value = "",
+               .description = "librdkafka properties, comma-separated, that jobs may set on their Kafka "
+                              "sources and sinks beyond the built-in list (tuning, client identity, "
+                              "inline SASL/TLS settings). Properties that name a file, a library or a "
+                              "command are left off that list because they run code where the "
+                              "client is created: allow one only when every job submitter may run "
+                              "code on the cluster anyway. Read by the JobManager (submission) and "
+                              "the TaskManagers (task start); set the same value on both.",
+               .scope = kDaemons},
     OptionSpec{.key = keys::kLogLevel,
                .type = OptionType::kEnum,
                .default_value = "info",

@@ -80,6 +80,7 @@ inline constexpr absl::string_view kBuffersPerChannel = "taskmanager.network.mem
 inline constexpr absl::string_view kSegmentSize = "taskmanager.memory.segment-size";
 inline constexpr absl::string_view kCancelTimeout = "task.cancellation.timeout";
 inline constexpr absl::string_view kAuthTokenFile = "security.auth.token-file";
+inline constexpr absl::string_view kKafkaAllowedProperties = "security.kafka.allowed-properties";
 inline constexpr absl::string_view kLogLevel = "log.level";
 inline constexpr absl::string_view kLogFormat = "log.format";
 }  // namespace keys

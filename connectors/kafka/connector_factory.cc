@@ -127,7 +127,8 @@ std::string ConnectorList() {
 
 }  // namespace
 
-absl::StatusOr<KafkaSourceConfig> KafkaSourceConfig::FromProperties(const Properties& properties) {
+absl::StatusOr<KafkaSourceConfig> KafkaSourceConfig::FromProperties(const Properties& properties,
+                                                                    const KafkaPropertyPolicy& policy) {
   const absl::string_view connector = kKafkaSourceConnector;
   KafkaSourceConfig config;
   ASSIGN_OR_RETURN(config.kafka_properties,
@@ -212,11 +213,13 @@ absl::StatusOr<KafkaSourceConfig> KafkaSourceConfig::FromProperties(const Proper
        {"group.id", "use the property 'group.id'"},
        {"isolation.level", "use the property 'isolation.level'"},
        {"enable.auto.commit", managed},
-       {"enable.partition.eof", managed}}));
+       {"enable.partition.eof", managed}},
+      policy));
   return config;
 }
 
-absl::StatusOr<KafkaSinkConfig> KafkaSinkConfig::FromProperties(const Properties& properties) {
+absl::StatusOr<KafkaSinkConfig> KafkaSinkConfig::FromProperties(const Properties& properties,
+                                                                const KafkaPropertyPolicy& policy) {
   const absl::string_view connector = kKafkaSinkConnector;
   KafkaSinkConfig config;
   ASSIGN_OR_RETURN(config.kafka_properties,
@@ -250,23 +253,24 @@ absl::StatusOr<KafkaSinkConfig> KafkaSinkConfig::FromProperties(const Properties
   }
 
   RETURN_IF_ERROR(kafka_internal::CheckKafkaProperties(
-      connector, config.kafka_properties, SinkReservedProperties(config.guarantee)));
+      connector, config.kafka_properties, SinkReservedProperties(config.guarantee), policy));
   return config;
 }
 
-absl::Status ValidateConnector(const std::string& connector, const Properties& properties) {
+absl::Status ValidateConnector(const std::string& connector, const Properties& properties,
+                               const KafkaPropertyPolicy& policy) {
   if (connector == kKafkaSourceConnector) {
-    return KafkaSourceConfig::FromProperties(properties).status();
+    return KafkaSourceConfig::FromProperties(properties, policy).status();
   }
   if (connector == kKafkaSinkConnector) {
-    return KafkaSinkConfig::FromProperties(properties).status();
+    return KafkaSinkConfig::FromProperties(properties, policy).status();
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown connector '", connector, "'; expected ", ConnectorList()));
 }
 
-absl::StatusOr<std::unique_ptr<weir::SourceOperator>> CreateSource(const std::string& connector,
-                                                                   const Properties& properties) {
+absl::StatusOr<std::unique_ptr<weir::SourceOperator>> CreateSource(
+    const std::string& connector, const Properties& properties, const KafkaPropertyPolicy& policy) {
   if (connector == kKafkaSinkConnector) {
     return absl::InvalidArgumentError(
         absl::StrCat("connector '", connector, "' is a sink, not a source"));
@@ -275,12 +279,12 @@ absl::StatusOr<std::unique_ptr<weir::SourceOperator>> CreateSource(const std::st
     return absl::InvalidArgumentError(absl::StrCat("unknown source connector '", connector,
                                                    "'; expected ", kKafkaSourceConnector));
   }
-  ASSIGN_OR_RETURN(KafkaSourceConfig config, KafkaSourceConfig::FromProperties(properties));
+  ASSIGN_OR_RETURN(KafkaSourceConfig config, KafkaSourceConfig::FromProperties(properties, policy));
   return std::make_unique<KafkaSource>(std::move(config));
 }
 
-absl::StatusOr<std::unique_ptr<weir::StreamOperator>> CreateSink(const std::string& connector,
-                                                                 const Properties& properties) {
+absl::StatusOr<std::unique_ptr<weir::StreamOperator>> CreateSink(
+    const std::string& connector, const Properties& properties, const KafkaPropertyPolicy& policy) {
   if (connector == kKafkaSourceConnector) {
     return absl::InvalidArgumentError(
         absl::StrCat("connector '", connector, "' is a source, not a sink"));
@@ -289,7 +293,7 @@ absl::StatusOr<std::unique_ptr<weir::StreamOperator>> CreateSink(const std::stri
     return absl::InvalidArgumentError(absl::StrCat("unknown sink connector '", connector,
                                                    "'; expected ", kKafkaSinkConnector));
   }
-  ASSIGN_OR_RETURN(KafkaSinkConfig config, KafkaSinkConfig::FromProperties(properties));
+  ASSIGN_OR_RETURN(KafkaSinkConfig config, KafkaSinkConfig::FromProperties(properties, policy));
   return std::make_unique<KafkaSink>(std::move(config));
 }
 
@@ -311,18 +315,14 @@ std::string SecondsText(int64_t ms) {
 }
 
 absl::Status CheckKafkaProperties(absl::string_view connector, const Properties& kafka_properties,
-                                  const std::map<std::string, std::string>& reserved) {
-  std::unique_ptr<RdKafka::Conf> scratch(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+                                  const std::map<std::string, std::string>& reserved,
+                                  const KafkaPropertyPolicy& policy) {
   for (const auto& [name, value] : kafka_properties) {
     if (auto it = reserved.find(name); it != reserved.end()) {
       return Invalid(connector, absl::StrCat("property 'kafka.", name,
                                              "' cannot be set: ", it->second));
     }
-    std::string error;
-    if (scratch->set(name, value, error) != RdKafka::Conf::CONF_OK) {
-      return Invalid(connector, absl::StrCat("property 'kafka.", name, "' = '", value,
-                                             "' is not accepted by librdkafka: ", error));
-    }
+    RETURN_IF_ERROR(CheckJobKafkaProperty(connector, name, value, policy));
   }
   return absl::OkStatus();
 }

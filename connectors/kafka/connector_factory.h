@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "connectors/kafka/kafka_properties.h"
 #include "weir/operator.h"
 
 namespace weir::connectors {
@@ -39,16 +40,19 @@ inline constexpr char kKafkaSinkConnector[] = "kafka-sink";
 // the connector name, the required keys and the form of every value. Errors
 // are kInvalidArgument naming the property and what was expected, except
 // guarantee=exactly-once: kFailedPrecondition (needs checkpoints, which this
-// version does not have). Contacts no broker.
-absl::Status ValidateConnector(const std::string& connector, const Properties& properties);
+// version does not have). kafka.<name> extras must be allowed by
+// JobSettableKafkaProperties() or `policy`. Contacts no broker and creates no
+// librdkafka object, so it is safe on untrusted input in the JobManager.
+absl::Status ValidateConnector(const std::string& connector, const Properties& properties,
+                               const KafkaPropertyPolicy& policy = {});
 
 // The operator for a source / sink connector, configured but not yet opened;
 // the same errors as ValidateConnector, or kInvalidArgument when `connector`
 // names a sink where a source is wanted (or the reverse).
-absl::StatusOr<std::unique_ptr<weir::SourceOperator>> CreateSource(const std::string& connector,
-                                                                   const Properties& properties);
-absl::StatusOr<std::unique_ptr<weir::StreamOperator>> CreateSink(const std::string& connector,
-                                                                 const Properties& properties);
+absl::StatusOr<std::unique_ptr<weir::SourceOperator>> CreateSource(
+    const std::string& connector, const Properties& properties, const KafkaPropertyPolicy& policy = {});
+absl::StatusOr<std::unique_ptr<weir::StreamOperator>> CreateSink(
+    const std::string& connector, const Properties& properties, const KafkaPropertyPolicy& policy = {});
 
 // librdkafka plumbing shared by KafkaSource and KafkaSink; not for other
 // callers.
@@ -61,11 +65,12 @@ int OpenTimeoutMs(const Properties& kafka_properties);
 // "20 s", "2.5 s".
 std::string SecondsText(int64_t ms);
 
-// Checks the kafka.<name> extras of `connector`: librdkafka must accept each
-// one, and none may be in `reserved` (name -> why not), which lists what the
-// connector sets itself.
+// Checks the kafka.<name> extras of `connector`: none may be in `reserved`
+// (name -> why not), which lists what the connector sets itself, and each
+// must pass CheckJobKafkaProperty.
 absl::Status CheckKafkaProperties(absl::string_view connector, const Properties& kafka_properties,
-                                  const std::map<std::string, std::string>& reserved);
+                                  const std::map<std::string, std::string>& reserved,
+                                  const KafkaPropertyPolicy& policy);
 
 // Sets `name`=`value` on `conf`, or throws std::runtime_error naming both.
 void SetOrThrow(RdKafka::Conf& conf, const std::string& name, const std::string& value);

@@ -27,7 +27,8 @@ struct KafkaSinkConfig {
   // the property that is missing or malformed, kFailedPrecondition for
   // guarantee=exactly-once. Defined in connector_factory.cc with the rest of
   // the property checks.
-  static absl::StatusOr<KafkaSinkConfig> FromProperties(const Properties& properties);
+  static absl::StatusOr<KafkaSinkConfig> FromProperties(const Properties& properties,
+                                                           const KafkaPropertyPolicy& policy = {});
 };
 
 // Produces every record to the topic, keyed records to the partition Kafka's

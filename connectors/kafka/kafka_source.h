@@ -36,7 +36,8 @@ struct KafkaSourceConfig {
   // Parses `properties` (see connector_factory.h); kInvalidArgument naming
   // the property that is missing or malformed. Defined in
   // connector_factory.cc with the rest of the property checks.
-  static absl::StatusOr<KafkaSourceConfig> FromProperties(const Properties& properties);
+  static absl::StatusOr<KafkaSourceConfig> FromProperties(const Properties& properties,
+                                                           const KafkaPropertyPolicy& policy = {});
 };
 
 // Reads the partitions assigned to this subtask: all partitions of all topics,

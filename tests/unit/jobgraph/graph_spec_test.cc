@@ -34,6 +34,28 @@ void ExpectInvalid(const v1::JobGraphSpec& spec, const std::string& needle) {
 
 TEST(ValidateGraphTest, AcceptsALinearPipeline) { EXPECT_TRUE(ValidateGraph(Linear(), 128).ok()); }
 
+TEST(ValidateGraphTest, RejectsCountsAndSizesBeyondTheWireLimits) {
+  v1::JobGraphSpec many = Linear();
+  for (int i = 3; i < 2000; ++i) many.add_vertices()->set_id(i);
+  ExpectInvalid(many, "vertices");
+
+  v1::JobGraphSpec edges = Linear();
+  for (int i = 0; i < 5000; ++i) *edges.add_edges() = edges.edges(0);
+  ExpectInvalid(edges, "edges");
+
+  v1::JobGraphSpec big_value = Linear();
+  (*big_value.mutable_vertices(0)->mutable_properties())["brokers"] = std::string(100 * 1024, 'b');
+  ExpectInvalid(big_value, "property 'brokers'");
+
+  v1::JobGraphSpec properties = Linear();
+  for (int i = 0; i < 300; ++i) (*properties.mutable_vertices(2)->mutable_properties())[absl::StrCat("k", i)] = "v";
+  ExpectInvalid(properties, "properties on vertex 2");
+
+  v1::JobGraphSpec name = Linear();
+  name.set_name(std::string(5000, 'n'));
+  ExpectInvalid(name, "the job name");
+}
+
 TEST(ValidateGraphTest, RejectsACycle) {
   // source -> a -> b -> sink, plus b -> a: every vertex keeps its in/out
   // degree rules except a, which gets two inputs; make a's second input the

@@ -56,7 +56,24 @@ TEST(ArtifactStoreTest, NeverTrustsAClientSuppliedPath) {
                           "0000000000000000000000000000000000000000000000000000000000000000/.."}) {
     EXPECT_EQ((*store)->PathOf(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
-  EXPECT_EQ((*store)->PathOf(std::string(64, 'a')).status().code(), absl::StatusCode::kNotFound);
+  absl::Status missing = (*store)->PathOf(std::string(64, 'a')).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  // Errors reach clients: they must not reveal where the JobManager stores files.
+  EXPECT_FALSE(absl::StrContains(missing.message(), root)) << missing;
+  EXPECT_FALSE(absl::StrContains(missing.message(), "artifacts/sha256")) << missing;
+}
+
+TEST(ArtifactStoreTest, StorageErrorsDoNotRevealPaths) {
+  std::string root = weir::testing::MakeTempDir("weir-artifacts");
+  auto store = ArtifactStore::Open(root, 1 << 20);
+  ASSERT_TRUE(store.ok());
+  // A store whose directory vanished cannot create its temporary file.
+  std::filesystem::remove_all(root + "/artifacts");
+  auto upload = (*store)->BeginUpload();
+  ASSERT_FALSE(upload.ok());
+  EXPECT_EQ(upload.status().code(), absl::StatusCode::kInternal);
+  EXPECT_FALSE(absl::StrContains(upload.status().message(), root)) << upload.status();
+  EXPECT_TRUE(absl::StrContains(upload.status().message(), "log")) << upload.status();
 }
 
 TEST(ArtifactStoreTest, RejectsAnEmptyUpload) {

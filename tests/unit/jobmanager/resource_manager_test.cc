@@ -1,0 +1,87 @@
+#include "jobmanager/resource_manager.h"
+
+#include <atomic>
+#include <limits>
+#include <string>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace weir::jobmanager {
+namespace {
+
+using ::testing::HasSubstr;
+
+class FakeSession final : public MembershipSession {
+ public:
+  void Close() override { closed_ = true; }
+  bool closed() const { return closed_; }
+
+ private:
+  std::atomic<bool> closed_{false};
+};
+
+v1::RegisterTaskManager Registration(const std::string& id, int64_t slots) {
+  v1::RegisterTaskManager request;
+  request.mutable_info()->set_taskmanager_id(id);
+  request.mutable_info()->set_address("127.0.0.1:1");
+  request.mutable_info()->set_slots_total(static_cast<int32_t>(slots));
+  return request;
+}
+
+TEST(ResourceManagerTest, RefusesAbsurdSlotCountsAndStoresNothing) {
+  ResourceManager rm(absl::Seconds(30), "jm-test");
+  FakeSession session;
+  for (int64_t slots : {int64_t{std::numeric_limits<int32_t>::max()}, int64_t{1025}, int64_t{0}, int64_t{-3}}) {
+    absl::StatusOr<uint64_t> epoch = rm.Register(Registration("tm-1", slots), &session);
+    EXPECT_EQ(epoch.status().code(), absl::StatusCode::kInvalidArgument) << slots;
+    EXPECT_THAT(epoch.status().message(), HasSubstr("taskmanager.numberOfTaskSlots"));
+  }
+  EXPECT_TRUE(rm.List().empty());
+}
+
+TEST(ResourceManagerTest, RefusesOversizedStringsAndSlotReports) {
+  ResourceManager rm(absl::Seconds(30), "jm-test");
+  FakeSession session;
+  EXPECT_EQ(rm.Register(Registration(std::string(100000, 'x'), 1), &session).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::RegisterTaskManager long_address = Registration("tm-1", 1);
+  long_address.mutable_info()->set_address(std::string(100000, 'a'));
+  EXPECT_EQ(rm.Register(long_address, &session).status().code(), absl::StatusCode::kInvalidArgument);
+  v1::RegisterTaskManager big_report = Registration("tm-1", 1);
+  for (int i = 0; i < 5000; ++i) big_report.mutable_slots()->add_slots()->set_index(i);
+  EXPECT_EQ(rm.Register(big_report, &session).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(rm.List().empty());
+
+  absl::StatusOr<uint64_t> epoch = rm.Register(Registration("tm-1", 4), &session);
+  ASSERT_TRUE(epoch.ok()) << epoch.status();
+  EXPECT_EQ(rm.Heartbeat("tm-1", *epoch, big_report.slots()).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The crash the bound prevents: a refused registration must leave nothing the
+// expiry loop could trip over, and the loop must go on expiring real members.
+TEST(ResourceManagerTest, ExpiryAfterARefusedRegistrationStillWorks) {
+  ResourceManager rm(absl::Milliseconds(100), "jm-test");
+  absl::Notification lost;
+  std::string lost_id;
+  rm.AddLossListener([&](const v1::TaskManagerInfo& info, LossReason reason) {
+    if (reason == LossReason::kHeartbeatTimeout && !lost.HasBeenNotified()) {
+      lost_id = info.taskmanager_id();
+      lost.Notify();
+    }
+  });
+  rm.Start();
+  FakeSession bad, good;
+  EXPECT_FALSE(rm.Register(Registration("tm-bad", std::numeric_limits<int32_t>::max()), &bad).ok());
+  ASSERT_TRUE(rm.Register(Registration("tm-good", 2), &good).ok());
+  ASSERT_TRUE(lost.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(lost_id, "tm-good");
+  EXPECT_TRUE(good.closed());
+  EXPECT_FALSE(bad.closed());
+  EXPECT_TRUE(rm.List().empty());
+  rm.Stop();
+}
+
+}  // namespace
+}  // namespace weir::jobmanager
