@@ -62,7 +62,7 @@ endfunction()
 # binary, labelled "unit".
 function(weir_add_unit_test name source)
   add_executable(${name} ${source})
-  target_link_libraries(${name} PRIVATE ${ARGN} weir_testing GTest::gtest_main)
+  target_link_libraries(${name} PRIVATE ${ARGN} weir_testing GTest::gmock GTest::gtest_main)
   weir_target_defaults(${name})
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES LABELS unit TIMEOUT 120)

@@ -22,10 +22,25 @@
 
 namespace weir::taskmanager {
 
-class JobArtifacts {
+// How a task gets its job's code: JobArtifacts in a TaskManager, a fake in
+// in-process tests.
+class JobLoader {
+ public:
+  virtual ~JobLoader() = default;
+  // The job `job_id` loaded from `sha256` with `args`; its graph must equal
+  // `expected`. Every successful Acquire is matched by one Release once the
+  // caller no longer runs any of the job's code.
+  virtual absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> Acquire(const std::string& job_id,
+                                                                       const std::string& sha256,
+                                                                       const std::vector<std::string>& args,
+                                                                       const v1::JobGraphSpec& expected) = 0;
+  virtual void Release(const std::string& job_id) = 0;
+};
+
+class JobArtifacts final : public JobLoader {
  public:
   JobArtifacts(std::string dir, std::shared_ptr<v1::ArtifactService::Stub> jobmanager);
-  ~JobArtifacts();
+  ~JobArtifacts() override;
 
   // The job `job_id` loaded from `sha256` with `args`; loads it on first use.
   // Every successful Acquire must be matched by a Release once the caller
@@ -33,12 +48,12 @@ class JobArtifacts {
   // hold up the others.
   absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> Acquire(const std::string& job_id, const std::string& sha256,
                                                                const std::vector<std::string>& args,
-                                                               const v1::JobGraphSpec& expected)
+                                                               const v1::JobGraphSpec& expected) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Drops one reference; the job is forgotten (and unloaded once the last
   // shared_ptr goes) when none is left.
-  void Release(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  void Release(const std::string& job_id) override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Entry {

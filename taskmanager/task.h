@@ -1,18 +1,22 @@
 // Task: one subtask of one chain of a job, running on its own thread.
 //
-// It loads the job (once per job per TaskManager, through JobArtifacts),
-// instantiates the chained operators, wires them — in-chain as direct calls
-// with C++ objects, to other tasks through RecordWriters into result
-// partitions, from other tasks through an InputGate — and runs until its
-// input ends (bounded jobs), it is canceled, or it fails. An exception from
-// user code fails the task with its message; the TaskManager goes on.
+// It loads the job (once per job per TaskManager, through a JobLoader),
+// builds its OperatorChain, and runs a mailbox loop until its input ends
+// (bounded jobs), it is canceled, or it fails. Each turn of the loop first
+// runs the pending mails — work other threads hand to the task, such as
+// checkpoint triggers and notifications — then takes one step of input: a
+// PollNext of the source, or one buffer from the InputGate. When there is
+// nothing to do it waits on one Wakeup that the mailbox, the input gate and
+// cancellation all bump. So mails run between records, on the task thread,
+// never concurrently with user code. An exception from user code fails the
+// task with its message; the TaskManager goes on.
 //
 // Records in: records that entered the chain (from the input channels, or
 // produced by the source). Records out: records that left the chain (to
 // the output partitions, or into the sink).
 //
-// Thread-safety: Start, Cancel, state() and Metrics() from any thread; the
-// rest runs on the task thread.
+// Thread-safety: Start, Cancel, PostMail, state() and Metrics() from any
+// thread; the rest runs on the task thread.
 #pragma once
 
 #include <atomic>
@@ -24,10 +28,13 @@
 #include "common/logging/logging.h"
 #include "connectors/kafka/kafka_properties.h"
 #include "taskmanager/job_artifacts.h"
+#include "taskmanager/mailbox/mailbox.h"
 #include "taskmanager/network/result_partition.h"
 #include "weir/v1/job.pb.h"
 
 namespace weir::taskmanager {
+
+class OperatorChain;
 
 // Where a Task reports its state changes (the JobManager).
 class TaskStateListener {
@@ -38,7 +45,7 @@ class TaskStateListener {
 
 struct TaskEnvironment {
   std::string taskmanager_id;
-  JobArtifacts* artifacts = nullptr;
+  JobLoader* artifacts = nullptr;
   network::PartitionManager* partitions = nullptr;
   TaskStateListener* listener = nullptr;
   int buffers_per_channel = 4;
@@ -51,12 +58,19 @@ struct TaskEnvironment {
 
 class Task {
  public:
+  // A mail: runs on the task thread between two records, with the task's
+  // open operator chain (mails put earlier wait until it is open). Its error
+  // fails the task.
+  using ChainMail = std::function<absl::Status(OperatorChain* chain)>;
+
   Task(v1::TaskDeploymentDescriptor tdd, TaskEnvironment env);
   ~Task();  // joins the task thread
 
   void Start();
   // Asks the task to stop; it ends CANCELED soon after.
   void Cancel(const std::string& reason);
+  // Hands `mail` to the task thread; false when the task has ended.
+  bool PostMail(std::string description, ChainMail mail);
 
   bool done() const { return done_.HasBeenNotified(); }
   const std::string& task_id() const { return tdd_.task_id(); }
@@ -76,6 +90,11 @@ class Task {
   std::thread thread_;
   absl::Notification done_;
   absl::Notification cancel_requested_;
+  // Bumped by mails, input and cancellation; the task thread waits on it.
+  const std::shared_ptr<Wakeup> wakeup_;
+  Mailbox mailbox_;
+  // Task thread only: the chain while it is open, for mails.
+  OperatorChain* open_chain_ = nullptr;
   std::atomic<int64_t> records_in_{0};
   std::atomic<int64_t> records_out_{0};
   // The partitions this task produces; released on cancel to unblock it.

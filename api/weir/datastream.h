@@ -71,14 +71,21 @@ class KeyedContext {
   OperatorContext* context_;
 };
 
-// A user-defined source, polled by its task thread.
+// A user-defined source, polled by its task thread. To resume where it was
+// after a failure, it keeps its position in operator state: register it in
+// InitializeState (context.operator_state(), see OperatorList in state.h) and
+// bring it up to date in SnapshotState; checkpoints happen between polls.
 template <typename T>
 class SourceFunction {
  public:
   virtual ~SourceFunction() = default;
+  virtual void InitializeState(OperatorContext& context) {}
   virtual void Open(OperatorContext& context) {}
   // Emit some records (or none) and say whether more will come.
   virtual SourceStatus Poll(Collector<T>& out) = 0;
+  virtual void SnapshotState(const CheckpointInfo& checkpoint) {}
+  virtual void NotifyCheckpointComplete(int64_t checkpoint_id) {}
+  virtual void NotifyCheckpointAborted(int64_t checkpoint_id) {}
   virtual void Close() {}
 };
 
@@ -170,6 +177,10 @@ template <typename T>
 class SourceFunctionOperator final : public SourceOperator {
  public:
   explicit SourceFunctionOperator(std::unique_ptr<SourceFunction<T>> fn) : fn_(std::move(fn)) {}
+  void InitializeState(OperatorContext& context) override { fn_->InitializeState(context); }
+  void SnapshotState(const CheckpointInfo& checkpoint) override { fn_->SnapshotState(checkpoint); }
+  void NotifyCheckpointComplete(int64_t checkpoint_id) override { fn_->NotifyCheckpointComplete(checkpoint_id); }
+  void NotifyCheckpointAborted(int64_t checkpoint_id) override { fn_->NotifyCheckpointAborted(checkpoint_id); }
   void Open(OperatorContext& context, RecordOutput* output) override {
     output_ = output;
     fn_->Open(context);

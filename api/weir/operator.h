@@ -6,6 +6,19 @@
 // typed API guarantees that both ends agree on that type. A receiver may move
 // from the value.
 //
+// Lifecycle of an operator instance, all on its task thread:
+//   InitializeState   register operator state (restored when the task
+//                     starts from a checkpoint) — before Open
+//   Open
+//   Process / PollNext, and between two records, per checkpoint n:
+//     PrepareSnapshotPreBarrier(n)  emit or flush what must precede barrier n
+//                                   (sinks flush here)
+//     SnapshotState(n)              bring operator state up to date for n
+//     NotifyCheckpointComplete(n)   n is durable everywhere (e.g. commit)
+//     NotifyCheckpointAborted(n)    n will never complete
+//   EndInput (bounded input only), Close
+// Keyed state needs no hook: the runtime snapshots and restores it.
+//
 // Threading: one task thread calls every method of an operator instance.
 #pragma once
 
@@ -14,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace weir {
 
@@ -34,6 +48,40 @@ class KeyedStateStore {
   virtual void Remove(std::string_view state_name) = 0;
 };
 
+// A list of byte strings kept per operator instance in checkpoints
+// (operator state, e.g. a source's partition offsets). What it holds when a
+// checkpoint's SnapshotState returns is what the checkpoint stores.
+class OperatorListState {
+ public:
+  virtual ~OperatorListState() = default;
+  // The entries: those restored at start, then whatever Update/Add made them.
+  virtual const std::vector<std::string>& Get() const = 0;
+  virtual void Update(std::vector<std::string> entries) = 0;
+  virtual void Add(std::string entry) = 0;
+  virtual void Clear() = 0;
+};
+
+// The operator state of one operator instance; reached through
+// OperatorContext::operator_state() in InitializeState.
+class OperatorStateStore {
+ public:
+  virtual ~OperatorStateStore() = default;
+  // List state `name`. On restore at any parallelism, the entries of all
+  // subtasks are split among the new subtasks (each entry goes to exactly
+  // one) — use it for work that can move, like Kafka partitions.
+  virtual OperatorListState* GetListState(std::string_view name) = 0;
+  // Union list state `name`: on restore every subtask gets every entry of
+  // every subtask, and picks what it needs.
+  virtual OperatorListState* GetUnionListState(std::string_view name) = 0;
+};
+
+// Identifies a checkpoint to the operators.
+struct CheckpointInfo {
+  int64_t checkpoint_id = 0;
+  // When the JobManager triggered it (Unix ms).
+  int64_t timestamp_ms = 0;
+};
+
 // What the runtime tells an operator instance about itself.
 class OperatorContext {
  public:
@@ -47,12 +95,31 @@ class OperatorContext {
   virtual void SetCurrentKey(std::string_view key_bytes) = 0;
   // A job-level configuration value (-Dkey=value at submission), or fallback.
   virtual std::string JobConfig(std::string_view key, std::string_view fallback) const = 0;
+  // Operator state of this instance; never null.
+  virtual OperatorStateStore* operator_state() = 0;
+  // True when the task started from a checkpoint (its state was restored).
+  virtual bool is_restored() const = 0;
+};
+
+// The checkpoint hooks every operator has (see the lifecycle above).
+class CheckpointListener {
+ public:
+  virtual ~CheckpointListener() = default;
+  // Before Open: get operator state from context.operator_state().
+  virtual void InitializeState(OperatorContext& context) {}
+  // Barrier `checkpoint_id` is about to leave this operator: emit what must
+  // precede it, and flush what the checkpoint must cover.
+  virtual void PrepareSnapshotPreBarrier(int64_t checkpoint_id) {}
+  // Bring operator state up to date for `checkpoint`; keep it short (it runs
+  // while the task's input waits).
+  virtual void SnapshotState(const CheckpointInfo& checkpoint) {}
+  virtual void NotifyCheckpointComplete(int64_t checkpoint_id) {}
+  virtual void NotifyCheckpointAborted(int64_t checkpoint_id) {}
 };
 
 // An operator with one input.
-class StreamOperator {
+class StreamOperator : public CheckpointListener {
  public:
-  virtual ~StreamOperator() = default;
   virtual void Open(OperatorContext& context, RecordOutput* output) = 0;
   virtual void Process(void* record) = 0;
   // Every input has ended (bounded jobs): emit what is pending and flush.
@@ -66,10 +133,11 @@ enum class SourceStatus {
   kEndOfInput,        // bounded source finished
 };
 
-// A source: produces records when polled by its task thread.
-class SourceOperator {
+// A source: produces records when polled by its task thread. Checkpoints
+// happen between two PollNext calls; SnapshotState records the position
+// reached (e.g. offsets) so that a restore continues from it.
+class SourceOperator : public CheckpointListener {
  public:
-  virtual ~SourceOperator() = default;
   virtual void Open(OperatorContext& context, RecordOutput* output) = 0;
   virtual SourceStatus PollNext() = 0;
   virtual void Close() {}

@@ -15,34 +15,6 @@
 
 namespace weir::taskmanager::network {
 
-// A generation counter to wait on: everything that may make a channel ready
-// (a buffer arrived, a partition was registered or released, a channel
-// failed) bumps it. Shared with the listeners that the gate leaves in
-// partitions and the partition manager, which may run after the gate is gone.
-class InputGate::Signal {
- public:
-  uint64_t generation() const {
-    absl::MutexLock lock(&mu_);
-    return generation_;
-  }
-
-  void Notify() {
-    absl::MutexLock lock(&mu_);
-    ++generation_;
-  }
-
-  // Returns when the generation is no longer `seen`, or at `deadline`.
-  void WaitForChange(uint64_t seen, absl::Time deadline) {
-    absl::MutexLock lock(&mu_);
-    auto changed = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return generation_ != seen; };
-    mu_.AwaitWithDeadline(absl::Condition(&changed), deadline);
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
 struct InputGate::Channel {
   int index = 0;
   InputChannelSpec spec;
@@ -93,7 +65,7 @@ InputGate::InputGate(std::string name, PartitionManager* local_partitions, Input
       local_partitions_(local_partitions),
       options_(options),
       partition_deadline_(absl::Now() + options.partition_timeout),
-      signal_(std::make_shared<Signal>()) {}
+      signal_(options_.wakeup != nullptr ? options_.wakeup : std::make_shared<Wakeup>()) {}
 
 absl::StatusOr<std::unique_ptr<InputGate>> InputGate::Create(std::string name, std::vector<InputChannelSpec> channels,
                                                             PartitionManager* local_partitions,

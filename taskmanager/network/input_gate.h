@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "taskmanager/mailbox/wakeup.h"
 #include "taskmanager/network/buffer.h"
 #include "taskmanager/network/result_partition.h"
 
@@ -51,6 +52,10 @@ struct InputGateOptions {
   absl::Duration partition_timeout = absl::Seconds(60);
   absl::Duration initial_backoff = absl::Milliseconds(50);
   absl::Duration max_backoff = absl::Seconds(1);
+  // Bumped whenever some channel may have become ready (a buffer arrived, a
+  // partition was registered or released, a channel failed). A task shares
+  // it with its mailbox so that one wait covers both; null: the gate's own.
+  std::shared_ptr<Wakeup> wakeup;
 };
 
 // Thread-safety: Next, finished, queued_buffers and Close are for the owning
@@ -92,7 +97,6 @@ class InputGate {
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  class Signal;
   struct Channel;
 
   InputGate(std::string name, PartitionManager* local_partitions, InputGateOptions options);
@@ -110,8 +114,8 @@ class InputGate {
   PartitionManager* const local_partitions_;
   const InputGateOptions options_;
   const absl::Time partition_deadline_;
-  // Bumped whenever some channel may have become ready; Next waits on it.
-  const std::shared_ptr<Signal> signal_;
+  // options_.wakeup or the gate's own; Next waits on it.
+  const std::shared_ptr<Wakeup> signal_;
 
   std::vector<std::unique_ptr<Channel>> channels_;
   // Task thread only.

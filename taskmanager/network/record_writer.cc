@@ -57,9 +57,9 @@ void RecordWriter::Emit(void* record) {
     case weir::Partitioning::kHash: {
       key_bytes_.clear();
       key_(record, key_bytes_);
-      int key_group = KeyGroupForKey(absl::string_view(key_bytes_.data(), key_bytes_.size()),
+      int key_group = state::KeyGroupForKey(absl::string_view(key_bytes_.data(), key_bytes_.size()),
                                      options_.max_parallelism);
-      Append(SubtaskForKeyGroup(key_group, options_.max_parallelism, num_consumers_), bytes);
+      Append(state::SubtaskForKeyGroup(key_group, options_.max_parallelism, num_consumers_), bytes);
       break;
     }
     case weir::Partitioning::kBroadcast:

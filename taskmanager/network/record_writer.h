@@ -19,7 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "taskmanager/network/buffer.h"
-#include "taskmanager/network/key_groups.h"
+#include "common/state/key_groups.h"
 #include "taskmanager/network/result_partition.h"
 #include "weir/job_graph.h"
 #include "weir/operator.h"
@@ -36,7 +36,7 @@ struct RecordWriterOptions {
   absl::Duration flush_interval = absl::Milliseconds(100);
   // Number of key groups for kHash (default 128); must match the job's
   // max parallelism and the state backend.
-  int max_parallelism = kDefaultMaxParallelism;
+  int max_parallelism = state::kDefaultMaxParallelism;
   // The producing vertex's parallelism, for kForward: when it differs from
   // the consumer count, forward behaves like rebalance so that every consumer
   // gets records. 0 (default): the same as the consumer count.

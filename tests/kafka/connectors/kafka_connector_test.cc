@@ -24,6 +24,7 @@
 #include "connectors/kafka/kafka_source.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "taskmanager/state/operator_state.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
 #include "tests/testing/process.h"
@@ -59,9 +60,12 @@ class FakeContext : public OperatorContext {
   std::string JobConfig(std::string_view, std::string_view fallback) const override {
     return std::string(fallback);
   }
+  OperatorStateStore* operator_state() override { return &operator_state_; }
+  bool is_restored() const override { return false; }
 
  private:
   const std::string name_ = "kafka-connector-test";
+  taskmanager::OperatorStateBackend operator_state_;
   const int subtask_index_;
   const int parallelism_;
 };

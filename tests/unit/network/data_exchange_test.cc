@@ -16,7 +16,7 @@
 #include "common/rpc/rpc.h"
 #include "gtest/gtest.h"
 #include "taskmanager/network/input_gate.h"
-#include "taskmanager/network/key_groups.h"
+#include "common/state/key_groups.h"
 #include "taskmanager/network/record_writer.h"
 #include "tests/testing/process.h"
 #include "tests/unit/network/test_records.h"
@@ -196,7 +196,7 @@ TEST_P(EndToEndTest, EveryRecordArrivesOnceAndInOrderPerChannel) {
       case Partitioning::kForward: expected = producer; break;
       case Partitioning::kRebalance: expected = static_cast<int>((producer + seq) % kParallelism); break;
       case Partitioning::kHash:
-        expected = SubtaskForKeyGroup(KeyGroupForKey(absl::StrCat("key-", seq % 97)), kDefaultMaxParallelism,
+        expected = state::SubtaskForKeyGroup(state::KeyGroupForKey(absl::StrCat("key-", seq % 97)), state::kDefaultMaxParallelism,
                                       kParallelism);
         break;
       case Partitioning::kBroadcast: break;

@@ -92,7 +92,7 @@ TEST(RecordWriterTest, HashSendsEachKeyToItsKeyGroupsSubtask) {
     for (const Buffer& buffer : Drain(*partition, sub)) ASSERT_TRUE(DecodeBuffer(buffer, &records).ok());
     EXPECT_FALSE(records.empty()) << "40 keys should reach every one of 4 subtasks";
     for (const TestRecord& r : records) {
-      EXPECT_EQ(SubtaskForKeyGroup(KeyGroupForKey(r.key), kDefaultMaxParallelism, kConsumers), sub) << r.key;
+      EXPECT_EQ(state::SubtaskForKeyGroup(state::KeyGroupForKey(r.key), state::kDefaultMaxParallelism, kConsumers), sub) << r.key;
     }
     total += static_cast<int>(records.size());
   }

@@ -1,4 +1,4 @@
-#include "taskmanager/network/key_groups.h"
+#include "common/state/key_groups.h"
 
 #include <algorithm>
 #include <string>
@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
-namespace weir::taskmanager::network {
+namespace weir::state {
 namespace {
 
 // The hash is part of the checkpoint format: these values (checked against an
@@ -76,5 +76,26 @@ TEST(KeyGroupsTest, SubtasksOwnContiguousBalancedRanges) {
   EXPECT_EQ(SubtaskForKeyGroup(32767, 32768, 32768), 32767);
 }
 
+// The ranges of a vertex's subtasks cover every key group exactly once, in
+// order, and agree with SubtaskForKeyGroup (which routes the records).
+TEST(KeyGroupsTest, RangesPartitionTheKeyGroupsAsRoutingDoes) {
+  for (int max_parallelism : {1, 2, 7, 100, 128, 1000}) {
+    for (int parallelism = 1; parallelism <= std::min(max_parallelism, 67); ++parallelism) {
+      int next = 0;
+      for (int subtask = 0; subtask < parallelism; ++subtask) {
+        KeyGroupRange range = KeyGroupRangeForSubtask(max_parallelism, parallelism, subtask);
+        ASSERT_EQ(range.start, next) << max_parallelism << "/" << parallelism << "/" << subtask;
+        ASSERT_GE(range.size(), 1);
+        for (int g = range.start; g < range.end; ++g) {
+          ASSERT_EQ(SubtaskForKeyGroup(g, max_parallelism, parallelism), subtask) << g;
+        }
+        next = range.end;
+      }
+      ASSERT_EQ(next, max_parallelism);
+    }
+  }
+  EXPECT_EQ(KeyGroupRangeForSubtask(128, 3, 1).DebugString(), "[43, 86)");
+}
+
 }  // namespace
-}  // namespace weir::taskmanager::network
+}  // namespace weir::state

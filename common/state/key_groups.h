@@ -1,4 +1,5 @@
-// Key groups: how a key maps to the subtask that owns it.
+// Key groups: the unit in which keyed state is partitioned, and how a key
+// maps to the subtask that owns it.
 //
 // A key hashes to one of `max_parallelism` key groups; a vertex running with
 // parallelism p gives each subtask a contiguous range of key groups. Hash
@@ -9,14 +10,19 @@
 // The hash is part of the persistent format: checkpoints store state by key
 // group, so changing it (or max_parallelism) makes old checkpoints unusable.
 //
+// Both daemons use them: TaskManagers to route records and address state,
+// the JobManager to hand key-group ranges to subtasks when state is restored
+// at another parallelism.
+//
 // Thread-safety: pure functions.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "absl/strings/string_view.h"
 
-namespace weir::taskmanager::network {
+namespace weir::state {
 
 inline constexpr int kDefaultMaxParallelism = 128;
 
@@ -33,4 +39,20 @@ int KeyGroupForKey(absl::string_view key_bytes, int max_parallelism = kDefaultMa
 // 1 <= parallelism <= max_parallelism and 0 <= key_group < max_parallelism.
 int SubtaskForKeyGroup(int key_group, int max_parallelism, int parallelism);
 
-}  // namespace weir::taskmanager::network
+// The key groups [start, end) of one subtask.
+struct KeyGroupRange {
+  int start = 0;
+  int end = 0;  // exclusive
+
+  bool Contains(int key_group) const { return key_group >= start && key_group < end; }
+  int size() const { return end - start; }
+  bool operator==(const KeyGroupRange&) const = default;
+  std::string DebugString() const;  // "[start, end)"
+};
+
+// The key groups that subtask `subtask` of `parallelism` owns: exactly those
+// for which SubtaskForKeyGroup gives `subtask`. Same requirements as
+// SubtaskForKeyGroup, and 0 <= subtask < parallelism.
+KeyGroupRange KeyGroupRangeForSubtask(int max_parallelism, int parallelism, int subtask);
+
+}  // namespace weir::state

@@ -1,9 +1,9 @@
-#include "taskmanager/network/key_groups.h"
+#include "common/state/key_groups.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
 
-namespace weir::taskmanager::network {
+namespace weir::state {
 
 uint64_t StableHash64(absl::string_view bytes) {
   constexpr uint64_t kFnvOffsetBasis = 0xcbf29ce484222325ULL;
@@ -35,4 +35,19 @@ int SubtaskForKeyGroup(int key_group, int max_parallelism, int parallelism) {
   return static_cast<int>(static_cast<int64_t>(key_group) * parallelism / max_parallelism);
 }
 
-}  // namespace weir::taskmanager::network
+std::string KeyGroupRange::DebugString() const { return absl::StrCat("[", start, ", ", end, ")"); }
+
+KeyGroupRange KeyGroupRangeForSubtask(int max_parallelism, int parallelism, int subtask) {
+  WEIR_CHECK(parallelism >= 1 && parallelism <= max_parallelism,
+             absl::StrCat("parallelism ", parallelism, " must be in [1, max parallelism ", max_parallelism, "]"));
+  WEIR_CHECK(subtask >= 0 && subtask < parallelism,
+             absl::StrCat("subtask ", subtask, " out of range [0, ", parallelism, ")"));
+  // Key group g belongs to floor(g * p / m); the first g with that >= i is
+  // ceil(i * m / p).
+  auto first = [&](int64_t i) {
+    return static_cast<int>((i * max_parallelism + parallelism - 1) / parallelism);
+  };
+  return KeyGroupRange{first(subtask), first(subtask + 1)};
+}
+
+}  // namespace weir::state

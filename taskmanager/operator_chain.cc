@@ -1,0 +1,358 @@
+#include "taskmanager/operator_chain.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging/logging.h"
+#include "common/state/key_groups.h"
+#include "common/status_macros.h"
+#include "connectors/kafka/connector_factory.h"
+
+namespace weir::taskmanager {
+namespace {
+
+Partitioning FromProto(v1::Partitioning p) {
+  switch (p) {
+    case v1::FORWARD: return Partitioning::kForward;
+    case v1::REBALANCE: return Partitioning::kRebalance;
+    case v1::HASH: return Partitioning::kHash;
+    case v1::BROADCAST: return Partitioning::kBroadcast;
+    default: return Partitioning::kRebalance;
+  }
+}
+
+}  // namespace
+
+// What one operator of the chain sees of the runtime, and its state.
+class OperatorChain::Context final : public OperatorContext {
+ public:
+  Context(std::string name, int subtask, int parallelism, const google::protobuf::Map<std::string, std::string>* config,
+          OperatorStateSnapshot restored_operator_state, bool restored)
+      : name_(std::move(name)),
+        subtask_(subtask),
+        parallelism_(parallelism),
+        config_(config),
+        operator_state_(std::move(restored_operator_state)),
+        restored_(restored) {}
+
+  const std::string& operator_name() const override { return name_; }
+  int subtask_index() const override { return subtask_; }
+  int parallelism() const override { return parallelism_; }
+  KeyedStateStore* keyed_state() override { return keyed_.get(); }
+  void SetCurrentKey(std::string_view key) override {
+    if (keyed_ != nullptr) keyed_->SetCurrentKey(key);
+  }
+  std::string JobConfig(std::string_view key, std::string_view fallback) const override {
+    auto it = config_->find(std::string(key));
+    return it == config_->end() ? std::string(fallback) : it->second;
+  }
+  OperatorStateStore* operator_state() override { return &operator_state_; }
+  bool is_restored() const override { return restored_; }
+
+  void EnableKeyedState(state::KeyGroupRange range, int max_parallelism) {
+    keyed_ = std::make_unique<InMemoryKeyedState>(range, max_parallelism);
+  }
+  InMemoryKeyedState* keyed() { return keyed_.get(); }
+  OperatorStateBackend& operator_state_backend() { return operator_state_; }
+
+ private:
+  const std::string name_;
+  const int subtask_;
+  const int parallelism_;
+  const google::protobuf::Map<std::string, std::string>* const config_;
+  OperatorStateBackend operator_state_;
+  const bool restored_;
+  std::unique_ptr<InMemoryKeyedState> keyed_;
+};
+
+// Passes records to the next operator of the chain.
+class OperatorChain::ChainedOutput final : public RecordOutput {
+ public:
+  explicit ChainedOutput(StreamOperator* next) : next_(next) {}
+  void Emit(void* record) override { next_->Process(record); }
+
+ private:
+  StreamOperator* const next_;
+};
+
+// Counts records (on up to two counters) and passes them on.
+class OperatorChain::CountingOutput final : public RecordOutput {
+ public:
+  CountingOutput(std::function<void(void*)> next, std::atomic<int64_t>* counter, std::atomic<int64_t>* second = nullptr)
+      : next_(std::move(next)), counter_(counter), second_(second) {}
+  void Emit(void* record) override {
+    counter_->fetch_add(1, std::memory_order_relaxed);
+    if (second_ != nullptr) second_->fetch_add(1, std::memory_order_relaxed);
+    next_(record);
+  }
+
+ private:
+  const std::function<void(void*)> next_;
+  std::atomic<int64_t>* const counter_;
+  std::atomic<int64_t>* const second_;
+};
+
+// Sends each record to several outputs (a vertex with several downstreams).
+class OperatorChain::FanOutOutput final : public RecordOutput {
+ public:
+  explicit FanOutOutput(std::vector<RecordOutput*> outputs) : outputs_(std::move(outputs)) {}
+  void Emit(void* record) override {
+    // Only RecordWriters sit here; they serialize and never move from the record.
+    for (RecordOutput* out : outputs_) out->Emit(record);
+  }
+
+ private:
+  const std::vector<RecordOutput*> outputs_;
+};
+
+class OperatorChain::Discard final : public RecordOutput {
+ public:
+  void Emit(void*) override {}
+};
+
+OperatorChain::OperatorChain(const v1::TaskDeploymentDescriptor& tdd, const jobgraph::LoadedJob& job,
+                             OperatorChainOptions options, ChainCounters counters)
+    : tdd_(tdd), job_(job), options_(std::move(options)), counters_(counters), discard_(std::make_unique<Discard>()) {}
+
+absl::StatusOr<std::unique_ptr<OperatorChain>> OperatorChain::Create(const v1::TaskDeploymentDescriptor& tdd,
+                                                                    const jobgraph::LoadedJob& job,
+                                                                    OperatorChainOptions options, ChainCounters counters,
+                                                                    const ChainSnapshot* restored) {
+  std::unique_ptr<OperatorChain> chain(new OperatorChain(tdd, job, std::move(options), counters));
+  RETURN_IF_ERROR(chain->Build(restored));
+  return chain;
+}
+
+OperatorChain::~OperatorChain() {
+  CloseAll();
+  writers_.clear();
+  for (const auto& partition : partitions_) {
+    // Releasing wakes a producer or consumer still waiting on it.
+    if (!consumed_) partition->Release();
+    options_.partitions->Unregister(partition->id());
+  }
+}
+
+const TypeOps* OperatorChain::input_type() const {
+  return job_.graph.vertices.at(tdd_.input_vertex()).output_type;
+}
+
+absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
+  const int n = tdd_.vertex_ids_size();
+  if (n == 0) return absl::InvalidArgumentError("the task has no vertices");
+  if (restored != nullptr && static_cast<int>(restored->operators.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat("the restored state has ", restored->operators.size(),
+                                                   " operators but the chain has ", n));
+  }
+  const int max_parallelism = tdd_.max_parallelism() > 0 ? tdd_.max_parallelism() : options_.max_parallelism;
+  auto vertex = [&](int i) -> const VertexSpec& { return job_.graph.vertices.at(tdd_.vertex_ids(i)); };
+
+  for (int i = 0; i < n; ++i) {
+    const VertexSpec& v = vertex(i);
+    OperatorStateSnapshot restored_operator_state;
+    if (restored != nullptr) restored_operator_state = restored->operators[i].operator_state;
+    auto context = std::make_unique<Context>(v.name, tdd_.subtask_index(), tdd_.parallelism(), &tdd_.config(),
+                                             std::move(restored_operator_state), restored != nullptr);
+    if (v.input_key) {
+      context->EnableKeyedState(
+          state::KeyGroupRangeForSubtask(max_parallelism, tdd_.parallelism(), tdd_.subtask_index()), max_parallelism);
+      if (restored != nullptr) {
+        for (const auto& [group, bytes] : restored->operators[i].key_groups) {
+          RETURN_IF_ERROR(Annotate(context->keyed()->RestoreKeyGroup(group, bytes),
+                                   absl::StrCat("restoring operator '", v.name, "'")));
+        }
+      }
+    }
+    contexts_.push_back(std::move(context));
+
+    std::map<std::string, std::string> props(v.properties.begin(), v.properties.end());
+    if (i == 0 && v.kind == VertexSpec::Kind::kSource) {
+      if (!v.connector.empty()) {
+        ASSIGN_OR_RETURN(source_, connectors::CreateSource(v.connector, props, options_.kafka_policy));
+      } else {
+        source_ = v.source_factory();
+      }
+      operators_.push_back(nullptr);
+    } else if (!v.connector.empty()) {
+      ASSIGN_OR_RETURN(auto sink, connectors::CreateSink(v.connector, props, options_.kafka_policy));
+      operators_.push_back(std::move(sink));
+    } else {
+      operators_.push_back(v.operator_factory());
+    }
+  }
+
+  // The tail's output: the writers of its outgoing edges (none for a sink).
+  const VertexSpec& tail = vertex(n - 1);
+  std::vector<RecordOutput*> tail_outputs;
+  for (const v1::OutputSpec& out : tdd_.outputs()) {
+    auto partition = std::make_shared<network::ResultPartition>(out.partition_id(), out.num_subpartitions(),
+                                                                options_.buffers_per_channel);
+    RETURN_IF_ERROR(options_.partitions->Register(partition));
+    partitions_.push_back(partition);
+    if (options_.on_partition) options_.on_partition(partition);
+    network::RecordWriterOptions writer_options;
+    writer_options.max_buffer_bytes = options_.segment_size;
+    writer_options.flush_interval = options_.buffer_timeout;
+    writer_options.max_parallelism = max_parallelism;
+    if (out.num_subpartitions() > max_parallelism) {
+      return absl::InvalidArgumentError(absl::StrCat("the consumer parallelism ", out.num_subpartitions(),
+                                                     " exceeds the job's max parallelism ", max_parallelism));
+    }
+    writer_options.producer_parallelism = tdd_.parallelism();
+    KeyFunction key;
+    for (const EdgeSpec& e : job_.graph.edges) {
+      if (e.source == tail.id && e.target == out.target_vertex()) key = e.key;
+    }
+    writers_.push_back(std::make_unique<network::RecordWriter>(partition, tail.output_type,
+                                                               FromProto(out.partitioning()), key,
+                                                               out.num_subpartitions(), tdd_.subtask_index(),
+                                                               writer_options));
+    tail_outputs.push_back(writers_.back().get());
+  }
+  RecordOutput* tail_output = nullptr;
+  if (tail_outputs.size() == 1) {
+    tail_output = tail_outputs[0];
+  } else if (tail_outputs.size() > 1) {
+    outputs_owned_.push_back(std::make_unique<FanOutOutput>(tail_outputs));
+    tail_output = outputs_owned_.back().get();
+  }
+
+  // Each operator's output. Counted as leaving the chain: what enters the
+  // writers, or the sink at the tail.
+  const bool tail_is_sink = tail.kind == VertexSpec::Kind::kSink;
+  auto add = [this](std::unique_ptr<RecordOutput> output) {
+    outputs_owned_.push_back(std::move(output));
+    return outputs_owned_.back().get();
+  };
+  std::vector<RecordOutput*> outputs(n, discard_.get());
+  for (int i = 0; i < n; ++i) {
+    if (i + 1 < n) {
+      RecordOutput* next = add(std::make_unique<ChainedOutput>(operators_[i + 1].get()));
+      if (i + 2 == n && tail_is_sink) {
+        next = add(std::make_unique<CountingOutput>([next](void* r) { next->Emit(r); }, counters_.records_out));
+      }
+      outputs[i] = next;
+    } else if (tail_output != nullptr) {
+      outputs[i] = add(std::make_unique<CountingOutput>([tail_output](void* r) { tail_output->Emit(r); },
+                                                        counters_.records_out));
+    }
+  }
+  if (source_ != nullptr) {
+    // What the source produces enters the chain.
+    RecordOutput* first = outputs[0];
+    outputs[0] = add(std::make_unique<CountingOutput>([first](void* r) { first->Emit(r); }, counters_.records_in));
+  } else {
+    // A lone sink: what it takes in is what it writes out.
+    const bool sink_only = n == 1 && tail_is_sink;
+    StreamOperator* head = operators_[0].get();
+    head_input_ = std::make_unique<CountingOutput>([head](void* r) { head->Process(r); }, counters_.records_in,
+                                                   sink_only ? counters_.records_out : nullptr);
+  }
+  outputs_ = std::move(outputs);
+  opened_.assign(n, false);
+  return absl::OkStatus();
+}
+
+std::vector<CheckpointListener*> OperatorChain::Listeners() {
+  std::vector<CheckpointListener*> out;
+  for (size_t i = 0; i < operators_.size(); ++i) {
+    out.push_back(i == 0 && source_ != nullptr ? static_cast<CheckpointListener*>(source_.get())
+                                               : operators_[i].get());
+  }
+  return out;
+}
+
+void OperatorChain::InitializeStateAndOpen() {
+  std::vector<CheckpointListener*> listeners = Listeners();
+  for (size_t i = 0; i < listeners.size(); ++i) listeners[i]->InitializeState(*contexts_[i]);
+  for (int i = static_cast<int>(operators_.size()) - 1; i >= 0; --i) {
+    if (i == 0 && source_ != nullptr) {
+      source_->Open(*contexts_[0], outputs_[0]);
+    } else {
+      operators_[i]->Open(*contexts_[i], outputs_[i]);
+    }
+    opened_[i] = true;
+  }
+}
+
+void OperatorChain::FlushDue(absl::Time now) {
+  for (auto& writer : writers_) writer->FlushIfDue(now);
+}
+
+void OperatorChain::PrepareSnapshotPreBarrier(int64_t checkpoint_id) {
+  for (CheckpointListener* listener : Listeners()) listener->PrepareSnapshotPreBarrier(checkpoint_id);
+}
+
+ChainSnapshot OperatorChain::SnapshotState(const CheckpointInfo& checkpoint) {
+  ChainSnapshot snapshot;
+  snapshot.checkpoint_id = checkpoint.checkpoint_id;
+  std::vector<CheckpointListener*> listeners = Listeners();
+  for (size_t i = 0; i < listeners.size(); ++i) {
+    listeners[i]->SnapshotState(checkpoint);
+    OperatorSnapshot& op = snapshot.operators.emplace_back();
+    op.operator_state = contexts_[i]->operator_state_backend().Snapshot();
+    if (InMemoryKeyedState* keyed = contexts_[i]->keyed()) {
+      for (int group = keyed->range().start; group < keyed->range().end; ++group) {
+        std::string bytes = keyed->SnapshotKeyGroup(group);
+        if (!bytes.empty()) op.key_groups.emplace(group, std::move(bytes));
+      }
+    }
+  }
+  return snapshot;
+}
+
+void OperatorChain::NotifyCheckpointComplete(int64_t checkpoint_id) {
+  for (CheckpointListener* listener : Listeners()) listener->NotifyCheckpointComplete(checkpoint_id);
+}
+
+void OperatorChain::NotifyCheckpointAborted(int64_t checkpoint_id) {
+  for (CheckpointListener* listener : Listeners()) listener->NotifyCheckpointAborted(checkpoint_id);
+}
+
+void OperatorChain::EndInput() {
+  for (auto& op : operators_) {
+    if (op != nullptr) op->EndInput();  // null: the source's place
+  }
+  for (auto& writer : writers_) writer->EmitEndOfInput();
+}
+
+bool OperatorChain::AllConsumed() {
+  for (const auto& partition : partitions_) {
+    for (int i = 0; i < partition->num_subpartitions(); ++i) {
+      if (partition->buffered(i) > 0) return false;
+    }
+  }
+  consumed_ = true;
+  return true;
+}
+
+void OperatorChain::CloseAll() {
+  // Close never throws out of here: a failing Close must not end the process.
+  // Only what was opened is closed.
+  static const std::shared_ptr<spdlog::logger> log = logging::Get("task");
+  auto close_quietly = [&](auto close) {
+    try {
+      close();
+    } catch (const std::exception& e) {
+      log->warn("task {}: closing an operator failed: {}", tdd_.task_id(), e.what());
+    } catch (...) {
+      log->warn("task {}: closing an operator failed with a non-standard exception", tdd_.task_id());
+    }
+  };
+  for (size_t i = 0; i < operators_.size(); ++i) {
+    if (i >= opened_.size() || !opened_[i]) continue;
+    if (i == 0 && source_ != nullptr) {
+      close_quietly([&] { source_->Close(); });
+    } else if (operators_[i] != nullptr) {
+      close_quietly([&] { operators_[i]->Close(); });
+    }
+  }
+  // Operators first: they hold code of the job library.
+  head_input_.reset();
+  outputs_owned_.clear();
+  operators_.clear();
+  source_.reset();
+  contexts_.clear();
+}
+
+}  // namespace weir::taskmanager

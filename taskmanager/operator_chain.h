@@ -1,0 +1,141 @@
+// OperatorChain: the chained operators of one task and how they are wired —
+// in-chain as direct calls with C++ objects, out of the chain through
+// RecordWriters into the task's result partitions — with the lifecycle the
+// task drives: state initialization and Open, records, the checkpoint hooks,
+// end of input, Close.
+//
+// The chain owns the operators, their contexts and state, its partitions and
+// writers. It runs code of the job's library: it must be destroyed before the
+// library may be unloaded.
+//
+// Thread-safety: not thread-safe; the task thread creates it and calls every
+// method, except that the partitions it reports through `on_partition` may be
+// released from any thread (cancellation).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "connectors/kafka/kafka_properties.h"
+#include "jobgraph/job_library.h"
+#include "taskmanager/network/record_writer.h"
+#include "taskmanager/network/result_partition.h"
+#include "taskmanager/state/in_memory_keyed_state.h"
+#include "taskmanager/state/operator_state.h"
+#include "weir/operator.h"
+#include "weir/v1/job.pb.h"
+
+namespace weir::taskmanager {
+
+// Records counted at the chain's borders; read by other threads for metrics.
+struct ChainCounters {
+  std::atomic<int64_t>* records_in = nullptr;   // records entering the chain
+  std::atomic<int64_t>* records_out = nullptr;  // records leaving it
+};
+
+struct OperatorChainOptions {
+  network::PartitionManager* partitions = nullptr;
+  int buffers_per_channel = 4;
+  int segment_size = 32 * 1024;
+  absl::Duration buffer_timeout = absl::Milliseconds(100);
+  // Used when the deployment descriptor carries none.
+  int max_parallelism = 128;
+  connectors::KafkaPropertyPolicy kafka_policy;
+  // Called with each result partition as soon as it is registered.
+  std::function<void(const std::shared_ptr<network::ResultPartition>&)> on_partition;
+};
+
+// The state of one operator of the chain in one checkpoint.
+struct OperatorSnapshot {
+  OperatorStateSnapshot operator_state;
+  // Serialized keyed state per key group (keyed operators only).
+  std::map<int, std::string> key_groups;
+};
+
+// The state of every operator of the chain, by position in the chain.
+struct ChainSnapshot {
+  int64_t checkpoint_id = 0;
+  std::vector<OperatorSnapshot> operators;
+};
+
+class OperatorChain {
+ public:
+  // Instantiates the operators of `tdd.vertex_ids()` from `job` and wires
+  // them; registers the output partitions. Opens nothing. `restored`, when
+  // set, is this subtask's share of a checkpoint (one entry per operator).
+  static absl::StatusOr<std::unique_ptr<OperatorChain>> Create(const v1::TaskDeploymentDescriptor& tdd,
+                                                              const jobgraph::LoadedJob& job,
+                                                              OperatorChainOptions options, ChainCounters counters,
+                                                              const ChainSnapshot* restored = nullptr);
+  ~OperatorChain();  // closes what was opened, unregisters the partitions
+
+  OperatorChain(const OperatorChain&) = delete;
+  OperatorChain& operator=(const OperatorChain&) = delete;
+
+  // InitializeState on every operator, then Open from the tail to the head
+  // (so nothing is emitted into an unopened operator).
+  void InitializeStateAndOpen();
+
+  // The head: a source, or the operator that takes the task's input.
+  SourceOperator* source() { return source_.get(); }
+  // Feeds a deserialized input record into the head, counting it.
+  RecordOutput* input() { return head_input_.get(); }
+  // The record type of the task's input (the upstream vertex's output).
+  const TypeOps* input_type() const;
+
+  // Sends buffers whose buffer timeout has passed.
+  void FlushDue(absl::Time now);
+
+  // The checkpoint hooks, head to tail.
+  void PrepareSnapshotPreBarrier(int64_t checkpoint_id);
+  // SnapshotState on every operator, then takes their state.
+  ChainSnapshot SnapshotState(const CheckpointInfo& checkpoint);
+  void NotifyCheckpointComplete(int64_t checkpoint_id);
+  void NotifyCheckpointAborted(int64_t checkpoint_id);
+
+  // Bounded input ended: EndInput head to tail, then end-of-input to every
+  // consumer.
+  void EndInput();
+  // Whether the consumers took everything the chain produced; once true, the
+  // partitions are left to the consumers instead of being released.
+  bool AllConsumed();
+
+ private:
+  class Context;
+  class ChainedOutput;
+  class CountingOutput;
+  class FanOutOutput;
+  class Discard;
+
+  OperatorChain(const v1::TaskDeploymentDescriptor& tdd, const jobgraph::LoadedJob& job, OperatorChainOptions options,
+                ChainCounters counters);
+  absl::Status Build(const ChainSnapshot* restored);
+  // Every operator's hooks, head first; the source stands at position 0.
+  std::vector<CheckpointListener*> Listeners();
+  void CloseAll();
+
+  const v1::TaskDeploymentDescriptor& tdd_;
+  const jobgraph::LoadedJob& job_;
+  const OperatorChainOptions options_;
+  const ChainCounters counters_;
+
+  std::vector<std::unique_ptr<Context>> contexts_;
+  std::unique_ptr<SourceOperator> source_;
+  std::vector<std::unique_ptr<StreamOperator>> operators_;  // [0] is null for a source
+  std::vector<std::shared_ptr<network::ResultPartition>> partitions_;
+  std::vector<std::unique_ptr<network::RecordWriter>> writers_;
+  std::vector<std::unique_ptr<RecordOutput>> outputs_owned_;
+  std::vector<RecordOutput*> outputs_;  // each operator's output
+  std::unique_ptr<RecordOutput> head_input_;
+  std::unique_ptr<RecordOutput> discard_;
+  std::vector<bool> opened_;
+  bool consumed_ = false;
+};
+
+}  // namespace weir::taskmanager

@@ -1,0 +1,269 @@
+// Task-level behaviour in-process: a job built with the DataStream API, a
+// fake loader instead of downloaded binaries, a fake listener instead of the
+// JobManager.
+#include "taskmanager/task.h"
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "taskmanager/operator_chain.h"
+#include "weir/datastream.h"
+
+namespace weir::taskmanager {
+namespace {
+
+using ::testing::ElementsAre;
+
+// Hands out a job built in this process.
+class FakeLoader final : public JobLoader {
+ public:
+  explicit FakeLoader(std::shared_ptr<jobgraph::LoadedJob> job) : job_(std::move(job)) {}
+  absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> Acquire(const std::string&, const std::string&,
+                                                               const std::vector<std::string>&,
+                                                               const v1::JobGraphSpec&) override {
+    ++acquired_;
+    return job_;
+  }
+  void Release(const std::string&) override { ++released_; }
+  std::atomic<int> acquired_{0}, released_{0};
+
+ private:
+  std::shared_ptr<jobgraph::LoadedJob> job_;
+};
+
+class FakeListener final : public TaskStateListener {
+ public:
+  void OnTaskState(const v1::TaskStateUpdate& update) override {
+    absl::MutexLock lock(&mu_);
+    states_.push_back(update.state());
+    if (update.state() == v1::TASK_FAILED) error_ = update.error();
+  }
+  std::vector<v1::TaskState> states() {
+    absl::MutexLock lock(&mu_);
+    return states_;
+  }
+  std::string error() {
+    absl::MutexLock lock(&mu_);
+    return error_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<v1::TaskState> states_ ABSL_GUARDED_BY(mu_);
+  std::string error_ ABSL_GUARDED_BY(mu_);
+};
+
+// What the source and sink saw; shared with the test.
+struct Trace {
+  absl::Mutex mu;
+  std::vector<std::string> events ABSL_GUARDED_BY(mu);
+  std::vector<int64_t> sunk ABSL_GUARDED_BY(mu);
+  std::atomic<std::thread::id> task_thread{};
+  std::atomic<int64_t> restored_from{-1};
+  std::atomic<bool> in_poll{false};
+  void Add(std::string event) {
+    absl::MutexLock lock(&mu);
+    events.push_back(std::move(event));
+  }
+};
+
+// Counts from its position up to `limit` (then ends, or idles when
+// `unbounded`), keeping the position in operator state.
+class CountingSource final : public SourceFunction<int64_t> {
+ public:
+  CountingSource(Trace* trace, int64_t limit, bool unbounded) : trace_(trace), limit_(limit), unbounded_(unbounded) {}
+  void InitializeState(OperatorContext& context) override {
+    trace_->Add(context.is_restored() ? "initialize-restored" : "initialize");
+    position_ = OperatorList<int64_t>(context.operator_state()->GetListState("position"));
+    for (int64_t p : position_.Get()) {
+      next_ = p;
+      trace_->restored_from = p;
+    }
+  }
+  void Open(OperatorContext&) override {
+    trace_->Add("open");
+    trace_->task_thread = std::this_thread::get_id();
+  }
+  SourceStatus Poll(Collector<int64_t>& out) override {
+    trace_->in_poll = true;
+    SourceStatus status = SourceStatus::kMoreAvailable;
+    if (next_ < limit_) {
+      out.Collect(next_++);
+    } else {
+      status = unbounded_ ? SourceStatus::kNothingAvailable : SourceStatus::kEndOfInput;
+    }
+    trace_->in_poll = false;
+    return status;
+  }
+  void SnapshotState(const CheckpointInfo& checkpoint) override {
+    position_.Update({next_});
+    trace_->Add(absl::StrCat("snapshot ", checkpoint.checkpoint_id));
+  }
+  void NotifyCheckpointComplete(int64_t id) override { trace_->Add(absl::StrCat("complete ", id)); }
+  void NotifyCheckpointAborted(int64_t id) override { trace_->Add(absl::StrCat("aborted ", id)); }
+  void Close() override { trace_->Add("close"); }
+
+ private:
+  Trace* const trace_;
+  const int64_t limit_;
+  const bool unbounded_;
+  OperatorList<int64_t> position_;
+  int64_t next_ = 0;
+};
+
+std::shared_ptr<jobgraph::LoadedJob> CountingJob(Trace* trace, int64_t limit, bool unbounded) {
+  auto job = std::make_shared<jobgraph::LoadedJob>();
+  StreamEnvironment env(&job->graph);
+  env.AddSource<int64_t>("numbers", [=] { return std::make_unique<CountingSource>(trace, limit, unbounded); })
+      .Sink("collect", [trace](const int64_t& n) {
+        absl::MutexLock lock(&trace->mu);
+        trace->sunk.push_back(n);
+      });
+  return job;
+}
+
+v1::TaskDeploymentDescriptor Descriptor() {
+  v1::TaskDeploymentDescriptor tdd;
+  tdd.set_job_id("job-1");
+  tdd.set_attempt(1);
+  tdd.set_task_id("job-1/1/c0s0");
+  tdd.add_vertex_ids(0);
+  tdd.add_vertex_ids(1);
+  tdd.set_subtask_index(0);
+  tdd.set_parallelism(1);
+  tdd.set_input_vertex(-1);
+  tdd.set_max_parallelism(128);
+  return tdd;
+}
+
+struct Harness {
+  Trace trace;
+  network::PartitionManager partitions;
+  FakeListener listener;
+  std::unique_ptr<FakeLoader> loader;
+
+  std::unique_ptr<Task> MakeTask(int64_t limit, bool unbounded) {
+    loader = std::make_unique<FakeLoader>(CountingJob(&trace, limit, unbounded));
+    TaskEnvironment env;
+    env.taskmanager_id = "tm-test";
+    env.artifacts = loader.get();
+    env.partitions = &partitions;
+    env.listener = &listener;
+    return std::make_unique<Task>(Descriptor(), env);
+  }
+};
+
+void WaitDone(Task& task) {
+  for (int i = 0; i < 30000 && !task.done(); ++i) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(task.done());
+}
+
+TEST(TaskTest, BoundedChainRunsTheLifecycleInOrder) {
+  Harness h;
+  std::unique_ptr<Task> task = h.MakeTask(1000, /*unbounded=*/false);
+  task->Start();
+  WaitDone(*task);
+  EXPECT_THAT(h.listener.states(), ElementsAre(v1::TASK_DEPLOYING, v1::TASK_RUNNING, v1::TASK_FINISHED));
+  absl::MutexLock lock(&h.trace.mu);
+  EXPECT_THAT(h.trace.events, ElementsAre("initialize", "open", "close"));
+  ASSERT_EQ(h.trace.sunk.size(), 1000u);
+  EXPECT_EQ(h.trace.sunk.back(), 999);
+  EXPECT_EQ(task->Metrics().records_in(), 1000);
+  EXPECT_EQ(task->Metrics().records_out(), 1000);
+  EXPECT_EQ(h.loader->acquired_, 1);
+  EXPECT_EQ(h.loader->released_, 1);
+}
+
+// Mails run on the task thread, between two polls, also while the source is
+// idle; a snapshot taken in a mail holds the source's position.
+TEST(TaskTest, MailsRunOnTheTaskThreadBetweenRecords) {
+  Harness h;
+  std::unique_ptr<Task> task = h.MakeTask(500, /*unbounded=*/true);
+  task->Start();
+  absl::Notification snapshotted;
+  ChainSnapshot snapshot;
+  bool on_task_thread = false, between_polls = false;
+  // Posted before the chain is open: waits for it.
+  ASSERT_TRUE(task->PostMail("snapshot 1", [&](OperatorChain* chain) {
+    on_task_thread = std::this_thread::get_id() == h.trace.task_thread.load();
+    between_polls = !h.trace.in_poll;
+    chain->PrepareSnapshotPreBarrier(1);
+    snapshot = chain->SnapshotState(CheckpointInfo{1, 0});
+    snapshotted.Notify();
+    return absl::OkStatus();
+  }));
+  ASSERT_TRUE(snapshotted.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_TRUE(on_task_thread);
+  EXPECT_TRUE(between_polls);
+  ASSERT_EQ(snapshot.operators.size(), 2u);
+  const std::vector<std::string>& position = snapshot.operators[0].operator_state.at("position").entries;
+  ASSERT_EQ(position.size(), 1u);
+
+  // The source is idle now (all 500 emitted); a mail still runs at once.
+  absl::Notification completed;
+  ASSERT_TRUE(task->PostMail("complete 1", [&](OperatorChain* chain) {
+    chain->NotifyCheckpointComplete(1);
+    completed.Notify();
+    return absl::OkStatus();
+  }));
+  ASSERT_TRUE(completed.WaitForNotificationWithTimeout(absl::Seconds(30)));
+
+  // A failing mail fails the task with its description.
+  ASSERT_TRUE(task->PostMail("trigger checkpoint 2", [](OperatorChain*) {
+    return absl::UnavailableError("state backend unavailable");
+  }));
+  WaitDone(*task);
+  EXPECT_EQ(h.listener.states().back(), v1::TASK_FAILED);
+  EXPECT_EQ(h.listener.error(), "trigger checkpoint 2: state backend unavailable");
+  EXPECT_FALSE(task->PostMail("late", [](OperatorChain*) { return absl::OkStatus(); }));
+  absl::MutexLock lock(&h.trace.mu);
+  EXPECT_THAT(h.trace.events, ElementsAre("initialize", "open", "snapshot 1", "complete 1", "close"));
+}
+
+TEST(TaskTest, CancelEndsAnIdleTask) {
+  Harness h;
+  std::unique_ptr<Task> task = h.MakeTask(10, /*unbounded=*/true);
+  task->Start();
+  for (int i = 0; i < 30000 && h.listener.states().size() < 2; ++i) absl::SleepFor(absl::Milliseconds(1));
+  task->Cancel("test");
+  WaitDone(*task);
+  EXPECT_EQ(h.listener.states().back(), v1::TASK_CANCELED);
+}
+
+// A chain restored from a snapshot gives its operators their state back.
+TEST(OperatorChainTest, RestoresOperatorStateIntoTheSource) {
+  Trace trace;
+  auto job = CountingJob(&trace, 100, /*unbounded=*/false);
+  network::PartitionManager partitions;
+  std::atomic<int64_t> in{0}, out{0};
+  const v1::TaskDeploymentDescriptor tdd = Descriptor();
+  OperatorChainOptions options;
+  options.partitions = &partitions;
+
+  ChainSnapshot snapshot;
+  {
+    auto chain = OperatorChain::Create(tdd, *job, options, ChainCounters{&in, &out});
+    ASSERT_TRUE(chain.ok()) << chain.status();
+    (*chain)->InitializeStateAndOpen();
+    for (int i = 0; i < 42; ++i) (*chain)->source()->PollNext();
+    snapshot = (*chain)->SnapshotState(CheckpointInfo{7, 0});
+  }
+  auto restored = OperatorChain::Create(tdd, *job, options, ChainCounters{&in, &out}, &snapshot);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  (*restored)->InitializeStateAndOpen();
+  EXPECT_EQ(trace.restored_from, 42);
+  (*restored)->source()->PollNext();
+  absl::MutexLock lock(&trace.mu);
+  EXPECT_EQ(trace.sunk.back(), 42);
+  EXPECT_THAT(trace.events, ElementsAre("initialize", "open", "snapshot 7", "close", "initialize-restored", "open"));
+}
+
+}  // namespace
+}  // namespace weir::taskmanager
