@@ -283,6 +283,10 @@ void OperatorChain::PrepareSnapshotPreBarrier(int64_t checkpoint_id) {
   for (CheckpointListener* listener : Listeners()) listener->PrepareSnapshotPreBarrier(checkpoint_id);
 }
 
+void OperatorChain::BroadcastBarrier(int64_t checkpoint_id, int64_t timestamp_ms) {
+  for (auto& writer : writers_) writer->BroadcastBarrier(checkpoint_id, timestamp_ms);
+}
+
 ChainSnapshot OperatorChain::SnapshotState(const CheckpointInfo& checkpoint) {
   ChainSnapshot snapshot;
   snapshot.checkpoint_id = checkpoint.checkpoint_id;

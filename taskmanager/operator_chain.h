@@ -94,6 +94,9 @@ class OperatorChain {
 
   // The checkpoint hooks, head to tail.
   void PrepareSnapshotPreBarrier(int64_t checkpoint_id);
+  // Sends checkpoint barrier `checkpoint_id` on every output, behind every
+  // record emitted before.
+  void BroadcastBarrier(int64_t checkpoint_id, int64_t timestamp_ms);
   // SnapshotState on every operator, then takes their state.
   ChainSnapshot SnapshotState(const CheckpointInfo& checkpoint);
   void NotifyCheckpointComplete(int64_t checkpoint_id);

@@ -3,6 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/process/signals.h"
 #include "common/status_macros.h"
+#include "taskmanager/checkpointing/barrier_handler.h"
+#include "taskmanager/checkpointing/snapshot_file.h"
 #include "taskmanager/network/buffer.h"
 #include "taskmanager/network/input_gate.h"
 #include "taskmanager/operator_chain.h"
@@ -47,8 +49,21 @@ class Task::Execution {
       absl::MutexLock lock(&task->partitions_mu_);
       task->partitions_.push_back(partition);
     };
+    std::optional<ChainSnapshot> restored;
+    if (tdd_.has_restore_state()) {
+      if (tdd_.restore_state().parallelism() != tdd_.parallelism()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "checkpoint ", tdd_.restore_checkpoint_id(), " was taken at parallelism ",
+            tdd_.restore_state().parallelism(), " and the task runs at ", tdd_.parallelism(),
+            "; restoring at another parallelism is not supported yet"));
+      }
+      ASSIGN_OR_RETURN(restored, ReadTaskSnapshot(tdd_.restore_checkpoint_dir(), tdd_.restore_state(), tdd_));
+      task_->log_->info("task {}: restoring state of checkpoint {} from {}/{}", tdd_.task_id(),
+                        tdd_.restore_checkpoint_id(), tdd_.restore_checkpoint_dir(), tdd_.restore_state().file());
+    }
     ASSIGN_OR_RETURN(chain_, OperatorChain::Create(tdd_, *job_, std::move(options),
-                                                   ChainCounters{&task_->records_in_, &task_->records_out_}));
+                                                   ChainCounters{&task_->records_in_, &task_->records_out_},
+                                                   restored.has_value() ? &*restored : nullptr));
     chain_->InitializeStateAndOpen();
     task_->open_chain_ = chain_.get();
     task_->Report(v1::TASK_RUNNING, "");
@@ -104,6 +119,8 @@ class Task::Execution {
     ASSIGN_OR_RETURN(gate_, network::InputGate::Create(tdd_.task_id(), std::move(channels), env_.partitions, options));
     RecordOutput& input = *chain_->input();
     Wakeup& wakeup = *task_->wakeup_;
+    std::unique_ptr<BarrierHandler> barriers =
+        BarrierHandler::Create(tdd_.checkpointing_mode(), gate_->num_channels());
     while (!cancelled()) {
       const uint64_t seen = wakeup.generation();
       RETURN_IF_ERROR(RunMails());
@@ -112,11 +129,17 @@ class Task::Execution {
       ASSIGN_OR_RETURN(auto next, gate_->Next(absl::ZeroDuration()));
       const absl::Time now = absl::Now();
       if (next.has_value()) {
+        const int channel = next->first;
         network::Buffer& buffer = next->second;
         if (buffer.kind == network::Buffer::Kind::kData) {
           RETURN_IF_ERROR(network::ForEachRecord(buffer, [&](absl::string_view bytes) {
             type->deserialize_to(std::string_view(bytes.data(), bytes.size()), input);
           }));
+        } else if (buffer.kind == network::Buffer::Kind::kBarrier) {
+          RETURN_IF_ERROR(OnBarrierDecision(
+              channel, barriers->OnBarrier(channel, buffer.checkpoint_id, buffer.checkpoint_timestamp_ms, now)));
+        } else if (buffer.kind == network::Buffer::Kind::kEndOfInput) {
+          RETURN_IF_ERROR(OnBarrierDecision(channel, barriers->OnEndOfInput(channel, now)));
         }
         chain_->FlushDue(now);
         if (gate_->finished()) break;
@@ -127,6 +150,30 @@ class Task::Execution {
       wakeup.WaitForChange(seen, now + env_.buffer_timeout);
     }
     return absl::OkStatus();
+  }
+
+  // Carries out what the barrier handler decided for `channel`.
+  absl::Status OnBarrierDecision(int channel, const BarrierDecision& decision) {
+    if (decision.abandoned.has_value()) {
+      task_->log_->warn("task {}: checkpoint {} given up: a newer barrier arrived before its alignment completed",
+                        tdd_.task_id(), *decision.abandoned);
+      Decline(*decision.abandoned, "a newer checkpoint's barrier arrived before its alignment completed");
+    }
+    if (decision.block_channel) gate_->BlockChannel(channel);
+    if (decision.trigger.has_value()) {
+      if (task_->checkpointer_ == nullptr) {
+        Decline(*decision.trigger, "the TaskManager has no snapshot uploader");
+      } else {
+        RETURN_IF_ERROR(task_->checkpointer_->Checkpoint(*chain_, *decision.trigger, decision.trigger_timestamp_ms,
+                                                         decision.alignment));
+      }
+    }
+    if (decision.unblock_all) gate_->UnblockAllChannels();
+    return absl::OkStatus();
+  }
+
+  void Decline(int64_t checkpoint_id, const std::string& reason) {
+    if (task_->checkpointer_ != nullptr) task_->checkpointer_->Decline(checkpoint_id, reason);
   }
 
   Task* const task_;
@@ -142,7 +189,11 @@ Task::Task(v1::TaskDeploymentDescriptor tdd, TaskEnvironment env)
       env_(std::move(env)),
       log_(logging::Get("task")),
       wakeup_(std::make_shared<Wakeup>()),
-      mailbox_(wakeup_) {}
+      mailbox_(wakeup_) {
+  if (env_.uploader != nullptr && env_.checkpoint_responder != nullptr) {
+    checkpointer_ = std::make_unique<SubtaskCheckpointer>(tdd_, env_.uploader, env_.checkpoint_responder);
+  }
+}
 
 Task::~Task() {
   Cancel("TaskManager shutting down");
@@ -162,6 +213,36 @@ void Task::Cancel(const std::string& reason) {
 
 bool Task::PostMail(std::string description, ChainMail mail) {
   return mailbox_.Put(std::move(description), [this, mail = std::move(mail)]() { return mail(open_chain_); });
+}
+
+absl::Status Task::TriggerCheckpoint(int64_t checkpoint_id, int64_t timestamp_ms) {
+  const bool posted = PostMail(absl::StrCat("checkpoint ", checkpoint_id), [this, checkpoint_id,
+                                                                           timestamp_ms](OperatorChain* chain) {
+    const bool can = chain->source() != nullptr && checkpointer_ != nullptr && checkpointer_->enabled();
+    if (!can) {
+      const std::string reason = chain->source() == nullptr ? "it is not a source task" : "it has checkpoints off";
+      log_->warn("task {}: declining checkpoint {}: {}", tdd_.task_id(), checkpoint_id, reason);
+      if (checkpointer_ != nullptr) checkpointer_->Decline(checkpoint_id, reason);
+      return absl::OkStatus();
+    }
+    return checkpointer_->Checkpoint(*chain, checkpoint_id, timestamp_ms, absl::ZeroDuration());
+  });
+  if (!posted) {
+    return absl::NotFoundError(absl::StrCat("task ", tdd_.task_id(), " has ended"));
+  }
+  return absl::OkStatus();
+}
+
+void Task::NotifyCheckpoint(int64_t checkpoint_id, bool completed) {
+  PostMail(absl::StrCat(completed ? "checkpoint completed " : "checkpoint aborted ", checkpoint_id),
+           [checkpoint_id, completed](OperatorChain* chain) {
+             if (completed) {
+               chain->NotifyCheckpointComplete(checkpoint_id);
+             } else {
+               chain->NotifyCheckpointAborted(checkpoint_id);
+             }
+             return absl::OkStatus();
+           });
 }
 
 v1::TaskMetrics Task::Metrics() const {

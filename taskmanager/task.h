@@ -27,6 +27,8 @@
 #include "absl/synchronization/notification.h"
 #include "common/logging/logging.h"
 #include "connectors/kafka/kafka_properties.h"
+#include "taskmanager/checkpointing/snapshot_uploader.h"
+#include "taskmanager/checkpointing/subtask_checkpointer.h"
 #include "taskmanager/job_artifacts.h"
 #include "taskmanager/mailbox/mailbox.h"
 #include "taskmanager/network/result_partition.h"
@@ -54,6 +56,11 @@ struct TaskEnvironment {
   int max_parallelism = 128;
   // Which kafka.<name> connector properties jobs may set.
   connectors::KafkaPropertyPolicy kafka_policy;
+  // Checkpoints: the asynchronous part of snapshots runs on `uploader`, and
+  // acknowledgements go to `checkpoint_responder`. Both null: a task that is
+  // asked to checkpoint declines.
+  SnapshotUploader* uploader = nullptr;
+  CheckpointResponder* checkpoint_responder = nullptr;
 };
 
 class Task {
@@ -71,6 +78,11 @@ class Task {
   void Cancel(const std::string& reason);
   // Hands `mail` to the task thread; false when the task has ended.
   bool PostMail(std::string description, ChainMail mail);
+  // Starts checkpoint `checkpoint_id` at this (source) task, between two
+  // records; kNotFound when the task has ended.
+  absl::Status TriggerCheckpoint(int64_t checkpoint_id, int64_t timestamp_ms);
+  // Tells the operators that `checkpoint_id` completed (or was aborted).
+  void NotifyCheckpoint(int64_t checkpoint_id, bool completed);
 
   bool done() const { return done_.HasBeenNotified(); }
   const std::string& task_id() const { return tdd_.task_id(); }
@@ -95,6 +107,8 @@ class Task {
   Mailbox mailbox_;
   // Task thread only: the chain while it is open, for mails.
   OperatorChain* open_chain_ = nullptr;
+  // Task thread only.
+  std::unique_ptr<SubtaskCheckpointer> checkpointer_;
   std::atomic<int64_t> records_in_{0};
   std::atomic<int64_t> records_out_{0};
   // The partitions this task produces; released on cancel to unblock it.

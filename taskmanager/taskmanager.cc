@@ -41,6 +41,19 @@ class TaskManager::Service final : public v1::TaskExecutorService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status TriggerCheckpoint(grpc::ServerContext* context, const v1::TriggerCheckpointRequest* request,
+                                 v1::TriggerCheckpointResponse*) override {
+    WEIR_RPC_AUTHORIZE(context);
+    return rpc::ToGrpcStatus(tm_->TriggerCheckpoint(*request));
+  }
+
+  grpc::Status NotifyCheckpoint(grpc::ServerContext* context, const v1::NotifyCheckpointRequest* request,
+                                v1::NotifyCheckpointResponse*) override {
+    WEIR_RPC_AUTHORIZE(context);
+    tm_->NotifyCheckpoint(*request);
+    return grpc::Status::OK;
+  }
+
  private:
   TaskManager* const tm_;
 };
@@ -98,6 +111,9 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   tm->task_env_.artifacts = tm->artifacts_.get();
   tm->task_env_.partitions = tm->partitions_.get();
   tm->task_env_.listener = tm.get();
+  tm->uploader_ = std::make_unique<SnapshotUploader>();
+  tm->task_env_.uploader = tm->uploader_.get();
+  tm->task_env_.checkpoint_responder = tm.get();
   tm->task_env_.buffers_per_channel = static_cast<int>(config.GetInt(k::kBuffersPerChannel));
   tm->task_env_.segment_size = static_cast<int>(config.GetMemorySize(k::kSegmentSize));
   tm->task_env_.buffer_timeout = config.GetDuration(k::kBufferTimeout);
@@ -132,6 +148,7 @@ void TaskManager::Shutdown(const std::string& reason) {
   }
   for (auto& [id, task] : tasks) task->Cancel(reason);
   tasks.clear();  // joins the task threads
+  uploader_->Stop();
   if (maintenance_.joinable()) maintenance_.join();
   connection_->Stop(reason);
   data_exchange_->Shutdown();
@@ -163,6 +180,58 @@ void TaskManager::CancelJob(const std::string& job_id, int attempt, const std::s
   for (auto& [task_id, task] : tasks_) {
     if (task->job_id() == job_id && task->attempt() == attempt) task->Cancel(reason);
   }
+}
+
+absl::Status TaskManager::TriggerCheckpoint(const v1::TriggerCheckpointRequest& request) {
+  absl::MutexLock lock(&tasks_mu_);
+  auto it = tasks_.find(request.task_id());
+  if (it == tasks_.end() || it->second->job_id() != request.job_id() || it->second->attempt() != request.attempt()) {
+    return absl::NotFoundError(absl::StrCat("no task ", request.task_id(), " of job ", request.job_id(), " attempt ",
+                                            request.attempt(), " runs on TaskManager ", id()));
+  }
+  return it->second->TriggerCheckpoint(request.checkpoint_id(), request.timestamp_unix_ms());
+}
+
+void TaskManager::NotifyCheckpoint(const v1::NotifyCheckpointRequest& request) {
+  absl::MutexLock lock(&tasks_mu_);
+  for (auto& [task_id, task] : tasks_) {
+    if (task->job_id() == request.job_id() && task->attempt() == request.attempt()) {
+      task->NotifyCheckpoint(request.checkpoint_id(), request.completed());
+    }
+  }
+}
+
+namespace {
+
+// Sends a checkpoint message with a few retries: a lost acknowledgement
+// costs the whole checkpoint.
+template <typename Request, typename Call>
+void SendWithRetries(const std::shared_ptr<spdlog::logger>& log, const Request& request, absl::string_view what,
+                     Call call) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::CheckpointResponse response;
+    grpc::Status status = call(&context, request, &response);
+    if (status.ok()) return;
+    log->warn("task {}: cannot send the {} of checkpoint {} to the JobManager: {}", request.task_id(), what,
+              request.checkpoint_id(), status.error_message());
+    absl::SleepFor(absl::Milliseconds(200 << attempt));
+  }
+}
+
+}  // namespace
+
+void TaskManager::Acknowledge(const v1::AcknowledgeCheckpointRequest& ack) {
+  SendWithRetries(log_, ack, "acknowledgement", [this](grpc::ClientContext* c, const auto& r, auto* out) {
+    return job_master_->AcknowledgeCheckpoint(c, r, out);
+  });
+}
+
+void TaskManager::Decline(const v1::DeclineCheckpointRequest& decline) {
+  SendWithRetries(log_, decline, "decline", [this](grpc::ClientContext* c, const auto& r, auto* out) {
+    return job_master_->DeclineCheckpoint(c, r, out);
+  });
 }
 
 void TaskManager::UpdateSlotsLocked() {

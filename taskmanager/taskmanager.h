@@ -23,7 +23,7 @@
 
 namespace weir::taskmanager {
 
-class TaskManager : private TaskStateListener {
+class TaskManager : private TaskStateListener, private CheckpointResponder {
  public:
   static absl::StatusOr<std::unique_ptr<TaskManager>> Start(const config::Configuration& config);
   ~TaskManager();
@@ -39,6 +39,14 @@ class TaskManager : private TaskStateListener {
 
   absl::Status Deploy(const v1::TaskDeploymentDescriptor& tdd) ABSL_LOCKS_EXCLUDED(tasks_mu_);
   void CancelJob(const std::string& job_id, int attempt, const std::string& reason) ABSL_LOCKS_EXCLUDED(tasks_mu_);
+  // Hands a checkpoint trigger to a source task (kNotFound: no such task).
+  absl::Status TriggerCheckpoint(const v1::TriggerCheckpointRequest& request) ABSL_LOCKS_EXCLUDED(tasks_mu_);
+  // Tells every task of the job attempt a checkpoint's fate.
+  void NotifyCheckpoint(const v1::NotifyCheckpointRequest& request) ABSL_LOCKS_EXCLUDED(tasks_mu_);
+  // CheckpointResponder: sends the outcome of a task's snapshot to the
+  // JobManager (from the snapshot uploader thread, retrying briefly).
+  void Acknowledge(const v1::AcknowledgeCheckpointRequest& ack) override;
+  void Decline(const v1::DeclineCheckpointRequest& decline) override;
   // Sends a task's state to the JobManager (retrying briefly).
   void OnTaskState(const v1::TaskStateUpdate& update) override;
   // Reports metrics of running tasks and reaps finished ones, every second.
@@ -62,6 +70,8 @@ class TaskManager : private TaskStateListener {
   std::unique_ptr<network::DataExchangeServiceImpl> data_exchange_;
   std::unique_ptr<JobArtifacts> artifacts_;
   std::shared_ptr<v1::JobMasterService::Stub> job_master_;
+  // The asynchronous part of task snapshots.
+  std::unique_ptr<SnapshotUploader> uploader_;
 
   absl::Mutex tasks_mu_;
   std::map<std::string, std::unique_ptr<Task>> tasks_ ABSL_GUARDED_BY(tasks_mu_);

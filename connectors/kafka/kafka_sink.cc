@@ -132,6 +132,21 @@ void KafkaSink::Process(void* record) {
 
 void KafkaSink::EndInput() {
   WEIR_CHECK(producer_ != nullptr, "KafkaSink::EndInput before Open or after Close");
+  FlushAll();
+  log_->info("{}: input ended, {} records delivered, {} failed", client_, delivered_, failed_);
+}
+
+void KafkaSink::PrepareSnapshotPreBarrier(int64_t checkpoint_id) {
+  WEIR_CHECK(producer_ != nullptr, "KafkaSink::PrepareSnapshotPreBarrier before Open or after Close");
+  // At-least-once: everything before the barrier must be acknowledged by the
+  // brokers before the checkpoint may count it as written. At-most-once
+  // writes without waiting.
+  if (config_.guarantee != kafka::Guarantee::kAtLeastOnce) return;
+  FlushAll();
+  log_->debug("{}: flushed for checkpoint {} ({} records delivered so far)", client_, checkpoint_id, delivered_);
+}
+
+void KafkaSink::FlushAll() {
   const int64_t budget_ms = MessageTimeoutMs() + kFlushMarginMs;
   const auto deadline = Clock::now() + std::chrono::milliseconds(budget_ms);
   while (producer_->outq_len() > 0) {
@@ -151,7 +166,6 @@ void KafkaSink::EndInput() {
     producer_->flush(static_cast<int>(std::min<int64_t>(remaining_ms, kFlushStepMs)));
   }
   ThrowIfFailed();
-  log_->info("{}: input ended, {} records delivered, {} failed", client_, delivered_, failed_);
 }
 
 void KafkaSink::Close() {

@@ -59,6 +59,8 @@ class KafkaSink : public weir::StreamOperator {
   // `record` is a weir::kafka::Record*.
   void Process(void* record) override;
   void EndInput() override;
+  // Waits until every record written so far is acknowledged (at-least-once).
+  void PrepareSnapshotPreBarrier(int64_t checkpoint_id) override;
   void Close() override;
 
   // Records the brokers acknowledged / that failed (including records
@@ -82,6 +84,9 @@ class KafkaSink : public weir::StreamOperator {
   void RecordFailure(RdKafka::ErrorCode code, const std::string& reason);
   // Throws the first failure (at-least-once) or a fatal producer error.
   void ThrowIfFailed() const;
+  // Flushes until every record is acknowledged; throws on a delivery error
+  // or when message.timeout.ms (plus a margin) passes.
+  void FlushAll();
   std::string DescribeFailure(RdKafka::ErrorCode code, const std::string& reason) const;
   int64_t MessageTimeoutMs() const;
 

@@ -8,7 +8,9 @@
 #include <stdexcept>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/check.h"
@@ -68,6 +70,31 @@ KafkaSource::KafkaSource(KafkaSourceConfig config)
     : config_(std::move(config)), log_(logging::Get("kafka")) {}
 
 KafkaSource::~KafkaSource() { Close(); }
+
+void KafkaSource::InitializeState(OperatorContext& context) {
+  offsets_state_ = context.operator_state()->GetUnionListState("kafka-offsets");
+  for (const std::string& entry : offsets_state_->Get()) {
+    // "topic:partition:offset"; topic names cannot hold ':'.
+    std::vector<std::string> parts = absl::StrSplit(entry, ':');
+    int32_t partition = 0;
+    int64_t offset = 0;
+    if (parts.size() != 3 || !absl::SimpleAtoi(parts[1], &partition) || !absl::SimpleAtoi(parts[2], &offset)) {
+      throw std::runtime_error(absl::StrCat("the checkpointed Kafka offset '", entry,
+                                            "' is malformed (expected topic:partition:offset)"));
+    }
+    restored_offsets_[{parts[0], partition}] = offset;
+  }
+}
+
+void KafkaSource::SnapshotState(const CheckpointInfo&) {
+  if (offsets_state_ == nullptr) return;
+  std::vector<std::string> entries;
+  entries.reserve(partitions_.size());
+  for (const PartitionState& p : partitions_) {
+    entries.push_back(absl::StrCat(p.topic, ":", p.partition, ":", p.next_offset));
+  }
+  offsets_state_->Update(std::move(entries));
+}
 
 void KafkaSource::Open(OperatorContext& context, RecordOutput* output) {
   WEIR_CHECK(consumer_ == nullptr, "KafkaSource::Open called twice");
@@ -208,6 +235,10 @@ void KafkaSource::ResolveOffsets() {
         p.next_offset = answer.offset() >= 0 ? answer.offset() : high;
         break;
     }
+    if (auto it = restored_offsets_.find({p.topic, p.partition}); it != restored_offsets_.end()) {
+      p.next_offset = it->second;
+      p.restored = true;
+    }
     if (config_.bounded) {
       p.end_offset = high;
       p.done = p.next_offset >= p.end_offset;
@@ -226,7 +257,8 @@ void KafkaSource::AssignAndLog(size_t total_partitions) {
       described.push_back(absl::StrCat(p.topic, "[", p.partition, "] ", p.next_offset, "..",
                                        p.end_offset, p.done ? " (nothing to read)" : ""));
     } else {
-      described.push_back(absl::StrCat(p.topic, "[", p.partition, "] from ", p.next_offset));
+      described.push_back(absl::StrCat(p.topic, "[", p.partition, "] from ", p.next_offset,
+                                       p.restored ? " (checkpoint)" : ""));
     }
     if (!p.done) {
       assignment.items.push_back(

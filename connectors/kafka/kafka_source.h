@@ -50,6 +50,13 @@ struct KafkaSourceConfig {
 // ends; a broker outage there is logged and waited out, while bounded mode
 // fails after 60 s without progress and with broker errors.
 //
+// Checkpoints: the next offset of every assigned partition is kept in the
+// union list state "kafka-offsets" ("topic:partition:offset" entries). On
+// restore every subtask gets every entry and starts each of its partitions at
+// the restored offset, so the assignment may differ from the checkpointed
+// one (another parallelism, more partitions); a partition without a restored
+// offset starts as `start` says.
+//
 // Failures throw std::runtime_error with a message for the user (topic
 // missing, brokers unreachable, a fatal consumer error).
 //
@@ -62,8 +69,10 @@ class KafkaSource : public weir::SourceOperator {
   KafkaSource(const KafkaSource&) = delete;
   KafkaSource& operator=(const KafkaSource&) = delete;
 
+  void InitializeState(OperatorContext& context) override;
   void Open(OperatorContext& context, RecordOutput* output) override;
   SourceStatus PollNext() override;
+  void SnapshotState(const CheckpointInfo& checkpoint) override;
   void Close() override;
 
   // The next offset to read of each assigned partition.
@@ -79,6 +88,7 @@ class KafkaSource : public weir::SourceOperator {
     int64_t next_offset = 0;
     int64_t end_offset = -1;  // bounded mode only
     bool done = false;        // bounded mode: reached end_offset
+    bool restored = false;    // next_offset came from a checkpoint
   };
 
   void CreateConsumer();
@@ -99,6 +109,9 @@ class KafkaSource : public weir::SourceOperator {
   std::string Describe(const PartitionState& partition) const;
 
   const KafkaSourceConfig config_;
+  // Checkpointed offsets: the state, and what was restored from it.
+  OperatorListState* offsets_state_ = nullptr;
+  std::map<std::pair<std::string, int32_t>, int64_t> restored_offsets_;
   const std::shared_ptr<spdlog::logger> log_;
   std::string client_;  // "KafkaSource 'name' subtask i/p", for messages
   std::string group_id_;

@@ -3,9 +3,11 @@
 //
 // A data buffer holds whole records, each framed as
 //   [varint32 length][length bytes of TypeOps-serialized record]
-// and counts them in `record_count`. Events (end of input; checkpoint barriers
-// later) are buffers of their own kind, so they keep their place among the
-// records of a channel.
+// and counts them in `record_count`. Events (end of input, checkpoint
+// barriers) are buffers of their own kind, so they keep their place among the
+// records of a channel. Events take a credit like data buffers: a barrier
+// must stay behind the records before it, and a consumer returns the credit
+// as soon as it takes the barrier, so this cannot stall alignment.
 //
 // Thread-safety: Buffer is a plain value; the free functions are thread-safe.
 #pragma once
@@ -33,14 +35,20 @@ class TaskCancelled : public std::exception {
 };
 
 struct Buffer {
-  enum class Kind { kData, kEndOfInput };
+  enum class Kind { kData, kEndOfInput, kBarrier };
 
   Kind kind = Kind::kData;
   // kData: the framed records. Empty for events.
   std::string data;
   int32_t record_count = 0;
+  // kBarrier: the checkpoint and when it was triggered (Unix ms).
+  int64_t checkpoint_id = 0;
+  int64_t checkpoint_timestamp_ms = 0;
 
   static Buffer EndOfInput() { return Buffer{Kind::kEndOfInput, std::string(), 0}; }
+  static Buffer Barrier(int64_t checkpoint_id, int64_t timestamp_ms) {
+    return Buffer{Kind::kBarrier, std::string(), 0, checkpoint_id, timestamp_ms};
+  }
   bool is_data() const { return kind == Kind::kData; }
 };
 
@@ -48,6 +56,7 @@ inline const char* BufferKindName(Buffer::Kind kind) {
   switch (kind) {
     case Buffer::Kind::kData: return "data";
     case Buffer::Kind::kEndOfInput: return "end-of-input";
+    case Buffer::Kind::kBarrier: return "checkpoint barrier";
   }
   return "?";
 }

@@ -32,6 +32,11 @@ v1::DataBuffer ToProto(Buffer buffer) {
     case Buffer::Kind::kEndOfInput:
       message.set_kind(v1::BUFFER_KIND_END_OF_INPUT);
       break;
+    case Buffer::Kind::kBarrier:
+      message.set_kind(v1::BUFFER_KIND_CHECKPOINT_BARRIER);
+      message.set_checkpoint_id(buffer.checkpoint_id);
+      message.set_checkpoint_timestamp_unix_ms(buffer.checkpoint_timestamp_ms);
+      break;
   }
   return message;
 }
@@ -47,8 +52,10 @@ absl::StatusOr<Buffer> FromProto(v1::DataBuffer message) {
     case v1::BUFFER_KIND_END_OF_INPUT:
       return Buffer::EndOfInput();
     case v1::BUFFER_KIND_CHECKPOINT_BARRIER:
-      return absl::UnimplementedError(
-          absl::StrCat("received checkpoint barrier ", message.checkpoint_id(), "; barriers are not supported yet"));
+      if (message.checkpoint_id() <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat("checkpoint barrier with id ", message.checkpoint_id()));
+      }
+      return Buffer::Barrier(message.checkpoint_id(), message.checkpoint_timestamp_unix_ms());
     default:
       return absl::InvalidArgumentError(absl::StrCat("buffer of unknown kind ", static_cast<int>(message.kind())));
   }

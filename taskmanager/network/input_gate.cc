@@ -23,6 +23,8 @@ struct InputGate::Channel {
 
   // Task thread only.
   bool finished = false;
+  // Held back for checkpoint alignment: Next skips it.
+  bool blocked = false;
   // Local: the producer's partition once registered (and attached to).
   std::shared_ptr<ResultPartition> partition;
   std::optional<PartitionManager::ListenerId> registration_listener;
@@ -155,7 +157,7 @@ absl::StatusOr<std::optional<std::pair<int, Buffer>>> InputGate::Next(absl::Dura
     for (int k = 0; k < n; ++k) {
       const int i = (next_channel_ + k) % n;
       Channel& channel = *channels_[i];
-      if (channel.finished) continue;
+      if (channel.finished || channel.blocked) continue;
       if (channel.spec.local && channel.partition == nullptr) {
         absl::Status resolved = ResolveLocal(channel, now);
         if (!resolved.ok()) {
@@ -189,6 +191,16 @@ absl::StatusOr<std::optional<std::pair<int, Buffer>>> InputGate::Next(absl::Dura
     signal_->WaitForChange(seen, wake);
   }
 }
+
+void InputGate::BlockChannel(int channel) { channels_.at(channel)->blocked = true; }
+
+void InputGate::UnblockAllChannels() {
+  for (auto& channel : channels_) channel->blocked = false;
+}
+
+bool InputGate::channel_blocked(int channel) const { return channels_.at(channel)->blocked; }
+
+bool InputGate::channel_finished(int channel) const { return channels_.at(channel)->finished; }
 
 absl::Status InputGate::ResolveLocal(Channel& channel, absl::Time now) {
   std::shared_ptr<ResultPartition> partition = local_partitions_->Lookup(channel.spec.partition_id);

@@ -11,7 +11,9 @@
 // buffers and a task that stops reading stops its producers.
 //
 // Channels keep their own queues (they are not merged) so that checkpoint
-// alignment can later hold back single channels.
+// alignment can hold back single channels (BlockChannel): a blocked channel
+// is not read, so its producer runs out of credit and stops, while the other
+// channels go on.
 #pragma once
 
 #include <cstdint>
@@ -83,6 +85,13 @@ class InputGate {
   // partition was released (producer cancelled or failed), or it was not
   // registered within partition_timeout. After a failure every call fails.
   absl::StatusOr<std::optional<std::pair<int, Buffer>>> Next(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Checkpoint alignment: Next skips a blocked channel until
+  // UnblockAllChannels. Task thread only.
+  void BlockChannel(int channel);
+  void UnblockAllChannels();
+  bool channel_blocked(int channel) const;
+  bool channel_finished(int channel) const;
 
   // True once every channel has delivered END_OF_INPUT.
   bool finished() const { return unfinished_ == 0; }

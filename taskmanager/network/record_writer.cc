@@ -113,4 +113,10 @@ void RecordWriter::EmitEndOfInput() {
   ended_ = true;
 }
 
+void RecordWriter::BroadcastBarrier(int64_t checkpoint_id, int64_t timestamp_ms) {
+  WEIR_CHECK(!ended_, absl::StrCat("barrier after EmitEndOfInput on ", partition_->id()));
+  FlushAll();
+  for (int i = 0; i < num_consumers_; ++i) Hand(i, Buffer::Barrier(checkpoint_id, timestamp_ms));
+}
+
 }  // namespace weir::taskmanager::network

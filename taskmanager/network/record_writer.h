@@ -70,6 +70,9 @@ class RecordWriter : public weir::RecordOutput {
   // Flushes, then sends END_OF_INPUT on every subpartition. Emit must not be
   // called afterwards.
   void EmitEndOfInput();
+  // Flushes, then sends checkpoint barrier `checkpoint_id` on every
+  // subpartition, behind every record emitted before.
+  void BroadcastBarrier(int64_t checkpoint_id, int64_t timestamp_ms);
 
   // Records emitted (a broadcast record counts once).
   int64_t records_out() const { return records_out_.load(std::memory_order_relaxed); }

@@ -94,7 +94,7 @@ TEST(RecordFramingTest, ReportsCorruptFraming) {
   EXPECT_EQ(seen, std::vector<std::string>{"hello"}) << "no record past the declared count may be delivered";
 }
 
-TEST(WireFormatTest, RoundTripsDataAndEndOfInput) {
+TEST(WireFormatTest, RoundTripsDataEndOfInputAndBarriers) {
   Buffer data;
   AppendRecord("one", &data);
   AppendRecord(std::string(300, 'p'), &data);
@@ -109,13 +109,19 @@ TEST(WireFormatTest, RoundTripsDataAndEndOfInput) {
   absl::StatusOr<Buffer> end = FromProto(ToProto(Buffer::EndOfInput()));
   ASSERT_TRUE(end.ok()) << end.status();
   EXPECT_EQ(end->kind, Buffer::Kind::kEndOfInput);
+
+  absl::StatusOr<Buffer> barrier = FromProto(ToProto(Buffer::Barrier(7, 1700000000123)));
+  ASSERT_TRUE(barrier.ok()) << barrier.status();
+  EXPECT_EQ(barrier->kind, Buffer::Kind::kBarrier);
+  EXPECT_EQ(barrier->checkpoint_id, 7);
+  EXPECT_EQ(barrier->checkpoint_timestamp_ms, 1700000000123);
 }
 
 TEST(WireFormatTest, RejectsWhatItCannotHandle) {
   v1::DataBuffer barrier;
   barrier.set_kind(v1::BUFFER_KIND_CHECKPOINT_BARRIER);
-  barrier.set_checkpoint_id(7);
-  EXPECT_EQ(FromProto(barrier).status().code(), absl::StatusCode::kUnimplemented);
+  barrier.set_checkpoint_id(0);  // ids start at 1
+  EXPECT_EQ(FromProto(barrier).status().code(), absl::StatusCode::kInvalidArgument);
 
   v1::DataBuffer unspecified;
   EXPECT_EQ(FromProto(unspecified).status().code(), absl::StatusCode::kInvalidArgument);

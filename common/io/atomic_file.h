@@ -1,0 +1,25 @@
+// Durable whole-file writes: a reader sees the old file or the complete new
+// one, never a part, and a completed write survives a crash.
+//
+// Thread-safety: thread-safe (no shared state).
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace weir::io {
+
+// Writes `contents` to `path` + ".tmp", fsyncs it, renames it over `path`
+// and fsyncs the directory. Errors name the file and the system's reason.
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
+
+// The whole file; kNotFound when it does not exist.
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
+
+// fsyncs the directory `dir` (makes a rename or create in it durable).
+absl::Status SyncDirectory(const std::string& dir);
+
+}  // namespace weir::io

@@ -1,0 +1,128 @@
+#include "taskmanager/checkpointing/snapshot_file.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/crypto/sha256.h"
+#include "common/io/atomic_file.h"
+#include "common/status_macros.h"
+
+namespace weir::taskmanager {
+namespace {
+
+constexpr char kMagic[] = "WEIRTASK";
+constexpr size_t kMagicSize = 8;
+constexpr uint32_t kFormatVersion = 1;
+constexpr size_t kHeaderSize = kMagicSize + 4;
+
+std::string Sha256Hex(absl::string_view bytes) {
+  crypto::Sha256 sha;
+  sha.Update(bytes);
+  return sha.HexDigest();
+}
+
+}  // namespace
+
+std::string TaskSnapshotFileName(const v1::TaskDeploymentDescriptor& tdd) {
+  return absl::StrCat("v", tdd.vertex_ids_size() > 0 ? tdd.vertex_ids(0) : -1, "-s", tdd.subtask_index(),
+                      ".snapshot");
+}
+
+std::string EncodeTaskSnapshot(const v1::TaskDeploymentDescriptor& tdd, const ChainSnapshot& snapshot) {
+  v1::TaskSnapshotProto proto;
+  proto.set_job_id(tdd.job_id());
+  proto.set_checkpoint_id(snapshot.checkpoint_id);
+  proto.set_subtask_index(tdd.subtask_index());
+  proto.set_parallelism(tdd.parallelism());
+  for (size_t i = 0; i < snapshot.operators.size(); ++i) {
+    const OperatorSnapshot& op = snapshot.operators[i];
+    v1::OperatorSnapshotProto* out = proto.add_operators();
+    out->set_vertex_id(i < static_cast<size_t>(tdd.vertex_ids_size()) ? tdd.vertex_ids(static_cast<int>(i)) : -1);
+    for (const auto& [name, list] : op.operator_state) {
+      v1::ListStateSnapshotProto* l = out->add_list_states();
+      l->set_name(name);
+      l->set_is_union(list.is_union);
+      for (const std::string& entry : list.entries) l->add_entries(entry);
+    }
+    for (const auto& [group, bytes] : op.key_groups) {
+      v1::KeyGroupSnapshotProto* g = out->add_key_groups();
+      g->set_key_group(group);
+      g->set_data(bytes);
+    }
+  }
+  std::string file(kMagic, kMagicSize);
+  for (int i = 0; i < 4; ++i) file.push_back(static_cast<char>((kFormatVersion >> (8 * i)) & 0xff));
+  proto.AppendToString(&file);
+  return file;
+}
+
+absl::StatusOr<v1::TaskStateHandle> WriteTaskSnapshot(const std::string& checkpoint_dir,
+                                                      const v1::TaskDeploymentDescriptor& tdd,
+                                                      const std::string& encoded) {
+  const std::string name = TaskSnapshotFileName(tdd);
+  RETURN_IF_ERROR(io::WriteFileAtomically(absl::StrCat(checkpoint_dir, "/", name), encoded));
+  v1::TaskStateHandle handle;
+  handle.set_file(name);
+  handle.set_size_bytes(static_cast<int64_t>(encoded.size()));
+  handle.set_sha256(Sha256Hex(encoded));
+  *handle.mutable_vertex_ids() = tdd.vertex_ids();
+  handle.set_subtask_index(tdd.subtask_index());
+  handle.set_parallelism(tdd.parallelism());
+  return handle;
+}
+
+absl::StatusOr<ChainSnapshot> ReadTaskSnapshot(const std::string& checkpoint_dir, const v1::TaskStateHandle& handle,
+                                               const v1::TaskDeploymentDescriptor& tdd) {
+  if (handle.file().empty() || handle.file().find('/') != std::string::npos || handle.file()[0] == '.') {
+    return absl::InvalidArgumentError(absl::StrCat("state handle names the file '", handle.file(),
+                                                   "', which is not a snapshot file name"));
+  }
+  const std::string path = absl::StrCat(checkpoint_dir, "/", handle.file());
+  auto corrupt = [&](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat("task snapshot ", path, " is unusable: ", why));
+  };
+  ASSIGN_OR_RETURN(std::string bytes, io::ReadWholeFile(path));
+  if (static_cast<int64_t>(bytes.size()) != handle.size_bytes()) {
+    return corrupt(absl::StrCat("it has ", bytes.size(), " bytes, the checkpoint recorded ", handle.size_bytes()));
+  }
+  if (Sha256Hex(bytes) != handle.sha256()) return corrupt("its SHA-256 differs from the one the checkpoint recorded");
+  if (bytes.size() < kHeaderSize || std::memcmp(bytes.data(), kMagic, kMagicSize) != 0) {
+    return corrupt("it does not start with WEIRTASK");
+  }
+  uint32_t version = 0;
+  for (int i = 0; i < 4; ++i) version |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[kMagicSize + i])) << (8 * i);
+  if (version != kFormatVersion) {
+    return corrupt(absl::StrCat("format version ", version, " is not one this Weir reads (", kFormatVersion, ")"));
+  }
+  v1::TaskSnapshotProto proto;
+  if (!proto.ParseFromArray(bytes.data() + kHeaderSize, static_cast<int>(bytes.size() - kHeaderSize))) {
+    return corrupt("its contents do not parse");
+  }
+  if (proto.operators_size() != tdd.vertex_ids_size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task snapshot ", path, " holds ", proto.operators_size(), " operators, but the task's chain has ",
+                     tdd.vertex_ids_size(), " (vertices ", absl::StrJoin(tdd.vertex_ids(), ","),
+                     "): the job's graph changed"));
+  }
+  ChainSnapshot snapshot;
+  snapshot.checkpoint_id = proto.checkpoint_id();
+  for (int i = 0; i < proto.operators_size(); ++i) {
+    const v1::OperatorSnapshotProto& op = proto.operators(i);
+    if (op.vertex_id() != tdd.vertex_ids(i)) {
+      return absl::FailedPreconditionError(absl::StrCat("task snapshot ", path, ": operator ", i, " is vertex ",
+                                                        op.vertex_id(), " but the chain has vertex ",
+                                                        tdd.vertex_ids(i), ": the job's graph changed"));
+    }
+    OperatorSnapshot& out = snapshot.operators.emplace_back();
+    for (const v1::ListStateSnapshotProto& l : op.list_states()) {
+      ListStateSnapshot& list = out.operator_state[l.name()];
+      list.is_union = l.is_union();
+      list.entries.assign(l.entries().begin(), l.entries().end());
+    }
+    for (const v1::KeyGroupSnapshotProto& g : op.key_groups()) out.key_groups[g.key_group()] = g.data();
+  }
+  return snapshot;
+}
+
+}  // namespace weir::taskmanager

@@ -1,0 +1,38 @@
+// Task snapshot files: how a task's ChainSnapshot is written into a
+// checkpoint's directory and read back at restore.
+//
+// File: the 8 bytes "WEIRTASK", a little-endian uint32 format version (1),
+// then a serialized v1::TaskSnapshotProto. The handle sent to the JobManager
+// names the file (relative to the checkpoint's directory), its size and its
+// SHA-256, which the restore checks before it parses anything.
+//
+// Thread-safety: free functions without shared state.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "taskmanager/operator_chain.h"
+#include "weir/v1/checkpoint.pb.h"
+#include "weir/v1/job.pb.h"
+
+namespace weir::taskmanager {
+
+// "v<first vertex>-s<subtask>.snapshot": stable across attempts of a job.
+std::string TaskSnapshotFileName(const v1::TaskDeploymentDescriptor& tdd);
+
+// Serializes `snapshot` (one entry per operator of tdd's chain).
+std::string EncodeTaskSnapshot(const v1::TaskDeploymentDescriptor& tdd, const ChainSnapshot& snapshot);
+
+// Writes the encoded snapshot durably into `checkpoint_dir`; returns its handle.
+absl::StatusOr<v1::TaskStateHandle> WriteTaskSnapshot(const std::string& checkpoint_dir,
+                                                      const v1::TaskDeploymentDescriptor& tdd,
+                                                      const std::string& encoded);
+
+// Reads, verifies (size, SHA-256, magic, version, that it belongs to this
+// job and chain) and decodes the snapshot `handle` names in `checkpoint_dir`.
+// kDataLoss for anything corrupt, naming the file and what is wrong.
+absl::StatusOr<ChainSnapshot> ReadTaskSnapshot(const std::string& checkpoint_dir, const v1::TaskStateHandle& handle,
+                                               const v1::TaskDeploymentDescriptor& tdd);
+
+}  // namespace weir::taskmanager

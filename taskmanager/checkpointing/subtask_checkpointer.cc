@@ -1,0 +1,90 @@
+#include "taskmanager/checkpointing/subtask_checkpointer.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging/logging.h"
+#include "taskmanager/checkpointing/snapshot_file.h"
+
+namespace weir::taskmanager {
+
+std::string CheckpointDirectory(const std::string& job_checkpoint_dir, int64_t checkpoint_id) {
+  return absl::StrCat(job_checkpoint_dir, "/chk-", checkpoint_id);
+}
+
+SubtaskCheckpointer::SubtaskCheckpointer(const v1::TaskDeploymentDescriptor& tdd, SnapshotUploader* uploader,
+                                         CheckpointResponder* responder)
+    : tdd_(tdd), uploader_(uploader), responder_(responder) {}
+
+absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t checkpoint_id, int64_t timestamp_ms,
+                                             absl::Duration alignment) {
+  if (!enabled()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint ", checkpoint_id, " reached task ", tdd_.task_id(), ", which has checkpoints off"));
+  }
+  if (checkpoint_id <= last_checkpoint_) {
+    return absl::FailedPreconditionError(absl::StrCat("checkpoint ", checkpoint_id, " came after checkpoint ",
+                                                      last_checkpoint_, ": checkpoint ids must grow"));
+  }
+  last_checkpoint_ = checkpoint_id;
+  const absl::Time start = absl::Now();
+  chain.PrepareSnapshotPreBarrier(checkpoint_id);
+  chain.BroadcastBarrier(checkpoint_id, timestamp_ms);
+  ChainSnapshot snapshot = chain.SnapshotState(CheckpointInfo{checkpoint_id, timestamp_ms});
+  const absl::Duration sync = absl::Now() - start;
+
+  // Copies of what the asynchronous part needs: the task may be gone by then.
+  v1::TaskDeploymentDescriptor identity;
+  identity.set_job_id(tdd_.job_id());
+  identity.set_attempt(tdd_.attempt());
+  identity.set_task_id(tdd_.task_id());
+  *identity.mutable_vertex_ids() = tdd_.vertex_ids();
+  identity.set_subtask_index(tdd_.subtask_index());
+  identity.set_parallelism(tdd_.parallelism());
+  const std::string dir = CheckpointDirectory(tdd_.checkpoint_dir(), checkpoint_id);
+  CheckpointResponder* responder = responder_;
+  const bool queued = uploader_->Submit([identity = std::move(identity), snapshot = std::move(snapshot), dir,
+                                         responder, checkpoint_id, alignment, sync] {
+    const absl::Time async_start = absl::Now();
+    absl::StatusOr<v1::TaskStateHandle> handle =
+        WriteTaskSnapshot(dir, identity, EncodeTaskSnapshot(identity, snapshot));
+    if (!handle.ok()) {
+      static const std::shared_ptr<spdlog::logger> log = logging::Get("task");
+      log->warn("task {}: checkpoint {}: writing the snapshot failed: {}", identity.task_id(), checkpoint_id,
+                handle.status().message());
+      v1::DeclineCheckpointRequest decline;
+      decline.set_job_id(identity.job_id());
+      decline.set_attempt(identity.attempt());
+      decline.set_task_id(identity.task_id());
+      decline.set_checkpoint_id(checkpoint_id);
+      decline.set_reason(absl::StrCat("writing the snapshot failed: ", handle.status().message()));
+      responder->Decline(decline);
+      return;
+    }
+    v1::AcknowledgeCheckpointRequest ack;
+    ack.set_job_id(identity.job_id());
+    ack.set_attempt(identity.attempt());
+    ack.set_task_id(identity.task_id());
+    ack.set_checkpoint_id(checkpoint_id);
+    *ack.mutable_state() = std::move(*handle);
+    ack.set_alignment_ms(absl::ToInt64Milliseconds(alignment));
+    ack.set_sync_ms(absl::ToInt64Milliseconds(sync));
+    ack.set_async_ms(absl::ToInt64Milliseconds(absl::Now() - async_start));
+    responder->Acknowledge(ack);
+  });
+  if (!queued) return absl::CancelledError("the TaskManager is shutting down");
+  return absl::OkStatus();
+}
+
+void SubtaskCheckpointer::Decline(int64_t checkpoint_id, const std::string& reason) {
+  v1::DeclineCheckpointRequest decline;
+  decline.set_job_id(tdd_.job_id());
+  decline.set_attempt(tdd_.attempt());
+  decline.set_task_id(tdd_.task_id());
+  decline.set_checkpoint_id(checkpoint_id);
+  decline.set_reason(reason);
+  CheckpointResponder* responder = responder_;
+  uploader_->Submit([responder, decline = std::move(decline)] { responder->Decline(decline); });
+}
+
+}  // namespace weir::taskmanager

@@ -1,0 +1,367 @@
+// The TaskManager's side of checkpoints: barrier handling (aligned and
+// counting), alignment on a real InputGate under a full credit window,
+// snapshot files, and a task that takes a checkpoint and restores from it.
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "taskmanager/checkpointing/barrier_handler.h"
+#include "taskmanager/checkpointing/snapshot_file.h"
+#include "taskmanager/checkpointing/subtask_checkpointer.h"
+#include "taskmanager/network/input_gate.h"
+#include "taskmanager/network/result_partition.h"
+#include "taskmanager/task.h"
+#include "tests/testing/process.h"
+#include "weir/datastream.h"
+
+namespace weir::taskmanager {
+namespace {
+
+using ::testing::HasSubstr;
+using weir::testing::WaitFor;
+
+constexpr absl::Duration kGuard = absl::Seconds(30);
+
+TEST(BarrierHandlerTest, AlignedBlocksEachChannelUntilAllBarriersAreIn) {
+  auto handler = BarrierHandler::Create(v1::EXACTLY_ONCE, 3);
+  const absl::Time t0 = absl::Now();
+  BarrierDecision d = handler->OnBarrier(0, 5, 1000, t0);
+  EXPECT_TRUE(d.block_channel);
+  EXPECT_FALSE(d.trigger.has_value());
+  d = handler->OnBarrier(2, 5, 1000, t0 + absl::Milliseconds(3));
+  EXPECT_TRUE(d.block_channel);
+  EXPECT_EQ(handler->pending(), 5);
+  d = handler->OnBarrier(1, 5, 1000, t0 + absl::Milliseconds(10));
+  EXPECT_FALSE(d.block_channel);
+  EXPECT_TRUE(d.unblock_all);
+  ASSERT_EQ(d.trigger, 5);
+  EXPECT_EQ(d.trigger_timestamp_ms, 1000);
+  EXPECT_EQ(d.alignment, absl::Milliseconds(10));
+  // A late barrier of a checkpoint already taken changes nothing.
+  d = handler->OnBarrier(1, 5, 1000, t0);
+  EXPECT_FALSE(d.block_channel || d.trigger.has_value());
+  EXPECT_FALSE(handler->pending().has_value());
+}
+
+TEST(BarrierHandlerTest, AlignedCountsFinishedChannelsAndGivesUpOverlappedCheckpoints) {
+  auto handler = BarrierHandler::Create(v1::EXACTLY_ONCE, 2);
+  const absl::Time now = absl::Now();
+  EXPECT_TRUE(handler->OnBarrier(0, 1, 0, now).block_channel);
+  // Channel 1 ends instead of sending barrier 1: it counts as arrived.
+  BarrierDecision d = handler->OnEndOfInput(1, now);
+  EXPECT_EQ(d.trigger, 1);
+  EXPECT_TRUE(d.unblock_all);
+  // From now on one barrier on channel 0 is enough.
+  EXPECT_EQ(handler->OnBarrier(0, 2, 0, now).trigger, 2);
+
+  auto other = BarrierHandler::Create(v1::EXACTLY_ONCE, 2);
+  EXPECT_TRUE(other->OnBarrier(0, 7, 0, now).block_channel);
+  d = other->OnBarrier(0, 8, 0, now);  // 8 overtakes 7 before 7 aligned
+  EXPECT_EQ(d.abandoned, 7);
+  EXPECT_TRUE(d.unblock_all);
+  EXPECT_TRUE(d.block_channel);
+  EXPECT_FALSE(other->OnBarrier(1, 7, 0, now).trigger.has_value());
+  EXPECT_EQ(other->OnBarrier(1, 8, 0, now).trigger, 8);
+}
+
+TEST(BarrierHandlerTest, CountingNeverBlocks) {
+  auto handler = BarrierHandler::Create(v1::AT_LEAST_ONCE, 2);
+  const absl::Time now = absl::Now();
+  BarrierDecision d = handler->OnBarrier(1, 3, 0, now);
+  EXPECT_FALSE(d.block_channel);
+  EXPECT_FALSE(d.trigger.has_value());
+  d = handler->OnBarrier(0, 3, 0, now);
+  EXPECT_EQ(d.trigger, 3);
+  EXPECT_FALSE(d.unblock_all);
+}
+
+network::Buffer Data(const std::string& record) {
+  network::Buffer buffer;
+  network::AppendRecord(record, &buffer);
+  return buffer;
+}
+
+std::string Record(const network::Buffer& buffer) {
+  std::string out;
+  EXPECT_TRUE(network::ForEachRecord(buffer, [&](absl::string_view b) { out = std::string(b); }).ok());
+  return out;
+}
+
+// Alignment on a real gate: the held channel is not read while the other
+// goes on, its producer blocks on a full subpartition instead of growing
+// memory, and nothing deadlocks: once the last barrier arrives, all flows.
+TEST(AlignmentTest, HeldChannelStopsWhileTheOtherContinuesWithoutDeadlock) {
+  constexpr int kCapacity = 2;
+  network::PartitionManager partitions;
+  auto fast = std::make_shared<network::ResultPartition>("fast", 1, kCapacity);
+  auto slow = std::make_shared<network::ResultPartition>("slow", 1, /*capacity=*/4);
+  ASSERT_TRUE(partitions.Register(fast).ok());
+  ASSERT_TRUE(partitions.Register(slow).ok());
+  auto gate = network::InputGate::Create("t", {{"fast", 0, "local", true}, {"slow", 0, "local", true}}, &partitions);
+  ASSERT_TRUE(gate.ok()) << gate.status();
+  auto handler = BarrierHandler::Create(v1::EXACTLY_ONCE, 2);
+
+  // The fast channel: its barrier at once, then more records than its
+  // subpartition holds — the producer blocks until the channel is released.
+  std::atomic<int> fast_added{0};
+  std::thread fast_producer([&] {
+    ASSERT_TRUE(fast->Add(0, network::Buffer::Barrier(1, 0)));
+    for (int i = 0; i < 10; ++i) {
+      ASSERT_TRUE(fast->Add(0, Data("f" + std::to_string(i))));
+      ++fast_added;
+    }
+    ASSERT_TRUE(fast->Add(0, network::Buffer::EndOfInput()));
+  });
+  ASSERT_TRUE(slow->Add(0, Data("s0")));
+
+  auto next = [&]() -> std::pair<int, network::Buffer> {
+    std::optional<std::pair<int, network::Buffer>> got;
+    EXPECT_TRUE(WaitFor([&] {
+      auto n = (*gate)->Next(absl::ZeroDuration());
+      EXPECT_TRUE(n.ok()) << n.status();
+      if (n.ok() && n->has_value()) got = std::move(**n);
+      return got.has_value();
+    }, kGuard));
+    return std::move(*got);
+  };
+
+  std::vector<std::string> slow_seen;
+  bool triggered = false;
+  // Read until the fast barrier arrives and blocks its channel.
+  while (!(*gate)->channel_blocked(0)) {
+    auto [channel, buffer] = next();
+    if (buffer.kind == network::Buffer::Kind::kBarrier) {
+      BarrierDecision d = handler->OnBarrier(channel, buffer.checkpoint_id, 0, absl::Now());
+      if (d.block_channel) (*gate)->BlockChannel(channel);
+    } else {
+      ASSERT_EQ(channel, 1);
+      slow_seen.push_back(Record(buffer));
+    }
+  }
+  // The fast producer fills its subpartition and stops there (backpressure).
+  ASSERT_TRUE(WaitFor([&] { return fast->backpressured() && fast_added == kCapacity; }, kGuard));
+  // The slow channel goes on meanwhile.
+  ASSERT_TRUE(slow->Add(0, Data("s1")));
+  ASSERT_TRUE(slow->Add(0, network::Buffer::Barrier(1, 0)));
+  ASSERT_TRUE(slow->Add(0, network::Buffer::EndOfInput()));
+  // Nobody reads the held channel, so its producer is still stuck there.
+  EXPECT_EQ(fast_added, kCapacity);
+  while (!triggered) {
+    auto [channel, buffer] = next();
+    ASSERT_EQ(channel, 1) << "read the held channel";
+    if (buffer.kind == network::Buffer::Kind::kBarrier) {
+      BarrierDecision d = handler->OnBarrier(channel, buffer.checkpoint_id, 0, absl::Now());
+      ASSERT_EQ(d.trigger, 1);
+      triggered = true;
+      (*gate)->UnblockAllChannels();
+    } else {
+      slow_seen.push_back(Record(buffer));
+    }
+  }
+  EXPECT_THAT(slow_seen, ::testing::ElementsAre("s0", "s1"));
+  // Released: every fast record arrives, and the producer finishes.
+  int fast_records = 0;
+  while (!(*gate)->finished()) {
+    auto n = (*gate)->Next(absl::Milliseconds(50));
+    ASSERT_TRUE(n.ok()) << n.status();
+    if (n->has_value() && (*n)->second.is_data()) ++fast_records;
+  }
+  fast_producer.join();
+  EXPECT_EQ(fast_records, 10);
+}
+
+// In-process task with a real uploader and a responder that collects acks.
+class CollectingResponder final : public CheckpointResponder {
+ public:
+  void Acknowledge(const v1::AcknowledgeCheckpointRequest& ack) override {
+    absl::MutexLock lock(&mu_);
+    acks_.push_back(ack);
+  }
+  void Decline(const v1::DeclineCheckpointRequest& decline) override {
+    absl::MutexLock lock(&mu_);
+    declines_.push_back(decline);
+  }
+  std::vector<v1::AcknowledgeCheckpointRequest> acks() {
+    absl::MutexLock lock(&mu_);
+    return acks_;
+  }
+  std::vector<v1::DeclineCheckpointRequest> declines() {
+    absl::MutexLock lock(&mu_);
+    return declines_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<v1::AcknowledgeCheckpointRequest> acks_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::DeclineCheckpointRequest> declines_ ABSL_GUARDED_BY(mu_);
+};
+
+class NullListener final : public TaskStateListener {
+ public:
+  void OnTaskState(const v1::TaskStateUpdate& update) override { last = update.state(); }
+  std::atomic<v1::TaskState> last{v1::TASK_SCHEDULED};
+};
+
+class Loader final : public JobLoader {
+ public:
+  explicit Loader(std::shared_ptr<jobgraph::LoadedJob> job) : job_(std::move(job)) {}
+  absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> Acquire(const std::string&, const std::string&,
+                                                               const std::vector<std::string>&,
+                                                               const v1::JobGraphSpec&) override {
+    return job_;
+  }
+  void Release(const std::string&) override {}
+
+ private:
+  std::shared_ptr<jobgraph::LoadedJob> job_;
+};
+
+// Emits 0, 1, 2, ... up to a limit, then idles; its position is operator state.
+class Numbers final : public SourceFunction<int64_t> {
+ public:
+  Numbers(int64_t limit, std::atomic<int64_t>* restored_from) : limit_(limit), restored_from_(restored_from) {}
+  void InitializeState(OperatorContext& ctx) override {
+    position_ = OperatorList<int64_t>(ctx.operator_state()->GetListState("position"));
+    for (int64_t p : position_.Get()) next_ = *restored_from_ = p;
+  }
+  SourceStatus Poll(Collector<int64_t>& out) override {
+    if (next_ >= limit_) return SourceStatus::kNothingAvailable;
+    out.Collect(next_++);
+    return SourceStatus::kMoreAvailable;
+  }
+  void SnapshotState(const CheckpointInfo&) override { position_.Update({next_}); }
+
+ private:
+  const int64_t limit_;
+  std::atomic<int64_t>* const restored_from_;
+  OperatorList<int64_t> position_;
+  int64_t next_ = 0;
+};
+
+TEST(TaskCheckpointTest, SourceTaskWritesItsSnapshotAcknowledgesAndRestores) {
+  const std::string dir = weir::testing::MakeTempDir("weir-chk");
+  std::atomic<int64_t> restored_from{-1};
+  auto job = std::make_shared<jobgraph::LoadedJob>();
+  StreamEnvironment env(&job->graph);
+  env.AddSource<int64_t>("numbers", [&] { return std::make_unique<Numbers>(100, &restored_from); })
+      .Sink("drop", [](const int64_t&) {});
+  Loader loader(job);
+  network::PartitionManager partitions;
+  NullListener listener;
+  SnapshotUploader uploader;
+  CollectingResponder responder;
+  TaskEnvironment task_env;
+  task_env.taskmanager_id = "tm";
+  task_env.artifacts = &loader;
+  task_env.partitions = &partitions;
+  task_env.listener = &listener;
+  task_env.uploader = &uploader;
+  task_env.checkpoint_responder = &responder;
+
+  v1::TaskDeploymentDescriptor tdd;
+  tdd.set_job_id("job");
+  tdd.set_attempt(1);
+  tdd.set_task_id("job/1/c0s0");
+  tdd.add_vertex_ids(0);
+  tdd.add_vertex_ids(1);
+  tdd.set_parallelism(1);
+  tdd.set_input_vertex(-1);
+  tdd.set_checkpoint_dir(dir);
+  std::filesystem::create_directories(dir + "/chk-3");
+
+  {
+    Task task(tdd, task_env);
+    task.Start();
+    ASSERT_TRUE(WaitFor([&] { return listener.last == v1::TASK_RUNNING; }, kGuard));
+    ASSERT_TRUE(task.TriggerCheckpoint(3, 1234).ok());
+    ASSERT_TRUE(WaitFor([&] { return !responder.acks().empty(); }, kGuard));
+    task.Cancel("test over");
+  }
+  const v1::AcknowledgeCheckpointRequest ack = responder.acks()[0];
+  EXPECT_EQ(ack.checkpoint_id(), 3);
+  EXPECT_EQ(ack.task_id(), "job/1/c0s0");
+  EXPECT_EQ(ack.state().file(), "v0-s0.snapshot");
+  EXPECT_EQ(std::filesystem::file_size(dir + "/chk-3/" + ack.state().file()),
+            static_cast<uintmax_t>(ack.state().size_bytes()));
+  absl::StatusOr<ChainSnapshot> read = ReadTaskSnapshot(dir + "/chk-3", ack.state(), tdd);
+  ASSERT_TRUE(read.ok()) << read.status();
+  const int64_t position = Serializer<int64_t>::Read(read->operators[0].operator_state.at("position").entries.at(0));
+  EXPECT_GE(position, 0);
+  EXPECT_LE(position, 100);
+
+  // A new attempt restored from that checkpoint starts where it was.
+  v1::TaskDeploymentDescriptor restore = tdd;
+  restore.set_attempt(2);
+  restore.set_task_id("job/2/c0s0");
+  restore.set_restore_checkpoint_id(3);
+  restore.set_restore_checkpoint_dir(dir + "/chk-3");
+  *restore.mutable_restore_state() = ack.state();
+  listener.last = v1::TASK_SCHEDULED;
+  {
+    Task task(restore, task_env);
+    task.Start();
+    ASSERT_TRUE(WaitFor([&] { return listener.last == v1::TASK_RUNNING; }, kGuard));
+    task.Cancel("test over");
+  }
+  EXPECT_EQ(restored_from, position);
+
+  // A corrupted snapshot is refused with the reason, and the task fails.
+  {
+    std::fstream f(dir + "/chk-3/" + ack.state().file(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20);
+    f.put('\x7f');
+  }
+  absl::StatusOr<ChainSnapshot> corrupt = ReadTaskSnapshot(dir + "/chk-3", ack.state(), tdd);
+  EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(corrupt.status().message(), HasSubstr("SHA-256"));
+  listener.last = v1::TASK_SCHEDULED;
+  {
+    Task task(restore, task_env);
+    task.Start();
+    ASSERT_TRUE(WaitFor([&] { return listener.last == v1::TASK_FAILED; }, kGuard));
+  }
+}
+
+TEST(TaskCheckpointTest, ANonSourceOrCheckpointlessTaskDeclines) {
+  std::atomic<int64_t> restored_from{-1};
+  auto job = std::make_shared<jobgraph::LoadedJob>();
+  StreamEnvironment env(&job->graph);
+  env.AddSource<int64_t>("numbers", [&] { return std::make_unique<Numbers>(10, &restored_from); })
+      .Sink("drop", [](const int64_t&) {});
+  Loader loader(job);
+  network::PartitionManager partitions;
+  NullListener listener;
+  SnapshotUploader uploader;
+  CollectingResponder responder;
+  TaskEnvironment task_env;
+  task_env.artifacts = &loader;
+  task_env.partitions = &partitions;
+  task_env.listener = &listener;
+  task_env.uploader = &uploader;
+  task_env.checkpoint_responder = &responder;
+  v1::TaskDeploymentDescriptor tdd;
+  tdd.set_job_id("job");
+  tdd.set_task_id("job/1/c0s0");
+  tdd.add_vertex_ids(0);
+  tdd.add_vertex_ids(1);
+  tdd.set_parallelism(1);
+  tdd.set_input_vertex(-1);  // no checkpoint_dir: checkpoints off
+  Task task(tdd, task_env);
+  task.Start();
+  ASSERT_TRUE(WaitFor([&] { return listener.last == v1::TASK_RUNNING; }, kGuard));
+  ASSERT_TRUE(task.TriggerCheckpoint(1, 0).ok());
+  ASSERT_TRUE(WaitFor([&] { return !responder.declines().empty(); }, kGuard));
+  EXPECT_THAT(responder.declines()[0].reason(), HasSubstr("checkpoints off"));
+  EXPECT_TRUE(responder.acks().empty());
+  task.Cancel("test over");
+}
+
+}  // namespace
+}  // namespace weir::taskmanager
