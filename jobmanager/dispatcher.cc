@@ -73,13 +73,25 @@ absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& reque
   RETURN_IF_ERROR(limits::CheckCount("parallel tasks in the job", tasks, limits::kMaxTasksPerJob));
 
   std::string job_id = RandomId();
+  ASSIGN_OR_RETURN(JobSettings settings, ResolveJobSettings(options_.cluster_config, request.config(), job_id));
   ASSIGN_OR_RETURN(std::vector<SlotAssignment> slots, resource_manager_->AllocateSlots(job_id, graph.slots_needed));
   log_->info("job {} '{}' submitted: {} vertices, {} chains, parallelism {}, binary {}", job_id,
              request.graph().name(), request.graph().vertices_size(), graph.chains.size(), parallelism,
              request.artifact_sha256());
-  auto master = std::make_shared<JobMaster>(
-      job_id, request, std::move(graph), std::move(slots), options_.max_parallelism, options_.cancel_timeout,
+  settings.max_parallelism = options_.max_parallelism;
+  settings.cancel_timeout = options_.cancel_timeout;
+  if (!settings.checkpoint_dir.empty()) settings.checkpoint.max_parallelism = options_.max_parallelism;
+  SlotProvider slot_provider;
+  slot_provider.allocate = [this, job_id](int count) { return resource_manager_->AllocateSlots(job_id, count); };
+  slot_provider.release = [this, job_id] { resource_manager_->ReleaseSlots(job_id); };
+  absl::StatusOr<std::shared_ptr<JobMaster>> created = JobMaster::Create(
+      job_id, request, std::move(graph), std::move(slots), std::move(settings), std::move(slot_provider),
       [this](const std::string& id, v1::JobState state) { resource_manager_->ReleaseSlots(id); });
+  if (!created.ok()) {
+    resource_manager_->ReleaseSlots(job_id);
+    return created.status();
+  }
+  std::shared_ptr<JobMaster> master = *std::move(created);
   {
     absl::MutexLock lock(&mu_);
     jobs_[job_id] = master;
@@ -126,6 +138,20 @@ void Dispatcher::OnTaskStateUpdate(const v1::TaskStateUpdate& update) {
 
 void Dispatcher::OnTaskMetrics(const v1::TaskMetrics& metrics) {
   if (auto master = Find(metrics.job_id())) master->OnTaskMetrics(metrics);
+}
+
+void Dispatcher::OnCheckpointAcknowledged(const v1::AcknowledgeCheckpointRequest& ack) {
+  if (auto master = Find(ack.job_id())) master->OnCheckpointAcknowledged(ack);
+}
+
+void Dispatcher::OnCheckpointDeclined(const v1::DeclineCheckpointRequest& decline) {
+  if (auto master = Find(decline.job_id())) master->OnCheckpointDeclined(decline);
+}
+
+absl::StatusOr<std::vector<checkpoint::CheckpointRecord>> Dispatcher::Checkpoints(const std::string& job_id) const {
+  auto master = Find(job_id);
+  if (master == nullptr) return absl::NotFoundError(absl::StrCat("no job ", job_id, " (see weir list)"));
+  return master->CheckpointHistory();
 }
 
 }  // namespace weir::jobmanager

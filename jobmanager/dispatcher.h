@@ -17,6 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/config/configuration.h"
 #include "connectors/kafka/kafka_properties.h"
 #include "jobmanager/artifact_store.h"
 #include "jobmanager/job_master.h"
@@ -30,6 +31,9 @@ struct DispatcherOptions {
   absl::Duration cancel_timeout = absl::Seconds(30);
   // Which kafka.<name> connector properties jobs may set.
   connectors::KafkaPropertyPolicy kafka_policy;
+  // The JobManager's configuration: the defaults of every job's settings
+  // (checkpoints, restart strategy), which a submission may override with -D.
+  config::Configuration cluster_config;
 };
 
 class Dispatcher {
@@ -44,6 +48,11 @@ class Dispatcher {
 
   void OnTaskStateUpdate(const v1::TaskStateUpdate& update) ABSL_LOCKS_EXCLUDED(mu_);
   void OnTaskMetrics(const v1::TaskMetrics& metrics) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnCheckpointAcknowledged(const v1::AcknowledgeCheckpointRequest& ack) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnCheckpointDeclined(const v1::DeclineCheckpointRequest& decline) ABSL_LOCKS_EXCLUDED(mu_);
+  // Recent checkpoints of a job, newest first; kNotFound for an unknown job.
+  absl::StatusOr<std::vector<checkpoint::CheckpointRecord>> Checkpoints(const std::string& job_id) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   std::shared_ptr<JobMaster> Find(const std::string& job_id) const ABSL_LOCKS_EXCLUDED(mu_);

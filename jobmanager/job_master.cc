@@ -2,8 +2,12 @@
 
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/config/options.h"
 #include "common/rpc/rpc.h"
+#include "common/status_macros.h"
 #include "common/wire_limits.h"
 
 namespace weir::jobmanager {
@@ -16,28 +20,93 @@ bool IsTerminal(v1::JobState state) {
   return state == v1::FINISHED || state == v1::CANCELED || state == v1::FAILED;
 }
 
+namespace {
+
+namespace k = config::keys;
+
+// Keys a submission may set for itself with -D.
+bool IsJobLevelKey(absl::string_view key) {
+  return absl::StartsWith(key, "execution.checkpointing.") || absl::StartsWith(key, "restart-strategy.") ||
+         key == k::kCheckpointsRetained || key == k::kSlotRequestTimeout;
+}
+
+std::chrono::system_clock::time_point DeadlineIn(absl::Duration d) {
+  return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(d);
+}
+
+}  // namespace
+
+absl::StatusOr<JobSettings> ResolveJobSettings(const config::Configuration& cluster,
+                                               const google::protobuf::Map<std::string, std::string>& job_config,
+                                               const std::string& job_id) {
+  config::Configuration config = cluster;
+  for (const auto& [key, value] : job_config) {
+    const config::OptionSpec* spec = config::FindOption(key);
+    if (spec == nullptr) continue;  // the job's own setting (OperatorContext::JobConfig)
+    if (!IsJobLevelKey(key)) {
+      return absl::InvalidArgumentError(absl::StrCat("-D ", key, " is a cluster setting and cannot be set per job; "
+                                                     "set it in the JobManager's configuration"));
+    }
+    RETURN_IF_ERROR(Annotate(config.Set(key, value, config::ValueSource::kCommandLine), "job setting"));
+  }
+  JobSettings settings;
+  settings.max_parallelism = static_cast<int>(config.GetInt(k::kMaxParallelism));
+  settings.cancel_timeout = config.GetDuration(k::kCancelTimeout);
+  settings.slot_request_timeout = config.GetDuration(k::kSlotRequestTimeout);
+  const absl::Duration interval = config.GetDuration(k::kCheckpointInterval);
+  const bool checkpointing = interval > absl::ZeroDuration();
+  if (checkpointing) {
+    std::string root = config.GetString(k::kCheckpointsDir);
+    if (root.empty()) root = absl::StrCat(config.GetString(k::kHaStorageDir), "/checkpoints");
+    settings.checkpoint_dir = absl::StrCat(root, "/", job_id);
+    checkpoint::CheckpointCoordinatorOptions& c = settings.checkpoint;
+    c.interval = interval;
+    c.timeout = config.GetDuration(k::kCheckpointTimeout);
+    c.min_pause = config.GetDuration(k::kCheckpointMinPause);
+    c.max_concurrent = static_cast<int>(config.GetInt(k::kCheckpointMaxConcurrent));
+    c.mode = config.GetString(k::kCheckpointMode) == "AT_LEAST_ONCE" ? v1::AT_LEAST_ONCE : v1::EXACTLY_ONCE;
+    c.tolerable_failed = static_cast<int>(config.GetInt(k::kCheckpointTolerableFailures));
+    c.num_retained = static_cast<int>(config.GetInt(k::kCheckpointsRetained));
+    c.max_parallelism = settings.max_parallelism;
+    RETURN_IF_ERROR(c.Validate());
+  }
+  ASSIGN_OR_RETURN(settings.restart, RestartStrategyOptions::FromConfig(config, checkpointing));
+  return settings;
+}
+
+absl::StatusOr<std::shared_ptr<JobMaster>> JobMaster::Create(std::string job_id, v1::SubmitJobRequest request,
+                                                             ExecutionGraph graph, std::vector<SlotAssignment> slots,
+                                                             JobSettings settings, SlotProvider slot_provider,
+                                                             TerminalCallback on_terminal) {
+  std::optional<checkpoint::CheckpointStorage> storage;
+  if (!settings.checkpoint_dir.empty()) {
+    ASSIGN_OR_RETURN(storage, checkpoint::CheckpointStorage::Open(settings.checkpoint_dir));
+  }
+  std::shared_ptr<JobMaster> master(new JobMaster(std::move(job_id), std::move(request), std::move(graph),
+                                                  std::move(slots), std::move(settings), std::move(slot_provider),
+                                                  std::move(on_terminal)));
+  if (storage.has_value()) {
+    master->coordinator_ = std::make_unique<checkpoint::CheckpointCoordinator>(
+        master->job_id_, master->settings_.checkpoint, std::move(*storage),
+        static_cast<checkpoint::CheckpointTaskGateway*>(master.get()));
+  }
+  return master;
+}
+
 JobMaster::JobMaster(std::string job_id, v1::SubmitJobRequest request, ExecutionGraph graph,
-                     std::vector<SlotAssignment> slots, int max_parallelism, absl::Duration cancel_timeout,
+                     std::vector<SlotAssignment> slots, JobSettings settings, SlotProvider slot_provider,
                      TerminalCallback on_terminal)
     : job_id_(std::move(job_id)),
       request_(std::move(request)),
       graph_(std::move(graph)),
-      max_parallelism_(max_parallelism),
-      cancel_timeout_(cancel_timeout),
+      settings_(std::move(settings)),
+      slot_provider_(std::move(slot_provider)),
       on_terminal_(std::move(on_terminal)),
       submitted_at_(absl::Now()),
-      log_(logging::Get("jobmaster")) {
+      log_(logging::Get("jobmaster")),
+      restart_strategy_(RestartStrategy::Create(settings_.restart)) {
   absl::MutexLock lock(&mu_);
-  for (const Chain& chain : graph_.chains) {
-    for (int s = 0; s < chain.parallelism; ++s) {
-      TaskRecord task;
-      task.task_id = ExecutionGraph::TaskId(job_id_, 1, chain.index, s);
-      task.chain = chain.index;
-      task.subtask = s;
-      task.slot = slots.at(s);
-      tasks_.push_back(std::move(task));
-    }
-  }
+  slots_ = std::move(slots);
 }
 
 JobMaster::~JobMaster() {
@@ -45,10 +114,14 @@ JobMaster::~JobMaster() {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
   }
+  if (coordinator_ != nullptr) coordinator_->Stop();
   if (worker_.joinable()) worker_.join();
 }
 
-void JobMaster::Start() { worker_ = std::thread([this] { Run(); }); }
+void JobMaster::Start() {
+  if (coordinator_ != nullptr) coordinator_->Start();
+  worker_ = std::thread([this] { Run(); });
+}
 
 std::string JobMaster::TaskLabel(const TaskRecord& task) const {
   const Chain& chain = graph_.chains[task.chain];
@@ -70,11 +143,18 @@ bool JobMaster::AllTasksTerminalLocked() const {
   return true;
 }
 
+std::vector<std::string> JobMaster::AttemptAddressesLocked() const {
+  std::set<std::string> addresses;
+  for (const TaskRecord& t : tasks_) addresses.insert(t.slot.address);
+  return {addresses.begin(), addresses.end()};
+}
+
 void JobMaster::FailLocked(const std::string& error) {
-  if (state_ == v1::FAILING || state_ == v1::CANCELING || IsTerminal(state_)) return;
-  log_->warn("job {} failing: {}", job_id_, error);
+  if (attempt_failed_ || state_ == v1::CANCELING || IsTerminal(state_)) return;
+  log_->warn("job {} attempt {} failing: {}", job_id_, attempt_, error);
   state_ = v1::FAILING;
-  error_ = error;
+  attempt_failed_ = true;
+  last_failure_ = error;
   cancel_requested_ = true;
   cancel_reason_ = absl::StrCat("job failing: ", error);
 }
@@ -86,12 +166,13 @@ std::shared_ptr<v1::TaskExecutorService::Stub> JobMaster::StubFor(const std::str
   return stub;
 }
 
-v1::TaskDeploymentDescriptor JobMaster::Describe(const TaskRecord& task) const {
+absl::StatusOr<v1::TaskDeploymentDescriptor> JobMaster::Describe(
+    const TaskRecord& task, const std::optional<v1::CheckpointMetadata>& restore) const {
   const Chain& chain = graph_.chains[task.chain];
   const v1::JobGraphSpec& spec = graph_.spec;
   v1::TaskDeploymentDescriptor tdd;
   tdd.set_job_id(job_id_);
-  tdd.set_attempt(1);
+  tdd.set_attempt(attempt_);
   tdd.set_task_id(task.task_id);
   for (int v : chain.vertices) tdd.add_vertex_ids(v);
   tdd.set_subtask_index(task.subtask);
@@ -101,7 +182,7 @@ v1::TaskDeploymentDescriptor JobMaster::Describe(const TaskRecord& task) const {
   *tdd.mutable_config() = request_.config();
   *tdd.mutable_graph() = spec;
   tdd.set_slot_index(task.slot.slot_index);
-  tdd.set_max_parallelism(max_parallelism_);
+  tdd.set_max_parallelism(settings_.max_parallelism);
   for (int v = 0; v < spec.vertices_size(); ++v) (*tdd.mutable_vertex_parallelism())[v] = graph_.vertex_parallelism[v];
   tdd.set_input_vertex(-1);
   if (chain.input_edge >= 0) {
@@ -114,7 +195,7 @@ v1::TaskDeploymentDescriptor JobMaster::Describe(const TaskRecord& task) const {
       if (producer.chain != producer_chain) continue;
       if (forward && producer.subtask != task.subtask) continue;
       v1::InputChannelSpec* in = tdd.add_inputs();
-      in->set_partition_id(ExecutionGraph::PartitionId(job_id_, 1, producer_chain, producer.subtask, e));
+      in->set_partition_id(ExecutionGraph::PartitionId(job_id_, attempt_, producer_chain, producer.subtask, e));
       in->set_subpartition(task.subtask);
       in->set_producer_address(producer.slot.address);
       in->set_local(producer.slot.taskmanager_id == task.slot.taskmanager_id);
@@ -123,22 +204,60 @@ v1::TaskDeploymentDescriptor JobMaster::Describe(const TaskRecord& task) const {
   for (int e : chain.output_edges) {
     const int target = spec.edges(e).target();
     v1::OutputSpec* out = tdd.add_outputs();
-    out->set_partition_id(ExecutionGraph::PartitionId(job_id_, 1, task.chain, task.subtask, e));
+    out->set_partition_id(ExecutionGraph::PartitionId(job_id_, attempt_, task.chain, task.subtask, e));
     out->set_target_vertex(target);
     out->set_partitioning(graph_.EffectivePartitioning(e));
     out->set_num_subpartitions(graph_.vertex_parallelism[target]);
   }
+  if (coordinator_ != nullptr) {
+    tdd.set_checkpoint_dir(settings_.checkpoint_dir);
+    tdd.set_checkpointing_mode(settings_.checkpoint.mode);
+  }
+  if (restore.has_value()) {
+    const v1::TaskStateHandle* found = nullptr;
+    for (const v1::TaskStateHandle& handle : restore->tasks()) {
+      if (handle.subtask_index() == task.subtask &&
+          std::equal(handle.vertex_ids().begin(), handle.vertex_ids().end(), chain.vertices.begin(),
+                     chain.vertices.end())) {
+        found = &handle;
+      }
+    }
+    if (found == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint ", restore->checkpoint_id(), " holds no state for task ", TaskLabel(task),
+          ": the job's graph or parallelism differs from the one that took it"));
+    }
+    tdd.set_restore_checkpoint_id(restore->checkpoint_id());
+    tdd.set_restore_checkpoint_dir(coordinator_->storage().CheckpointDir(restore->checkpoint_id()));
+    *tdd.mutable_restore_state() = *found;
+  }
   return tdd;
 }
 
-absl::Status JobMaster::DeployAll() {
+absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata>& restore) {
   std::vector<std::pair<std::string, v1::TaskDeploymentDescriptor>> deployments;
   std::vector<std::string> labels;
   {
     absl::MutexLock lock(&mu_);
+    tasks_.clear();
+    for (const Chain& chain : graph_.chains) {
+      for (int s = 0; s < chain.parallelism; ++s) {
+        TaskRecord task;
+        task.task_id = ExecutionGraph::TaskId(job_id_, attempt_, chain.index, s);
+        task.chain = chain.index;
+        task.subtask = s;
+        task.slot = slots_.at(s);
+        task.state = v1::TASK_DEPLOYING;
+        tasks_.push_back(std::move(task));
+      }
+    }
     for (TaskRecord& task : tasks_) {
-      task.state = v1::TASK_DEPLOYING;
-      deployments.emplace_back(task.slot.address, Describe(task));
+      absl::StatusOr<v1::TaskDeploymentDescriptor> tdd = Describe(task, restore);
+      if (!tdd.ok()) {
+        for (TaskRecord& t : tasks_) t.state = v1::TASK_CANCELED;
+        return tdd.status();
+      }
+      deployments.emplace_back(task.slot.address, std::move(*tdd));
       labels.push_back(TaskLabel(task));
     }
   }
@@ -154,7 +273,7 @@ absl::Status JobMaster::DeployAll() {
     }
     const auto& [address, tdd] = deployments[i];
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    context.set_deadline(DeadlineIn(absl::Seconds(10)));
     v1::DeployTaskResponse response;
     grpc::Status status = StubFor(address)->DeployTask(&context, tdd, &response);
     if (!status.ok()) {
@@ -170,7 +289,9 @@ absl::Status JobMaster::DeployAll() {
 
 void JobMaster::MarkUndeployed(size_t first) {
   // Tasks no TaskManager has (or that failed to deploy) will never report:
-  // they are done as far as this job is concerned.
+  // they are done as far as this attempt is concerned. (A deployment whose
+  // call timed out may still have started: the cancellation of the attempt,
+  // sent to every TaskManager it used, stops it.)
   absl::MutexLock lock(&mu_);
   for (size_t i = first; i < tasks_.size(); ++i) {
     if (tasks_[i].state == v1::TASK_DEPLOYING) tasks_[i].state = v1::TASK_CANCELED;
@@ -178,12 +299,12 @@ void JobMaster::MarkUndeployed(size_t first) {
 }
 
 void JobMaster::CancelTasksOnTaskManagers(const std::string& reason) {
-  std::set<std::string> addresses;
+  std::vector<std::string> addresses;
+  int attempt = 0;
   {
     absl::MutexLock lock(&mu_);
-    for (const TaskRecord& t : tasks_) {
-      if (!IsTerminal(t.state)) addresses.insert(t.slot.address);
-    }
+    addresses = AttemptAddressesLocked();
+    attempt = attempt_;
   }
   for (const std::string& address : addresses) {
     {
@@ -191,10 +312,10 @@ void JobMaster::CancelTasksOnTaskManagers(const std::string& reason) {
       if (shutting_down_) return;
     }
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    context.set_deadline(DeadlineIn(absl::Seconds(5)));
     v1::CancelJobTasksRequest request;
     request.set_job_id(job_id_);
-    request.set_attempt(1);
+    request.set_attempt(attempt);
     request.set_reason(reason);
     v1::CancelJobTasksResponse response;
     grpc::Status status = StubFor(address)->CancelJobTasks(&context, request, &response);
@@ -204,70 +325,227 @@ void JobMaster::CancelTasksOnTaskManagers(const std::string& reason) {
   }
 }
 
-void JobMaster::Run() {
-  size_t num_tasks = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    num_tasks = tasks_.size();
-  }
-  log_->info("job {} '{}' starting: {} tasks in {} slots", job_id_, graph_.spec.name(), num_tasks,
-             graph_.slots_needed);
-  absl::Status deployed = DeployAll();
-  {
-    absl::MutexLock lock(&mu_);
-    if (!deployed.ok()) {
-      FailLocked(std::string(deployed.message()));
-    } else if (state_ == v1::CREATED) {
-      state_ = v1::RUNNING;
-      log_->info("job {} RUNNING", job_id_);
-    }
-  }
+JobMaster::AttemptEnd JobMaster::WaitForAttempt() {
   bool cancel_sent = false;
   absl::Time cancel_deadline = absl::InfiniteFuture();
-  v1::JobState final_state = v1::FAILED;
   while (true) {
     std::string reason;
+    bool start_checkpoints = false;
+    std::vector<std::string> finished;
+    int attempt = 0;
     {
       absl::MutexLock lock(&mu_);
       auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return shutting_down_ || AllTasksTerminalLocked() || (cancel_requested_ && !cancel_sent);
+        return shutting_down_ || AllTasksTerminalLocked() || (cancel_requested_ && !cancel_sent) ||
+               start_checkpoints_ || !finished_tasks_.empty();
       };
       mu_.AwaitWithTimeout(absl::Condition(&wake), absl::Seconds(1));
-      if (shutting_down_) return;
+      if (shutting_down_) return AttemptEnd::kShutdown;
+      attempt = attempt_;
+      start_checkpoints = start_checkpoints_ && !attempt_failed_;
+      start_checkpoints_ = false;
+      finished.swap(finished_tasks_);
       if (AllTasksTerminalLocked()) {
         bool all_finished = true;
         for (const TaskRecord& t : tasks_) all_finished = all_finished && t.state == v1::TASK_FINISHED;
-        if (state_ == v1::CANCELING) {
-          final_state = v1::CANCELED;
-        } else if (state_ == v1::FAILING || !all_finished) {
-          final_state = v1::FAILED;
-          if (error_.empty()) error_ = "tasks ended without finishing";
-        } else {
-          final_state = v1::FINISHED;
+        if (state_ == v1::CANCELING) return AttemptEnd::kCanceled;
+        if (attempt_failed_) return AttemptEnd::kFailed;
+        if (!all_finished) {
+          FailLocked("tasks ended without finishing");
+          return AttemptEnd::kFailed;
         }
-        state_ = final_state;
-        ended_at_ = absl::Now();
-        break;
+        return AttemptEnd::kFinished;
       }
       if (cancel_sent && absl::Now() > cancel_deadline) {
         for (TaskRecord& t : tasks_) {
           if (IsTerminal(t.state)) continue;
           log_->warn("job {}: task {} did not acknowledge cancellation within {}; declaring it canceled", job_id_,
-                     TaskLabel(t), absl::FormatDuration(cancel_timeout_));
+                     TaskLabel(t), absl::FormatDuration(settings_.cancel_timeout));
           t.state = v1::TASK_CANCELED;
         }
         continue;
       }
-      if (!cancel_requested_ || cancel_sent) continue;
-      reason = cancel_reason_;
+      if (cancel_requested_ && !cancel_sent) reason = cancel_reason_;
     }
-    CancelTasksOnTaskManagers(reason);
-    cancel_sent = true;
-    cancel_deadline = absl::Now() + cancel_timeout_;
+    if (coordinator_ != nullptr) {
+      for (const std::string& task_id : finished) coordinator_->OnTaskFinished(attempt, task_id);
+      if (start_checkpoints) {
+        std::vector<std::string> sources, all;
+        {
+          absl::MutexLock lock(&mu_);
+          for (const TaskRecord& t : tasks_) {
+            all.push_back(t.task_id);
+            if (graph_.chains[t.chain].input_edge < 0) sources.push_back(t.task_id);
+          }
+        }
+        coordinator_->SetTasks(attempt, std::move(sources), std::move(all));
+        coordinator_->Resume();
+      }
+    }
+    if (!reason.empty()) {
+      // No checkpoint may complete with a failing attempt's tasks.
+      if (coordinator_ != nullptr) coordinator_->Suspend();
+      CancelTasksOnTaskManagers(reason);
+      cancel_sent = true;
+      cancel_deadline = absl::Now() + settings_.cancel_timeout;
+    }
   }
+}
+
+bool JobMaster::WaitRestartDelay(absl::Duration delay) {
+  absl::MutexLock lock(&mu_);
+  auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_ || state_ == v1::CANCELING; };
+  return !mu_.AwaitWithTimeout(absl::Condition(&stop), delay);
+}
+
+absl::Status JobMaster::WaitForSlots() {
+  const absl::Time deadline = absl::Now() + settings_.slot_request_timeout;
+  absl::Status last;
+  bool logged = false;
+  while (true) {
+    absl::StatusOr<std::vector<SlotAssignment>> slots = slot_provider_.allocate(graph_.slots_needed);
+    if (slots.ok()) {
+      absl::MutexLock lock(&mu_);
+      slots_ = std::move(*slots);
+      return absl::OkStatus();
+    }
+    last = slots.status();
+    if (!logged) {
+      log_->warn("job {}: waiting up to {} for slots to restart: {}", job_id_,
+                 absl::FormatDuration(settings_.slot_request_timeout), last.message());
+      logged = true;
+    }
+    if (absl::Now() >= deadline) {
+      return absl::ResourceExhaustedError(absl::StrCat("no slots to restart within ",
+                                                       config::FormatDuration(settings_.slot_request_timeout),
+                                                       " (slot.request.timeout): ", last.message()));
+    }
+    absl::MutexLock lock(&mu_);
+    auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_ || state_ == v1::CANCELING; };
+    if (mu_.AwaitWithTimeout(absl::Condition(&stop), absl::Milliseconds(200))) {
+      return absl::CancelledError("canceled while waiting for slots");
+    }
+  }
+}
+
+absl::StatusOr<std::optional<v1::CheckpointMetadata>> JobMaster::ChooseCheckpoint() {
+  if (coordinator_ == nullptr) return std::nullopt;
+  std::vector<std::string> skipped;
+  ASSIGN_OR_RETURN(std::optional<v1::CheckpointMetadata> chosen, coordinator_->storage().LatestValid(&skipped));
+  for (const std::string& why : skipped) {
+    log_->error("job {}: NOT restoring from {}; falling back to an older checkpoint", job_id_, why);
+  }
+  if (chosen.has_value()) {
+    log_->info("job {}: restoring from checkpoint {} ({} tasks, taken {})", job_id_, chosen->checkpoint_id(),
+               chosen->tasks_size(),
+               absl::FormatTime(absl::FromUnixMillis(chosen->trigger_time_unix_ms()), absl::UTCTimeZone()));
+    coordinator_->SetNextCheckpointId(chosen->checkpoint_id() + 1);
+  } else if (!skipped.empty()) {
+    log_->error("job {}: no intact checkpoint is left; restarting WITHOUT state", job_id_);
+  } else {
+    log_->info("job {}: no checkpoint completed yet; restarting without state", job_id_);
+  }
+  return chosen;
+}
+
+void JobMaster::Run() {
+  log_->info("job {} '{}' starting: {} tasks in {} slots, checkpoints {}, restart strategy {}", job_id_,
+             graph_.spec.name(), [&] {
+               int n = 0;
+               for (const Chain& c : graph_.chains) n += c.parallelism;
+               return n;
+             }(),
+             graph_.slots_needed,
+             coordinator_ == nullptr ? std::string("off")
+                                     : absl::StrCat("every ", config::FormatDuration(settings_.checkpoint.interval),
+                                                    " into ", settings_.checkpoint_dir),
+             restart_strategy_->Describe());
+  std::optional<v1::CheckpointMetadata> restore;
+  v1::JobState final_state = v1::FAILED;
+  while (true) {
+    absl::Status deployed = DeployAttempt(restore);
+    if (!deployed.ok()) {
+      absl::MutexLock lock(&mu_);
+      FailLocked(std::string(deployed.message()));
+    }
+    const AttemptEnd end = WaitForAttempt();
+    if (end == AttemptEnd::kShutdown) return;
+    if (end == AttemptEnd::kFinished) {
+      final_state = v1::FINISHED;
+      break;
+    }
+    if (end == AttemptEnd::kCanceled) {
+      final_state = v1::CANCELED;
+      break;
+    }
+    // The attempt failed; every task of it has ended.
+    if (coordinator_ != nullptr) coordinator_->Suspend();
+    slot_provider_.release();
+    std::string failure;
+    int attempt = 0;
+    int restarts = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      failure = last_failure_;
+      attempt = attempt_;
+      restarts = restarts_ + 1;
+    }
+    const std::optional<absl::Duration> delay = restart_strategy_->OnFailure(absl::Now());
+    if (!delay.has_value()) {
+      absl::MutexLock lock(&mu_);
+      error_ = failure;
+      if (restarts_ > 0 || settings_.restart.type != RestartStrategyOptions::Type::kNone) {
+        absl::StrAppend(&error_, " (restart strategy ", restart_strategy_->Describe(), ": no more restarts)");
+      }
+      final_state = v1::FAILED;
+      break;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (state_ != v1::CANCELING) state_ = v1::RESTARTING;
+      ++restarts_;
+    }
+    log_->warn("job {} RESTARTING in {} (restart {}, strategy {}) after attempt {} failed: {}", job_id_,
+               config::FormatDuration(*delay), restarts, restart_strategy_->Describe(), attempt, failure);
+    if (!WaitRestartDelay(*delay)) {
+      absl::MutexLock lock(&mu_);
+      if (shutting_down_) return;
+      final_state = v1::CANCELED;
+      break;
+    }
+    absl::Status slots = WaitForSlots();
+    absl::StatusOr<std::optional<v1::CheckpointMetadata>> chosen =
+        slots.ok() ? ChooseCheckpoint() : absl::StatusOr<std::optional<v1::CheckpointMetadata>>(slots);
+    {
+      absl::MutexLock lock(&mu_);
+      if (shutting_down_) return;
+      if (state_ == v1::CANCELING) {
+        final_state = v1::CANCELED;
+        break;
+      }
+      if (!chosen.ok()) {
+        error_ = absl::StrCat(failure, "; restarting failed: ", chosen.status().message());
+        final_state = v1::FAILED;
+        break;
+      }
+      restore = *chosen;
+      restored_checkpoint_id_ = restore.has_value() ? restore->checkpoint_id() : 0;
+      ++attempt_;
+      attempt_failed_ = false;
+      cancel_requested_ = false;
+      cancel_reason_.clear();
+      log_->info("job {} attempt {} starting from {}", job_id_, attempt_,
+                 restore.has_value() ? absl::StrCat("checkpoint ", restore->checkpoint_id())
+                                     : std::string("no checkpoint"));
+    }
+  }
+  if (coordinator_ != nullptr) coordinator_->Stop();
   {
     absl::MutexLock lock(&mu_);
+    state_ = final_state;
+    ended_at_ = absl::Now();
     if (final_state == v1::FAILED) {
+      if (error_.empty()) error_ = last_failure_;
       log_->error("job {} FAILED: {}", job_id_, error_);
     } else {
       log_->info("job {} {}", job_id_, v1::JobState_Name(final_state));
@@ -278,8 +556,14 @@ void JobMaster::Run() {
 
 void JobMaster::OnTaskStateUpdate(const v1::TaskStateUpdate& update) {
   absl::MutexLock lock(&mu_);
+  if (update.attempt() != attempt_) return;  // a previous attempt's straggler
   TaskRecord* task = FindTaskLocked(update.task_id());
   if (task == nullptr || IsTerminal(task->state)) return;
+  if (!update.taskmanager_id().empty() && update.taskmanager_id() != task->slot.taskmanager_id) {
+    log_->warn("job {}: ignoring a state report for task {} from TaskManager {}, which does not run it", job_id_,
+               task->task_id, update.taskmanager_id());
+    return;
+  }
   task->state = update.state();
   task->records_in = std::max(task->records_in, update.records_in());
   task->records_out = std::max(task->records_out, update.records_out());
@@ -288,18 +572,31 @@ void JobMaster::OnTaskStateUpdate(const v1::TaskStateUpdate& update) {
     task->error = update.error().substr(0, limits::kMaxErrorLength);
     log_->warn("job {}: task {} {} failed: {}", job_id_, task->task_id, TaskLabel(*task), task->error);
     FailLocked(absl::StrCat("task ", TaskLabel(*task), " failed: ", task->error));
-  } else if (update.state() == v1::TASK_CANCELED && state_ != v1::CANCELING && state_ != v1::FAILING) {
+  } else if (update.state() == v1::TASK_CANCELED && state_ != v1::CANCELING && !attempt_failed_) {
     // Nobody here asked for it: its TaskManager stopped it (e.g. shutting down).
     log_->warn("job {}: task {} {} was canceled by its TaskManager", job_id_, task->task_id, TaskLabel(*task));
     FailLocked(absl::StrCat("task ", TaskLabel(*task), " was canceled by its TaskManager (stopped or restarted)"));
   } else {
     log_->info("job {}: task {} {} is {}", job_id_, task->task_id, TaskLabel(*task),
                v1::TaskState_Name(update.state()));
+    if (update.state() == v1::TASK_FINISHED) finished_tasks_.push_back(task->task_id);
+    if (update.state() == v1::TASK_RUNNING && (state_ == v1::CREATED || state_ == v1::RESTARTING)) {
+      bool all_running = true;
+      for (const TaskRecord& t : tasks_) all_running = all_running && t.state == v1::TASK_RUNNING;
+      if (all_running) {
+        state_ = v1::RUNNING;
+        start_checkpoints_ = coordinator_ != nullptr;
+        log_->info("job {} RUNNING (attempt {}, {} tasks{})", job_id_, attempt_, tasks_.size(),
+                   restored_checkpoint_id_ > 0 ? absl::StrCat(", restored from checkpoint ", restored_checkpoint_id_)
+                                               : std::string());
+      }
+    }
   }
 }
 
 void JobMaster::OnTaskMetrics(const v1::TaskMetrics& metrics) {
   absl::MutexLock lock(&mu_);
+  if (metrics.attempt() != attempt_) return;
   TaskRecord* task = FindTaskLocked(metrics.task_id());
   if (task == nullptr) return;
   task->records_in = std::max(task->records_in, metrics.records_in());
@@ -322,14 +619,77 @@ void JobMaster::OnTaskManagerLost(const v1::TaskManagerInfo& info, absl::string_
                           "; if its process died, its log says why (e.g. a crash in user code)"));
 }
 
+void JobMaster::OnCheckpointAcknowledged(const v1::AcknowledgeCheckpointRequest& ack) {
+  if (coordinator_ != nullptr) coordinator_->OnAcknowledge(ack);
+}
+
+void JobMaster::OnCheckpointDeclined(const v1::DeclineCheckpointRequest& decline) {
+  if (coordinator_ != nullptr) coordinator_->OnDecline(decline);
+}
+
+absl::Status JobMaster::TriggerCheckpoint(int attempt, const std::string& task_id, int64_t id,
+                                          int64_t timestamp_unix_ms) {
+  std::string address;
+  {
+    absl::MutexLock lock(&mu_);
+    TaskRecord* task = attempt == attempt_ ? FindTaskLocked(task_id) : nullptr;
+    if (task == nullptr) return absl::NotFoundError(absl::StrCat("task ", task_id, " is not running"));
+    address = task->slot.address;
+  }
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(absl::Seconds(5)));
+  v1::TriggerCheckpointRequest request;
+  request.set_job_id(job_id_);
+  request.set_attempt(attempt);
+  request.set_task_id(task_id);
+  request.set_checkpoint_id(id);
+  request.set_timestamp_unix_ms(timestamp_unix_ms);
+  v1::TriggerCheckpointResponse response;
+  grpc::Status status = StubFor(address)->TriggerCheckpoint(&context, request, &response);
+  if (!status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                        absl::StrCat("triggering task ", task_id, " at ", address, ": ", status.error_message()));
+  }
+  return absl::OkStatus();
+}
+
+void JobMaster::NotifyCheckpoint(int attempt, int64_t id, bool completed, const std::string& reason) {
+  std::vector<std::string> addresses;
+  {
+    absl::MutexLock lock(&mu_);
+    if (attempt != attempt_) return;
+    addresses = AttemptAddressesLocked();
+  }
+  v1::NotifyCheckpointRequest request;
+  request.set_job_id(job_id_);
+  request.set_attempt(attempt);
+  request.set_checkpoint_id(id);
+  request.set_completed(completed);
+  request.set_reason(reason);
+  for (const std::string& address : addresses) {
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(absl::Seconds(2)));
+    v1::NotifyCheckpointResponse response;
+    grpc::Status status = StubFor(address)->NotifyCheckpoint(&context, request, &response);
+    if (!status.ok()) {
+      log_->warn("job {}: cannot tell TaskManager {} that checkpoint {} {}: {}", job_id_, address, id,
+                 completed ? "completed" : "was aborted", status.error_message());
+    }
+  }
+}
+
+void JobMaster::FailJob(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  FailLocked(reason);
+}
+
 absl::Status JobMaster::Cancel() {
   absl::MutexLock lock(&mu_);
   if (IsTerminal(state_)) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", job_id_, " has already ended: ", v1::JobState_Name(state_)));
   }
-  // A failing job is already being stopped; it must end FAILED, not CANCELED.
-  if (state_ == v1::CANCELING || state_ == v1::FAILING) return absl::OkStatus();
+  if (state_ == v1::CANCELING) return absl::OkStatus();
   log_->info("job {} CANCELING (requested by a client)", job_id_);
   state_ = v1::CANCELING;
   cancel_requested_ = true;
@@ -348,6 +708,11 @@ v1::JobStatus JobMaster::Status() const {
   status.set_submitted_at_unix_ms(absl::ToUnixMillis(submitted_at_));
   if (IsTerminal(state_)) status.set_ended_at_unix_ms(absl::ToUnixMillis(ended_at_));
   status.set_artifact_sha256(request_.artifact_sha256());
+  status.set_attempt(attempt_);
+  status.set_restarts(restarts_);
+  status.set_restored_checkpoint_id(restored_checkpoint_id_);
+  status.set_last_failure(last_failure_);
+  status.set_checkpointing(coordinator_ != nullptr);
   for (const TaskRecord& t : tasks_) {
     v1::TaskStatus* ts = status.add_tasks();
     ts->set_task_id(t.task_id);
@@ -362,6 +727,11 @@ v1::JobStatus JobMaster::Status() const {
     ts->set_error(t.error);
   }
   return status;
+}
+
+std::vector<checkpoint::CheckpointRecord> JobMaster::CheckpointHistory() const {
+  if (coordinator_ == nullptr) return {};
+  return coordinator_->History();
 }
 
 }  // namespace weir::jobmanager

@@ -1,17 +1,29 @@
-// JobMaster: runs one job — deploys its tasks to the slots it was given,
-// follows their states, and ends the job FINISHED (every task finished),
-// FAILED (a task failed or its TaskManager was lost: the other tasks are
-// canceled), or CANCELED (weir cancel).
+// JobMaster: runs one job — deploys each execution attempt's tasks to the
+// slots it was given, follows their states, restarts the job after a failure
+// as its RestartStrategy allows (from the newest complete checkpoint), and
+// ends it FINISHED (every task finished), FAILED (a failure the strategy does
+// not restart), or CANCELED (weir cancel).
 //
-// Restarts come with checkpoints; until then a failure is final.
+// An attempt is RUNNING once every task reports RUNNING; only then does the
+// job's CheckpointCoordinator trigger checkpoints. A failure (a task failed,
+// its TaskManager was lost, a deployment failed) cancels the attempt's tasks
+// on every TaskManager it used, waits for them (up to
+// task.cancellation.timeout), gives back the slots, waits the restart delay,
+// asks for slots anew (up to slot.request.timeout, e.g. while a replacement
+// TaskManager starts), picks the newest checkpoint that is complete and
+// intact (falling back to older ones and saying why) and deploys the next
+// attempt with each task's state handle.
 //
-// Thread-safety: thread-safe. A worker thread owned by the JobMaster makes
-// the deployment and cancellation calls; the other methods are called from
-// gRPC threads and the ResourceManager's loss listener.
+// Thread-safety: thread-safe. A worker thread owned by the JobMaster runs the
+// attempts and makes the deployment and cancellation calls; the checkpoint
+// coordinator's thread makes the checkpoint calls (CheckpointTaskGateway);
+// the other methods are called from gRPC threads and the ResourceManager's
+// loss listener.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,33 +32,59 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/logging/logging.h"
+#include "jobmanager/checkpoint/checkpoint_coordinator.h"
 #include "jobmanager/execution_graph.h"
 #include "jobmanager/resource_manager.h"
+#include "jobmanager/restart_strategy.h"
 #include "weir/v1/cluster.grpc.pb.h"
 #include "weir/v1/job.pb.h"
 
 namespace weir::jobmanager {
 
-class JobMaster {
+// A job's settings, resolved and validated at submission.
+struct JobSettings {
+  int max_parallelism = 128;
+  absl::Duration cancel_timeout = absl::Seconds(30);
+  absl::Duration slot_request_timeout = absl::Minutes(5);
+  // Checkpoints are on when this is set: <state.checkpoints.dir>/<job id>.
+  std::string checkpoint_dir;
+  checkpoint::CheckpointCoordinatorOptions checkpoint;
+  RestartStrategyOptions restart;
+};
+
+// How a JobMaster gets slots and gives them back (the ResourceManager's).
+struct SlotProvider {
+  std::function<absl::StatusOr<std::vector<SlotAssignment>>(int count)> allocate;
+  std::function<void()> release;
+};
+
+class JobMaster : private checkpoint::CheckpointTaskGateway {
  public:
   // Called once, from the worker thread, when the job reaches a terminal state.
   using TerminalCallback = std::function<void(const std::string& job_id, v1::JobState state)>;
 
-  JobMaster(std::string job_id, v1::SubmitJobRequest request, ExecutionGraph graph, std::vector<SlotAssignment> slots,
-            int max_parallelism, absl::Duration cancel_timeout, TerminalCallback on_terminal);
-  ~JobMaster();
+  // Opens the job's checkpoint directory when checkpoints are on.
+  static absl::StatusOr<std::shared_ptr<JobMaster>> Create(std::string job_id, v1::SubmitJobRequest request,
+                                                           ExecutionGraph graph, std::vector<SlotAssignment> slots,
+                                                           JobSettings settings, SlotProvider slot_provider,
+                                                           TerminalCallback on_terminal);
+  ~JobMaster() override;
 
-  // Starts deploying on the worker thread.
+  // Starts the first attempt on the worker thread.
   void Start();
 
   void OnTaskStateUpdate(const v1::TaskStateUpdate& update) ABSL_LOCKS_EXCLUDED(mu_);
   void OnTaskMetrics(const v1::TaskMetrics& metrics) ABSL_LOCKS_EXCLUDED(mu_);
   void OnTaskManagerLost(const v1::TaskManagerInfo& info, absl::string_view reason) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnCheckpointAcknowledged(const v1::AcknowledgeCheckpointRequest& ack);
+  void OnCheckpointDeclined(const v1::DeclineCheckpointRequest& decline);
 
   // Cancels the job; kFailedPrecondition if it already ended.
   absl::Status Cancel() ABSL_LOCKS_EXCLUDED(mu_);
 
   v1::JobStatus Status() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Recent checkpoints, newest first (empty when checkpoints are off).
+  std::vector<checkpoint::CheckpointRecord> CheckpointHistory() const;
   const std::string& job_id() const { return job_id_; }
 
  private:
@@ -60,37 +98,79 @@ class JobMaster {
     int64_t records_in = 0;
     int64_t records_out = 0;
   };
+  // How an attempt ended.
+  enum class AttemptEnd { kFinished, kCanceled, kFailed, kShutdown };
+
+  JobMaster(std::string job_id, v1::SubmitJobRequest request, ExecutionGraph graph, std::vector<SlotAssignment> slots,
+            JobSettings settings, SlotProvider slot_provider, TerminalCallback on_terminal);
 
   void Run();
-  absl::Status DeployAll();
-  v1::TaskDeploymentDescriptor Describe(const TaskRecord& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Builds the attempt's tasks on `slots_` and deploys them.
+  absl::Status DeployAttempt(const std::optional<v1::CheckpointMetadata>& restore) ABSL_LOCKS_EXCLUDED(mu_);
+  // Follows the attempt until every task is terminal: sends cancellations when
+  // asked, declares unresponsive tasks canceled, starts checkpointing once all
+  // tasks run.
+  AttemptEnd WaitForAttempt() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits `delay`; false when the job was canceled or is shutting down meanwhile.
+  bool WaitRestartDelay(absl::Duration delay) ABSL_LOCKS_EXCLUDED(mu_);
+  // Allocates slots for the next attempt, waiting up to slot_request_timeout.
+  absl::Status WaitForSlots() ABSL_LOCKS_EXCLUDED(mu_);
+  // The newest intact complete checkpoint, or nullopt; logs every one skipped.
+  absl::StatusOr<std::optional<v1::CheckpointMetadata>> ChooseCheckpoint();
+  absl::StatusOr<v1::TaskDeploymentDescriptor> Describe(const TaskRecord& task,
+                                                        const std::optional<v1::CheckpointMetadata>& restore) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Cancels the current attempt's tasks on every TaskManager it deployed to.
   void CancelTasksOnTaskManagers(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
   // Marks tasks [first, end) that are still DEPLOYING as CANCELED.
   void MarkUndeployed(size_t first) ABSL_LOCKS_EXCLUDED(mu_);
-  // Moves the job to FAILING with `error` unless it is already ending.
+  // Fails the current attempt with `error` unless the job is already ending.
   void FailLocked(const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AllTasksTerminalLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TaskRecord* FindTaskLocked(const std::string& task_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string TaskLabel(const TaskRecord& task) const;
   std::shared_ptr<v1::TaskExecutorService::Stub> StubFor(const std::string& address);
+  std::vector<std::string> AttemptAddressesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // CheckpointTaskGateway (the coordinator's thread).
+  absl::Status TriggerCheckpoint(int attempt, const std::string& task_id, int64_t id,
+                                 int64_t timestamp_unix_ms) override ABSL_LOCKS_EXCLUDED(mu_);
+  void NotifyCheckpoint(int attempt, int64_t id, bool completed, const std::string& reason) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void FailJob(const std::string& reason) override ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string job_id_;
   const v1::SubmitJobRequest request_;
   const ExecutionGraph graph_;
-  const int max_parallelism_;
-  const absl::Duration cancel_timeout_;
+  const JobSettings settings_;
+  const SlotProvider slot_provider_;
   const TerminalCallback on_terminal_;
   const absl::Time submitted_at_;
   std::shared_ptr<spdlog::logger> log_;
+  // Null when checkpoints are off. Its calls into this object take mu_, so
+  // SetTasks/Suspend/Stop are called without mu_ held.
+  std::unique_ptr<checkpoint::CheckpointCoordinator> coordinator_;
+  // Worker thread only.
+  std::unique_ptr<RestartStrategy> restart_strategy_;
 
   mutable absl::Mutex mu_;
   v1::JobState state_ ABSL_GUARDED_BY(mu_) = v1::CREATED;
   std::string error_ ABSL_GUARDED_BY(mu_);
+  std::string last_failure_ ABSL_GUARDED_BY(mu_);
   absl::Time ended_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int attempt_ ABSL_GUARDED_BY(mu_) = 1;
+  int restarts_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t restored_checkpoint_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<SlotAssignment> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<TaskRecord> tasks_ ABSL_GUARDED_BY(mu_);
+  // The current attempt failed (its tasks are being canceled).
+  bool attempt_failed_ ABSL_GUARDED_BY(mu_) = false;
   // Set when the worker must send cancellations (failure or weir cancel).
   bool cancel_requested_ ABSL_GUARDED_BY(mu_) = false;
   std::string cancel_reason_ ABSL_GUARDED_BY(mu_);
+  // Every task of the attempt runs: the worker hands them to the coordinator.
+  bool start_checkpoints_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> finished_tasks_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 
   absl::Mutex stubs_mu_;
@@ -101,5 +181,13 @@ class JobMaster {
 
 bool IsTerminal(v1::TaskState state);
 bool IsTerminal(v1::JobState state);
+
+// The settings of a job: the cluster's configuration, overridden by the
+// job-level keys the submission sets with -D (execution.checkpointing.*,
+// restart-strategy.*, state.checkpoints.num-retained, slot.request.timeout).
+// kInvalidArgument for a bad value or a cluster-only key set per job.
+absl::StatusOr<JobSettings> ResolveJobSettings(const config::Configuration& cluster,
+                                               const google::protobuf::Map<std::string, std::string>& job_config,
+                                               const std::string& job_id);
 
 }  // namespace weir::jobmanager

@@ -77,6 +77,22 @@ grpc::Status JobMasterServiceImpl::UpdateTaskState(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status JobMasterServiceImpl::AcknowledgeCheckpoint(grpc::ServerContext* context,
+                                                         const v1::AcknowledgeCheckpointRequest* request,
+                                                         v1::CheckpointResponse*) {
+  WEIR_RPC_AUTHORIZE(context);
+  dispatcher_->OnCheckpointAcknowledged(*request);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobMasterServiceImpl::DeclineCheckpoint(grpc::ServerContext* context,
+                                                     const v1::DeclineCheckpointRequest* request,
+                                                     v1::CheckpointResponse*) {
+  WEIR_RPC_AUTHORIZE(context);
+  dispatcher_->OnCheckpointDeclined(*request);
+  return grpc::Status::OK;
+}
+
 grpc::Status JobMasterServiceImpl::ReportTaskMetrics(grpc::ServerContext* context, const v1::ReportTaskMetricsRequest* request,
                                                      v1::TaskStateUpdateResponse*) {
   WEIR_RPC_AUTHORIZE(context);

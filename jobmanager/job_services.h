@@ -41,6 +41,10 @@ class JobMasterServiceImpl final : public v1::JobMasterService::Service {
   grpc::Status UpdateTaskState(grpc::ServerContext*, const v1::TaskStateUpdate*, v1::TaskStateUpdateResponse*) override;
   grpc::Status ReportTaskMetrics(grpc::ServerContext*, const v1::ReportTaskMetricsRequest*,
                                  v1::TaskStateUpdateResponse*) override;
+  grpc::Status AcknowledgeCheckpoint(grpc::ServerContext*, const v1::AcknowledgeCheckpointRequest*,
+                                     v1::CheckpointResponse*) override;
+  grpc::Status DeclineCheckpoint(grpc::ServerContext*, const v1::DeclineCheckpointRequest*,
+                                 v1::CheckpointResponse*) override;
 
  private:
   Dispatcher* const dispatcher_;

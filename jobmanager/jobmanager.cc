@@ -22,6 +22,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   dispatcher_options.default_parallelism = static_cast<int>(config.GetInt(k::kParallelismDefault));
   dispatcher_options.max_parallelism = static_cast<int>(config.GetInt(k::kMaxParallelism));
   dispatcher_options.cancel_timeout = config.GetDuration(k::kCancelTimeout);
+  dispatcher_options.cluster_config = config;
   dispatcher_options.kafka_policy =
       connectors::KafkaPropertyPolicy::FromList(config.GetString(k::kKafkaAllowedProperties));
   jm->dispatcher_ =

@@ -1,0 +1,652 @@
+#include "jobmanager/checkpoint/checkpoint_coordinator.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "common/wire_limits.h"
+
+namespace weir::jobmanager::checkpoint {
+namespace {
+
+// Task names an expiry message lists before it says "and N more".
+constexpr size_t kMaxNamesInReason = 10;
+
+// "10 s" for whole seconds, else "250 ms".
+std::string DurationText(absl::Duration d) {
+  if (d == absl::InfiniteDuration()) return "forever";
+  const int64_t ms = absl::ToInt64Milliseconds(d);
+  if (ms % 1000 == 0) return absl::StrCat(ms / 1000, " s");
+  return absl::StrCat(ms, " ms");
+}
+
+// Text from the wire is cut, not refused (common/wire_limits.h).
+std::string Cut(absl::string_view text) {
+  if (text.size() <= limits::kMaxErrorLength) return std::string(text);
+  return absl::StrCat(text.substr(0, limits::kMaxErrorLength), "...");
+}
+
+CheckpointCoordinatorOptions Sanitized(CheckpointCoordinatorOptions options) {
+  options.max_concurrent = std::max(options.max_concurrent, 1);
+  options.num_retained = std::max(options.num_retained, 1);
+  options.tolerable_failed = std::max(options.tolerable_failed, -1);
+  return options;
+}
+
+}  // namespace
+
+absl::Status CheckpointCoordinatorOptions::Validate() const {
+  if (interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("execution.checkpointing.interval must be positive, not ",
+                                                   absl::FormatDuration(interval)));
+  }
+  if (timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("execution.checkpointing.timeout must be positive, not ",
+                                                   absl::FormatDuration(timeout)));
+  }
+  if (min_pause < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("execution.checkpointing.min-pause must not be negative, not ",
+                                                   absl::FormatDuration(min_pause)));
+  }
+  if (max_concurrent < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "execution.checkpointing.max-concurrent-checkpoints must be at least 1, not ", max_concurrent));
+  }
+  if (tolerable_failed < -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "execution.checkpointing.tolerable-failed-checkpoints must be -1 (unlimited) or more, not ",
+        tolerable_failed));
+  }
+  if (num_retained < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state.checkpoints.num-retained must be at least 1, not ", num_retained));
+  }
+  if (max_parallelism < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline.max-parallelism must not be negative, not ", max_parallelism));
+  }
+  return absl::OkStatus();
+}
+
+absl::string_view CheckpointStatusName(CheckpointStatus status) {
+  switch (status) {
+    case CheckpointStatus::kInProgress: return "IN_PROGRESS";
+    case CheckpointStatus::kCompleted: return "COMPLETED";
+    case CheckpointStatus::kFailed: return "FAILED";
+  }
+  return "?";
+}
+
+CheckpointCoordinator::CheckpointCoordinator(std::string job_id, CheckpointCoordinatorOptions options,
+                                             CheckpointStorage storage, CheckpointTaskGateway* gateway)
+    : job_id_(std::move(job_id)),
+      options_(Sanitized(options)),
+      storage_(std::move(storage)),
+      gateway_(gateway),
+      log_(logging::Get("checkpoint")) {
+  const std::vector<int64_t> ids = storage_.ListCheckpointIds();
+  absl::MutexLock lock(&mu_);
+  if (!ids.empty()) next_id_ = ids.back() + 1;
+}
+
+CheckpointCoordinator::~CheckpointCoordinator() { Stop(); }
+
+void CheckpointCoordinator::Start() {
+  int64_t next_id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (started_ || stopping_) return;
+    started_ = true;
+    next_id = next_id_;
+    thread_ = std::thread([this] { Run(); });
+  }
+  log_->info("job {} checkpoint coordinator started: interval {}, timeout {}, min pause {}, max concurrent {}, "
+             "next checkpoint {}, directory {}",
+             job_id_, DurationText(options_.interval), DurationText(options_.timeout),
+             DurationText(options_.min_pause), options_.max_concurrent, next_id, storage_.job_dir());
+}
+
+void CheckpointCoordinator::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  absl::MutexLock join_lock(&join_mu_);
+  if (!thread_.joinable()) return;
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    // From a gateway call: the thread ends when the call returns; a later
+    // Stop (the destructor) on another thread joins it.
+    return;
+  }
+  thread_.join();
+  log_->info("job {} checkpoint coordinator stopped", job_id_);
+}
+
+void CheckpointCoordinator::SetTasks(int attempt, std::vector<std::string> source_task_ids,
+                                     std::vector<std::string> all_task_ids) {
+  // Every task once, sources included, in the order given.
+  std::vector<std::string> all;
+  absl::flat_hash_set<std::string> all_set;
+  for (std::vector<std::string>* list : {&all_task_ids, &source_task_ids}) {
+    for (std::string& task : *list) {
+      if (all_set.insert(task).second) all.push_back(task);
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  AbortAllLocked("job restarting", AbortKind::kSilent);
+  attempt_ = attempt;
+  sources_ = std::move(source_task_ids);
+  all_tasks_ = std::move(all);
+  all_task_set_ = std::move(all_set);
+  finished_.clear();
+  tasks_set_ = true;
+  last_trigger_time_ = absl::Now();
+  wake_ = true;
+  log_->debug("job {} attempt {}: {} tasks, {} of them sources", job_id_, attempt_, all_tasks_.size(),
+              sources_.size());
+}
+
+void CheckpointCoordinator::Suspend() {
+  absl::MutexLock lock(&mu_);
+  AbortAllLocked("job restarting", AbortKind::kSilent);
+  suspended_ = true;
+  wake_ = true;
+}
+
+void CheckpointCoordinator::Resume() {
+  absl::MutexLock lock(&mu_);
+  suspended_ = false;
+  wake_ = true;
+}
+
+void CheckpointCoordinator::SetNextCheckpointId(int64_t id) {
+  absl::MutexLock lock(&mu_);
+  if (id > next_id_) {
+    next_id_ = id;
+  } else if (id < next_id_) {
+    log_->debug("job {}: next checkpoint id {} ignored; ids only grow, the next is {}", job_id_, id, next_id_);
+  }
+}
+
+absl::StatusOr<int64_t> CheckpointCoordinator::TriggerNow() {
+  auto request = std::make_shared<ManualTrigger>();
+  absl::MutexLock lock(&mu_);
+  if (!started_ || stopping_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the checkpoint coordinator of job ", job_id_, " is not running"));
+  }
+  RETURN_IF_ERROR(CheckCanTriggerLocked());
+  manual_triggers_.push_back(request);
+  mu_.Await(absl::Condition(&request->done));
+  return request->result;
+}
+
+void CheckpointCoordinator::OnAcknowledge(const v1::AcknowledgeCheckpointRequest& ack) {
+  const int64_t id = ack.checkpoint_id();
+  const std::string& task = ack.task_id();
+  absl::MutexLock lock(&mu_);
+  if (ack.job_id() != job_id_ || !tasks_set_ || ack.attempt() != attempt_) {
+    log_->debug("job {} checkpoint {}: ignored an acknowledgement from task {} of job {} attempt {} "
+                "(current attempt {})",
+                job_id_, id, task, ack.job_id(), ack.attempt(), attempt_);
+    return;
+  }
+  auto it = pending_.find(id);
+  if (it == pending_.end()) {
+    log_->debug("job {} checkpoint {}: ignored an acknowledgement from task {}: the checkpoint is not pending",
+                job_id_, id, task);
+    return;
+  }
+  Pending& pending = it->second;
+  if (!pending.awaiting.contains(task)) {
+    log_->debug("job {} checkpoint {}: ignored an acknowledgement from task {}, which it does not wait for",
+                job_id_, id, task);
+    return;
+  }
+  const v1::TaskStateHandle& handle = ack.state();
+  absl::Status usable = ValidateTaskFileName(handle.file());
+  if (usable.ok() && handle.size_bytes() < 0) {
+    usable = absl::InvalidArgumentError(absl::StrCat("a negative size of ", handle.size_bytes(), " bytes"));
+  }
+  if (!usable.ok()) {
+    AbortLocked(id, absl::StrCat("task ", task, " acknowledged with an unusable state handle: ", usable.message()),
+                AbortKind::kFailure);
+    return;
+  }
+  pending.awaiting.erase(task);
+  pending.handles[task] = handle;
+  pending.size_bytes += handle.size_bytes();
+  pending.longest_alignment_ms = std::max(pending.longest_alignment_ms, ack.alignment_ms());
+  if (CheckpointRecord* record = RecordLocked(id)) {
+    record->acknowledged_tasks = static_cast<int>(pending.handles.size());
+    record->size_bytes = pending.size_bytes;
+    record->longest_alignment_ms = pending.longest_alignment_ms;
+  }
+  log_->debug("job {} checkpoint {}: acknowledged by task {} ({} bytes), {} to go", job_id_, id, task,
+              handle.size_bytes(), pending.awaiting.size());
+  if (pending.awaiting.empty()) {
+    pending.phase = Phase::kAllAcknowledged;
+    ready_.push_back(id);
+  }
+}
+
+void CheckpointCoordinator::OnDecline(const v1::DeclineCheckpointRequest& decline) {
+  const int64_t id = decline.checkpoint_id();
+  const std::string& task = decline.task_id();
+  absl::MutexLock lock(&mu_);
+  if (decline.job_id() != job_id_ || !tasks_set_ || decline.attempt() != attempt_) {
+    log_->debug("job {} checkpoint {}: ignored a decline from task {} of job {} attempt {} (current attempt {})",
+                job_id_, id, task, decline.job_id(), decline.attempt(), attempt_);
+    return;
+  }
+  auto it = pending_.find(id);
+  if (it == pending_.end() || !it->second.awaiting.contains(task)) {
+    log_->debug("job {} checkpoint {}: ignored a decline from task {}: the checkpoint is not pending or does not "
+                "wait for it",
+                job_id_, id, task);
+    return;
+  }
+  AbortLocked(id, absl::StrCat("task ", task, " declined: ", Cut(decline.reason())), AbortKind::kFailure);
+}
+
+void CheckpointCoordinator::OnTaskFinished(int attempt, const std::string& task_id) {
+  absl::MutexLock lock(&mu_);
+  if (!tasks_set_ || attempt != attempt_ || !all_task_set_.contains(task_id)) {
+    log_->debug("job {}: ignored that task {} of attempt {} finished (current attempt {})", job_id_, task_id,
+                attempt, attempt_);
+    return;
+  }
+  if (!finished_.insert(task_id).second) return;
+  if (finished_.size() == 1) {
+    log_->debug("job {} attempt {}: task {} finished; no further checkpoint is triggered for this attempt", job_id_,
+                attempt_, task_id);
+  }
+  std::vector<int64_t> waiting;
+  for (const auto& [id, pending] : pending_) {
+    if (pending.awaiting.contains(task_id)) waiting.push_back(id);
+  }
+  for (int64_t id : waiting) {
+    AbortLocked(id, absl::StrCat("task ", task_id, " finished before acknowledging"), AbortKind::kNotCounted);
+  }
+  wake_ = true;
+}
+
+std::vector<CheckpointRecord> CheckpointCoordinator::History() const {
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&mu_);
+  std::vector<CheckpointRecord> out(history_.begin(), history_.end());
+  for (CheckpointRecord& record : out) {
+    if (record.status == CheckpointStatus::kInProgress) record.duration = now - record.trigger_time;
+  }
+  return out;
+}
+
+int64_t CheckpointCoordinator::completed_count() const {
+  absl::MutexLock lock(&mu_);
+  return completed_count_;
+}
+
+int64_t CheckpointCoordinator::failed_count() const {
+  absl::MutexLock lock(&mu_);
+  return failed_count_;
+}
+
+std::optional<int64_t> CheckpointCoordinator::latest_completed_id() const {
+  absl::MutexLock lock(&mu_);
+  return latest_completed_;
+}
+
+// ---------------------------------------------------------------------------
+// The coordinator's thread.
+
+void CheckpointCoordinator::Run() {
+  while (true) {
+    std::vector<AbortAction> actions;
+    std::vector<int64_t> ready;
+    std::optional<TriggerPlan> trigger;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithDeadline(absl::Condition(this, &CheckpointCoordinator::HasWorkLocked), NextWakeupLocked());
+      if (stopping_) break;
+      wake_ = false;
+      const absl::Time now = absl::Now();
+      ExpireLocked(now);
+      actions.swap(actions_);
+      ready.swap(ready_);
+      if (!manual_triggers_.empty()) {
+        std::shared_ptr<ManualTrigger> request = std::move(manual_triggers_.front());
+        manual_triggers_.pop_front();
+        if (absl::Status can = CheckCanTriggerLocked(); !can.ok()) {
+          request->result = can;
+          request->done = true;
+        } else {
+          trigger = PlanTriggerLocked(now, std::move(request));
+        }
+      } else if (CheckCanTriggerLocked().ok() && now >= NextPeriodicTriggerLocked()) {
+        trigger = PlanTriggerLocked(now, nullptr);
+      }
+    }
+    for (const AbortAction& action : actions) RunAbortAction(action, /*stopping=*/false);
+    for (int64_t id : ready) CompleteCheckpoint(id);
+    if (trigger.has_value()) ExecuteTrigger(*std::move(trigger));
+  }
+
+  std::vector<AbortAction> actions;
+  {
+    absl::MutexLock lock(&mu_);
+    AbortAllLocked("the checkpoint coordinator stopped", AbortKind::kSilent);
+    for (const std::shared_ptr<ManualTrigger>& request : manual_triggers_) {
+      request->result = absl::CancelledError(
+          absl::StrCat("the checkpoint coordinator of job ", job_id_, " stopped"));
+      request->done = true;
+    }
+    manual_triggers_.clear();
+    ready_.clear();
+    actions.swap(actions_);
+  }
+  for (const AbortAction& action : actions) RunAbortAction(action, /*stopping=*/true);
+}
+
+bool CheckpointCoordinator::NoMetadataWriteLocked() const { return !writing_metadata_; }
+
+bool CheckpointCoordinator::HasWorkLocked() const {
+  return stopping_ || wake_ || !actions_.empty() || !ready_.empty() || !manual_triggers_.empty();
+}
+
+absl::Time CheckpointCoordinator::NextWakeupLocked() const {
+  absl::Time next = absl::InfiniteFuture();
+  for (const auto& [id, pending] : pending_) {
+    if (pending.phase == Phase::kAwaitingAcks) next = std::min(next, pending.trigger_time + options_.timeout);
+  }
+  if (CheckCanTriggerLocked().ok()) next = std::min(next, NextPeriodicTriggerLocked());
+  return next;
+}
+
+absl::Time CheckpointCoordinator::NextPeriodicTriggerLocked() const {
+  return std::max(last_trigger_time_ + options_.interval, last_end_time_ + options_.min_pause);
+}
+
+absl::Status CheckpointCoordinator::CheckCanTriggerLocked() const {
+  if (!tasks_set_) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", job_id_, " has no tasks to checkpoint yet"));
+  }
+  if (suspended_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoints of job ", job_id_, " are suspended (the job is restarting)"));
+  }
+  if (sources_.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", job_id_, " attempt ", attempt_, " has no source tasks"));
+  }
+  if (!finished_.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("task ", *finished_.begin(), " of job ", job_id_, " attempt ",
+                                                      attempt_, " has finished; no further checkpoints are taken"));
+  }
+  if (pending_.size() >= static_cast<size_t>(options_.max_concurrent)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("job ", job_id_, " has ", pending_.size(),
+                     " checkpoints in progress, the maximum (execution.checkpointing.max-concurrent-checkpoints)"));
+  }
+  return absl::OkStatus();
+}
+
+CheckpointCoordinator::TriggerPlan CheckpointCoordinator::PlanTriggerLocked(absl::Time now,
+                                                                            std::shared_ptr<ManualTrigger> manual) {
+  TriggerPlan plan;
+  plan.id = next_id_++;
+  plan.attempt = attempt_;
+  plan.sources = sources_;
+  plan.timestamp_unix_ms = absl::ToUnixMillis(now);
+  plan.manual = std::move(manual);
+
+  Pending pending;
+  pending.id = plan.id;
+  pending.attempt = attempt_;
+  pending.trigger_time = now;
+  pending.trigger_unix_ms = plan.timestamp_unix_ms;
+  pending.expected = all_tasks_;
+  pending.awaiting = all_task_set_;
+  pending_.emplace(plan.id, std::move(pending));
+
+  CheckpointRecord record;
+  record.id = plan.id;
+  record.attempt = attempt_;
+  record.trigger_time = now;
+  record.expected_tasks = static_cast<int>(all_task_set_.size());
+  history_.push_front(std::move(record));
+  if (history_.size() > kHistorySize) history_.pop_back();
+  last_trigger_time_ = now;
+  return plan;
+}
+
+void CheckpointCoordinator::ExecuteTrigger(TriggerPlan plan) {
+  const int64_t id = plan.id;
+  auto finish_manual = [&] {
+    if (plan.manual == nullptr) return;
+    absl::MutexLock lock(&mu_);
+    plan.manual->result = id;
+    plan.manual->done = true;
+  };
+  const absl::Status created = storage_.CreateCheckpointDir(id);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!created.ok()) {
+      // A directory that already existed is not this checkpoint's to delete.
+      AbortLocked(id, absl::StrCat("creating its directory failed: ", created.message()), AbortKind::kFailure,
+                  /*discard=*/!absl::IsAlreadyExists(created));
+    }
+    if (!pending_.contains(id)) {
+      // Aborted meanwhile; its fate is in the history.
+      if (plan.manual != nullptr) {
+        plan.manual->result = id;
+        plan.manual->done = true;
+      }
+      return;
+    }
+  }
+  log_->info("job {} checkpoint {} triggered (attempt {})", job_id_, id, plan.attempt);
+  for (const std::string& source : plan.sources) {
+    const absl::Status status = gateway_->TriggerCheckpoint(plan.attempt, source, id, plan.timestamp_unix_ms);
+    if (!status.ok()) {
+      absl::MutexLock lock(&mu_);
+      AbortLocked(id, absl::StrCat("triggering source task ", source, " failed: ", status.message()),
+                  AbortKind::kFailure);
+      break;
+    }
+  }
+  finish_manual();
+}
+
+void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
+  v1::CheckpointMetadata metadata;
+  int attempt = 0;
+  int64_t size_bytes = 0;
+  int64_t longest_alignment_ms = 0;
+  absl::Time trigger_time;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = pending_.find(id);
+    // Aborted since it was queued (SetTasks, Suspend, a task finished).
+    if (it == pending_.end() || it->second.phase != Phase::kAllAcknowledged) return;
+    Pending& pending = it->second;
+    pending.phase = Phase::kWritingMetadata;
+    writing_metadata_ = true;
+    attempt = pending.attempt;
+    size_bytes = pending.size_bytes;
+    longest_alignment_ms = pending.longest_alignment_ms;
+    trigger_time = pending.trigger_time;
+    metadata.set_job_id(job_id_);
+    metadata.set_checkpoint_id(id);
+    metadata.set_trigger_time_unix_ms(pending.trigger_unix_ms);
+    metadata.set_completion_time_unix_ms(absl::ToUnixMillis(absl::Now()));
+    metadata.set_mode(options_.mode);
+    metadata.set_max_parallelism(options_.max_parallelism);
+    for (const std::string& task : pending.expected) {
+      auto handle = pending.handles.find(task);
+      if (handle != pending.handles.end()) *metadata.add_tasks() = handle->second;
+    }
+  }
+
+  // Checking the files first means a checkpoint whose snapshot a task wrote
+  // somewhere else (a directory that is not shared) never becomes complete:
+  // the sinks would commit for it and a restore could not use it.
+  absl::Status status = storage_.VerifyTaskFiles(metadata);
+  if (!status.ok()) {
+    status = Annotate(status, "a task's snapshot is not where it acknowledged it");
+  } else {
+    status = storage_.WriteMetadata(metadata);
+  }
+  const absl::Time end = absl::Now();
+
+  {
+    absl::MutexLock lock(&mu_);
+    writing_metadata_ = false;
+    if (!status.ok()) {
+      AbortLocked(id, std::string(status.message()), AbortKind::kFailure);
+      return;
+    }
+    pending_.erase(id);
+    ++completed_count_;
+    latest_completed_ = std::max(latest_completed_.value_or(0), id);
+    consecutive_failures_ = 0;
+    last_end_time_ = end;
+    if (CheckpointRecord* record = RecordLocked(id)) {
+      record->status = CheckpointStatus::kCompleted;
+      record->duration = end - trigger_time;
+    }
+    // An older checkpoint still in progress would only ever restore to an
+    // older state than this one.
+    std::vector<int64_t> older;
+    for (const auto& [other, pending] : pending_) {
+      if (other < id) older.push_back(other);
+    }
+    for (int64_t other : older) {
+      AbortLocked(other, absl::StrCat("subsumed by checkpoint ", id), AbortKind::kNotCounted);
+    }
+  }
+  log_->info("job {} checkpoint {} completed: {} tasks, {} bytes, {} ms, longest alignment {} ms", job_id_, id,
+             metadata.tasks_size(), size_bytes, absl::ToInt64Milliseconds(end - trigger_time),
+             longest_alignment_ms);
+  gateway_->NotifyCheckpoint(attempt, id, /*completed=*/true, "");
+  Retain(id);
+}
+
+void CheckpointCoordinator::RunAbortAction(const AbortAction& action, bool stopping) {
+  log_->warn("job {} checkpoint {} aborted: {}", job_id_, action.id, action.reason);
+  if (action.discard) {
+    if (absl::Status discarded = storage_.Discard(action.id); !discarded.ok()) {
+      log_->warn("job {} checkpoint {}: discarding its directory failed: {}", job_id_, action.id,
+                 discarded.message());
+    }
+  }
+  if (stopping) return;
+  if (action.notify) gateway_->NotifyCheckpoint(action.attempt, action.id, /*completed=*/false, action.reason);
+  if (action.fail_job_reason.has_value()) {
+    log_->error("job {} checkpoint {}: failing the job: {}", job_id_, action.id, *action.fail_job_reason);
+    gateway_->FailJob(*action.fail_job_reason);
+  }
+}
+
+void CheckpointCoordinator::Retain(int64_t newest_completed) {
+  const std::vector<int64_t> ids = storage_.ListCheckpointIds();
+  int kept = 1;  // newest_completed itself
+  for (auto it = ids.rbegin(); it != ids.rend(); ++it) {
+    const int64_t id = *it;
+    if (id >= newest_completed) continue;
+    {
+      absl::MutexLock lock(&mu_);
+      if (pending_.contains(id)) continue;
+    }
+    absl::StatusOr<bool> complete = storage_.HasMetadata(id);
+    if (!complete.ok()) {
+      // Keep what cannot be seen: deleting it could lose a restore point.
+      log_->warn("job {} checkpoint {}: kept, its state is unknown: {}", job_id_, id, complete.status().message());
+      continue;
+    }
+    if (*complete && kept < options_.num_retained) {
+      ++kept;
+      continue;
+    }
+    if (absl::Status discarded = storage_.Discard(id); !discarded.ok()) {
+      log_->warn("job {} checkpoint {}: discarding it failed: {}", job_id_, id, discarded.message());
+      continue;
+    }
+    log_->debug("job {} checkpoint {} discarded: {}", job_id_, id,
+                *complete ? "beyond state.checkpoints.num-retained" : "incomplete and older than a completed one");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// State changes under the lock.
+
+void CheckpointCoordinator::AbortLocked(int64_t id, const std::string& reason, AbortKind kind, bool discard) {
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return;
+  const absl::Time now = absl::Now();
+  AbortAction action;
+  action.id = id;
+  action.attempt = it->second.attempt;
+  action.reason = reason;
+  action.notify = kind != AbortKind::kSilent;
+  action.discard = discard;
+  if (kind == AbortKind::kFailure) {
+    ++consecutive_failures_;
+    if (options_.tolerable_failed >= 0 && consecutive_failures_ > options_.tolerable_failed) {
+      action.fail_job_reason = absl::StrCat(
+          consecutive_failures_, " consecutive checkpoints failed, more than "
+          "execution.checkpointing.tolerable-failed-checkpoints (", options_.tolerable_failed,
+          "); the last, checkpoint ", id, ": ", reason);
+      // FailJob once per excess; a restarted job may fail that many again.
+      consecutive_failures_ = 0;
+    }
+  }
+  if (CheckpointRecord* record = RecordLocked(id)) {
+    record->status = CheckpointStatus::kFailed;
+    record->failure_reason = reason;
+    record->duration = now - it->second.trigger_time;
+  }
+  ++failed_count_;
+  last_end_time_ = now;
+  pending_.erase(it);
+  actions_.push_back(std::move(action));
+}
+
+void CheckpointCoordinator::AbortAllLocked(const std::string& reason, AbortKind kind) {
+  // A checkpoint whose _metadata is being written may already be complete.
+  mu_.Await(absl::Condition(this, &CheckpointCoordinator::NoMetadataWriteLocked));
+  std::vector<int64_t> ids;
+  for (const auto& [id, pending] : pending_) ids.push_back(id);
+  for (int64_t id : ids) AbortLocked(id, reason, kind);
+}
+
+void CheckpointCoordinator::ExpireLocked(absl::Time now) {
+  std::vector<std::pair<int64_t, std::string>> expired;
+  for (const auto& [id, pending] : pending_) {
+    if (pending.phase != Phase::kAwaitingAcks || now < pending.trigger_time + options_.timeout) continue;
+    std::vector<absl::string_view> missing;
+    size_t more = 0;
+    for (const std::string& task : pending.expected) {
+      if (!pending.awaiting.contains(task)) continue;
+      if (missing.size() < kMaxNamesInReason) {
+        missing.push_back(task);
+      } else {
+        ++more;
+      }
+    }
+    std::string reason = absl::StrCat("expired after ", DurationText(options_.timeout),
+                                      "; no acknowledgement from: ", absl::StrJoin(missing, ", "));
+    if (more > 0) absl::StrAppend(&reason, " and ", more, " more");
+    expired.emplace_back(id, std::move(reason));
+  }
+  for (const auto& [id, reason] : expired) AbortLocked(id, reason, AbortKind::kFailure);
+}
+
+CheckpointRecord* CheckpointCoordinator::RecordLocked(int64_t id) {
+  for (CheckpointRecord& record : history_) {
+    if (record.id == id) return &record;
+  }
+  return nullptr;
+}
+
+}  // namespace weir::jobmanager::checkpoint

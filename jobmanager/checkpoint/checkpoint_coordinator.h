@@ -1,0 +1,317 @@
+// CheckpointCoordinator: the JobManager's side of one job's checkpoints
+// (design.md, "The checkpoint protocol"). It triggers checkpoint n at the
+// source tasks on a timer, collects every task's acknowledgement, writes the
+// checkpoint's _metadata (only then is n complete), tells the tasks n's fate,
+// expires checkpoints that take too long, and keeps the newest
+// state.checkpoints.num-retained complete checkpoints on disk.
+//
+// The JobMaster owns one per job and feeds it: the tasks of each execution
+// attempt (SetTasks), acknowledgements and declines from the JobMasterService,
+// and finished tasks. It reaches the tasks through a CheckpointTaskGateway.
+//
+// Thread-safety: all public methods are thread-safe. The coordinator owns one
+// thread (started by Start) that makes every gateway call and every file
+// operation (creating checkpoint directories, writing _metadata, discarding);
+// the public methods only update state under the lock and hand work to it.
+// Gateway calls are made one at a time, never with the coordinator's lock
+// held, so a gateway may call back into the coordinator (except TriggerNow,
+// which would wait for its own thread). Do not call Stop, Suspend or SetTasks
+// while holding a lock that a gateway call takes.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/logging/logging.h"
+#include "jobmanager/checkpoint/checkpoint_storage.h"
+#include "weir/v1/checkpoint.pb.h"
+
+namespace weir::jobmanager::checkpoint {
+
+// How a job checkpoints. None of these change while the job runs.
+struct CheckpointCoordinatorOptions {
+  // execution.checkpointing.interval: time from one periodic trigger to the
+  // next. Default: infinite, i.e. no periodic checkpoints (TriggerNow only).
+  absl::Duration interval = absl::InfiniteDuration();
+  // execution.checkpointing.timeout: a checkpoint not complete this long
+  // after its trigger is aborted. Default 10 min.
+  absl::Duration timeout = absl::Minutes(10);
+  // execution.checkpointing.min-pause: minimum time from the end (completion
+  // or abort) of one checkpoint to the periodic trigger of the next.
+  // Default 0.
+  absl::Duration min_pause = absl::ZeroDuration();
+  // execution.checkpointing.max-concurrent-checkpoints: checkpoints in
+  // progress at once. Default 1.
+  int max_concurrent = 1;
+  // execution.checkpointing.mode, recorded in the metadata.
+  v1::CheckpointingMode mode = v1::EXACTLY_ONCE;
+  // execution.checkpointing.tolerable-failed-checkpoints: -1 (default)
+  // tolerates any number; N >= 0 fails the job when more than N consecutive
+  // checkpoints failed.
+  int tolerable_failed = -1;
+  // state.checkpoints.num-retained: complete checkpoints kept on disk.
+  // Default 1.
+  int num_retained = 1;
+  // pipeline.max-parallelism of the job (its number of key groups), recorded
+  // in the metadata.
+  int max_parallelism = 0;
+
+  // kInvalidArgument naming the key of the first bad value.
+  absl::Status Validate() const;
+};
+
+// How the coordinator reaches the tasks; implemented by the JobMaster. Every
+// call comes from the coordinator's thread, one at a time, without the
+// coordinator's lock held. Calls should not block for long (a blocked call
+// delays completions and expiries of this job's checkpoints).
+class CheckpointTaskGateway {
+ public:
+  virtual ~CheckpointTaskGateway() = default;
+  // Asks a source task of `attempt` to start checkpoint `id`. An error aborts
+  // the checkpoint.
+  virtual absl::Status TriggerCheckpoint(int attempt, const std::string& task_id, int64_t id,
+                                         int64_t timestamp_unix_ms) = 0;
+  // Tells every task of `attempt` the checkpoint's fate (completed or aborted
+  // with reason). Fire and forget.
+  virtual void NotifyCheckpoint(int attempt, int64_t id, bool completed, const std::string& reason) = 0;
+  // Too many consecutive failed checkpoints (tolerable_failed exceeded): the
+  // job must fail with `reason`.
+  virtual void FailJob(const std::string& reason) = 0;
+};
+
+enum class CheckpointStatus { kInProgress, kCompleted, kFailed };
+// "IN_PROGRESS", "COMPLETED", "FAILED".
+absl::string_view CheckpointStatusName(CheckpointStatus status);
+
+// One checkpoint as History reports it.
+struct CheckpointRecord {
+  int64_t id = 0;
+  int attempt = 0;
+  CheckpointStatus status = CheckpointStatus::kInProgress;
+  absl::Time trigger_time;
+  // Trigger to completion or abort; so far, while in progress.
+  absl::Duration duration;
+  // Sum of the acknowledged tasks' file sizes.
+  int64_t size_bytes = 0;
+  int64_t longest_alignment_ms = 0;
+  std::string failure_reason;
+  int acknowledged_tasks = 0;
+  int expected_tasks = 0;
+};
+
+class CheckpointCoordinator {
+ public:
+  // How many checkpoints History remembers.
+  static constexpr size_t kHistorySize = 50;
+
+  // `options` must be valid (Validate). Checkpoint ids start after the
+  // largest chk-<n> in `storage`, so that ids grow across JobManager
+  // restarts. `gateway` must outlive the coordinator.
+  CheckpointCoordinator(std::string job_id, CheckpointCoordinatorOptions options, CheckpointStorage storage,
+                        CheckpointTaskGateway* gateway);
+  // Stops.
+  ~CheckpointCoordinator();
+
+  CheckpointCoordinator(const CheckpointCoordinator&) = delete;
+  CheckpointCoordinator& operator=(const CheckpointCoordinator&) = delete;
+
+  // Starts the coordinator's thread. Once only.
+  void Start() ABSL_LOCKS_EXCLUDED(mu_);
+  // Aborts every pending checkpoint without notifying the tasks (discarding
+  // their directories) and joins the thread; a _metadata write in progress
+  // finishes first. Idempotent; the coordinator cannot be started again.
+  // Called from a gateway call, it only tells the thread to stop.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_, join_mu_);
+
+  // The tasks of execution attempt `attempt` (every source task id is also in
+  // `all_task_ids`). Aborts every pending checkpoint ("job restarting";
+  // tasks not notified, not counted as failures) after waiting for a
+  // _metadata write in progress. The periodic interval counts from here.
+  // Until the first call nothing is triggered.
+  void SetTasks(int attempt, std::vector<std::string> source_task_ids, std::vector<std::string> all_task_ids)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Stops triggering (e.g. the job is failing over) until Resume, and aborts
+  // every pending checkpoint like SetTasks. When Suspend returns, no _metadata
+  // write is in progress and none will start: the set of complete checkpoints
+  // on disk is stable, and CheckpointStorage::LatestValid can choose the one
+  // to restore.
+  void Suspend() ABSL_LOCKS_EXCLUDED(mu_);
+  void Resume() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The id of the next checkpoint is at least `id` (ids never go down: a
+  // smaller value is ignored). The JobMaster sets it to restored id + 1.
+  void SetNextCheckpointId(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Triggers one checkpoint now, regardless of interval and min_pause, and
+  // returns its id once its source tasks were asked (its outcome is in
+  // History and reaches the tasks through the gateway). kFailedPrecondition
+  // when not started, no tasks are set, suspended, or a task has finished;
+  // kResourceExhausted when max_concurrent checkpoints are in progress;
+  // kCancelled when stopped while waiting. Blocks until the coordinator's
+  // thread has handled it: never call it from a gateway call.
+  absl::StatusOr<int64_t> TriggerNow() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A task's acknowledgement or decline (from the JobMasterService).
+  // Messages of another job or attempt, for a checkpoint that is not pending,
+  // or from a task the checkpoint does not wait for are ignored (debug log).
+  // An acknowledgement whose state handle names an unusable file aborts the
+  // checkpoint; a decline aborts it with the task and its reason.
+  void OnAcknowledge(const v1::AcknowledgeCheckpointRequest& ack) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnDecline(const v1::DeclineCheckpointRequest& decline) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Task `task_id` of `attempt` finished (bounded input). A pending
+  // checkpoint still waiting for it is aborted, and no checkpoint is
+  // triggered for the rest of this attempt. Such aborts do not count as
+  // failures toward tolerable_failed. Ignored for another attempt.
+  void OnTaskFinished(int attempt, const std::string& task_id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The last kHistorySize checkpoints, newest first.
+  std::vector<CheckpointRecord> History() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t completed_count() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t failed_count() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The newest checkpoint this coordinator completed (not one found on disk).
+  std::optional<int64_t> latest_completed_id() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  const std::string& job_id() const { return job_id_; }
+  const CheckpointStorage& storage() const { return storage_; }
+
+ private:
+  enum class Phase {
+    kAwaitingAcks,      // triggered; some tasks have not acknowledged
+    kAllAcknowledged,   // queued for the thread to write _metadata
+    kWritingMetadata,   // the thread is writing _metadata (cannot be aborted)
+  };
+
+  struct Pending {
+    int64_t id = 0;
+    int attempt = 0;
+    absl::Time trigger_time;
+    int64_t trigger_unix_ms = 0;
+    Phase phase = Phase::kAwaitingAcks;
+    // In the order SetTasks gave; the metadata lists handles in this order.
+    std::vector<std::string> expected;
+    absl::flat_hash_set<std::string> awaiting;
+    absl::flat_hash_map<std::string, v1::TaskStateHandle> handles;
+    int64_t size_bytes = 0;
+    int64_t longest_alignment_ms = 0;
+  };
+
+  // What an abort leaves for the thread to do: log, discard the directory,
+  // notify the tasks, maybe fail the job.
+  struct AbortAction {
+    int64_t id = 0;
+    int attempt = 0;
+    std::string reason;
+    bool notify = true;
+    bool discard = true;
+    std::optional<std::string> fail_job_reason;
+  };
+
+  // A TriggerNow call waiting for the thread.
+  struct ManualTrigger {
+    bool done = false;
+    absl::StatusOr<int64_t> result = absl::UnknownError("not handled");
+  };
+
+  // A checkpoint recorded as pending, for the thread to trigger.
+  struct TriggerPlan {
+    int64_t id = 0;
+    int attempt = 0;
+    std::vector<std::string> sources;
+    int64_t timestamp_unix_ms = 0;
+    std::shared_ptr<ManualTrigger> manual;
+  };
+
+  enum class AbortKind {
+    kFailure,     // notify the tasks, count toward tolerable_failed
+    kNotCounted,  // notify the tasks, not a failure (task finished, subsumed)
+    kSilent,      // neither (job restarting, coordinator stopped)
+  };
+
+  void Run() ABSL_LOCKS_EXCLUDED(mu_);
+  bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool NoMetadataWriteLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Time NextWakeupLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When the next periodic trigger is due (interval and min_pause).
+  absl::Time NextPeriodicTriggerLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK when a checkpoint may be triggered now, else why not.
+  absl::Status CheckCanTriggerLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reserves the next id and records it as pending and in the history.
+  TriggerPlan PlanTriggerLocked(absl::Time now, std::shared_ptr<ManualTrigger> manual)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExecuteTrigger(TriggerPlan plan) ABSL_LOCKS_EXCLUDED(mu_);
+  void CompleteCheckpoint(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  void RunAbortAction(const AbortAction& action, bool stopping) ABSL_LOCKS_EXCLUDED(mu_);
+  // Discards checkpoints older than `newest_completed` beyond num_retained.
+  void Retain(int64_t newest_completed) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Ends pending checkpoint `id` as failed and queues its AbortAction
+  // (which removes its directory unless !discard); a no-op if it is not
+  // pending.
+  void AbortLocked(int64_t id, const std::string& reason, AbortKind kind, bool discard = true)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits until no _metadata write is in progress, then aborts every pending
+  // checkpoint; returns with the lock held and nothing pending.
+  void AbortAllLocked(const std::string& reason, AbortKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExpireLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  CheckpointRecord* RecordLocked(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string job_id_;
+  const CheckpointCoordinatorOptions options_;
+  CheckpointStorage storage_;
+  CheckpointTaskGateway* const gateway_;
+  std::shared_ptr<spdlog::logger> log_;
+
+  mutable absl::Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Set by calls that change when the thread must act next.
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  bool suspended_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_metadata_ ABSL_GUARDED_BY(mu_) = false;
+
+  bool tasks_set_ ABSL_GUARDED_BY(mu_) = false;
+  int attempt_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> sources_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> all_tasks_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> all_task_set_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> finished_ ABSL_GUARDED_BY(mu_);
+
+  int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<int64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_trigger_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time last_end_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int consecutive_failures_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Work for the thread.
+  std::vector<AbortAction> actions_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> ready_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<ManualTrigger>> manual_triggers_ ABSL_GUARDED_BY(mu_);
+
+  // Newest first, at most kHistorySize.
+  std::deque<CheckpointRecord> history_ ABSL_GUARDED_BY(mu_);
+  int64_t completed_count_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t failed_count_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<int64_t> latest_completed_ ABSL_GUARDED_BY(mu_);
+
+  // Serializes joining the thread (Stop may be called from several threads).
+  absl::Mutex join_mu_;
+  std::thread thread_;
+};
+
+}  // namespace weir::jobmanager::checkpoint

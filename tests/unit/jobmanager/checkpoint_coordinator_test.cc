@@ -1,0 +1,629 @@
+#include "jobmanager/checkpoint/checkpoint_coordinator.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/process.h"
+
+namespace weir::jobmanager::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr absl::Duration kWait = absl::Seconds(30);
+const char kJob[] = "job-1";
+
+// Records every call; a test waits for calls with a deadline.
+class FakeGateway final : public CheckpointTaskGateway {
+ public:
+  struct Trigger {
+    int attempt = 0;
+    std::string task_id;
+    int64_t id = 0;
+    int64_t timestamp_unix_ms = 0;
+  };
+  struct Notice {
+    int attempt = 0;
+    int64_t id = 0;
+    bool completed = false;
+    std::string reason;
+    // Whether chk-<id>/_metadata read back valid when the tasks were told.
+    bool metadata_valid = false;
+  };
+  struct Calls {
+    std::vector<Trigger> triggers;
+    std::vector<Notice> notices;
+    std::vector<std::string> fail_job;
+    // The most checkpoints in progress seen when a trigger was sent.
+    int max_in_progress = 0;
+  };
+
+  explicit FakeGateway(CheckpointStorage storage) : storage_(std::move(storage)) {}
+
+  void set_coordinator(CheckpointCoordinator* coordinator) { coordinator_ = coordinator; }
+  void FailTriggersWith(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    trigger_status_ = std::move(status);
+  }
+
+  absl::Status TriggerCheckpoint(int attempt, const std::string& task_id, int64_t id,
+                                 int64_t timestamp_unix_ms) override {
+    int in_progress = 0;
+    if (coordinator_ != nullptr) {
+      for (const CheckpointRecord& record : coordinator_->History()) {
+        if (record.status == CheckpointStatus::kInProgress) ++in_progress;
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    calls_.triggers.push_back({attempt, task_id, id, timestamp_unix_ms});
+    calls_.max_in_progress = std::max(calls_.max_in_progress, in_progress);
+    return trigger_status_;
+  }
+
+  void NotifyCheckpoint(int attempt, int64_t id, bool completed, const std::string& reason) override {
+    const bool valid = storage_.ReadMetadata(id).ok();
+    absl::MutexLock lock(&mu_);
+    calls_.notices.push_back({attempt, id, completed, reason, valid});
+  }
+
+  void FailJob(const std::string& reason) override {
+    absl::MutexLock lock(&mu_);
+    calls_.fail_job.push_back(reason);
+  }
+
+  Calls calls() const {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
+
+  // Waits until `done(calls)` holds; false after kWait.
+  bool WaitFor(const std::function<bool(const Calls&)>& done) {
+    absl::MutexLock lock(&mu_);
+    auto condition = [&]() {
+      mu_.AssertReaderHeld();
+      return done(calls_);
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&condition), kWait);
+  }
+
+  // The notice about checkpoint `id`, once there is one.
+  std::optional<Notice> WaitForNotice(int64_t id) {
+    std::optional<Notice> found;
+    WaitFor([&](const Calls& calls) {
+      for (const Notice& notice : calls.notices) {
+        if (notice.id == id) found = notice;
+      }
+      return found.has_value();
+    });
+    return found;
+  }
+
+  // Whether every one of `sources` was asked to start checkpoint `id`.
+  bool WaitForTriggers(int64_t id, const std::vector<std::string>& sources) {
+    return WaitFor([&](const Calls& calls) {
+      std::set<std::string> asked;
+      for (const Trigger& trigger : calls.triggers) {
+        if (trigger.id == id) asked.insert(trigger.task_id);
+      }
+      return asked.size() == sources.size();
+    });
+  }
+
+  size_t NoticesAbout(int64_t id) const {
+    absl::MutexLock lock(&mu_);
+    return static_cast<size_t>(std::count_if(calls_.notices.begin(), calls_.notices.end(),
+                                             [&](const Notice& notice) { return notice.id == id; }));
+  }
+
+ private:
+  const CheckpointStorage storage_;
+  CheckpointCoordinator* coordinator_ = nullptr;
+  mutable absl::Mutex mu_;
+  Calls calls_ ABSL_GUARDED_BY(mu_);
+  absl::Status trigger_status_ ABSL_GUARDED_BY(mu_);
+};
+
+const std::vector<std::string> kSources = {"src-0", "src-1"};
+const std::vector<std::string> kAllTasks = {"src-0", "src-1", "sink-0"};
+
+class CheckpointCoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = weir::testing::MakeTempDir("checkpoint-coordinator-test");
+    absl::StatusOr<CheckpointStorage> storage = CheckpointStorage::Open(root_ + "/" + kJob);
+    ASSERT_TRUE(storage.ok()) << storage.status();
+    storage_.emplace(*storage);
+    gateway_ = std::make_unique<FakeGateway>(*storage);
+  }
+  void TearDown() override {
+    if (coordinator_ != nullptr) coordinator_->Stop();
+    coordinator_.reset();
+    fs::remove_all(root_);
+  }
+
+  static CheckpointCoordinatorOptions Options() {
+    CheckpointCoordinatorOptions options;
+    options.mode = v1::EXACTLY_ONCE;
+    options.max_parallelism = 128;
+    return options;
+  }
+
+  // A started coordinator with the tasks of attempt 1 set.
+  CheckpointCoordinator& StartCoordinator(CheckpointCoordinatorOptions options) {
+    EXPECT_TRUE(options.Validate().ok()) << options.Validate();
+    coordinator_ = std::make_unique<CheckpointCoordinator>(kJob, options, *storage_, gateway_.get());
+    gateway_->set_coordinator(coordinator_.get());
+    coordinator_->Start();
+    coordinator_->SetTasks(1, kSources, kAllTasks);
+    return *coordinator_;
+  }
+
+  // What `task` sends once it wrote its snapshot file into chk-<id>.
+  v1::AcknowledgeCheckpointRequest Ack(const std::string& task, int64_t id, int attempt = 1,
+                                       int64_t alignment_ms = 0, bool write_file = true) {
+    const std::string file = task + ".snapshot";
+    const std::string contents = absl::StrCat("state of ", task, " at checkpoint ", id);
+    if (write_file) {
+      std::ofstream out(storage_->CheckpointDir(id) + "/" + file, std::ios::binary);
+      out << contents;
+    }
+    v1::AcknowledgeCheckpointRequest ack;
+    ack.set_job_id(kJob);
+    ack.set_attempt(attempt);
+    ack.set_task_id(task);
+    ack.set_checkpoint_id(id);
+    ack.mutable_state()->set_file(file);
+    ack.mutable_state()->set_size_bytes(static_cast<int64_t>(contents.size()));
+    ack.mutable_state()->set_sha256(std::string(64, '0'));
+    ack.set_alignment_ms(alignment_ms);
+    return ack;
+  }
+
+  v1::DeclineCheckpointRequest Decline(const std::string& task, int64_t id, const std::string& reason,
+                                       int attempt = 1) {
+    v1::DeclineCheckpointRequest decline;
+    decline.set_job_id(kJob);
+    decline.set_attempt(attempt);
+    decline.set_task_id(task);
+    decline.set_checkpoint_id(id);
+    decline.set_reason(reason);
+    return decline;
+  }
+
+  // Triggers a checkpoint, has every task acknowledge it, and waits until
+  // the tasks were told it completed.
+  int64_t CompleteOne(CheckpointCoordinator& coordinator, int attempt = 1) {
+    absl::StatusOr<int64_t> id = coordinator.TriggerNow();
+    EXPECT_TRUE(id.ok()) << id.status();
+    if (!id.ok()) return -1;
+    for (const std::string& task : kAllTasks) coordinator.OnAcknowledge(Ack(task, *id, attempt));
+    std::optional<FakeGateway::Notice> notice = gateway_->WaitForNotice(*id);
+    EXPECT_TRUE(notice.has_value() && notice->completed) << "checkpoint " << *id;
+    return *id;
+  }
+
+  std::optional<CheckpointRecord> RecordOf(const CheckpointCoordinator& coordinator, int64_t id) {
+    for (const CheckpointRecord& record : coordinator.History()) {
+      if (record.id == id) return record;
+    }
+    return std::nullopt;
+  }
+
+  std::string root_;
+  std::optional<CheckpointStorage> storage_;
+  std::unique_ptr<FakeGateway> gateway_;
+  std::unique_ptr<CheckpointCoordinator> coordinator_;
+};
+
+TEST_F(CheckpointCoordinatorTest, CompletesOnlyAfterEveryAcknowledgementAndItsMetadata) {
+  CheckpointCoordinatorOptions options = Options();
+  options.max_concurrent = 2;
+  CheckpointCoordinator& coordinator = StartCoordinator(options);
+
+  absl::StatusOr<int64_t> id = coordinator.TriggerNow();
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(*id, 1);
+  ASSERT_TRUE(gateway_->WaitForTriggers(1, kSources));
+  for (const FakeGateway::Trigger& trigger : gateway_->calls().triggers) {
+    EXPECT_EQ(trigger.attempt, 1);
+    EXPECT_GT(trigger.timestamp_unix_ms, 0);
+  }
+  EXPECT_TRUE(fs::is_directory(storage_->CheckpointDir(1)));
+
+  coordinator.OnAcknowledge(Ack("src-0", 1, 1, /*alignment_ms=*/0));
+  coordinator.OnAcknowledge(Ack("src-1", 1, 1, /*alignment_ms=*/7));
+  // The coordinator's thread has handled everything queued before this
+  // trigger when it returns: checkpoint 1 must still wait for sink-0.
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 2);
+  EXPECT_FALSE(fs::exists(storage_->CheckpointDir(1) + "/_metadata"));
+  EXPECT_EQ(gateway_->NoticesAbout(1), 0u);
+  std::optional<CheckpointRecord> record = RecordOf(coordinator, 1);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, CheckpointStatus::kInProgress);
+  EXPECT_EQ(record->acknowledged_tasks, 2);
+  EXPECT_EQ(record->expected_tasks, 3);
+  EXPECT_EQ(coordinator.completed_count(), 0);
+
+  coordinator.OnAcknowledge(Ack("sink-0", 1, 1, /*alignment_ms=*/31));
+  std::optional<FakeGateway::Notice> notice = gateway_->WaitForNotice(1);
+  ASSERT_TRUE(notice.has_value());
+  EXPECT_TRUE(notice->completed);
+  EXPECT_EQ(notice->attempt, 1);
+  EXPECT_TRUE(notice->metadata_valid) << "the tasks were told before _metadata was written";
+
+  absl::StatusOr<v1::CheckpointMetadata> metadata = storage_->ReadMetadata(1);
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  EXPECT_EQ(metadata->job_id(), kJob);
+  EXPECT_EQ(metadata->checkpoint_id(), 1);
+  EXPECT_EQ(metadata->mode(), v1::EXACTLY_ONCE);
+  EXPECT_EQ(metadata->max_parallelism(), 128);
+  EXPECT_EQ(metadata->trigger_time_unix_ms(), gateway_->calls().triggers[0].timestamp_unix_ms);
+  EXPECT_GE(metadata->completion_time_unix_ms(), metadata->trigger_time_unix_ms());
+  ASSERT_EQ(metadata->tasks_size(), 3);
+  EXPECT_EQ(metadata->tasks(0).file(), "src-0.snapshot");
+  EXPECT_EQ(metadata->tasks(2).file(), "sink-0.snapshot");
+  EXPECT_TRUE(storage_->VerifyTaskFiles(*metadata).ok());
+
+  EXPECT_EQ(coordinator.completed_count(), 1);
+  EXPECT_EQ(coordinator.latest_completed_id(), std::optional<int64_t>(1));
+  record = RecordOf(coordinator, 1);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, CheckpointStatus::kCompleted);
+  EXPECT_EQ(record->acknowledged_tasks, 3);
+  EXPECT_EQ(record->longest_alignment_ms, 31);
+  int64_t bytes = 0;
+  for (const v1::TaskStateHandle& handle : metadata->tasks()) bytes += handle.size_bytes();
+  EXPECT_EQ(record->size_bytes, bytes);
+}
+
+TEST_F(CheckpointCoordinatorTest, DeclineAbortsAndNotifies) {
+  CheckpointCoordinator& coordinator = StartCoordinator(Options());
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 1);
+  coordinator.OnAcknowledge(Ack("src-0", 1));
+  coordinator.OnDecline(Decline("src-1", 1, "disk full"));
+
+  std::optional<FakeGateway::Notice> notice = gateway_->WaitForNotice(1);
+  ASSERT_TRUE(notice.has_value());
+  EXPECT_FALSE(notice->completed);
+  EXPECT_EQ(notice->reason, "task src-1 declined: disk full");
+  EXPECT_FALSE(fs::exists(storage_->CheckpointDir(1)));
+  std::optional<CheckpointRecord> record = RecordOf(coordinator, 1);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, CheckpointStatus::kFailed);
+  EXPECT_EQ(record->failure_reason, "task src-1 declined: disk full");
+  EXPECT_EQ(coordinator.failed_count(), 1);
+
+  // Late acknowledgements of the aborted checkpoint change nothing.
+  coordinator.OnAcknowledge(Ack("src-1", 1, 1, 0, /*write_file=*/false));
+  coordinator.OnAcknowledge(Ack("sink-0", 1, 1, 0, /*write_file=*/false));
+  EXPECT_EQ(CompleteOne(coordinator), 2);
+  EXPECT_EQ(gateway_->NoticesAbout(1), 1u);
+  EXPECT_FALSE(storage_->ReadMetadata(1).ok());
+  EXPECT_TRUE(gateway_->calls().fail_job.empty());
+}
+
+TEST_F(CheckpointCoordinatorTest, UnacknowledgedCheckpointExpiresNamingTheMissingTask) {
+  CheckpointCoordinatorOptions options = Options();
+  options.timeout = absl::Milliseconds(300);
+  CheckpointCoordinator& coordinator = StartCoordinator(options);
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 1);
+  coordinator.OnAcknowledge(Ack("src-0", 1));
+  coordinator.OnAcknowledge(Ack("src-1", 1));
+
+  std::optional<FakeGateway::Notice> notice = gateway_->WaitForNotice(1);
+  ASSERT_TRUE(notice.has_value());
+  EXPECT_FALSE(notice->completed);
+  EXPECT_EQ(notice->reason, "expired after 300 ms; no acknowledgement from: sink-0");
+  EXPECT_FALSE(fs::exists(storage_->CheckpointDir(1)));
+  std::optional<CheckpointRecord> record = RecordOf(coordinator, 1);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, CheckpointStatus::kFailed);
+  EXPECT_GE(record->duration, absl::Milliseconds(300));
+
+  coordinator.OnAcknowledge(Ack("sink-0", 1, 1, 0, /*write_file=*/false));  // too late
+  EXPECT_EQ(CompleteOne(coordinator), 2);
+  EXPECT_TRUE(storage_->ReadMetadata(2).ok());
+  EXPECT_EQ(coordinator.completed_count(), 1);
+  EXPECT_EQ(coordinator.failed_count(), 1);
+}
+
+TEST_F(CheckpointCoordinatorTest, IdsKeepGrowingAcrossAttemptsAndCoordinators) {
+  CheckpointCoordinator& coordinator = StartCoordinator(Options());
+  EXPECT_EQ(CompleteOne(coordinator), 1);
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 2);
+
+  // A restart: the pending checkpoint is aborted without telling the tasks.
+  coordinator.SetTasks(2, kSources, kAllTasks);
+  std::optional<CheckpointRecord> record = RecordOf(coordinator, 2);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, CheckpointStatus::kFailed);
+  EXPECT_EQ(record->failure_reason, "job restarting");
+  coordinator.SetNextCheckpointId(2);  // restored 1: lower than the next id, ignored
+  absl::StatusOr<int64_t> id = coordinator.TriggerNow();
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(*id, 3);
+  EXPECT_EQ(gateway_->NoticesAbout(2), 0u);
+  EXPECT_FALSE(fs::exists(storage_->CheckpointDir(2)));
+  for (const FakeGateway::Trigger& trigger : gateway_->calls().triggers) {
+    EXPECT_EQ(trigger.attempt, trigger.id == 3 ? 2 : 1);
+  }
+  for (const std::string& task : kAllTasks) coordinator.OnAcknowledge(Ack(task, 3, /*attempt=*/2));
+  ASSERT_TRUE(gateway_->WaitForNotice(3).has_value());
+
+  coordinator.SetNextCheckpointId(10);
+  EXPECT_EQ(CompleteOne(coordinator, /*attempt=*/2), 10);
+  coordinator.Stop();
+
+  // A new coordinator on the same directory (a restarted JobManager).
+  CheckpointCoordinator next(kJob, Options(), *storage_, gateway_.get());
+  next.Start();
+  next.SetTasks(1, kSources, kAllTasks);
+  EXPECT_EQ(next.TriggerNow().value_or(-1), 11);
+  next.Stop();
+}
+
+TEST_F(CheckpointCoordinatorTest, RetentionKeepsTheNewestAndDropsOlderIncompleteOnes) {
+  // Left behind by an earlier run: an incomplete checkpoint.
+  ASSERT_TRUE(storage_->CreateCheckpointDir(1).ok());
+  CheckpointCoordinatorOptions options = Options();
+  options.num_retained = 2;
+  CheckpointCoordinator& coordinator = StartCoordinator(options);
+
+  EXPECT_EQ(CompleteOne(coordinator), 2);
+  EXPECT_EQ(CompleteOne(coordinator), 3);
+  EXPECT_FALSE(fs::exists(storage_->CheckpointDir(1)));
+  EXPECT_THAT(storage_->ListCheckpointIds(), ElementsAre(2, 3));
+  EXPECT_EQ(CompleteOne(coordinator), 4);
+  coordinator.Stop();  // joins the thread, so the last retention pass is done
+  EXPECT_THAT(storage_->ListCheckpointIds(), ElementsAre(3, 4));
+  EXPECT_TRUE(storage_->ReadMetadata(3).ok());
+  EXPECT_TRUE(storage_->ReadMetadata(4).ok());
+}
+
+TEST_F(CheckpointCoordinatorTest, StaleMessagesAreIgnored) {
+  CheckpointCoordinatorOptions options = Options();
+  options.max_concurrent = 2;
+  CheckpointCoordinator& coordinator = StartCoordinator(options);
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 1);
+
+  for (const std::string& task : kAllTasks) coordinator.OnAcknowledge(Ack(task, 1, /*attempt=*/0));
+  coordinator.OnDecline(Decline("src-0", 1, "from the previous attempt", /*attempt=*/0));
+  coordinator.OnDecline(Decline("src-0", 99, "unknown checkpoint"));
+  coordinator.OnAcknowledge(Ack("stranger", 1));
+  v1::AcknowledgeCheckpointRequest other_job = Ack("src-0", 1);
+  other_job.set_job_id("job-2");
+  coordinator.OnAcknowledge(other_job);
+  coordinator.OnTaskFinished(/*attempt=*/0, "src-0");
+
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 2);  // handled everything before
+  std::optional<CheckpointRecord> record = RecordOf(coordinator, 1);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, CheckpointStatus::kInProgress);
+  EXPECT_EQ(record->acknowledged_tasks, 0);
+  EXPECT_EQ(gateway_->NoticesAbout(1), 0u);
+
+  for (const std::string& task : kAllTasks) coordinator.OnAcknowledge(Ack(task, 1));
+  std::optional<FakeGateway::Notice> notice = gateway_->WaitForNotice(1);
+  ASSERT_TRUE(notice.has_value());
+  EXPECT_TRUE(notice->completed);
+  // A second acknowledgement of a completed checkpoint is ignored too.
+  coordinator.OnAcknowledge(Ack("src-0", 1, 1, 0, /*write_file=*/false));
+  EXPECT_EQ(coordinator.completed_count(), 1);
+}
+
+TEST_F(CheckpointCoordinatorTest, ToleranceZeroFailsTheJobOnTheFirstFailure) {
+  CheckpointCoordinatorOptions options = Options();
+  options.tolerable_failed = 0;
+  CheckpointCoordinator& coordinator = StartCoordinator(options);
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 1);
+  coordinator.OnDecline(Decline("sink-0", 1, "transaction fenced"));
+  ASSERT_TRUE(gateway_->WaitFor([](const FakeGateway::Calls& calls) { return !calls.fail_job.empty(); }));
+  const std::vector<std::string> fail_job = gateway_->calls().fail_job;
+  ASSERT_EQ(fail_job.size(), 1u);
+  EXPECT_THAT(fail_job[0], HasSubstr("execution.checkpointing.tolerable-failed-checkpoints (0)"));
+  EXPECT_THAT(fail_job[0], HasSubstr("checkpoint 1: task sink-0 declined: transaction fenced"));
+}
+
+TEST_F(CheckpointCoordinatorTest, OnlyConsecutiveFailuresCount) {
+  CheckpointCoordinatorOptions options = Options();
+  options.tolerable_failed = 1;
+  CheckpointCoordinator& coordinator = StartCoordinator(options);
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 1);
+  coordinator.OnDecline(Decline("src-0", 1, "first"));
+  ASSERT_TRUE(gateway_->WaitForNotice(1).has_value());
+  EXPECT_EQ(CompleteOne(coordinator), 2);  // resets the count
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 3);
+  coordinator.OnDecline(Decline("src-0", 3, "second"));
+  ASSERT_TRUE(gateway_->WaitForNotice(3).has_value());
+  // A trigger waits for the abort of 3 to be handled in full.
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 4);
+  EXPECT_THAT(gateway_->calls().fail_job, IsEmpty());
+  coordinator.OnDecline(Decline("src-1", 4, "third"));
+  ASSERT_TRUE(gateway_->WaitFor([](const FakeGateway::Calls& calls) { return calls.fail_job.size() == 1; }));
+  EXPECT_THAT(gateway_->calls().fail_job[0], HasSubstr("2 consecutive checkpoints failed"));
+}
+
+TEST_F(CheckpointCoordinatorTest, TriggerNowRespectsMaxConcurrent) {
+  CheckpointCoordinator& coordinator = StartCoordinator(Options());
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 1);
+  absl::StatusOr<int64_t> second = coordinator.TriggerNow();
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(second.status().message(), HasSubstr("max-concurrent-checkpoints"));
+  for (const std::string& task : kAllTasks) coordinator.OnAcknowledge(Ack(task, 1));
+  ASSERT_TRUE(gateway_->WaitForNotice(1).has_value());
+  EXPECT_EQ(coordinator.TriggerNow().value_or(-1), 2);
+}
+
+TEST_F(CheckpointCoordinatorTest, PeriodicTriggersNeverExceedMaxConcurrent) {
+  CheckpointCoordinatorOptions options = Options();
+  options.interval = absl::Milliseconds(1);
+  options.timeout = absl::Milliseconds(150);
+  options.max_concurrent = 2;
+  StartCoordinator(options);
+  // Nobody acknowledges: each checkpoint lives until it expires.
+  ASSERT_TRUE(gateway_->WaitFor([](const FakeGateway::Calls& calls) {
+    return !calls.triggers.empty() && calls.triggers.back().id >= 6;
+  }));
+  const FakeGateway::Calls calls = gateway_->calls();
+  EXPECT_EQ(calls.max_in_progress, 2);
+  // Checkpoint n+2 is triggered only after checkpoint n ended.
+  for (const FakeGateway::Trigger& trigger : calls.triggers) {
+    if (trigger.id < 3) continue;
+    bool older_ended = false;
+    for (const FakeGateway::Notice& notice : calls.notices) older_ended |= notice.id == trigger.id - 2;
+    EXPECT_TRUE(older_ended) << "checkpoint " << trigger.id;
+  }
+}
+
+TEST_F(CheckpointCoordinatorTest, PeriodicCheckpointsComplete) {
+  CheckpointCoordinatorOptions options = Options();
+  options.interval = absl::Milliseconds(20);
+  CheckpointCoordinator& coordinator = StartCoordinator(options);
+  for (int64_t id = 1; id <= 3; ++id) {
+    ASSERT_TRUE(gateway_->WaitForTriggers(id, kSources)) << "checkpoint " << id;
+    for (const std::string& task : kAllTasks) coordinator.OnAcknowledge(Ack(task, id));
+    std::optional<FakeGateway::Notice> notice = gateway_->WaitForNotice(id);
+    ASSERT_TRUE(notice.has_value());
+    EXPECT_TRUE(notice->completed);
+  }
+  EXPECT_EQ(coordinator.latest_completed_id().value_or(0), 3);
+}
+
+TEST_F(CheckpointCoordinatorTest, NothingIsTriggeredWithoutTasksOrWhileSuspended) {
+  CheckpointCoordinator coordinator(kJob, Options(), *storage_, gateway_.get());
+  EXPECT_EQ(coordinator.TriggerNow().status().code(), absl::StatusCode::kFailedPrecondition);  // not started
+  coordinator.Start();
+  absl::StatusOr<int64_t> id = coordinator.TriggerNow();
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(id.status().message(), HasSubstr("no tasks"));
+
+  coordinator.SetTasks(1, kSources, kAllTasks);
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 1);
+  coordinator.Suspend();
+  id = coordinator.TriggerNow();
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(id.status().message(), HasSubstr("suspended"));
+  std::optional<CheckpointRecord> record = RecordOf(coordinator, 1);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, CheckpointStatus::kFailed);
+
+  coordinator.Resume();
+  EXPECT_EQ(coordinator.TriggerNow().value_or(-1), 2);
+  EXPECT_FALSE(fs::exists(storage_->CheckpointDir(1)));
+  EXPECT_EQ(gateway_->NoticesAbout(1), 0u);
+  coordinator.Stop();
+}
+
+TEST_F(CheckpointCoordinatorTest, TriggerFailureAborts) {
+  gateway_->FailTriggersWith(absl::UnavailableError("TaskManager tm-2 unreachable"));
+  CheckpointCoordinator& coordinator = StartCoordinator(Options());
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 1);
+  std::optional<FakeGateway::Notice> notice = gateway_->WaitForNotice(1);
+  ASSERT_TRUE(notice.has_value());
+  EXPECT_FALSE(notice->completed);
+  EXPECT_EQ(notice->reason, "triggering source task src-0 failed: TaskManager tm-2 unreachable");
+  EXPECT_FALSE(fs::exists(storage_->CheckpointDir(1)));
+}
+
+TEST_F(CheckpointCoordinatorTest, FinishedTaskAbortsAndStopsTriggering) {
+  CheckpointCoordinatorOptions options = Options();
+  options.tolerable_failed = 0;
+  CheckpointCoordinator& coordinator = StartCoordinator(options);
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 1);
+  coordinator.OnAcknowledge(Ack("src-0", 1));
+  coordinator.OnTaskFinished(1, "src-1");
+  std::optional<FakeGateway::Notice> notice = gateway_->WaitForNotice(1);
+  ASSERT_TRUE(notice.has_value());
+  EXPECT_FALSE(notice->completed);
+  EXPECT_EQ(notice->reason, "task src-1 finished before acknowledging");
+  absl::StatusOr<int64_t> id = coordinator.TriggerNow();
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(id.status().message(), HasSubstr("src-1"));
+  // A task that finished is not a failed checkpoint: the job goes on.
+  coordinator.Stop();
+  EXPECT_THAT(gateway_->calls().fail_job, IsEmpty());
+}
+
+TEST_F(CheckpointCoordinatorTest, MissingTaskFileAbortsInsteadOfCompleting) {
+  CheckpointCoordinator& coordinator = StartCoordinator(Options());
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 1);
+  coordinator.OnAcknowledge(Ack("src-0", 1));
+  coordinator.OnAcknowledge(Ack("src-1", 1));
+  coordinator.OnAcknowledge(Ack("sink-0", 1, 1, 0, /*write_file=*/false));
+  std::optional<FakeGateway::Notice> notice = gateway_->WaitForNotice(1);
+  ASSERT_TRUE(notice.has_value());
+  EXPECT_FALSE(notice->completed);
+  EXPECT_THAT(notice->reason, HasSubstr("sink-0.snapshot is missing"));
+  EXPECT_FALSE(fs::exists(storage_->CheckpointDir(1)));
+  EXPECT_EQ(coordinator.completed_count(), 0);
+}
+
+TEST_F(CheckpointCoordinatorTest, UnusableStateHandleAborts) {
+  CheckpointCoordinator& coordinator = StartCoordinator(Options());
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 1);
+  v1::AcknowledgeCheckpointRequest ack = Ack("src-0", 1);
+  ack.mutable_state()->set_file("../../escape");
+  coordinator.OnAcknowledge(ack);
+  std::optional<FakeGateway::Notice> notice = gateway_->WaitForNotice(1);
+  ASSERT_TRUE(notice.has_value());
+  EXPECT_FALSE(notice->completed);
+  EXPECT_THAT(notice->reason, HasSubstr("task src-0 acknowledged with an unusable state handle"));
+}
+
+TEST_F(CheckpointCoordinatorTest, StopAbortsWithoutNotifying) {
+  CheckpointCoordinator& coordinator = StartCoordinator(Options());
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 1);
+  coordinator.Stop();
+  EXPECT_EQ(gateway_->NoticesAbout(1), 0u);
+  EXPECT_FALSE(fs::exists(storage_->CheckpointDir(1)));
+  std::optional<CheckpointRecord> record = RecordOf(coordinator, 1);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, CheckpointStatus::kFailed);
+  EXPECT_EQ(coordinator.TriggerNow().status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(CheckpointCoordinatorTest, HistoryKeepsTheLastFiftyNewestFirst) {
+  CheckpointCoordinator& coordinator = StartCoordinator(Options());
+  for (int64_t id = 1; id <= 55; ++id) {
+    ASSERT_EQ(coordinator.TriggerNow().value_or(-1), id);
+    coordinator.OnDecline(Decline("src-0", id, "no"));
+    ASSERT_TRUE(gateway_->WaitForNotice(id).has_value());
+  }
+  const std::vector<CheckpointRecord> history = coordinator.History();
+  ASSERT_EQ(history.size(), CheckpointCoordinator::kHistorySize);
+  EXPECT_EQ(history.front().id, 55);
+  EXPECT_EQ(history.back().id, 6);
+  EXPECT_EQ(coordinator.failed_count(), 55);
+}
+
+TEST(CheckpointCoordinatorOptionsTest, ValidateNamesTheKey) {
+  CheckpointCoordinatorOptions options;
+  EXPECT_TRUE(options.Validate().ok());
+  options.max_concurrent = 0;
+  EXPECT_THAT(options.Validate().message(), HasSubstr("execution.checkpointing.max-concurrent-checkpoints"));
+  options = {};
+  options.interval = absl::ZeroDuration();
+  EXPECT_THAT(options.Validate().message(), HasSubstr("execution.checkpointing.interval"));
+  options = {};
+  options.num_retained = 0;
+  EXPECT_THAT(options.Validate().message(), HasSubstr("state.checkpoints.num-retained"));
+  options = {};
+  options.tolerable_failed = -2;
+  EXPECT_THAT(options.Validate().message(), HasSubstr("tolerable-failed-checkpoints"));
+}
+
+}  // namespace
+}  // namespace weir::jobmanager::checkpoint
