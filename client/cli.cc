@@ -27,6 +27,7 @@ constexpr char kUsage[] =
     "  list                         list the jobs\n"
     "  status JOB_ID                a job's state and its tasks\n"
     "  cancel JOB_ID                cancel a job\n"
+    "  checkpoints JOB_ID           a job's recent checkpoints and the one it restored from\n"
     "\n"
     "--jobmanager defaults to $WEIR_JOBMANAGER, else 127.0.0.1:6123.\n"
     "--token-file FILE (or $WEIR_AUTH_TOKEN_FILE): the cluster's shared secret, when it has one.\n";
@@ -148,6 +149,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (options.command == "list") return RunList(options, out, err);
   if (options.command == "status") return RunStatus(options, out, err);
   if (options.command == "cancel") return RunCancel(options, out, err);
+  if (options.command == "checkpoints") return RunCheckpoints(options, out, err);
   err << "weir: unknown command '" << options.command << "'\n" << kUsage;
   return 2;
 }

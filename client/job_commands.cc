@@ -41,6 +41,11 @@ nlohmann::json JobJson(const v1::JobStatus& job) {
           {"submitted_at_unix_ms", job.submitted_at_unix_ms()},
           {"ended_at_unix_ms", job.ended_at_unix_ms()},
           {"artifact_sha256", job.artifact_sha256()},
+          {"attempt", job.attempt()},
+          {"restarts", job.restarts()},
+          {"restored_checkpoint_id", job.restored_checkpoint_id()},
+          {"last_failure", job.last_failure()},
+          {"checkpointing", job.checkpointing()},
           {"tasks", tasks}};
 }
 
@@ -165,6 +170,12 @@ int RunStatus(const Options& options, std::ostream& out, std::ostream& err) {
   }
   out << absl::StrFormat("job %s '%s': %s\n", job.job_id(), job.name(), StateName(job.state()));
   if (!job.error().empty()) out << "error: " << job.error() << "\n";
+  if (job.restarts() > 0 || job.restored_checkpoint_id() > 0) {
+    out << absl::StrFormat("attempt %d, %d restarts, restored from %s\n", job.attempt(), job.restarts(),
+                           job.restored_checkpoint_id() > 0 ? absl::StrCat("checkpoint ", job.restored_checkpoint_id())
+                                                            : std::string("no checkpoint"));
+  }
+  if (!job.last_failure().empty() && job.error().empty()) out << "last failure: " << job.last_failure() << "\n";
   out << absl::StrFormat("%-12s %-40s %-9s %-14s %12s %12s\n", "TASK", "NAME", "STATE", "TASKMANAGER", "RECORDS IN",
                          "RECORDS OUT");
   for (const v1::TaskStatus& t : job.tasks()) {
@@ -190,6 +201,62 @@ int RunCancel(const Options& options, std::ostream& out, std::ostream& err) {
     out << nlohmann::json{{"job_id", request.job_id()}, {"canceling", true}}.dump() << "\n";
   } else {
     out << "canceling job " << request.job_id() << "\n";
+  }
+  return 0;
+}
+
+int RunCheckpoints(const Options& options, std::ostream& out, std::ostream& err) {
+  if (options.command_args.size() != 1) return Fail(err, "usage: weir checkpoints JOB_ID", 2);
+  grpc::ClientContext context;
+  SetDeadline(&context);
+  v1::GetJobRequest request;
+  request.set_job_id(options.command_args[0]);
+  v1::ListCheckpointsResponse response;
+  grpc::Status status = JobStub(options)->ListCheckpoints(&context, request, &response);
+  if (!status.ok()) return Fail(err, DescribeRpcError(options, status));
+  if (options.json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const v1::CheckpointSummary& c : response.checkpoints()) {
+      list.push_back({{"id", c.checkpoint_id()},
+                      {"status", c.status()},
+                      {"attempt", c.attempt()},
+                      {"trigger_time_unix_ms", c.trigger_time_unix_ms()},
+                      {"duration_ms", c.duration_ms()},
+                      {"size_bytes", c.size_bytes()},
+                      {"longest_alignment_ms", c.longest_alignment_ms()},
+                      {"acknowledged_tasks", c.acknowledged_tasks()},
+                      {"expected_tasks", c.expected_tasks()},
+                      {"failure_reason", c.failure_reason()},
+                      {"restored", c.checkpoint_id() == response.restored_checkpoint_id()}});
+    }
+    out << nlohmann::json{{"job_id", request.job_id()},
+                          {"checkpointing", response.checkpointing()},
+                          {"completed", response.completed_count()},
+                          {"failed", response.failed_count()},
+                          {"restored_checkpoint_id", response.restored_checkpoint_id()},
+                          {"checkpoints", list}}
+               .dump(2)
+        << "\n";
+    return 0;
+  }
+  if (!response.checkpointing()) {
+    out << "job " << request.job_id() << " runs without checkpoints (execution.checkpointing.interval is 0)\n";
+    return 0;
+  }
+  out << absl::StrFormat("job %s: %d completed, %d failed checkpoints; restored from %s\n", request.job_id(),
+                         response.completed_count(), response.failed_count(),
+                         response.restored_checkpoint_id() > 0
+                             ? absl::StrCat("checkpoint ", response.restored_checkpoint_id())
+                             : std::string("none"));
+  out << absl::StrFormat("%-8s %-11s %-24s %10s %12s %10s %s\n", "ID", "STATUS", "TRIGGERED (UTC)", "DURATION",
+                         "SIZE", "ALIGNMENT", "");
+  for (const v1::CheckpointSummary& c : response.checkpoints()) {
+    std::string note = c.failure_reason();
+    if (c.checkpoint_id() == response.restored_checkpoint_id()) note = "<- restored from" + (note.empty() ? "" : "; " + note);
+    out << absl::StrFormat("%-8d %-11s %-24s %8d ms %10d B %7d ms %s\n", c.checkpoint_id(), c.status(),
+                           absl::FormatTime("%Y-%m-%d %H:%M:%E3S", absl::FromUnixMillis(c.trigger_time_unix_ms()),
+                                            absl::UTCTimeZone()),
+                           c.duration_ms(), c.size_bytes(), c.longest_alignment_ms(), note);
   }
   return 0;
 }

@@ -148,10 +148,10 @@ void Dispatcher::OnCheckpointDeclined(const v1::DeclineCheckpointRequest& declin
   if (auto master = Find(decline.job_id())) master->OnCheckpointDeclined(decline);
 }
 
-absl::StatusOr<std::vector<checkpoint::CheckpointRecord>> Dispatcher::Checkpoints(const std::string& job_id) const {
+absl::StatusOr<v1::ListCheckpointsResponse> Dispatcher::Checkpoints(const std::string& job_id) const {
   auto master = Find(job_id);
   if (master == nullptr) return absl::NotFoundError(absl::StrCat("no job ", job_id, " (see weir list)"));
-  return master->CheckpointHistory();
+  return master->Checkpoints();
 }
 
 }  // namespace weir::jobmanager

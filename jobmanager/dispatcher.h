@@ -51,8 +51,7 @@ class Dispatcher {
   void OnCheckpointAcknowledged(const v1::AcknowledgeCheckpointRequest& ack) ABSL_LOCKS_EXCLUDED(mu_);
   void OnCheckpointDeclined(const v1::DeclineCheckpointRequest& decline) ABSL_LOCKS_EXCLUDED(mu_);
   // Recent checkpoints of a job, newest first; kNotFound for an unknown job.
-  absl::StatusOr<std::vector<checkpoint::CheckpointRecord>> Checkpoints(const std::string& job_id) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<v1::ListCheckpointsResponse> Checkpoints(const std::string& job_id) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   std::shared_ptr<JobMaster> Find(const std::string& job_id) const ABSL_LOCKS_EXCLUDED(mu_);

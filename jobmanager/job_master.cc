@@ -729,9 +729,30 @@ v1::JobStatus JobMaster::Status() const {
   return status;
 }
 
-std::vector<checkpoint::CheckpointRecord> JobMaster::CheckpointHistory() const {
-  if (coordinator_ == nullptr) return {};
-  return coordinator_->History();
+v1::ListCheckpointsResponse JobMaster::Checkpoints() const {
+  v1::ListCheckpointsResponse response;
+  {
+    absl::MutexLock lock(&mu_);
+    response.set_restored_checkpoint_id(restored_checkpoint_id_);
+  }
+  response.set_checkpointing(coordinator_ != nullptr);
+  if (coordinator_ == nullptr) return response;
+  response.set_completed_count(coordinator_->completed_count());
+  response.set_failed_count(coordinator_->failed_count());
+  for (const checkpoint::CheckpointRecord& r : coordinator_->History()) {
+    v1::CheckpointSummary* c = response.add_checkpoints();
+    c->set_checkpoint_id(r.id);
+    c->set_status(std::string(checkpoint::CheckpointStatusName(r.status)));
+    c->set_attempt(r.attempt);
+    c->set_trigger_time_unix_ms(absl::ToUnixMillis(r.trigger_time));
+    c->set_duration_ms(absl::ToInt64Milliseconds(r.duration));
+    c->set_size_bytes(r.size_bytes);
+    c->set_longest_alignment_ms(r.longest_alignment_ms);
+    c->set_failure_reason(r.failure_reason);
+    c->set_acknowledged_tasks(r.acknowledged_tasks);
+    c->set_expected_tasks(r.expected_tasks);
+  }
+  return response;
 }
 
 }  // namespace weir::jobmanager

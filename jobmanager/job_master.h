@@ -83,8 +83,8 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   absl::Status Cancel() ABSL_LOCKS_EXCLUDED(mu_);
 
   v1::JobStatus Status() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Recent checkpoints, newest first (empty when checkpoints are off).
-  std::vector<checkpoint::CheckpointRecord> CheckpointHistory() const;
+  // Recent checkpoints, newest first, and the checkpoint counters.
+  v1::ListCheckpointsResponse Checkpoints() const ABSL_LOCKS_EXCLUDED(mu_);
   const std::string& job_id() const { return job_id_; }
 
  private:

@@ -36,6 +36,15 @@ grpc::Status JobServiceImpl::Cancel(grpc::ServerContext* context, const v1::Canc
   return rpc::ToGrpcStatus(dispatcher_->Cancel(request->job_id()));
 }
 
+grpc::Status JobServiceImpl::ListCheckpoints(grpc::ServerContext* context, const v1::GetJobRequest* request,
+                                             v1::ListCheckpointsResponse* response) {
+  WEIR_RPC_AUTHORIZE(context);
+  auto checkpoints = dispatcher_->Checkpoints(request->job_id());
+  if (!checkpoints.ok()) return rpc::ToGrpcStatus(checkpoints.status());
+  *response = std::move(*checkpoints);
+  return grpc::Status::OK;
+}
+
 grpc::Status ArtifactServiceImpl::Upload(grpc::ServerContext* context, grpc::ServerReader<v1::ArtifactChunk>* reader,
                                          v1::UploadArtifactResponse* response) {
   WEIR_RPC_AUTHORIZE(context);

@@ -19,6 +19,8 @@ class JobServiceImpl final : public v1::JobService::Service {
   grpc::Status List(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
   grpc::Status Get(grpc::ServerContext*, const v1::GetJobRequest*, v1::JobStatus*) override;
   grpc::Status Cancel(grpc::ServerContext*, const v1::CancelJobRequest*, v1::CancelJobResponse*) override;
+  grpc::Status ListCheckpoints(grpc::ServerContext* context, const v1::GetJobRequest* request,
+                               v1::ListCheckpointsResponse* response) override;
 
  private:
   Dispatcher* const dispatcher_;

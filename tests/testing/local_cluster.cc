@@ -34,13 +34,8 @@ void LocalCluster::Start() {
   jm.insert(jm.end(), common.begin(), common.end());
   jobmanager_argv_ = jm;
   jobmanager_ = std::make_unique<Subprocess>(jm, absl::StrCat(dir_, "/jobmanager-", ++jobmanager_starts_, ".log"));
-  for (int i = 0; i < options_.taskmanagers; ++i) {
-    std::vector<std::string> tm = {BinDir() + "/weir-taskmanager", absl::StrCat("-Dtaskmanager.resource-id=", taskmanager_id(i)),
-                                   absl::StrCat("-Dtaskmanager.numberOfTaskSlots=", options_.slots_per_taskmanager),
-                                   absl::StrCat("-Dio.tmp.dirs=", dir_)};
-    tm.insert(tm.end(), common.begin(), common.end());
-    taskmanagers_.push_back(std::make_unique<Subprocess>(tm, absl::StrCat(dir_, "/", taskmanager_id(i), ".log")));
-  }
+  common_args_ = common;
+  for (int i = 0; i < options_.taskmanagers; ++i) StartTaskManager();
   bool up = WaitFor(
       [&] {
         nlohmann::json cluster = WeirJson({"cluster"});
@@ -55,6 +50,21 @@ void LocalCluster::RestartJobManager() {
   jobmanager_->Wait(absl::Seconds(30));
   jobmanager_ = std::make_unique<Subprocess>(jobmanager_argv_,
                                              absl::StrCat(dir_, "/jobmanager-", ++jobmanager_starts_, ".log"));
+}
+
+void LocalCluster::KillTaskManager(int i) {
+  taskmanagers_.at(i)->Signal(SIGKILL);
+  taskmanagers_.at(i)->Wait(absl::Seconds(30));
+}
+
+int LocalCluster::StartTaskManager() {
+  const int i = static_cast<int>(taskmanagers_.size());
+  std::vector<std::string> tm = {BinDir() + "/weir-taskmanager", absl::StrCat("-Dtaskmanager.resource-id=", taskmanager_id(i)),
+                                 absl::StrCat("-Dtaskmanager.numberOfTaskSlots=", options_.slots_per_taskmanager),
+                                 absl::StrCat("-Dio.tmp.dirs=", dir_)};
+  tm.insert(tm.end(), common_args_.begin(), common_args_.end());
+  taskmanagers_.push_back(std::make_unique<Subprocess>(tm, absl::StrCat(dir_, "/", taskmanager_id(i), ".log")));
+  return i;
 }
 
 CommandResult LocalCluster::Weir(const std::vector<std::string>& args, absl::Duration timeout) {

@@ -32,6 +32,11 @@ class LocalCluster {
   void Start();
   // SIGKILLs the JobManager and starts a new one on the same port.
   void RestartJobManager();
+  // SIGKILLs TaskManager `i` and waits for the process to be gone.
+  void KillTaskManager(int i);
+  // Starts one more TaskManager (as systemd would start a replacement) and
+  // returns its index; it registers on its own.
+  int StartTaskManager();
 
   std::string jobmanager_address() const;
   const std::string& dir() const { return dir_; }
@@ -63,6 +68,7 @@ class LocalCluster {
   int jobmanager_starts_ = 0;
   std::unique_ptr<Subprocess> jobmanager_;
   std::vector<std::unique_ptr<Subprocess>> taskmanagers_;
+  std::vector<std::string> common_args_;
 };
 
 }  // namespace weir::testing

@@ -1,0 +1,262 @@
+// Checkpoints and recovery on a real cluster against the real Kafka broker:
+// TaskManagers are killed with SIGKILL while records keep arriving, and the
+// keyed state must come back exactly as checkpointed.
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/kafka/kafka_io.h"
+#include "tests/kafka/test_kafka.h"
+#include "tests/testing/local_cluster.h"
+
+namespace weir {
+namespace {
+
+using test::KafkaMessage;
+using testing::LocalCluster;
+using testing::WaitFor;
+
+const std::string kJobs = WEIR_JOBS_DIR;
+
+class RecoveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    bootstrap_ = test::TestKafkaBootstrap();
+    ASSERT_FALSE(bootstrap_.empty());
+  }
+
+  void StartCluster(int taskmanagers) {
+    cluster_ = std::make_unique<LocalCluster>(LocalCluster::Options{taskmanagers, 1, {}, ""});
+    cluster_->Start();
+  }
+
+  std::string NewTopic(const std::string& prefix) {
+    std::string topic = test::UniqueTopicName(prefix);
+    absl::Status created = test::CreateTopic(bootstrap_, topic, 4);
+    EXPECT_TRUE(created.ok()) << created;
+    return topic;
+  }
+
+  std::string Submit(std::vector<std::string> options, const std::string& in, const std::string& out) {
+    std::string error;
+    std::string job = cluster_->Submit(kJobs + "/keyed_count.so", options,
+                                       {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out}, &error);
+    EXPECT_FALSE(job.empty()) << error << cluster_->Logs();
+    return job;
+  }
+
+  // The job and every task RUNNING, in an attempt after `min_attempt - 1`.
+  bool WaitUntilRunning(const std::string& job, int min_attempt = 1) {
+    return WaitFor([&] {
+      nlohmann::json s = cluster_->WeirJson({"status", job});
+      if (s.is_null() || s["state"] != "RUNNING" || s["attempt"].get<int>() < min_attempt) return false;
+      for (const auto& t : s["tasks"]) {
+        if (t["state"] != "RUNNING") return false;
+      }
+      return true;
+    }, absl::Seconds(120));
+  }
+
+  // Waits until a checkpoint of attempt >= `attempt` has completed.
+  bool WaitForCompletedCheckpoint(const std::string& job, int attempt, int64_t after_id = 0) {
+    return WaitFor([&] {
+      nlohmann::json c = cluster_->WeirJson({"checkpoints", job});
+      if (c.is_null()) return false;
+      for (const auto& cp : c["checkpoints"]) {
+        if (cp["status"] == "COMPLETED" && cp["attempt"].get<int>() >= attempt && cp["id"].get<int64_t>() > after_id) {
+          return true;
+        }
+      }
+      return false;
+    }, absl::Seconds(60));
+  }
+
+  // The index of a TaskManager that runs a task of `job`.
+  int BusyTaskManager(const std::string& job, std::mt19937& random) {
+    nlohmann::json s = cluster_->WeirJson({"status", job});
+    std::vector<std::string> ids;
+    for (const auto& t : s["tasks"]) ids.push_back(t["taskmanager_id"]);
+    std::string id = ids.at(std::uniform_int_distribution<size_t>(0, ids.size() - 1)(random));
+    int index = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(id.substr(3), &index)) << id;  // "tm-<i>"
+    return index;
+  }
+
+  // For every key of `out`: the count it was last written with (offset order
+  // within its partition; a key always goes to one partition).
+  std::map<std::string, int64_t> LastCounts(const std::string& out) {
+    std::map<std::string, int64_t> last;
+    auto output = test::ReadTopic(bootstrap_, out);
+    EXPECT_TRUE(output.ok()) << output.status();
+    if (!output.ok()) return last;
+    std::vector<KafkaMessage> messages = *output;
+    std::sort(messages.begin(), messages.end(), [](const KafkaMessage& a, const KafkaMessage& b) {
+      return std::tie(a.partition, a.offset) < std::tie(b.partition, b.offset);
+    });
+    for (const KafkaMessage& m : messages) {
+      int64_t c = 0;
+      if (m.key.has_value() && absl::SimpleAtoi(m.value, &c)) last[*m.key] = c;
+    }
+    return last;
+  }
+
+  std::string bootstrap_;
+  std::unique_ptr<LocalCluster> cluster_;
+};
+
+std::vector<KafkaMessage> Batch(int first, int n, int distinct, std::map<std::string, int64_t>* truth) {
+  std::vector<KafkaMessage> batch;
+  for (int i = first; i < first + n; ++i) {
+    std::string value = absl::StrCat("value-", i % distinct);
+    batch.push_back({absl::StrCat("id-", i), value});
+    ++(*truth)[value];
+  }
+  return batch;
+}
+
+// The acceptance test: keyed_count at parallelism 2 on three
+// TaskManagers with checkpoints every 300 ms; while records keep arriving, a
+// TaskManager that runs tasks is SIGKILLed at a random moment, three times,
+// and a replacement started each time. Output is at-least-once, but state is
+// exactly-once: the last count written for every key equals the true number
+// of records with that key.
+TEST_F(RecoveryTest, KeyedStateIsExactlyOnceAcrossTaskManagerKills) {
+  StartCluster(3);
+  const std::string in = NewTopic("recovery-in"), out = NewTopic("recovery-out");
+  const std::string job = Submit({"-p", "2", "-Dexecution.checkpointing.interval=300ms",
+                                  "-Drestart-strategy.type=fixed-delay", "-Drestart-strategy.fixed-delay.attempts=20",
+                                  "-Drestart-strategy.fixed-delay.delay=200ms"},
+                                 in, out);
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+
+  std::mt19937 random(std::random_device{}());
+  std::map<std::string, int64_t> truth;
+  constexpr int kBatch = 8000, kDistinct = 500, kKills = 3;
+  int produced = 0;
+  for (int kill = 0; kill < kKills; ++kill) {
+    ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(produced, kBatch, kDistinct, &truth)).ok());
+    produced += kBatch;
+    ASSERT_TRUE(WaitForCompletedCheckpoint(job, kill + 1)) << cluster_->Logs();
+    // A random moment while the job works through the batch.
+    absl::SleepFor(absl::Milliseconds(std::uniform_int_distribution<int>(0, 800)(random)));
+    const int victim = BusyTaskManager(job, random);
+    cluster_->KillTaskManager(victim);
+    cluster_->StartTaskManager();
+    ASSERT_TRUE(WaitUntilRunning(job, kill + 2)) << cluster_->Logs();
+  }
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(produced, kBatch, kDistinct, &truth)).ok());
+
+  std::map<std::string, int64_t> last;
+  const bool caught_up = WaitFor([&] {
+    last = LastCounts(out);
+    return last == truth;
+  }, absl::Seconds(120), absl::Seconds(1));
+  if (!caught_up) {
+    int wrong = 0;
+    for (const auto& [key, count] : truth) {
+      if (last[key] != count && ++wrong <= 5) ADD_FAILURE() << key << ": last count " << last[key] << ", true " << count;
+    }
+    FAIL() << wrong << " of " << truth.size() << " keys end with a wrong count\n" << cluster_->Logs();
+  }
+  nlohmann::json status = cluster_->WeirJson({"status", job});
+  EXPECT_EQ(status["restarts"].get<int>(), kKills) << status.dump(2);
+  // The sources of the last attempt started from checkpointed offsets, not
+  // from the beginning: a fresh start would also end with the right counts.
+  int64_t read_by_last_attempt = 0;
+  for (const auto& t : status["tasks"]) {
+    if (absl::StrContains(t["name"].get<std::string>(), "KafkaSource")) read_by_last_attempt += t["records_in"].get<int64_t>();
+  }
+  EXPECT_LT(read_by_last_attempt, produced + kBatch) << status.dump(2);
+  EXPECT_GT(status["restored_checkpoint_id"].get<int64_t>(), 0) << status.dump(2);
+  // The JobManager's log tells what happened, checkpoint by checkpoint.
+  const std::string log = cluster_->jobmanager().Log();
+  EXPECT_TRUE(absl::StrContains(log, "completed: 4 tasks")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "restoring from checkpoint")) << log;
+  ASSERT_TRUE(cluster_->Weir({"cancel", job}).exit_code == 0);
+}
+
+// With restart-strategy.type none the first failure still ends the job, with
+// the reason.
+TEST_F(RecoveryTest, NoRestartStrategyFailsTheJobAtTheFirstFailure) {
+  StartCluster(2);
+  const std::string in = NewTopic("norestart-in"), out = NewTopic("norestart-out");
+  const std::string job =
+      Submit({"-p", "2", "-Dexecution.checkpointing.interval=300ms", "-Drestart-strategy.type=none"}, in, out);
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  cluster_->KillTaskManager(1);
+  nlohmann::json status = cluster_->WaitForJobEnd(job, absl::Seconds(60));
+  ASSERT_EQ(status["state"], "FAILED") << status.dump(2);
+  EXPECT_TRUE(absl::StrContains(status["error"].get<std::string>(), "TaskManager tm-1")) << status.dump(2);
+  EXPECT_EQ(status["restarts"].get<int>(), 0);
+}
+
+// The newest checkpoint's metadata is damaged: recovery takes the previous
+// retained one and the JobManager's log says why.
+TEST_F(RecoveryTest, CorruptNewestCheckpointFallsBackToThePreviousOne) {
+  StartCluster(3);
+  const std::string in = NewTopic("corrupt-in"), out = NewTopic("corrupt-out");
+  const std::string job = Submit({"-p", "2", "-Dexecution.checkpointing.interval=400ms",
+                                  "-Dstate.checkpoints.num-retained=3", "-Drestart-strategy.type=fixed-delay",
+                                  "-Drestart-strategy.fixed-delay.delay=2s"},
+                                 in, out);
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  // Checkpoints that hold the counts of a first batch.
+  std::map<std::string, int64_t> truth;
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, 2000, 100, &truth)).ok());
+  ASSERT_TRUE(WaitFor([&] { return LastCounts(out) == truth; }, absl::Seconds(60), absl::Milliseconds(500)))
+      << cluster_->Logs();
+  nlohmann::json before = cluster_->WeirJson({"checkpoints", job});
+  ASSERT_FALSE(before.is_null());
+  const int64_t completed = before["completed"].get<int64_t>();
+  ASSERT_TRUE(WaitFor([&] {
+    nlohmann::json c = cluster_->WeirJson({"checkpoints", job});
+    return !c.is_null() && c["completed"].get<int64_t>() >= completed + 2;
+  }, absl::Seconds(60))) << cluster_->Logs();
+
+  // Kill first, so that no newer checkpoint completes; then damage the newest.
+  std::mt19937 random(std::random_device{}());
+  cluster_->KillTaskManager(BusyTaskManager(job, random));
+  const std::string job_dir = absl::StrCat(cluster_->dir(), "/ha/checkpoints/", job);
+  int64_t newest = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(job_dir)) {
+    const std::string name = entry.path().filename();
+    int64_t id = 0;
+    if (absl::StartsWith(name, "chk-") && absl::SimpleAtoi(name.substr(4), &id) &&
+        std::filesystem::exists(entry.path() / "_metadata")) {
+      newest = std::max(newest, id);
+    }
+  }
+  ASSERT_GT(newest, 1);
+  {
+    std::fstream f(absl::StrCat(job_dir, "/chk-", newest, "/_metadata"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(30);
+    f.put('\x5a');
+  }
+  cluster_->StartTaskManager();
+  ASSERT_TRUE(WaitUntilRunning(job, 2)) << cluster_->Logs();
+  nlohmann::json status = cluster_->WeirJson({"status", job});
+  EXPECT_LT(status["restored_checkpoint_id"].get<int64_t>(), newest) << status.dump(2);
+  EXPECT_GT(status["restored_checkpoint_id"].get<int64_t>(), 0) << status.dump(2);
+  const std::string log = cluster_->jobmanager().Log();
+  EXPECT_TRUE(absl::StrContains(log, absl::StrCat("NOT restoring from checkpoint ", newest))) << log;
+  // The state is right: the counts go on from the first batch's.
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(2000, 2000, 100, &truth)).ok());
+  std::map<std::string, int64_t> last;
+  EXPECT_TRUE(WaitFor([&] {
+    last = LastCounts(out);
+    return last == truth;
+  }, absl::Seconds(60), absl::Seconds(1))) << cluster_->Logs();
+  cluster_->Weir({"cancel", job});
+}
+
+}  // namespace
+}  // namespace weir
