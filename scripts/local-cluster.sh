@@ -6,6 +6,8 @@
 #   scripts/local-cluster.sh start [N]   start a JobManager and N (default 2) TaskManagers
 #   scripts/local-cluster.sh stop        stop them (SIGTERM, then SIGKILL after 10 s)
 #   scripts/local-cluster.sh status      weir cluster
+#   scripts/local-cluster.sh kill-taskmanager I    SIGKILL TaskManager I (a crash)
+#   scripts/local-cluster.sh start-taskmanager I   start TaskManager I (again), as systemd would
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
@@ -16,6 +18,21 @@ port="${WEIR_JOBMANAGER_PORT:-6123}"
 log() { echo "local-cluster: $*" >&2; }
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+start_taskmanager() {
+  local i="$1"
+  setsid "$bin/weir-taskmanager" -Djobmanager.rpc.port="$port" -Dtaskmanager.numberOfTaskSlots=2 \
+    -Dtaskmanager.resource-id="tm-local-$i" -Dio.tmp.dirs="$dir" >>"$dir/taskmanager-$i.log" 2>&1 < /dev/null &
+  echo $! > "$dir/taskmanager-$i.pid"
+}
+
+kill_taskmanager() {
+  local f="$dir/taskmanager-$1.pid"
+  alive "$f" || { log "TaskManager $1 is not running"; return 1; }
+  kill -KILL "$(cat "$f")"
+  rm -f "$f"
+  log "killed TaskManager $1 (SIGKILL)"
+}
 
 start() {
   local n="${1:-2}"
@@ -28,11 +45,7 @@ start() {
   setsid "$bin/weir-jobmanager" -Djobmanager.rpc.port="$port" -Dhigh-availability.storageDir="$dir/ha" \
     >"$dir/jobmanager.log" 2>&1 < /dev/null &
   echo $! > "$dir/jobmanager.pid"
-  for i in $(seq 1 "$n"); do
-    setsid "$bin/weir-taskmanager" -Djobmanager.rpc.port="$port" -Dtaskmanager.numberOfTaskSlots=2 \
-      -Dtaskmanager.resource-id="tm-local-$i" -Dio.tmp.dirs="$dir" >"$dir/taskmanager-$i.log" 2>&1 < /dev/null &
-    echo $! > "$dir/taskmanager-$i.pid"
-  done
+  for i in $(seq 1 "$n"); do : > "$dir/taskmanager-$i.log"; start_taskmanager "$i"; done
   # Wait until every TaskManager has registered.
   for _ in $(seq 1 100); do
     if [ "$("$bin/weir" --jobmanager "127.0.0.1:$port" --json cluster 2>/dev/null | grep -c '"id"')" = "$n" ]; then
@@ -70,5 +83,7 @@ case "${1:-}" in
   start) start "${2:-2}" ;;
   stop) stop ;;
   status) "$bin/weir" --jobmanager "127.0.0.1:$port" cluster ;;
-  *) echo "usage: $0 start [N] | stop | status" >&2; exit 2 ;;
+  kill-taskmanager) kill_taskmanager "${2:?which TaskManager}" ;;
+  start-taskmanager) start_taskmanager "${2:?which TaskManager}"; log "started TaskManager $2" ;;
+  *) echo "usage: $0 start [N] | stop | status | kill-taskmanager I | start-taskmanager I" >&2; exit 2 ;;
 esac
