@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the benchmarks against a fresh single-node Kafka broker:
-#   bench/run.sh [--records N] [--value-bytes B] [--partitions P] [--parallelism K]
+# Runs a benchmark against a fresh single-node Kafka broker:
+#   bench/run.sh [copy] [--records N] [--value-bytes B] [--partitions P] [--parallelism K]
+#   bench/run.sh checkpoint [--records N] [--keys K] [--parallelism P]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh >/dev/null
@@ -8,4 +9,9 @@ scripts/build.sh >/dev/null
 dir="$(mktemp -d /tmp/weir-bench-XXXXXX)"
 trap 'scripts/kafka.sh stop "$dir/kafka" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
 scripts/kafka.sh start "$dir/kafka" >/dev/null
-WEIR_TEST_KAFKA_DIR="$dir/kafka" build/bin/kafka_copy_bench "$@"
+bench=kafka_copy_bench
+case "${1:-}" in
+  copy) shift ;;
+  checkpoint) bench=checkpoint_bench; shift ;;
+esac
+WEIR_TEST_KAFKA_DIR="$dir/kafka" "build/bin/$bench" "$@"
