@@ -54,7 +54,11 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
     unlink(temp.c_str());
     return status;
   }
-  close(fd);
+  if (close(fd) != 0) {
+    absl::Status status = Errno("closing", temp);
+    unlink(temp.c_str());
+    return status;
+  }
   if (std::rename(temp.c_str(), path.c_str()) != 0) {
     absl::Status status = Errno("renaming into place", path);
     unlink(temp.c_str());

@@ -17,6 +17,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "common/crypto/sha256.h"
+#include "common/io/atomic_file.h"
 #include "common/logging/logging.h"
 #include "common/status_macros.h"
 
@@ -55,76 +56,6 @@ std::string Sha256Hex(absl::string_view bytes) {
   return sha.HexDigest();
 }
 
-absl::Status SyncDirectory(const std::string& dir) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("opening directory", dir, errno);
-  const int rc = fsync(fd);
-  const int err = errno;
-  close(fd);
-  if (rc != 0) return ErrnoError("syncing directory", dir, err);
-  return absl::OkStatus();
-}
-
-// Writes `contents` to `temp`, fsyncs it and renames it to `path`; the
-// caller syncs the directory.
-absl::Status WriteAndRename(const std::string& temp, const std::string& path, absl::string_view contents) {
-  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) return ErrnoError("creating", temp, errno);
-  size_t written = 0;
-  while (written < contents.size()) {
-    const ssize_t n = write(fd, contents.data() + written, contents.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      close(fd);
-      unlink(temp.c_str());
-      return ErrnoError("writing", temp, err);
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0) {
-    const int err = errno;
-    close(fd);
-    unlink(temp.c_str());
-    return ErrnoError("syncing", temp, err);
-  }
-  if (close(fd) != 0) {
-    const int err = errno;
-    unlink(temp.c_str());
-    return ErrnoError("closing", temp, err);
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    unlink(temp.c_str());
-    return ErrnoError(absl::StrCat("renaming ", temp, " to"), path, err);
-  }
-  return absl::OkStatus();
-}
-
-// The whole file; kNotFound when it does not exist.
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, " does not exist"));
-    return ErrnoError("opening", path, err);
-  }
-  std::string out;
-  char buf[64 * 1024];
-  while (true) {
-    const ssize_t n = read(fd, buf, sizeof(buf));
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      close(fd);
-      return ErrnoError("reading", path, err);
-    }
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
-}
 
 // The id of a directory named exactly as CheckpointDir formats it, else nullopt.
 std::optional<int64_t> ParseCheckpointDirName(absl::string_view name) {
@@ -195,7 +126,7 @@ absl::Status CheckpointStorage::CreateCheckpointDir(int64_t id) {
     }
     return ErrnoError("creating the checkpoint directory", dir, err);
   }
-  return SyncDirectory(job_dir_);
+  return io::SyncDirectory(job_dir_);
 }
 
 absl::Status CheckpointStorage::WriteMetadata(const v1::CheckpointMetadata& metadata) {
@@ -211,19 +142,14 @@ absl::Status CheckpointStorage::WriteMetadata(const v1::CheckpointMetadata& meta
   file.append(payload);
   file.append(Sha256Hex(payload));
 
-  const std::string dir = CheckpointDir(id);
-  const std::string path = MetadataPath(id);
-  const absl::Status status = [&]() -> absl::Status {
-    RETURN_IF_ERROR(WriteAndRename(absl::StrCat(path, ".tmp"), path, file));
-    return SyncDirectory(dir);
-  }();
-  return Annotate(status, absl::StrCat("writing the metadata of checkpoint ", id));
+  return Annotate(io::WriteFileAtomically(MetadataPath(id), file),
+                  absl::StrCat("writing the metadata of checkpoint ", id));
 }
 
 absl::StatusOr<v1::CheckpointMetadata> CheckpointStorage::ReadMetadata(int64_t id) const {
   RETURN_IF_ERROR(CheckId(id));
   const std::string path = MetadataPath(id);
-  absl::StatusOr<std::string> read = ReadFile(path);
+  absl::StatusOr<std::string> read = io::ReadWholeFile(path);
   if (absl::IsNotFound(read.status())) {
     return absl::NotFoundError(absl::StrCat(path, " does not exist: the checkpoint never completed"));
   }
