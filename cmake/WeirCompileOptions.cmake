@@ -5,7 +5,8 @@ function(weir_target_defaults target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wno-unused-parameter -Wno-missing-field-initializers)
   if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
     # librdkafka's producev macros use statement expressions.
-    target_compile_options(${target} PRIVATE -Wthread-safety -Wno-gnu-statement-expression)
+    # Thread-safety analysis of ABSL_GUARDED_BY and friends: a finding fails the build.
+    target_compile_options(${target} PRIVATE -Wthread-safety -Werror=thread-safety -Wno-gnu-statement-expression)
   endif()
 endfunction()
 

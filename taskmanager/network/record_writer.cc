@@ -106,17 +106,28 @@ void RecordWriter::FlushAll() {
   for (int i = 0; i < num_consumers_; ++i) Flush(i);
 }
 
+void RecordWriter::HandEvent(const Buffer& event) {
+  // A true forward edge has one consumer: subpartition `subtask_index_`. The
+  // other subpartitions are never read, so an event there would never be
+  // taken (and, one per checkpoint, would fill them up and block the task).
+  if (effective_partitioning_ == weir::Partitioning::kForward) {
+    Hand(subtask_index_, event);
+    return;
+  }
+  for (int i = 0; i < num_consumers_; ++i) Hand(i, event);
+}
+
 void RecordWriter::EmitEndOfInput() {
   WEIR_CHECK(!ended_, absl::StrCat("EmitEndOfInput twice on ", partition_->id()));
   FlushAll();
-  for (int i = 0; i < num_consumers_; ++i) Hand(i, Buffer::EndOfInput());
+  HandEvent(Buffer::EndOfInput());
   ended_ = true;
 }
 
 void RecordWriter::BroadcastBarrier(int64_t checkpoint_id, int64_t timestamp_ms) {
   WEIR_CHECK(!ended_, absl::StrCat("barrier after EmitEndOfInput on ", partition_->id()));
   FlushAll();
-  for (int i = 0; i < num_consumers_; ++i) Hand(i, Buffer::Barrier(checkpoint_id, timestamp_ms));
+  HandEvent(Buffer::Barrier(checkpoint_id, timestamp_ms));
 }
 
 }  // namespace weir::taskmanager::network

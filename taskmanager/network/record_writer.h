@@ -67,11 +67,12 @@ class RecordWriter : public weir::RecordOutput {
   void FlushIfDue(absl::Time now);
   // Hands over every non-empty buffer now.
   void FlushAll();
-  // Flushes, then sends END_OF_INPUT on every subpartition. Emit must not be
+  // Flushes, then sends END_OF_INPUT on every subpartition that has a
+  // consumer (only this subtask's for a forward edge). Emit must not be
   // called afterwards.
   void EmitEndOfInput();
-  // Flushes, then sends checkpoint barrier `checkpoint_id` on every
-  // subpartition, behind every record emitted before.
+  // Flushes, then sends checkpoint barrier `checkpoint_id` where
+  // EmitEndOfInput sends END_OF_INPUT, behind every record emitted before.
   void BroadcastBarrier(int64_t checkpoint_id, int64_t timestamp_ms);
 
   // Records emitted (a broadcast record counts once).
@@ -83,6 +84,8 @@ class RecordWriter : public weir::RecordOutput {
   void Append(int subpartition, absl::string_view record);
   void Flush(int subpartition);
   void Hand(int subpartition, Buffer buffer);
+  // Hands an event to every subpartition that has a consumer.
+  void HandEvent(const Buffer& event);
 
   const std::shared_ptr<ResultPartition> partition_;
   const weir::TypeOps* const type_;

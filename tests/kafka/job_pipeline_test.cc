@@ -152,6 +152,23 @@ TEST_F(JobPipelineTest, KeyedCountCountsExactlyPerKeyAcrossTaskManagers) {
   }
 }
 
+// A vertex that fans out to forward edges at parallelism 2 (not chained):
+// the job finishes, with checkpoints on, and both sinks write everything.
+TEST_F(JobPipelineTest, FanOutToForwardEdgesFinishesWithCheckpoints) {
+  StartCluster();
+  std::string in = NewTopic("fanout-in"), out = NewTopic("fanout-out");
+  const int n = 4000;
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, NumberedInput(n, 100)).ok());
+  std::string job = SubmitOrFail(kJobs + "/test/fan_out.so", {"-p", "2", "-Dexecution.checkpointing.interval=100ms"},
+                                 {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out, "--bounded"});
+  ASSERT_FALSE(job.empty());
+  nlohmann::json status = cluster_->WaitForJobEnd(job, absl::Seconds(120));
+  ASSERT_EQ(status["state"], "FINISHED") << status.dump(2) << cluster_->Logs();
+  auto output = test::ReadTopic(bootstrap_, out);
+  ASSERT_TRUE(output.ok()) << output.status();
+  EXPECT_EQ(output->size(), static_cast<size_t>(2 * n));
+}
+
 TEST_F(JobPipelineTest, SlowSinkSlowsTheSourceAndBuffersStayBounded) {
   // Small network buffers make the bound tight.
   StartCluster({"-Dtaskmanager.memory.segment-size=4kb", "-Dtaskmanager.network.memory.buffers-per-channel=2"});

@@ -155,6 +155,31 @@ TEST(RecordWriterTest, EndOfInputFollowsTheLastRecordsOnEverySubpartition) {
   }
 }
 
+// A forward edge's other subpartitions have no consumer: events must not
+// land there, or the producer waits forever for them to be taken (a fan-out
+// vertex at p >= 2 never finished; with checkpoints, barriers filled them).
+TEST(RecordWriterTest, ForwardEventsGoOnlyToTheConsumedSubpartition) {
+  auto partition = std::make_shared<ResultPartition>("p", 3, 2);
+  RecordWriter writer(partition, TestRecordType(), Partitioning::kForward, nullptr, 3, /*subtask_index=*/1);
+  EmitSeqs(writer, 1);
+  // More barriers than a subpartition holds: must not block.
+  writer.BroadcastBarrier(1, 0);
+  EXPECT_EQ(partition->buffered(0), 0);
+  EXPECT_EQ(partition->buffered(2), 0);
+  std::vector<Buffer> taken = Drain(*partition, 1);
+  ASSERT_EQ(taken.size(), 2u);
+  EXPECT_EQ(taken[1].kind, Buffer::Kind::kBarrier);
+  for (int id = 2; id <= 5; ++id) {
+    writer.BroadcastBarrier(id, 0);
+    Drain(*partition, 1);
+  }
+  writer.EmitEndOfInput();
+  EXPECT_EQ(partition->buffered(0), 0);
+  EXPECT_EQ(partition->buffered(2), 0);
+  ASSERT_EQ(partition->buffered(1), 1);
+  EXPECT_EQ(Drain(*partition, 1)[0].kind, Buffer::Kind::kEndOfInput);
+}
+
 TEST(RecordWriterTest, EmitThrowsTaskCancelledWhenReleasedWhileBlocked) {
   auto partition = std::make_shared<ResultPartition>("p", 1, 1);
   RecordWriterOptions options;
