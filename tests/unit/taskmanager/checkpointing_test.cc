@@ -245,34 +245,49 @@ class Numbers final : public SourceFunction<int64_t> {
   int64_t next_ = 0;
 };
 
-TEST(TaskCheckpointTest, SourceTaskWritesItsSnapshotAcknowledgesAndRestores) {
-  const std::string dir = weir::testing::MakeTempDir("weir-chk");
-  std::atomic<int64_t> restored_from{-1};
-  auto job = std::make_shared<jobgraph::LoadedJob>();
-  StreamEnvironment env(&job->graph);
-  env.AddSource<int64_t>("numbers", [&] { return std::make_unique<Numbers>(100, &restored_from); })
-      .Sink("drop", [](const int64_t&) {});
-  Loader loader(job);
-  network::PartitionManager partitions;
-  NullListener listener;
-  SnapshotUploader uploader;
-  CollectingResponder responder;
-  TaskEnvironment task_env;
-  task_env.taskmanager_id = "tm";
-  task_env.artifacts = &loader;
-  task_env.partitions = &partitions;
-  task_env.listener = &listener;
-  task_env.uploader = &uploader;
-  task_env.checkpoint_responder = &responder;
+// A source -> sink job of Numbers in-process, with a real uploader and a
+// responder that collects what the tasks send.
+class TaskCheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    job_ = std::make_shared<jobgraph::LoadedJob>();
+    StreamEnvironment env(&job_->graph);
+    env.AddSource<int64_t>("numbers", [this] { return std::make_unique<Numbers>(100, &restored_from_); })
+        .Sink("drop", [](const int64_t&) {});
+    loader_ = std::make_unique<Loader>(job_);
+    task_env_.taskmanager_id = "tm";
+    task_env_.artifacts = loader_.get();
+    task_env_.partitions = &partitions_;
+    task_env_.listener = &listener_;
+    task_env_.uploader = &uploader_;
+    task_env_.checkpoint_responder = &responder_;
+    tdd_.set_job_id("job");
+    tdd_.set_attempt(1);
+    tdd_.set_task_id("job/1/c0s0");
+    tdd_.add_vertex_ids(0);
+    tdd_.add_vertex_ids(1);
+    tdd_.set_parallelism(1);
+    tdd_.set_input_vertex(-1);
+  }
 
-  v1::TaskDeploymentDescriptor tdd;
-  tdd.set_job_id("job");
-  tdd.set_attempt(1);
-  tdd.set_task_id("job/1/c0s0");
-  tdd.add_vertex_ids(0);
-  tdd.add_vertex_ids(1);
-  tdd.set_parallelism(1);
-  tdd.set_input_vertex(-1);
+  std::atomic<int64_t> restored_from_{-1};
+  std::shared_ptr<jobgraph::LoadedJob> job_;
+  std::unique_ptr<Loader> loader_;
+  network::PartitionManager partitions_;
+  NullListener listener_;
+  SnapshotUploader uploader_;
+  CollectingResponder responder_;
+  TaskEnvironment task_env_;
+  v1::TaskDeploymentDescriptor tdd_;
+};
+
+TEST_F(TaskCheckpointTest, SourceTaskWritesItsSnapshotAcknowledgesAndRestores) {
+  const std::string dir = weir::testing::MakeTempDir("weir-chk");
+  std::atomic<int64_t>& restored_from = restored_from_;
+  NullListener& listener = listener_;
+  CollectingResponder& responder = responder_;
+  const TaskEnvironment& task_env = task_env_;
+  v1::TaskDeploymentDescriptor tdd = tdd_;
   tdd.set_checkpoint_dir(dir);
   std::filesystem::create_directories(dir + "/chk-3");
 
@@ -329,30 +344,11 @@ TEST(TaskCheckpointTest, SourceTaskWritesItsSnapshotAcknowledgesAndRestores) {
   }
 }
 
-TEST(TaskCheckpointTest, ANonSourceOrCheckpointlessTaskDeclines) {
-  std::atomic<int64_t> restored_from{-1};
-  auto job = std::make_shared<jobgraph::LoadedJob>();
-  StreamEnvironment env(&job->graph);
-  env.AddSource<int64_t>("numbers", [&] { return std::make_unique<Numbers>(10, &restored_from); })
-      .Sink("drop", [](const int64_t&) {});
-  Loader loader(job);
-  network::PartitionManager partitions;
-  NullListener listener;
-  SnapshotUploader uploader;
-  CollectingResponder responder;
-  TaskEnvironment task_env;
-  task_env.artifacts = &loader;
-  task_env.partitions = &partitions;
-  task_env.listener = &listener;
-  task_env.uploader = &uploader;
-  task_env.checkpoint_responder = &responder;
-  v1::TaskDeploymentDescriptor tdd;
-  tdd.set_job_id("job");
-  tdd.set_task_id("job/1/c0s0");
-  tdd.add_vertex_ids(0);
-  tdd.add_vertex_ids(1);
-  tdd.set_parallelism(1);
-  tdd.set_input_vertex(-1);  // no checkpoint_dir: checkpoints off
+TEST_F(TaskCheckpointTest, ANonSourceOrCheckpointlessTaskDeclines) {
+  NullListener& listener = listener_;
+  CollectingResponder& responder = responder_;
+  const TaskEnvironment& task_env = task_env_;
+  const v1::TaskDeploymentDescriptor& tdd = tdd_;  // no checkpoint_dir: checkpoints off
   Task task(tdd, task_env);
   task.Start();
   ASSERT_TRUE(WaitFor([&] { return listener.last == v1::TASK_RUNNING; }, kGuard));
