@@ -27,7 +27,8 @@ namespace k = config::keys;
 // Keys a submission may set for itself with -D.
 bool IsJobLevelKey(absl::string_view key) {
   return absl::StartsWith(key, "execution.checkpointing.") || absl::StartsWith(key, "restart-strategy.") ||
-         key == k::kCheckpointsRetained || key == k::kSlotRequestTimeout;
+         key == k::kCheckpointsRetained || key == k::kSlotRequestTimeout ||
+         key == k::kStateBackendType;
 }
 
 std::chrono::system_clock::time_point DeadlineIn(absl::Duration d) {
@@ -53,6 +54,7 @@ absl::StatusOr<JobSettings> ResolveJobSettings(const config::Configuration& clus
   settings.max_parallelism = static_cast<int>(config.GetInt(k::kMaxParallelism));
   settings.cancel_timeout = config.GetDuration(k::kCancelTimeout);
   settings.slot_request_timeout = config.GetDuration(k::kSlotRequestTimeout);
+  settings.state_backend = config.GetString(k::kStateBackendType);
   const absl::Duration interval = config.GetDuration(k::kCheckpointInterval);
   const bool checkpointing = interval > absl::ZeroDuration();
   if (checkpointing) {
@@ -213,6 +215,7 @@ absl::StatusOr<v1::TaskDeploymentDescriptor> JobMaster::Describe(
     tdd.set_checkpoint_dir(settings_.checkpoint_dir);
     tdd.set_checkpointing_mode(settings_.checkpoint.mode);
   }
+  tdd.set_state_backend(settings_.state_backend);
   if (restore.has_value()) {
     const v1::TaskStateHandle* found = nullptr;
     for (const v1::TaskStateHandle& handle : restore->tasks()) {

@@ -46,6 +46,8 @@ struct JobSettings {
   int max_parallelism = 128;
   absl::Duration cancel_timeout = absl::Seconds(30);
   absl::Duration slot_request_timeout = absl::Minutes(5);
+  // state.backend.type: "rocksdb" or "hashmap".
+  std::string state_backend = "rocksdb";
   // Checkpoints are on when this is set: <state.checkpoints.dir>/<job id>.
   std::string checkpoint_dir;
   checkpoint::CheckpointCoordinatorOptions checkpoint;

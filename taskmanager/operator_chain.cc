@@ -7,6 +7,8 @@
 #include "common/state/key_groups.h"
 #include "common/status_macros.h"
 #include "connectors/kafka/connector_factory.h"
+#include "taskmanager/state/in_memory_keyed_state.h"
+#include "taskmanager/state/rocksdb_keyed_state.h"
 
 namespace weir::taskmanager {
 namespace {
@@ -49,10 +51,8 @@ class OperatorChain::Context final : public OperatorContext {
   OperatorStateStore* operator_state() override { return &operator_state_; }
   bool is_restored() const override { return restored_; }
 
-  void EnableKeyedState(state::KeyGroupRange range, int max_parallelism) {
-    keyed_ = std::make_unique<InMemoryKeyedState>(range, max_parallelism);
-  }
-  InMemoryKeyedState* keyed() { return keyed_.get(); }
+  void EnableKeyedState(std::unique_ptr<KeyedStateBackend> keyed) { keyed_ = std::move(keyed); }
+  KeyedStateBackend* keyed() { return keyed_.get(); }
   OperatorStateBackend& operator_state_backend() { return operator_state_; }
 
  private:
@@ -62,7 +62,7 @@ class OperatorChain::Context final : public OperatorContext {
   const google::protobuf::Map<std::string, std::string>* const config_;
   OperatorStateBackend operator_state_;
   const bool restored_;
-  std::unique_ptr<InMemoryKeyedState> keyed_;
+  std::unique_ptr<KeyedStateBackend> keyed_;
 };
 
 // Passes records to the next operator of the chain.
@@ -137,6 +137,27 @@ const TypeOps* OperatorChain::input_type() const {
   return job_.graph.vertices.at(tdd_.input_vertex()).output_type;
 }
 
+absl::StatusOr<std::unique_ptr<KeyedStateBackend>> OperatorChain::CreateKeyedState(const VertexSpec& vertex,
+                                                                                   state::KeyGroupRange range,
+                                                                                   int max_parallelism) {
+  const std::string& backend = tdd_.state_backend().empty() ? options_.state_backend : tdd_.state_backend();
+  if (backend == "hashmap") return std::make_unique<InMemoryKeyedState>(range, max_parallelism);
+  if (backend != "rocksdb") {
+    return absl::InvalidArgumentError(absl::StrCat("unknown state backend '", backend,
+                                                   "' (state.backend.type: rocksdb or hashmap)"));
+  }
+  RocksDbStateOptions rocks;
+  // The task id names job, attempt, chain and subtask; '/' would nest.
+  std::string task = tdd_.task_id();
+  for (char& c : task) {
+    if (c == '/') c = '_';
+  }
+  rocks.instance_dir = absl::StrCat(options_.local_state_dir, "/", tdd_.job_id(), "/", task, "-v", vertex.id);
+  auto opened = RocksDbKeyedState::Open(range, max_parallelism, std::move(rocks));
+  if (!opened.ok()) return opened.status();
+  return std::unique_ptr<KeyedStateBackend>(std::move(*opened));
+}
+
 absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
   const int n = tdd_.vertex_ids_size();
   if (n == 0) return absl::InvalidArgumentError("the task has no vertices");
@@ -154,14 +175,15 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
     auto context = std::make_unique<Context>(v.name, tdd_.subtask_index(), tdd_.parallelism(), &tdd_.config(),
                                              std::move(restored_operator_state), restored != nullptr);
     if (v.input_key) {
-      context->EnableKeyedState(
-          state::KeyGroupRangeForSubtask(max_parallelism, tdd_.parallelism(), tdd_.subtask_index()), max_parallelism);
+      const state::KeyGroupRange range =
+          state::KeyGroupRangeForSubtask(max_parallelism, tdd_.parallelism(), tdd_.subtask_index());
+      ASSIGN_OR_RETURN(std::unique_ptr<KeyedStateBackend> keyed, CreateKeyedState(v, range, max_parallelism));
       if (restored != nullptr) {
-        for (const auto& [group, bytes] : restored->operators[i].key_groups) {
-          RETURN_IF_ERROR(Annotate(context->keyed()->RestoreKeyGroup(group, bytes),
-                                   absl::StrCat("restoring operator '", v.name, "'")));
-        }
+        RETURN_IF_ERROR(Annotate(keyed->Restore({KeyedStateRestore{restored->operators[i].keyed_restore,
+                                                                   restored->checkpoint_dir}}),
+                                 absl::StrCat("restoring the keyed state of operator '", v.name, "'")));
       }
+      context->EnableKeyedState(std::move(keyed));
     }
     contexts_.push_back(std::move(context));
 
@@ -287,7 +309,7 @@ void OperatorChain::BroadcastBarrier(int64_t checkpoint_id, int64_t timestamp_ms
   for (auto& writer : writers_) writer->BroadcastBarrier(checkpoint_id, timestamp_ms);
 }
 
-ChainSnapshot OperatorChain::SnapshotState(const CheckpointInfo& checkpoint) {
+absl::StatusOr<ChainSnapshot> OperatorChain::SnapshotState(const CheckpointInfo& checkpoint) {
   ChainSnapshot snapshot;
   snapshot.checkpoint_id = checkpoint.checkpoint_id;
   std::vector<CheckpointListener*> listeners = Listeners();
@@ -295,11 +317,13 @@ ChainSnapshot OperatorChain::SnapshotState(const CheckpointInfo& checkpoint) {
     listeners[i]->SnapshotState(checkpoint);
     OperatorSnapshot& op = snapshot.operators.emplace_back();
     op.operator_state = contexts_[i]->operator_state_backend().Snapshot();
-    if (InMemoryKeyedState* keyed = contexts_[i]->keyed()) {
-      for (int group = keyed->range().start; group < keyed->range().end; ++group) {
-        std::string bytes = keyed->SnapshotKeyGroup(group);
-        if (!bytes.empty()) op.key_groups.emplace(group, std::move(bytes));
+    if (KeyedStateBackend* keyed = contexts_[i]->keyed()) {
+      absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> part = keyed->Snapshot(checkpoint.checkpoint_id);
+      if (!part.ok()) {
+        return Annotate(part.status(),
+                        absl::StrCat("snapshotting the keyed state of operator '", contexts_[i]->operator_name(), "'"));
       }
+      op.keyed = std::move(*part);
     }
   }
   return snapshot;

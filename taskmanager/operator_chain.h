@@ -26,7 +26,7 @@
 #include "jobgraph/job_library.h"
 #include "taskmanager/network/record_writer.h"
 #include "taskmanager/network/result_partition.h"
-#include "taskmanager/state/in_memory_keyed_state.h"
+#include "taskmanager/state/keyed_state_backend.h"
 #include "taskmanager/state/operator_state.h"
 #include "weir/operator.h"
 #include "weir/v1/job.pb.h"
@@ -47,6 +47,11 @@ struct OperatorChainOptions {
   // Used when the deployment descriptor carries none.
   int max_parallelism = 128;
   connectors::KafkaPropertyPolicy kafka_policy;
+  // Where keyed state lives when the deployment descriptor does not say:
+  // "rocksdb" or "hashmap".
+  std::string state_backend = "rocksdb";
+  // The rocksdb backend's instances go under <local_state_dir>/<job id>/.
+  std::string local_state_dir = "/tmp/weir-state";
   // Called with each result partition as soon as it is registered.
   std::function<void(const std::shared_ptr<network::ResultPartition>&)> on_partition;
 };
@@ -54,13 +59,18 @@ struct OperatorChainOptions {
 // The state of one operator of the chain in one checkpoint.
 struct OperatorSnapshot {
   OperatorStateSnapshot operator_state;
-  // Serialized keyed state per key group (keyed operators only).
-  std::map<int, std::string> key_groups;
+  // Taking a checkpoint: the asynchronous part of the keyed state (keyed
+  // operators only).
+  std::shared_ptr<KeyedStateSnapshot> keyed;
+  // Restoring: the keyed state as the task's snapshot file recorded it.
+  v1::OperatorSnapshotProto keyed_restore;
 };
 
 // The state of every operator of the chain, by position in the chain.
 struct ChainSnapshot {
   int64_t checkpoint_id = 0;
+  // Restoring: the checkpoint's directory (keyed state files are there).
+  std::string checkpoint_dir;
   std::vector<OperatorSnapshot> operators;
 };
 
@@ -97,8 +107,9 @@ class OperatorChain {
   // Sends checkpoint barrier `checkpoint_id` on every output, behind every
   // record emitted before.
   void BroadcastBarrier(int64_t checkpoint_id, int64_t timestamp_ms);
-  // SnapshotState on every operator, then takes their state.
-  ChainSnapshot SnapshotState(const CheckpointInfo& checkpoint);
+  // SnapshotState on every operator, then the synchronous part of their
+  // state's snapshot. An error (e.g. a full disk) fails the checkpoint.
+  absl::StatusOr<ChainSnapshot> SnapshotState(const CheckpointInfo& checkpoint);
   void NotifyCheckpointComplete(int64_t checkpoint_id);
   void NotifyCheckpointAborted(int64_t checkpoint_id);
 
@@ -119,6 +130,8 @@ class OperatorChain {
   OperatorChain(const v1::TaskDeploymentDescriptor& tdd, const jobgraph::LoadedJob& job, OperatorChainOptions options,
                 ChainCounters counters);
   absl::Status Build(const ChainSnapshot* restored);
+  absl::StatusOr<std::unique_ptr<KeyedStateBackend>> CreateKeyedState(const VertexSpec& vertex,
+                                                                      state::KeyGroupRange range, int max_parallelism);
   // Every operator's hooks, head first; the source stands at position 0.
   std::vector<CheckpointListener*> Listeners();
   void CloseAll();

@@ -45,6 +45,8 @@ class Task::Execution {
     options.buffer_timeout = env_.buffer_timeout;
     options.max_parallelism = env_.max_parallelism;
     options.kafka_policy = env_.kafka_policy;
+    options.state_backend = env_.state_backend;
+    options.local_state_dir = env_.local_state_dir;
     options.on_partition = [task = task_](const std::shared_ptr<network::ResultPartition>& partition) {
       absl::MutexLock lock(&task->partitions_mu_);
       task->partitions_.push_back(partition);

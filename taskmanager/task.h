@@ -56,6 +56,10 @@ struct TaskEnvironment {
   int max_parallelism = 128;
   // Which kafka.<name> connector properties jobs may set.
   connectors::KafkaPropertyPolicy kafka_policy;
+  // Keyed state: the backend when the deployment does not name one, and the
+  // local directory of the rocksdb backend's instances.
+  std::string state_backend = "rocksdb";
+  std::string local_state_dir = "/tmp/weir-state";
   // Checkpoints: the asynchronous part of snapshots runs on `uploader`, and
   // acknowledgements go to `checkpoint_responder`. Both null: a task that is
   // asked to checkpoint declines.

@@ -65,6 +65,19 @@ class KeyedContext {
   ValueState<V, S> State(std::string name) {
     return ValueState<V, S>(context_->keyed_state(), std::move(name));
   }
+  template <typename V, typename S = Serializer<V>>
+  weir::ListState<V, S> ListState(std::string name) {
+    return weir::ListState<V, S>(context_->keyed_state(), std::move(name));
+  }
+  template <typename UK, typename UV, typename KS = Serializer<UK>, typename VS = Serializer<UV>>
+  weir::MapState<UK, UV, KS, VS> MapState(std::string name) {
+    return weir::MapState<UK, UV, KS, VS>(context_->keyed_state(), std::move(name));
+  }
+  template <typename V, typename S = Serializer<V>>
+  weir::ReducingState<V, S> ReducingState(std::string name,
+                                          typename weir::ReducingState<V, S>::ReduceFunction reduce) {
+    return weir::ReducingState<V, S>(context_->keyed_state(), std::move(name), std::move(reduce));
+  }
 
  private:
   const K& key_;

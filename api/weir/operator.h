@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace weir {
@@ -39,13 +40,28 @@ class RecordOutput {
 };
 
 // Keyed state of one operator instance, for the key of the record being
-// processed. Values are bytes; ValueState<T> (state.h) adds the types.
+// processed. Values are bytes; ValueState, ListState, MapState and
+// ReducingState (state.h) add the types.
+//
+// A state name holds one kind of state: a value (Get/Put/Append/Remove) or
+// a map (the *Entry calls). Using one name both ways is undefined.
 class KeyedStateStore {
  public:
   virtual ~KeyedStateStore() = default;
   virtual std::optional<std::string> Get(std::string_view state_name) = 0;
   virtual void Put(std::string_view state_name, std::string_view value) = 0;
+  // Appends `bytes` to the value (creating it when absent); ListState
+  // appends one framed element this way, without reading the list.
+  virtual void Append(std::string_view state_name, std::string_view bytes) = 0;
   virtual void Remove(std::string_view state_name) = 0;
+
+  // Map state: one value per user key, under the current key.
+  virtual std::optional<std::string> GetEntry(std::string_view state_name, std::string_view user_key) = 0;
+  virtual void PutEntry(std::string_view state_name, std::string_view user_key, std::string_view value) = 0;
+  virtual void RemoveEntry(std::string_view state_name, std::string_view user_key) = 0;
+  // Every entry of the current key's map, ordered by user-key bytes.
+  virtual std::vector<std::pair<std::string, std::string>> Entries(std::string_view state_name) = 0;
+  virtual void ClearEntries(std::string_view state_name) = 0;
 };
 
 // A list of byte strings kept per operator instance in checkpoints

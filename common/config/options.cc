@@ -241,6 +241,22 @@ constexpr std::array kOptions = {
                .scope = kJobManager | kClient,
                .min_value = 1,
                .max_value = 1000},
+    OptionSpec{.key = keys::kStateBackendType,
+               .type = OptionType::kEnum,
+               .default_value = "rocksdb",
+               .description = "Where keyed state lives: 'rocksdb' (on local disk, one RocksDB instance per "
+                              "operator instance; state may exceed memory; snapshots copy immutable files) or "
+                              "'hashmap' (on the heap; for small state: every snapshot serializes all of it). "
+                              "Settable per job with -D. A checkpoint restores only into the backend that wrote it.",
+               .scope = kAllProcesses,
+               .allowed_values = "rocksdb,hashmap"},
+    OptionSpec{.key = keys::kStateLocalRootDirs,
+               .type = OptionType::kString,
+               .default_value = "",
+               .description = "Where a TaskManager keeps the rocksdb backend's instances (a local disk; "
+                              "<dir>/<job id>/<task>). Empty: <io.tmp.dirs>/weir-state-<resource id>. Nothing "
+                              "there survives the process: state comes back from checkpoints.",
+               .scope = kTaskManager},
     OptionSpec{.key = keys::kRestartStrategyType,
                .type = OptionType::kString,
                .default_value = "",

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -66,6 +67,64 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
   }
   const std::string dir = std::filesystem::path(path).parent_path().string();
   return SyncDirectory(dir.empty() ? "." : dir);
+}
+
+absl::StatusOr<int64_t> CopyFileDurably(const std::string& from, const std::string& to) {
+  const int in = open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return Errno("opening", from);
+  const int out = open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (out < 0) {
+    absl::Status status = Errno("creating", to);
+    close(in);
+    return status;
+  }
+  auto fail = [&](absl::Status status) {
+    close(in);
+    close(out);
+    unlink(to.c_str());
+    return status;
+  };
+  int64_t total = 0;
+  bool kernel_copy = true;
+  std::vector<char> buf;
+  while (true) {
+    ssize_t n = -1;
+    if (kernel_copy) {
+      n = copy_file_range(in, nullptr, out, nullptr, 1 << 30, 0);
+      if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
+        kernel_copy = false;  // not between these file systems: copy through user space
+        buf.resize(1 << 20);
+        continue;
+      }
+    } else {
+      n = read(in, buf.data(), buf.size());
+      if (n > 0) {
+        ssize_t done = 0;
+        while (done < n) {
+          const ssize_t w = write(out, buf.data() + done, static_cast<size_t>(n - done));
+          if (w < 0) {
+            if (errno == EINTR) continue;
+            return fail(Errno("writing", to));
+          }
+          done += w;
+        }
+      }
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail(Errno(kernel_copy ? "copying into" : "reading", kernel_copy ? to : from));
+    }
+    if (n == 0) break;
+    total += n;
+  }
+  if (fsync(out) != 0) return fail(Errno("syncing", to));
+  close(in);
+  if (close(out) != 0) {
+    absl::Status status = Errno("closing", to);
+    unlink(to.c_str());
+    return status;
+  }
+  return total;
 }
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {

@@ -4,6 +4,7 @@
 // Thread-safety: thread-safe (no shared state).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -18,6 +19,10 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
 
 // The whole file; kNotFound when it does not exist.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
+
+// Copies `from` to `to` (created or truncated) in the kernel where it can,
+// and fsyncs `to`; the caller syncs the directory. Returns the bytes copied.
+absl::StatusOr<int64_t> CopyFileDurably(const std::string& from, const std::string& to);
 
 // fsyncs the directory `dir` (makes a rename or create in it durable).
 absl::Status SyncDirectory(const std::string& dir);

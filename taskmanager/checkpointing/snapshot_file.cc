@@ -29,7 +29,8 @@ std::string TaskSnapshotFileName(const v1::TaskDeploymentDescriptor& tdd) {
                       ".snapshot");
 }
 
-std::string EncodeTaskSnapshot(const v1::TaskDeploymentDescriptor& tdd, const ChainSnapshot& snapshot) {
+absl::StatusOr<std::string> EncodeTaskSnapshot(const v1::TaskDeploymentDescriptor& tdd, const ChainSnapshot& snapshot,
+                                               const std::string& checkpoint_dir) {
   v1::TaskSnapshotProto proto;
   proto.set_job_id(tdd.job_id());
   proto.set_checkpoint_id(snapshot.checkpoint_id);
@@ -38,17 +39,17 @@ std::string EncodeTaskSnapshot(const v1::TaskDeploymentDescriptor& tdd, const Ch
   for (size_t i = 0; i < snapshot.operators.size(); ++i) {
     const OperatorSnapshot& op = snapshot.operators[i];
     v1::OperatorSnapshotProto* out = proto.add_operators();
-    out->set_vertex_id(i < static_cast<size_t>(tdd.vertex_ids_size()) ? tdd.vertex_ids(static_cast<int>(i)) : -1);
+    const int vertex = i < static_cast<size_t>(tdd.vertex_ids_size()) ? tdd.vertex_ids(static_cast<int>(i)) : -1;
+    out->set_vertex_id(vertex);
     for (const auto& [name, list] : op.operator_state) {
       v1::ListStateSnapshotProto* l = out->add_list_states();
       l->set_name(name);
       l->set_is_union(list.is_union);
       for (const std::string& entry : list.entries) l->add_entries(entry);
     }
-    for (const auto& [group, bytes] : op.key_groups) {
-      v1::KeyGroupSnapshotProto* g = out->add_key_groups();
-      g->set_key_group(group);
-      g->set_data(bytes);
+    if (op.keyed != nullptr) {
+      RETURN_IF_ERROR(Annotate(op.keyed->Write(checkpoint_dir, absl::StrCat("v", vertex, "-s", tdd.subtask_index()), out),
+                               absl::StrCat("writing the keyed state of vertex ", vertex)));
     }
   }
   std::string file(kMagic, kMagicSize);
@@ -107,6 +108,7 @@ absl::StatusOr<ChainSnapshot> ReadTaskSnapshot(const std::string& checkpoint_dir
   }
   ChainSnapshot snapshot;
   snapshot.checkpoint_id = proto.checkpoint_id();
+  snapshot.checkpoint_dir = checkpoint_dir;
   for (int i = 0; i < proto.operators_size(); ++i) {
     const v1::OperatorSnapshotProto& op = proto.operators(i);
     if (op.vertex_id() != tdd.vertex_ids(i)) {
@@ -120,7 +122,8 @@ absl::StatusOr<ChainSnapshot> ReadTaskSnapshot(const std::string& checkpoint_dir
       list.is_union = l.is_union();
       list.entries.assign(l.entries().begin(), l.entries().end());
     }
-    for (const v1::KeyGroupSnapshotProto& g : op.key_groups()) out.key_groups[g.key_group()] = g.data();
+    out.keyed_restore.mutable_key_groups()->CopyFrom(op.key_groups());
+    if (op.has_keyed_files()) *out.keyed_restore.mutable_keyed_files() = op.keyed_files();
   }
   return snapshot;
 }

@@ -21,8 +21,11 @@ namespace weir::taskmanager {
 // "v<first vertex>-s<subtask>.snapshot": stable across attempts of a job.
 std::string TaskSnapshotFileName(const v1::TaskDeploymentDescriptor& tdd);
 
-// Serializes `snapshot` (one entry per operator of tdd's chain).
-std::string EncodeTaskSnapshot(const v1::TaskDeploymentDescriptor& tdd, const ChainSnapshot& snapshot);
+// Serializes `snapshot` (one entry per operator of tdd's chain), writing
+// the asynchronous part of each operator's keyed state into
+// `checkpoint_dir` first (the file then refers to what it wrote).
+absl::StatusOr<std::string> EncodeTaskSnapshot(const v1::TaskDeploymentDescriptor& tdd, const ChainSnapshot& snapshot,
+                                               const std::string& checkpoint_dir);
 
 // Writes the encoded snapshot durably into `checkpoint_dir`; returns its handle.
 absl::StatusOr<v1::TaskStateHandle> WriteTaskSnapshot(const std::string& checkpoint_dir,
@@ -31,7 +34,8 @@ absl::StatusOr<v1::TaskStateHandle> WriteTaskSnapshot(const std::string& checkpo
 
 // Reads, verifies (size, SHA-256, magic, version, that it belongs to this
 // job and chain) and decodes the snapshot `handle` names in `checkpoint_dir`.
-// kDataLoss for anything corrupt, naming the file and what is wrong.
+// kDataLoss for anything corrupt, naming the file and what is wrong. The
+// keyed state's files are checked when the backend restores them.
 absl::StatusOr<ChainSnapshot> ReadTaskSnapshot(const std::string& checkpoint_dir, const v1::TaskStateHandle& handle,
                                                const v1::TaskDeploymentDescriptor& tdd);
 

@@ -30,8 +30,14 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
   const absl::Time start = absl::Now();
   chain.PrepareSnapshotPreBarrier(checkpoint_id);
   chain.BroadcastBarrier(checkpoint_id, timestamp_ms);
-  ChainSnapshot snapshot = chain.SnapshotState(CheckpointInfo{checkpoint_id, timestamp_ms});
+  absl::StatusOr<ChainSnapshot> taken = chain.SnapshotState(CheckpointInfo{checkpoint_id, timestamp_ms});
   const absl::Duration sync = absl::Now() - start;
+  if (!taken.ok()) {
+    // The barrier is out, so the task goes on; only this checkpoint fails.
+    Decline(checkpoint_id, absl::StrCat("taking the snapshot failed: ", taken.status().message()));
+    return absl::OkStatus();
+  }
+  ChainSnapshot snapshot = std::move(*taken);
 
   // Copies of what the asynchronous part needs: the task may be gone by then.
   v1::TaskDeploymentDescriptor identity;
@@ -46,8 +52,9 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
   const bool queued = uploader_->Submit([identity = std::move(identity), snapshot = std::move(snapshot), dir,
                                          responder, checkpoint_id, alignment, sync] {
     const absl::Time async_start = absl::Now();
+    absl::StatusOr<std::string> encoded = EncodeTaskSnapshot(identity, snapshot, dir);
     absl::StatusOr<v1::TaskStateHandle> handle =
-        WriteTaskSnapshot(dir, identity, EncodeTaskSnapshot(identity, snapshot));
+        encoded.ok() ? WriteTaskSnapshot(dir, identity, *encoded) : absl::StatusOr<v1::TaskStateHandle>(encoded.status());
     if (!handle.ok()) {
       static const std::shared_ptr<spdlog::logger> log = logging::Get("task");
       log->warn("task {}: checkpoint {}: writing the snapshot failed: {}", identity.task_id(), checkpoint_id,

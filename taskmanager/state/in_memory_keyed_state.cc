@@ -5,9 +5,40 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "weir/serializer.h"
 
 namespace weir::taskmanager {
+namespace {
+
+// Record tags of the serialized key-group format.
+constexpr char kValueRecord = 'v';  // slot, value
+constexpr char kEntryRecord = 'm';  // slot, user key, value
+
+void WriteBytes(std::string_view bytes, std::string& out) {
+  weir::internal::WriteVarint(bytes.size(), out);
+  out.append(bytes);
+}
+
+// The asynchronous part is trivial: the bytes were taken on the task thread.
+class SerializedSnapshot final : public KeyedStateSnapshot {
+ public:
+  explicit SerializedSnapshot(std::map<int, std::string> groups) : groups_(std::move(groups)) {}
+  absl::Status Write(const std::string&, const std::string&, v1::OperatorSnapshotProto* out) override {
+    for (auto& [group, bytes] : groups_) {
+      v1::KeyGroupSnapshotProto* g = out->add_key_groups();
+      g->set_key_group(group);
+      g->set_data(std::move(bytes));
+    }
+    groups_.clear();
+    return absl::OkStatus();
+  }
+
+ private:
+  std::map<int, std::string> groups_;
+};
+
+}  // namespace
 
 InMemoryKeyedState::InMemoryKeyedState(state::KeyGroupRange range, int max_parallelism)
     : range_(range), max_parallelism_(max_parallelism), groups_(std::max(range.size(), 0)) {}
@@ -34,33 +65,85 @@ const std::string& InMemoryKeyedState::Slot(std::string_view state_name) {
 
 std::optional<std::string> InMemoryKeyedState::Get(std::string_view state_name) {
   const std::string& slot = Slot(state_name);
-  auto it = current_->find(slot);
-  if (it == current_->end()) return std::nullopt;
+  auto it = current_->values.find(slot);
+  if (it == current_->values.end()) return std::nullopt;
   return it->second;
 }
 
 void InMemoryKeyedState::Put(std::string_view state_name, std::string_view value) {
   const std::string& slot = Slot(state_name);
-  (*current_)[slot] = std::string(value);
+  current_->values[slot] = std::string(value);
+}
+
+void InMemoryKeyedState::Append(std::string_view state_name, std::string_view bytes) {
+  const std::string& slot = Slot(state_name);
+  current_->values[slot].append(bytes);
 }
 
 void InMemoryKeyedState::Remove(std::string_view state_name) {
   const std::string& slot = Slot(state_name);
-  current_->erase(slot);
+  current_->values.erase(slot);
+}
+
+std::optional<std::string> InMemoryKeyedState::GetEntry(std::string_view state_name, std::string_view user_key) {
+  const std::string& slot = Slot(state_name);
+  auto map = current_->maps.find(slot);
+  if (map == current_->maps.end()) return std::nullopt;
+  auto it = map->second.find(std::string(user_key));
+  if (it == map->second.end()) return std::nullopt;
+  return it->second;
+}
+
+void InMemoryKeyedState::PutEntry(std::string_view state_name, std::string_view user_key, std::string_view value) {
+  const std::string& slot = Slot(state_name);
+  current_->maps[slot][std::string(user_key)] = std::string(value);
+}
+
+void InMemoryKeyedState::RemoveEntry(std::string_view state_name, std::string_view user_key) {
+  const std::string& slot = Slot(state_name);
+  auto map = current_->maps.find(slot);
+  if (map == current_->maps.end()) return;
+  map->second.erase(std::string(user_key));
+  if (map->second.empty()) current_->maps.erase(map);
+}
+
+std::vector<std::pair<std::string, std::string>> InMemoryKeyedState::Entries(std::string_view state_name) {
+  const std::string& slot = Slot(state_name);
+  std::vector<std::pair<std::string, std::string>> out;
+  auto map = current_->maps.find(slot);
+  if (map == current_->maps.end()) return out;
+  out.assign(map->second.begin(), map->second.end());
+  return out;
+}
+
+void InMemoryKeyedState::ClearEntries(std::string_view state_name) {
+  const std::string& slot = Slot(state_name);
+  current_->maps.erase(slot);
 }
 
 std::string InMemoryKeyedState::SnapshotKeyGroup(int key_group) const {
   const Group& group = groups_.at(key_group - range_.start);
-  std::vector<const std::pair<const std::string, std::string>*> entries;
-  entries.reserve(group.size());
-  for (const auto& entry : group) entries.push_back(&entry);
-  std::sort(entries.begin(), entries.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  std::vector<const std::pair<const std::string, std::string>*> values;
+  values.reserve(group.values.size());
+  for (const auto& entry : group.values) values.push_back(&entry);
+  std::sort(values.begin(), values.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  std::vector<const std::pair<const std::string, std::map<std::string, std::string>>*> maps;
+  maps.reserve(group.maps.size());
+  for (const auto& entry : group.maps) maps.push_back(&entry);
+  std::sort(maps.begin(), maps.end(), [](auto* a, auto* b) { return a->first < b->first; });
   std::string out;
-  for (const auto* entry : entries) {
-    weir::internal::WriteVarint(entry->first.size(), out);
-    out.append(entry->first);
-    weir::internal::WriteVarint(entry->second.size(), out);
-    out.append(entry->second);
+  for (const auto* entry : values) {
+    out.push_back(kValueRecord);
+    WriteBytes(entry->first, out);
+    WriteBytes(entry->second, out);
+  }
+  for (const auto* map : maps) {
+    for (const auto& [user_key, value] : map->second) {
+      out.push_back(kEntryRecord);
+      WriteBytes(map->first, out);
+      WriteBytes(user_key, out);
+      WriteBytes(value, out);
+    }
   }
   return out;
 }
@@ -75,9 +158,18 @@ absl::Status InMemoryKeyedState::RestoreKeyGroup(int key_group, absl::string_vie
   size_t pos = 0;
   try {
     while (pos < in.size()) {
+      const char tag = in[pos++];
       std::string_view slot = weir::internal::ReadField(in, &pos);
-      std::string_view value = weir::internal::ReadField(in, &pos);
-      group[std::string(slot)] = std::string(value);
+      if (tag == kValueRecord) {
+        std::string_view value = weir::internal::ReadField(in, &pos);
+        group.values[std::string(slot)] = std::string(value);
+      } else if (tag == kEntryRecord) {
+        std::string_view user_key = weir::internal::ReadField(in, &pos);
+        std::string_view value = weir::internal::ReadField(in, &pos);
+        group.maps[std::string(slot)][std::string(user_key)] = std::string(value);
+      } else {
+        throw std::runtime_error(absl::StrCat("unknown record tag ", static_cast<int>(tag)));
+      }
     }
   } catch (const std::exception& e) {
     return absl::DataLossError(absl::StrCat("keyed state of key group ", key_group, " is corrupt at byte ", pos,
@@ -86,9 +178,37 @@ absl::Status InMemoryKeyedState::RestoreKeyGroup(int key_group, absl::string_vie
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> InMemoryKeyedState::Snapshot(int64_t) {
+  std::map<int, std::string> groups;
+  for (int group = range_.start; group < range_.end; ++group) {
+    std::string bytes = SnapshotKeyGroup(group);
+    if (!bytes.empty()) groups.emplace(group, std::move(bytes));
+  }
+  return std::make_unique<SerializedSnapshot>(std::move(groups));
+}
+
+absl::Status InMemoryKeyedState::Restore(const std::vector<KeyedStateRestore>& parts) {
+  for (const KeyedStateRestore& part : parts) {
+    if (!part.snapshot.keyed_files().backend().empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the checkpoint holds this operator's keyed state from the '", part.snapshot.keyed_files().backend(),
+          "' state backend, but the job now runs with 'hashmap'; set state.backend.type back to '",
+          part.snapshot.keyed_files().backend(), "' to restore it"));
+    }
+    for (const v1::KeyGroupSnapshotProto& g : part.snapshot.key_groups()) {
+      if (!range_.Contains(g.key_group())) continue;  // another subtask's share
+      RETURN_IF_ERROR(RestoreKeyGroup(g.key_group(), g.data()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 size_t InMemoryKeyedState::size() const {
   size_t n = 0;
-  for (const Group& group : groups_) n += group.size();
+  for (const Group& group : groups_) {
+    n += group.values.size();
+    for (const auto& [slot, map] : group.maps) n += map.size();
+  }
   return n;
 }
 

@@ -195,7 +195,9 @@ TEST(TaskTest, MailsRunOnTheTaskThreadBetweenRecords) {
     on_task_thread = std::this_thread::get_id() == h.trace.task_thread.load();
     between_polls = !h.trace.in_poll;
     chain->PrepareSnapshotPreBarrier(1);
-    snapshot = chain->SnapshotState(CheckpointInfo{1, 0});
+    auto taken = chain->SnapshotState(CheckpointInfo{1, 0});
+    if (!taken.ok()) return taken.status();
+    snapshot = std::move(*taken);
     snapshotted.Notify();
     return absl::OkStatus();
   }));
@@ -253,7 +255,9 @@ TEST(OperatorChainTest, RestoresOperatorStateIntoTheSource) {
     ASSERT_TRUE(chain.ok()) << chain.status();
     (*chain)->InitializeStateAndOpen();
     for (int i = 0; i < 42; ++i) (*chain)->source()->PollNext();
-    snapshot = (*chain)->SnapshotState(CheckpointInfo{7, 0});
+    auto taken = (*chain)->SnapshotState(CheckpointInfo{7, 0});
+    ASSERT_TRUE(taken.ok()) << taken.status();
+    snapshot = std::move(*taken);
   }
   auto restored = OperatorChain::Create(tdd, *job, options, ChainCounters{&in, &out}, &snapshot);
   ASSERT_TRUE(restored.ok()) << restored.status();

@@ -1,0 +1,74 @@
+// KeyedStateBackend: where the keyed state of one operator instance (one
+// subtask of a vertex that follows a key_by) lives, and how it is
+// snapshotted and restored by key group.
+//
+// Two implementations, chosen per job with `state.backend.type`:
+//   rocksdb  (RocksDbKeyedState) one RocksDB instance per operator instance
+//            on local disk; state can exceed memory; a snapshot is a RocksDB
+//            checkpoint of hard links (synchronous) copied into the shared
+//            checkpoint directory (asynchronous).
+//   hashmap  (InMemoryKeyedState) hash maps on the heap per key group; a
+//            snapshot serializes the state on the task thread.
+//
+// Snapshots have two parts. Snapshot() runs on the task thread, between two
+// records, and must be short; it returns a KeyedStateSnapshot that the
+// TaskManager's uploader thread writes out later. That object holds
+// everything it needs: it may outlive the backend (a task cancelled while
+// its snapshot is being written).
+//
+// Keys are stored under their key group, so a restore takes exactly the key
+// groups of its own range from the snapshots it is given (those of several
+// old subtasks when the parallelism changed).
+//
+// Thread-safety: a backend is used by its task thread only. A
+// KeyedStateSnapshot is used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/state/key_groups.h"
+#include "weir/operator.h"
+#include "weir/v1/checkpoint.pb.h"
+
+namespace weir::taskmanager {
+
+// The asynchronous part of a keyed state snapshot.
+class KeyedStateSnapshot {
+ public:
+  virtual ~KeyedStateSnapshot() = default;
+  // Writes the state into `checkpoint_dir` (file names start with
+  // `base_name`) and records what was written in `out`.
+  virtual absl::Status Write(const std::string& checkpoint_dir, const std::string& base_name,
+                             v1::OperatorSnapshotProto* out) = 0;
+};
+
+// One snapshot to restore keyed state from: what a snapshot file recorded
+// for the operator, and the directory the checkpoint lives in.
+struct KeyedStateRestore {
+  v1::OperatorSnapshotProto snapshot;
+  std::string checkpoint_dir;
+};
+
+class KeyedStateBackend : public KeyedStateStore {
+ public:
+  // Sets the key that the state calls address. Throws std::logic_error when
+  // the key's group is outside range(): a record reached the wrong subtask.
+  virtual void SetCurrentKey(std::string_view key) = 0;
+  virtual const state::KeyGroupRange& range() const = 0;
+
+  // The synchronous part of snapshot `checkpoint_id`.
+  virtual absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> Snapshot(int64_t checkpoint_id) = 0;
+
+  // Before first use: adds the key groups of range() found in `parts`.
+  // kDataLoss when a snapshot is corrupt or incomplete, kFailedPrecondition
+  // when it was written by the other backend.
+  virtual absl::Status Restore(const std::vector<KeyedStateRestore>& parts) = 0;
+};
+
+}  // namespace weir::taskmanager

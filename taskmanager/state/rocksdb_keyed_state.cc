@@ -1,0 +1,459 @@
+#include "taskmanager/state/rocksdb_keyed_state.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/io/atomic_file.h"
+#include "common/status_macros.h"
+#include "rocksdb/db.h"
+#include "rocksdb/merge_operator.h"
+#include "rocksdb/options.h"
+#include "rocksdb/table.h"
+#include "rocksdb/utilities/checkpoint.h"
+#include "rocksdb/write_batch.h"
+#include "weir/serializer.h"
+
+namespace weir::taskmanager {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kBackendName[] = "rocksdb";
+// Column families of state are named by this prefix and the state's name,
+// so that no state name can clash with RocksDB's "default".
+constexpr char kFamilyPrefix[] = "state:";
+
+absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what) {
+  if (s.ok()) return absl::OkStatus();
+  const std::string message = absl::StrCat(what, ": ", s.ToString());
+  if (s.IsCorruption()) return absl::DataLossError(message);
+  if (s.IsNotFound()) return absl::NotFoundError(message);
+  if (s.IsIOError()) return absl::UnavailableError(message);
+  return absl::InternalError(message);
+}
+
+absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+[[noreturn]] void Throw(const rocksdb::Status& s, std::string_view what) {
+  throw std::runtime_error(absl::StrCat("RocksDB state backend: ", AV(what), ": ", s.ToString()));
+}
+
+// Append: the new bytes follow the old value.
+class ConcatenateOperator final : public rocksdb::AssociativeMergeOperator {
+ public:
+  bool Merge(const rocksdb::Slice&, const rocksdb::Slice* existing, const rocksdb::Slice& value,
+             std::string* new_value, rocksdb::Logger*) const override {
+    new_value->clear();
+    if (existing != nullptr) new_value->assign(existing->data(), existing->size());
+    new_value->append(value.data(), value.size());
+    return true;
+  }
+  const char* Name() const override { return "WeirConcatenate"; }
+};
+
+// A name read from a snapshot file becomes part of a path: refuse anything
+// that could leave the directory.
+bool IsPlainName(const std::string& name) {
+  return !name.empty() && name.find('/') == std::string::npos && name != "." && name != ".." && name[0] != '.';
+}
+
+int KeyGroupOf(const rocksdb::Slice& key) {
+  if (key.size() < 2) return -1;
+  return (static_cast<uint8_t>(key[0]) << 8) | static_cast<uint8_t>(key[1]);
+}
+
+void RemoveTree(const std::string& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+}
+
+// The asynchronous part: the local checkpoint's files, copied out.
+class RocksDbSnapshot final : public KeyedStateSnapshot {
+ public:
+  RocksDbSnapshot(std::string instance_dir, std::string local_dir, state::KeyGroupRange range)
+      : instance_dir_(std::move(instance_dir)), local_dir_(std::move(local_dir)), range_(range) {}
+  ~RocksDbSnapshot() override {
+    RemoveTree(local_dir_);
+    rmdir(instance_dir_.c_str());  // the last one out (fails while the backend lives)
+  }
+
+  absl::Status Write(const std::string& checkpoint_dir, const std::string& base_name,
+                     v1::OperatorSnapshotProto* out) override {
+    const std::string relative = absl::StrCat(base_name, "-rocksdb");
+    const std::string target = absl::StrCat(checkpoint_dir, "/", relative);
+    std::error_code ec;
+    fs::create_directories(target, ec);
+    if (ec) return absl::UnavailableError(absl::StrCat("creating ", target, ": ", ec.message()));
+    v1::KeyedStateFilesProto* files = out->mutable_keyed_files();
+    files->set_backend(kBackendName);
+    files->set_directory(relative);
+    files->set_key_group_start(range_.start);
+    files->set_key_group_end(range_.end);
+    for (const fs::directory_entry& entry : fs::directory_iterator(local_dir_, ec)) {
+      const std::string name = entry.path().filename().string();
+      ASSIGN_OR_RETURN(int64_t size, io::CopyFileDurably(entry.path().string(), absl::StrCat(target, "/", name)));
+      v1::StateFileProto* file = files->add_files();
+      file->set_name(name);
+      file->set_size_bytes(size);
+    }
+    if (ec) return absl::UnavailableError(absl::StrCat("listing ", local_dir_, ": ", ec.message()));
+    RETURN_IF_ERROR(io::SyncDirectory(target));
+    RemoveTree(local_dir_);
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::string instance_dir_;
+  const std::string local_dir_;
+  const state::KeyGroupRange range_;
+};
+
+}  // namespace
+
+struct RocksDbKeyedState::Impl {
+  rocksdb::DBOptions db_options;
+  rocksdb::ColumnFamilyOptions family_options;
+  rocksdb::WriteOptions write;
+  rocksdb::ReadOptions read;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;  // every open family, "default" included
+};
+
+RocksDbKeyedState::RocksDbKeyedState(state::KeyGroupRange range, int max_parallelism, RocksDbStateOptions options)
+    : range_(range), max_parallelism_(max_parallelism), options_(std::move(options)), impl_(std::make_unique<Impl>()) {
+  impl_->db_options.create_if_missing = true;
+  impl_->db_options.create_missing_column_families = true;
+  impl_->db_options.max_background_jobs = 2;
+  impl_->db_options.max_open_files = 512;
+  impl_->db_options.keep_log_file_num = 2;
+  impl_->db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = rocksdb::NewLRUCache(static_cast<size_t>(options_.block_cache_bytes));
+  table.cache_index_and_filter_blocks = true;
+  impl_->family_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  impl_->family_options.write_buffer_size = static_cast<size_t>(options_.write_buffer_bytes);
+  impl_->family_options.merge_operator = std::make_shared<ConcatenateOperator>();
+  impl_->family_options.compression = rocksdb::kLZ4Compression;
+  impl_->family_options.bottommost_compression = rocksdb::kLZ4Compression;
+  // State is recovered from checkpoints, never from a log.
+  impl_->write.disableWAL = true;
+}
+
+absl::StatusOr<std::unique_ptr<RocksDbKeyedState>> RocksDbKeyedState::Open(state::KeyGroupRange range,
+                                                                          int max_parallelism,
+                                                                          RocksDbStateOptions options) {
+  if (options.instance_dir.empty()) return absl::InvalidArgumentError("the RocksDB state backend needs a directory");
+  if (max_parallelism > 0xffff) {
+    return absl::InvalidArgumentError(absl::StrCat("max parallelism ", max_parallelism,
+                                                   " exceeds the 65535 key groups the RocksDB backend addresses"));
+  }
+  // A directory left by a process that died is stale: this instance owns it.
+  RemoveTree(options.instance_dir);
+  std::error_code ec;
+  fs::create_directories(options.instance_dir, ec);
+  if (ec) {
+    return absl::UnavailableError(absl::StrCat("creating the state directory ", options.instance_dir, ": ",
+                                               ec.message(), " (taskmanager.state.local.root-dirs)"));
+  }
+  std::unique_ptr<RocksDbKeyedState> backend(new RocksDbKeyedState(range, max_parallelism, std::move(options)));
+  RETURN_IF_ERROR(backend->OpenDb());
+  return backend;
+}
+
+RocksDbKeyedState::~RocksDbKeyedState() {
+  CloseDb();
+  RemoveTree(absl::StrCat(options_.instance_dir, "/db"));
+  rmdir(options_.instance_dir.c_str());  // stays while a snapshot is still being written
+}
+
+absl::Status RocksDbKeyedState::OpenDb() {
+  const std::string path = absl::StrCat(options_.instance_dir, "/db");
+  std::vector<std::string> names;
+  rocksdb::Status listed = rocksdb::DB::ListColumnFamilies(impl_->db_options, path, &names);
+  if (!listed.ok()) names = {rocksdb::kDefaultColumnFamilyName};  // a new instance
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const std::string& name : names) descriptors.emplace_back(name, impl_->family_options);
+  RETURN_IF_ERROR(FromRocks(rocksdb::DB::Open(impl_->db_options, path, descriptors, &impl_->handles, &db_),
+                            absl::StrCat("opening the RocksDB state instance ", path)));
+  for (rocksdb::ColumnFamilyHandle* handle : impl_->handles) {
+    if (absl::StartsWith(handle->GetName(), kFamilyPrefix)) {
+      families_[handle->GetName().substr(sizeof(kFamilyPrefix) - 1)] = handle;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void RocksDbKeyedState::CloseDb() {
+  if (db_ == nullptr) return;
+  for (rocksdb::ColumnFamilyHandle* handle : impl_->handles) db_->DestroyColumnFamilyHandle(handle);
+  impl_->handles.clear();
+  families_.clear();
+  last_family_ = nullptr;
+  last_family_name_.clear();
+  db_->Close();
+  delete db_;
+  db_ = nullptr;
+}
+
+void RocksDbKeyedState::SetCurrentKey(std::string_view key) {
+  const int group = state::KeyGroupForKey(absl::string_view(key.data(), key.size()), max_parallelism_);
+  if (!range_.Contains(group)) {
+    throw std::logic_error(absl::StrCat("a record with key group ", group, " reached the subtask owning key groups ",
+                                        range_.DebugString(), "; the job's max parallelism differs between its "
+                                        "producer and consumer"));
+  }
+  key_prefix_.clear();
+  key_prefix_.push_back(static_cast<char>((group >> 8) & 0xff));
+  key_prefix_.push_back(static_cast<char>(group & 0xff));
+  weir::internal::WriteVarint(key.size(), key_prefix_);
+  key_prefix_.append(key);
+  key_set_ = true;
+}
+
+rocksdb::ColumnFamilyHandle* RocksDbKeyedState::Family(std::string_view state_name) {
+  if (!key_set_) throw std::logic_error("keyed state used before a key was set");
+  return FamilyByName(state_name);
+}
+
+rocksdb::ColumnFamilyHandle* RocksDbKeyedState::FamilyByName(std::string_view state_name) {
+  if (last_family_ != nullptr && state_name == last_family_name_) return last_family_;
+  auto it = families_.find(AV(state_name));
+  rocksdb::ColumnFamilyHandle* handle = nullptr;
+  if (it != families_.end()) {
+    handle = it->second;
+  } else {
+    rocksdb::Status s =
+        db_->CreateColumnFamily(impl_->family_options, absl::StrCat(kFamilyPrefix, AV(state_name)), &handle);
+    if (!s.ok()) Throw(s, absl::StrCat("creating the column family of state '", AV(state_name), "'"));
+    impl_->handles.push_back(handle);
+    families_.emplace(std::string(state_name), handle);
+  }
+  last_family_name_.assign(state_name.data(), state_name.size());
+  last_family_ = handle;
+  return handle;
+}
+
+std::optional<std::string> RocksDbKeyedState::Get(std::string_view state_name) {
+  rocksdb::ColumnFamilyHandle* family = Family(state_name);
+  std::string value;
+  rocksdb::Status s = db_->Get(impl_->read, family, key_prefix_, &value);
+  if (s.IsNotFound()) return std::nullopt;
+  if (!s.ok()) Throw(s, absl::StrCat("reading state '", AV(state_name), "'"));
+  return value;
+}
+
+void RocksDbKeyedState::Put(std::string_view state_name, std::string_view value) {
+  rocksdb::ColumnFamilyHandle* family = Family(state_name);
+  rocksdb::Status s = db_->Put(impl_->write, family, key_prefix_, rocksdb::Slice(value.data(), value.size()));
+  if (!s.ok()) Throw(s, absl::StrCat("writing state '", AV(state_name), "'"));
+}
+
+void RocksDbKeyedState::Append(std::string_view state_name, std::string_view bytes) {
+  rocksdb::ColumnFamilyHandle* family = Family(state_name);
+  rocksdb::Status s = db_->Merge(impl_->write, family, key_prefix_, rocksdb::Slice(bytes.data(), bytes.size()));
+  if (!s.ok()) Throw(s, absl::StrCat("appending to state '", AV(state_name), "'"));
+}
+
+void RocksDbKeyedState::Remove(std::string_view state_name) {
+  rocksdb::ColumnFamilyHandle* family = Family(state_name);
+  rocksdb::Status s = db_->Delete(impl_->write, family, key_prefix_);
+  if (!s.ok()) Throw(s, absl::StrCat("removing state '", AV(state_name), "'"));
+}
+
+std::optional<std::string> RocksDbKeyedState::GetEntry(std::string_view state_name, std::string_view user_key) {
+  rocksdb::ColumnFamilyHandle* family = Family(state_name);
+  scratch_.assign(key_prefix_).append(user_key);
+  std::string value;
+  rocksdb::Status s = db_->Get(impl_->read, family, scratch_, &value);
+  if (s.IsNotFound()) return std::nullopt;
+  if (!s.ok()) Throw(s, absl::StrCat("reading map state '", AV(state_name), "'"));
+  return value;
+}
+
+void RocksDbKeyedState::PutEntry(std::string_view state_name, std::string_view user_key, std::string_view value) {
+  rocksdb::ColumnFamilyHandle* family = Family(state_name);
+  scratch_.assign(key_prefix_).append(user_key);
+  rocksdb::Status s = db_->Put(impl_->write, family, scratch_, rocksdb::Slice(value.data(), value.size()));
+  if (!s.ok()) Throw(s, absl::StrCat("writing map state '", AV(state_name), "'"));
+}
+
+void RocksDbKeyedState::RemoveEntry(std::string_view state_name, std::string_view user_key) {
+  rocksdb::ColumnFamilyHandle* family = Family(state_name);
+  scratch_.assign(key_prefix_).append(user_key);
+  rocksdb::Status s = db_->Delete(impl_->write, family, scratch_);
+  if (!s.ok()) Throw(s, absl::StrCat("removing from map state '", AV(state_name), "'"));
+}
+
+std::vector<std::pair<std::string, std::string>> RocksDbKeyedState::Entries(std::string_view state_name) {
+  rocksdb::ColumnFamilyHandle* family = Family(state_name);
+  std::vector<std::pair<std::string, std::string>> out;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(impl_->read, family));
+  const rocksdb::Slice prefix(key_prefix_);
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    rocksdb::Slice user_key = it->key();
+    user_key.remove_prefix(prefix.size());
+    out.emplace_back(user_key.ToString(), it->value().ToString());
+  }
+  if (!it->status().ok()) Throw(it->status(), absl::StrCat("reading map state '", AV(state_name), "'"));
+  return out;
+}
+
+void RocksDbKeyedState::ClearEntries(std::string_view state_name) {
+  rocksdb::ColumnFamilyHandle* family = Family(state_name);
+  rocksdb::WriteBatch batch;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(impl_->read, family));
+  const rocksdb::Slice prefix(key_prefix_);
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) batch.Delete(family, it->key());
+  if (!it->status().ok()) Throw(it->status(), absl::StrCat("reading map state '", AV(state_name), "'"));
+  rocksdb::Status s = db_->Write(impl_->write, &batch);
+  if (!s.ok()) Throw(s, absl::StrCat("clearing map state '", AV(state_name), "'"));
+}
+
+absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::Snapshot(int64_t checkpoint_id) {
+  const std::string local = absl::StrCat(options_.instance_dir, "/chk-", checkpoint_id);
+  RemoveTree(local);  // CreateCheckpoint wants a directory that does not exist
+  rocksdb::Checkpoint* raw = nullptr;
+  RETURN_IF_ERROR(FromRocks(rocksdb::Checkpoint::Create(db_, &raw), "preparing a RocksDB checkpoint"));
+  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  // log_size_for_flush 0: flush the memtables, so that the files hold every
+  // write up to this point (there is no log to replay).
+  RETURN_IF_ERROR(FromRocks(checkpoint->CreateCheckpoint(local, /*log_size_for_flush=*/0),
+                            absl::StrCat("taking RocksDB checkpoint ", local)));
+  return std::make_unique<RocksDbSnapshot>(options_.instance_dir, local, range_);
+}
+
+absl::Status RocksDbKeyedState::Restore(const std::vector<KeyedStateRestore>& parts) {
+  std::vector<const KeyedStateRestore*> overlapping;
+  for (const KeyedStateRestore& part : parts) {
+    const v1::KeyedStateFilesProto& files = part.snapshot.keyed_files();
+    if (files.backend().empty()) {
+      if (part.snapshot.key_groups_size() == 0) continue;  // no keyed state there
+      return absl::FailedPreconditionError(
+          "the checkpoint holds this operator's keyed state from the 'hashmap' state backend, but the job now runs "
+          "with 'rocksdb'; set state.backend.type back to 'hashmap' to restore it");
+    }
+    if (files.backend() != kBackendName) {
+      return absl::FailedPreconditionError(absl::StrCat("the checkpoint holds keyed state of an unknown backend '",
+                                                        files.backend(), "'"));
+    }
+    if (files.key_group_end() <= range_.start || files.key_group_start() >= range_.end) continue;
+    overlapping.push_back(&part);
+  }
+  if (overlapping.size() == 1 && overlapping[0]->snapshot.keyed_files().key_group_start() == range_.start &&
+      overlapping[0]->snapshot.keyed_files().key_group_end() == range_.end) {
+    return RestoreWhole(*overlapping[0]);
+  }
+  for (size_t i = 0; i < overlapping.size(); ++i) {
+    RETURN_IF_ERROR(RestoreKeys(*overlapping[i], static_cast<int>(i)));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Copies the files a snapshot lists into `target`, checking their sizes.
+absl::Status CopySnapshotFiles(const KeyedStateRestore& part, const std::string& target) {
+  const v1::KeyedStateFilesProto& files = part.snapshot.keyed_files();
+  if (!IsPlainName(files.directory())) {
+    return absl::DataLossError(absl::StrCat("the snapshot names the state directory '", files.directory(),
+                                            "', which is not a plain name"));
+  }
+  const std::string source = absl::StrCat(part.checkpoint_dir, "/", files.directory());
+  std::error_code ec;
+  fs::create_directories(target, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("creating ", target, ": ", ec.message()));
+  for (const v1::StateFileProto& file : files.files()) {
+    if (!IsPlainName(file.name())) {
+      return absl::DataLossError(absl::StrCat("the snapshot in ", source, " names the file '", file.name(),
+                                              "', which is not a plain name"));
+    }
+    const std::string from = absl::StrCat(source, "/", file.name());
+    absl::StatusOr<int64_t> size = io::CopyFileDurably(from, absl::StrCat(target, "/", file.name()));
+    if (!size.ok()) {
+      return absl::DataLossError(absl::StrCat("keyed state file ", from, " cannot be read: ", size.status().message()));
+    }
+    if (*size != file.size_bytes()) {
+      return absl::DataLossError(absl::StrCat("keyed state file ", from, " has ", *size,
+                                              " bytes, the checkpoint recorded ", file.size_bytes()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RocksDbKeyedState::RestoreWhole(const KeyedStateRestore& part) {
+  CloseDb();
+  const std::string path = absl::StrCat(options_.instance_dir, "/db");
+  RemoveTree(path);
+  RETURN_IF_ERROR(CopySnapshotFiles(part, path));
+  absl::Status opened = OpenDb();
+  if (!opened.ok()) {
+    return absl::DataLossError(absl::StrCat("the keyed state in ", part.checkpoint_dir, "/",
+                                            part.snapshot.keyed_files().directory(),
+                                            " does not open: ", opened.message()));
+  }
+  // Reads every block once: a damaged file fails the restore now, not later.
+  absl::Status verified = FromRocks(db_->VerifyChecksum(), "verifying the restored keyed state");
+  if (!verified.ok()) {
+    return absl::DataLossError(absl::StrCat("the keyed state in ", part.checkpoint_dir, "/",
+                                            part.snapshot.keyed_files().directory(), " is corrupt: ",
+                                            verified.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RocksDbKeyedState::RestoreKeys(const KeyedStateRestore& part, int index) {
+  const std::string temp = absl::StrCat(options_.instance_dir, "/restore-", index);
+  RemoveTree(temp);
+  absl::Status status = CopySnapshotFiles(part, temp);
+  if (!status.ok()) {
+    RemoveTree(temp);
+    return status;
+  }
+  std::vector<std::string> names;
+  rocksdb::DB* source = nullptr;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  status = FromRocks(rocksdb::DB::ListColumnFamilies(impl_->db_options, temp, &names), "listing column families");
+  if (status.ok()) {
+    std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+    for (const std::string& name : names) descriptors.emplace_back(name, impl_->family_options);
+    status = FromRocks(rocksdb::DB::OpenForReadOnly(impl_->db_options, temp, descriptors, &handles, &source),
+                       "opening");
+  }
+  for (size_t f = 0; status.ok() && f < handles.size(); ++f) {
+    const std::string& name = handles[f]->GetName();
+    if (!absl::StartsWith(name, kFamilyPrefix)) continue;
+    rocksdb::ColumnFamilyHandle* target = FamilyByName(name.substr(sizeof(kFamilyPrefix) - 1));
+    std::unique_ptr<rocksdb::Iterator> it(source->NewIterator(rocksdb::ReadOptions(), handles[f]));
+    rocksdb::WriteBatch batch;
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      if (!range_.Contains(KeyGroupOf(it->key()))) continue;
+      batch.Put(target, it->key(), it->value());
+      if (batch.GetDataSize() > (4 << 20)) {
+        status = FromRocks(db_->Write(impl_->write, &batch), "writing restored state");
+        batch.Clear();
+        if (!status.ok()) break;
+      }
+    }
+    if (status.ok()) status = FromRocks(it->status(), "reading");
+    if (status.ok()) status = FromRocks(db_->Write(impl_->write, &batch), "writing restored state");
+  }
+  if (source != nullptr) {
+    for (rocksdb::ColumnFamilyHandle* handle : handles) source->DestroyColumnFamilyHandle(handle);
+    delete source;
+  }
+  RemoveTree(temp);
+  if (!status.ok()) {
+    return absl::DataLossError(absl::StrCat("restoring keyed state from ", part.checkpoint_dir, "/",
+                                            part.snapshot.keyed_files().directory(), ": ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace weir::taskmanager

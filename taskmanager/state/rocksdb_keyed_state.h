@@ -1,0 +1,106 @@
+// RocksDbKeyedState: keyed state of one operator instance in its own RocksDB
+// instance on local disk (the `rocksdb` state backend, the default).
+//
+// Layout: one column family per state name. A key is
+//   <key group, 2 bytes big-endian><varint length of the key><key bytes>
+// followed, for map state, by the user key's bytes. Sorting by key group
+// first is what lets a restore take a range of key groups, and a map's
+// entries sit together under their key.
+//
+// The write-ahead log is off: a crash loses the instance anyway, and state
+// comes back from the last checkpoint. A snapshot flushes the memtables and
+// takes a RocksDB checkpoint (hard links to the immutable SST files) under
+// the instance directory — the synchronous part; the asynchronous part
+// copies those files into the shared checkpoint directory and removes the
+// local links. A restore at the same key-group range copies the files back
+// and opens them; any other range reads the snapshots' keys and keeps those
+// of its own key groups.
+//
+// Files: <instance dir>/db (the instance), <instance dir>/chk-<n> (local
+// snapshots until written out). The instance directory is removed when the
+// backend and its snapshots are gone.
+//
+// Thread-safety: as KeyedStateBackend (task thread only; snapshots are
+// self-contained).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "taskmanager/state/keyed_state_backend.h"
+
+namespace rocksdb {
+class ColumnFamilyHandle;
+class DB;
+}  // namespace rocksdb
+
+namespace weir::taskmanager {
+
+struct RocksDbStateOptions {
+  // Created if missing; must not be used by anything else.
+  std::string instance_dir;
+  // Memtable size per column family; a snapshot flushes what it holds.
+  int64_t write_buffer_bytes = 32 << 20;
+  // Block cache shared by the instance's column families.
+  int64_t block_cache_bytes = 64 << 20;
+};
+
+class RocksDbKeyedState final : public KeyedStateBackend {
+ public:
+  static absl::StatusOr<std::unique_ptr<RocksDbKeyedState>> Open(state::KeyGroupRange range, int max_parallelism,
+                                                                 RocksDbStateOptions options);
+  ~RocksDbKeyedState() override;
+
+  void SetCurrentKey(std::string_view key) override;
+  const state::KeyGroupRange& range() const override { return range_; }
+
+  // Errors from RocksDB are thrown as std::runtime_error (the task fails
+  // with the message), as for errors of user code.
+  std::optional<std::string> Get(std::string_view state_name) override;
+  void Put(std::string_view state_name, std::string_view value) override;
+  void Append(std::string_view state_name, std::string_view bytes) override;
+  void Remove(std::string_view state_name) override;
+  std::optional<std::string> GetEntry(std::string_view state_name, std::string_view user_key) override;
+  void PutEntry(std::string_view state_name, std::string_view user_key, std::string_view value) override;
+  void RemoveEntry(std::string_view state_name, std::string_view user_key) override;
+  std::vector<std::pair<std::string, std::string>> Entries(std::string_view state_name) override;
+  void ClearEntries(std::string_view state_name) override;
+
+  absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> Snapshot(int64_t checkpoint_id) override;
+  absl::Status Restore(const std::vector<KeyedStateRestore>& parts) override;
+
+  const std::string& instance_dir() const { return options_.instance_dir; }
+
+ private:
+  struct Impl;
+  RocksDbKeyedState(state::KeyGroupRange range, int max_parallelism, RocksDbStateOptions options);
+  absl::Status OpenDb();
+  void CloseDb();
+  // The column family of `state_name`, created on first use; Family also
+  // checks that a key was set.
+  rocksdb::ColumnFamilyHandle* Family(std::string_view state_name);
+  rocksdb::ColumnFamilyHandle* FamilyByName(std::string_view state_name);
+  // Restores one snapshot whose key-group range is exactly range().
+  absl::Status RestoreWhole(const KeyedStateRestore& part);
+  // Copies the keys of range() out of one snapshot of any range.
+  absl::Status RestoreKeys(const KeyedStateRestore& part, int index);
+
+  const state::KeyGroupRange range_;
+  const int max_parallelism_;
+  const RocksDbStateOptions options_;
+  std::unique_ptr<Impl> impl_;
+  rocksdb::DB* db_ = nullptr;
+  absl::flat_hash_map<std::string, rocksdb::ColumnFamilyHandle*> families_;
+  std::string last_family_name_;
+  rocksdb::ColumnFamilyHandle* last_family_ = nullptr;
+  // <key group><varint length><key> of the current key.
+  std::string key_prefix_;
+  bool key_set_ = false;
+  std::string scratch_;
+};
+
+}  // namespace weir::taskmanager

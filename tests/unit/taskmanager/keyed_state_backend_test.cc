@@ -1,0 +1,294 @@
+// The keyed state backends (rocksdb and hashmap) behind one interface: every
+// state type of the typed API, and snapshots restored per key-group range —
+// at the same parallelism and at another one — through real files in a
+// temporary checkpoint directory.
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/state/key_groups.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "taskmanager/state/in_memory_keyed_state.h"
+#include "taskmanager/state/rocksdb_keyed_state.h"
+#include "weir/state.h"
+
+namespace weir::taskmanager {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::Pair;
+
+constexpr int kMaxParallelism = 128;
+
+class KeyedStateBackendTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    root_ = fs::path(::testing::TempDir()) /
+            absl::StrCat("keyed-state-", GetParam(), "-", ::testing::UnitTest::GetInstance()->random_seed(), "-",
+                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "checkpoint");
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  std::unique_ptr<KeyedStateBackend> Make(int parallelism, int subtask) {
+    const state::KeyGroupRange range = state::KeyGroupRangeForSubtask(kMaxParallelism, parallelism, subtask);
+    if (GetParam() == "hashmap") return std::make_unique<InMemoryKeyedState>(range, kMaxParallelism);
+    RocksDbStateOptions options;
+    options.instance_dir = (root_ / absl::StrCat("instance-", next_instance_++)).string();
+    options.write_buffer_bytes = 1 << 20;
+    auto backend = RocksDbKeyedState::Open(range, kMaxParallelism, options);
+    EXPECT_TRUE(backend.ok()) << backend.status();
+    return std::move(*backend);
+  }
+
+  // Snapshot `id` written into the checkpoint directory, as a restore gets it.
+  KeyedStateRestore Checkpoint(KeyedStateBackend& backend, int64_t id, const std::string& base) {
+    auto snapshot = backend.Snapshot(id);
+    EXPECT_TRUE(snapshot.ok()) << snapshot.status();
+    KeyedStateRestore restore;
+    restore.checkpoint_dir = (root_ / "checkpoint").string();
+    absl::Status written = (*snapshot)->Write(restore.checkpoint_dir, base, &restore.snapshot);
+    EXPECT_TRUE(written.ok()) << written;
+    return restore;
+  }
+
+  // Fills every key of `keys` the backend owns with one of each state type.
+  static void Fill(KeyedStateBackend& backend, const std::vector<std::string>& keys) {
+    for (const std::string& key : keys) {
+      if (!backend.range().Contains(state::KeyGroupForKey(key, kMaxParallelism))) continue;
+      backend.SetCurrentKey(key);
+      ValueState<std::string>(&backend, "value").Set(key + "-v");
+      ListState<int64_t> list(&backend, "list");
+      list.Add(1);
+      list.Add(2);
+      MapState<std::string, int64_t> map(&backend, "map");
+      map.Put("b", 2);
+      map.Put("a", 1);
+      ReducingState<int64_t>(&backend, "sum", [](int64_t a, int64_t b) { return a + b; }).Add(40);
+    }
+  }
+
+  static void ExpectFilled(KeyedStateBackend& backend, const std::string& key) {
+    backend.SetCurrentKey(key);
+    EXPECT_EQ(ValueState<std::string>(&backend, "value").Get(), key + "-v") << key;
+    EXPECT_THAT(ListState<int64_t>(&backend, "list").Get(), ElementsAre(1, 2)) << key;
+    EXPECT_THAT((MapState<std::string, int64_t>(&backend, "map").Entries()), ElementsAre(Pair("a", 1), Pair("b", 2)))
+        << key;
+    EXPECT_EQ(ReducingState<int64_t>(&backend, "sum", [](int64_t a, int64_t b) { return a + b; }).Get(), 40) << key;
+  }
+
+  static std::vector<std::string> Keys(int n) {
+    std::vector<std::string> keys;
+    for (int i = 0; i < n; ++i) keys.push_back(absl::StrCat("user-", i));
+    keys.push_back(std::string("\0bin\xff", 5));  // keys are bytes
+    return keys;
+  }
+
+  fs::path root_;
+  int next_instance_ = 0;
+};
+
+TEST_P(KeyedStateBackendTest, EveryStateTypeReadsBackWhatWasWritten) {
+  std::unique_ptr<KeyedStateBackend> backend = Make(1, 0);
+  backend->SetCurrentKey("alice");
+  ValueState<int64_t> count(backend.get(), "count");
+  EXPECT_EQ(count.Get(), std::nullopt);
+  count.Set(5);
+  EXPECT_EQ(count.Get(), 5);
+
+  ListState<std::string> list(backend.get(), "events");
+  EXPECT_TRUE(list.Get().empty());
+  list.Add("x");
+  list.Add(std::string("\0y", 2));
+  EXPECT_THAT(list.Get(), ElementsAre("x", std::string("\0y", 2)));
+  list.Update({"z"});
+  EXPECT_THAT(list.Get(), ElementsAre("z"));
+
+  MapState<std::string, std::string> map(backend.get(), "last");
+  map.Put("k2", "v2");
+  map.Put("k1", "v1");
+  map.Put("", "empty key");
+  EXPECT_EQ(map.Get("k1"), "v1");
+  EXPECT_FALSE(map.Contains("k3"));
+  map.Remove("k2");
+  EXPECT_THAT(map.Entries(), ElementsAre(Pair("", "empty key"), Pair("k1", "v1")));
+
+  ReducingState<int64_t> max(backend.get(), "max", [](int64_t a, int64_t b) { return std::max(a, b); });
+  max.Add(3);
+  max.Add(9);
+  max.Add(4);
+  EXPECT_EQ(max.Get(), 9);
+
+  // Another key sees none of it; its map does not leak into alice's (a key
+  // that is a prefix of another).
+  backend->SetCurrentKey("alic");
+  EXPECT_EQ(count.Get(), std::nullopt);
+  EXPECT_TRUE(list.Get().empty());
+  EXPECT_TRUE(map.Entries().empty());
+  map.Put("other", "o");
+  backend->SetCurrentKey("alice");
+  EXPECT_EQ(map.Entries().size(), 2u);
+
+  map.Clear();
+  list.Clear();
+  count.Clear();
+  EXPECT_TRUE(map.Entries().empty());
+  EXPECT_TRUE(list.Get().empty());
+  EXPECT_EQ(count.Get(), std::nullopt);
+  backend->SetCurrentKey("alic");
+  EXPECT_EQ(map.Get("other"), "o");
+}
+
+TEST_P(KeyedStateBackendTest, SnapshotRestoresEveryStateTypeAtTheSameRange) {
+  const std::vector<std::string> keys = Keys(400);
+  std::unique_ptr<KeyedStateBackend> original = Make(2, 1);
+  Fill(*original, keys);
+  KeyedStateRestore first = Checkpoint(*original, 1, "v1-s1");
+  std::string changed;  // a key this subtask owns
+  for (const std::string& key : keys) {
+    if (changed.empty() && original->range().Contains(state::KeyGroupForKey(key, kMaxParallelism))) changed = key;
+  }
+  // Writes after the snapshot are not in it.
+  original->SetCurrentKey(changed);
+  ValueState<std::string>(original.get(), "value").Set("changed");
+  KeyedStateRestore second = Checkpoint(*original, 2, "v1-s1-2");
+  original.reset();  // the snapshots do not depend on the instance
+
+  std::unique_ptr<KeyedStateBackend> restored = Make(2, 1);
+  ASSERT_TRUE(restored->Restore({first}).ok());
+  int owned = 0;
+  for (const std::string& key : keys) {
+    if (!restored->range().Contains(state::KeyGroupForKey(key, kMaxParallelism))) continue;
+    ++owned;
+    ExpectFilled(*restored, key);
+  }
+  EXPECT_GT(owned, 100);
+
+  std::unique_ptr<KeyedStateBackend> later = Make(2, 1);
+  ASSERT_TRUE(later->Restore({second}).ok());
+  for (const std::string& key : keys) {
+    if (!later->range().Contains(state::KeyGroupForKey(key, kMaxParallelism))) continue;
+    later->SetCurrentKey(key);
+    EXPECT_EQ(ValueState<std::string>(later.get(), "value").Get(), key == changed ? "changed" : key + "-v");
+  }
+  // A restored instance keeps working and snapshots again.
+  later->SetCurrentKey(changed);
+  ListState<int64_t>(later.get(), "list").Add(3);
+  KeyedStateRestore third = Checkpoint(*later, 3, "v1-s1-3");
+  std::unique_ptr<KeyedStateBackend> again = Make(2, 1);
+  ASSERT_TRUE(again->Restore({third}).ok());
+  again->SetCurrentKey(changed);
+  EXPECT_THAT(ListState<int64_t>(again.get(), "list").Get(), ElementsAre(1, 2, 3));
+}
+
+// Rescaling: the snapshots of 3 subtasks restored into 2 (and of 2 into 3)
+// by key-group range; every key ends up exactly once, with all its state.
+TEST_P(KeyedStateBackendTest, KeyGroupRangesMoveToAnotherParallelism) {
+  const std::vector<std::string> keys = Keys(300);
+  for (const auto& [from, to] : std::vector<std::pair<int, int>>{{3, 2}, {2, 3}}) {
+    std::vector<KeyedStateRestore> parts;
+    for (int subtask = 0; subtask < from; ++subtask) {
+      std::unique_ptr<KeyedStateBackend> old = Make(from, subtask);
+      Fill(*old, keys);
+      parts.push_back(Checkpoint(*old, 1, absl::StrCat("from", from, "-s", subtask)));
+    }
+    int found = 0;
+    for (int subtask = 0; subtask < to; ++subtask) {
+      std::unique_ptr<KeyedStateBackend> next = Make(to, subtask);
+      ASSERT_TRUE(next->Restore(parts).ok());
+      for (const std::string& key : keys) {
+        if (!next->range().Contains(state::KeyGroupForKey(key, kMaxParallelism))) continue;
+        ExpectFilled(*next, key);
+        ++found;
+      }
+    }
+    EXPECT_EQ(found, static_cast<int>(keys.size())) << from << " -> " << to;
+  }
+}
+
+TEST_P(KeyedStateBackendTest, RefusesKeysOfAnotherSubtask) {
+  std::unique_ptr<KeyedStateBackend> backend = Make(2, 0);
+  std::string foreign;
+  for (int i = 0; foreign.empty(); ++i) {
+    std::string key = absl::StrCat("k", i);
+    if (!backend->range().Contains(state::KeyGroupForKey(key, kMaxParallelism))) foreign = key;
+  }
+  EXPECT_THROW(backend->SetCurrentKey(foreign), std::logic_error);
+}
+
+TEST_P(KeyedStateBackendTest, RefusesTheOtherBackendsSnapshot) {
+  KeyedStateRestore other;
+  other.checkpoint_dir = (root_ / "checkpoint").string();
+  if (GetParam() == "hashmap") {
+    other.snapshot.mutable_keyed_files()->set_backend("rocksdb");
+  } else {
+    v1::KeyGroupSnapshotProto* group = other.snapshot.add_key_groups();
+    group->set_key_group(0);
+    group->set_data("v");
+  }
+  absl::Status status = Make(1, 0)->Restore({other});
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("state.backend.type"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, KeyedStateBackendTest, ::testing::Values("rocksdb", "hashmap"),
+                         [](const auto& info) { return info.param; });
+
+// RocksDB snapshots are files: damaged or missing ones fail the restore with
+// kDataLoss naming the file, never a crash or silently empty state.
+class RocksDbSnapshotFilesTest : public KeyedStateBackendTest {};
+
+TEST_P(RocksDbSnapshotFilesTest, DamagedFilesFailTheRestore) {
+  std::unique_ptr<KeyedStateBackend> original = Make(1, 0);
+  Fill(*original, Keys(2000));
+  KeyedStateRestore good = Checkpoint(*original, 1, "v1-s0");
+  const fs::path dir = fs::path(good.checkpoint_dir) / good.snapshot.keyed_files().directory();
+  std::string sst;
+  for (const v1::StateFileProto& file : good.snapshot.keyed_files().files()) {
+    if (absl::EndsWith(file.name(), ".sst")) sst = file.name();
+  }
+  ASSERT_FALSE(sst.empty()) << "a snapshot of 2000 keys holds SST files";
+
+  // Same size, one byte flipped in the middle of the data.
+  {
+    std::fstream f(dir / sst, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(64);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(64);
+    c = static_cast<char>(c ^ 0x5a);
+    f.write(&c, 1);
+  }
+  absl::Status flipped = Make(1, 0)->Restore({good});
+  EXPECT_EQ(flipped.code(), absl::StatusCode::kDataLoss) << flipped;
+
+  // Truncated.
+  fs::resize_file(dir / sst, 10);
+  absl::Status truncated = Make(1, 0)->Restore({good});
+  EXPECT_EQ(truncated.code(), absl::StatusCode::kDataLoss) << truncated;
+  EXPECT_THAT(std::string(truncated.message()), ::testing::HasSubstr(sst));
+
+  // Missing.
+  fs::remove(dir / sst);
+  absl::Status missing = Make(1, 0)->Restore({good});
+  EXPECT_EQ(missing.code(), absl::StatusCode::kDataLoss) << missing;
+
+  // A file name that leaves the directory.
+  KeyedStateRestore escaping = good;
+  escaping.snapshot.mutable_keyed_files()->mutable_files(0)->set_name("../../etc/passwd");
+  absl::Status escaped = Make(1, 0)->Restore({escaping});
+  EXPECT_EQ(escaped.code(), absl::StatusCode::kDataLoss) << escaped;
+}
+
+INSTANTIATE_TEST_SUITE_P(RocksDb, RocksDbSnapshotFilesTest, ::testing::Values("rocksdb"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace weir::taskmanager
