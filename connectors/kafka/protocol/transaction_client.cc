@@ -1,0 +1,425 @@
+#include "connectors/kafka/protocol/transaction_client.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+
+namespace weir::connectors::kafka_protocol {
+namespace {
+
+// A connection whose broker's API versions are known.
+struct Session {
+  std::unique_ptr<BrokerConnection> connection;
+  ApiVersionsResponse versions;
+};
+
+// `status` with `context` in front of its message, payloads (the Kafka error
+// code) kept.
+absl::Status WithContext(const absl::Status& status, absl::string_view context) {
+  absl::Status annotated = Annotate(status, context);
+  status.ForEachPayload([&](absl::string_view type_url, const absl::Cord& payload) {
+    annotated.SetPayload(type_url, payload);
+  });
+  return annotated;
+}
+
+// Retried by EndTransaction: connection trouble, and the Kafka errors that
+// pass (wrapped as kUnavailable with their code attached).
+bool IsRetriable(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable;
+}
+
+absl::Status RetriableKafkaError(int16_t code, absl::string_view context) {
+  return WithKafkaErrorCode(
+      absl::UnavailableError(absl::StrCat(context, ": ", DescribeKafkaError(code))), code);
+}
+
+// A response that does not decode, or does not answer our request, is the
+// broker's (or a non-broker's) fault; it is not retried. Never kDataLoss: that
+// code is kept for lost transactions.
+absl::Status Malformed(const BrokerConnection& connection, const absl::Status& status) {
+  return absl::InternalError(absl::StrCat("invalid answer from ", connection.address().ToString(),
+                                          ": ", status.message()));
+}
+
+absl::Status CheckCorrelation(const BrokerConnection& connection, absl::string_view api,
+                              int32_t sent, int32_t received) {
+  if (sent == received) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(connection.address().ToString(), " answered the ", api,
+                                          " request with correlation id ", received,
+                                          "; expected ", sent));
+}
+
+// Sends `request` (encoded by `encode` with the next correlation id) and
+// decodes its answer with `decode`.
+template <typename Response, typename Encode, typename Decode>
+absl::StatusOr<Response> Exchange(BrokerConnection& connection, absl::string_view api,
+                                  int16_t version, const std::string& client_id,
+                                  absl::Time deadline, Encode encode, Decode decode) {
+  const RequestHeader header{version, connection.NextCorrelationId(), client_id};
+  ASSIGN_OR_RETURN(const std::string request, encode(header));
+  ASSIGN_OR_RETURN(const std::string frame, connection.RoundTrip(request, deadline));
+  absl::StatusOr<Response> response = decode(version, frame);
+  if (!response.ok()) return Malformed(connection, response.status());
+  RETURN_IF_ERROR(CheckCorrelation(connection, api, header.correlation_id,
+                                   response->correlation_id));
+  return response;
+}
+
+absl::StatusOr<ApiVersionsResponse> RequestApiVersions(BrokerConnection& connection,
+                                                       int16_t version,
+                                                       const std::string& client_id,
+                                                       absl::Time deadline) {
+  return Exchange<ApiVersionsResponse>(connection, "ApiVersions", version, client_id, deadline,
+                                       EncodeApiVersionsRequest, DecodeApiVersionsResponse);
+}
+
+// Connects to `address` and asks which API versions it supports (a broker
+// too old or too new for our newest ApiVersions version answers
+// UNSUPPORTED_VERSION with its own range, and we ask again in that).
+absl::StatusOr<Session> OpenSession(const BrokerAddress& address, const std::string& client_id,
+                                    absl::Time deadline) {
+  Session session;
+  ASSIGN_OR_RETURN(session.connection, BrokerConnection::Connect(address, deadline));
+  ASSIGN_OR_RETURN(session.versions, RequestApiVersions(*session.connection,
+                                                        kApiVersionsVersions.max, client_id,
+                                                        deadline));
+  if (session.versions.error_code == kUnsupportedVersion) {
+    const std::optional<VersionRange> theirs = session.versions.VersionsOf(kApiVersionsKey);
+    const std::optional<int16_t> version =
+        theirs ? HighestCommonVersion(kApiVersionsVersions, *theirs) : std::nullopt;
+    if (!version) {
+      return WithKafkaErrorCode(
+          absl::UnimplementedError(absl::StrCat(address.ToString(),
+                                                " supports no ApiVersions version this client "
+                                                "speaks (v",
+                                                kApiVersionsVersions.min, "-v",
+                                                kApiVersionsVersions.max, ")")),
+          kUnsupportedVersion);
+    }
+    ASSIGN_OR_RETURN(session.versions,
+                     RequestApiVersions(*session.connection, *version, client_id, deadline));
+  }
+  if (session.versions.error_code != kNone) {
+    return WithKafkaErrorCode(
+        absl::UnknownError(absl::StrCat(address.ToString(), " answered ApiVersions with ",
+                                        DescribeKafkaError(session.versions.error_code))),
+        session.versions.error_code);
+  }
+  return session;
+}
+
+// The version of `api_key` to send to the broker of `session`.
+absl::StatusOr<int16_t> NegotiateVersion(const Session& session, absl::string_view api,
+                                         int16_t api_key, VersionRange ours,
+                                         absl::string_view why) {
+  const std::optional<VersionRange> theirs = session.versions.VersionsOf(api_key);
+  const std::string where = session.connection->address().ToString();
+  if (!theirs) {
+    return absl::UnimplementedError(absl::StrCat(where, " does not support ", api));
+  }
+  const std::optional<int16_t> version = HighestCommonVersion(ours, *theirs);
+  if (!version) {
+    return absl::UnimplementedError(absl::StrCat(where, " supports ", api, " v", theirs->min, "-v",
+                                                 theirs->max, "; this client sends only v",
+                                                 ours.min, "-v", ours.max, why));
+  }
+  return *version;
+}
+
+absl::Status AuthorizationError(int16_t code, absl::string_view context) {
+  return WithKafkaErrorCode(
+      absl::PermissionDeniedError(absl::StrCat(
+          context, ": ", DescribeKafkaError(code),
+          ": the client's principal may not use this transactional id (or the cluster)")),
+      code);
+}
+
+// One CommitTransaction / AbortTransaction: find the coordinator, send
+// EndTxn, retry what may pass until the deadline.
+class EndTxnCall {
+ public:
+  EndTxnCall(const std::vector<BrokerAddress>& bootstrap_servers,
+             const TransactionClientOptions& options, const EndTxnRequest& request)
+      : bootstrap_servers_(bootstrap_servers),
+        options_(options),
+        request_(request),
+        log_(options.logger.get()),
+        what_(absl::StrCat(request.committed ? "committing" : "aborting", " transaction '",
+                           request.transactional_id, "' (producer id ", request.producer_id,
+                           ", epoch ", request.producer_epoch, ")")) {}
+
+  absl::Status Run() {
+    if (request_.transactional_id.empty() || request_.producer_id < 0 ||
+        request_.producer_epoch < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what_, ": needs a transactional id, a producer id >= 0 and an epoch >= 0"));
+    }
+    if (log_ != nullptr) log_->info("{} via {}", what_, bootstrap_servers_.front().ToString());
+    deadline_ = absl::Now() + options_.deadline;
+
+    std::optional<Session> coordinator;
+    absl::Status last_error;
+    absl::Duration backoff = options_.retry_backoff;
+    size_t next_bootstrap = 0;
+    for (int attempt = 1;; ++attempt) {
+      if (!coordinator) {
+        const BrokerAddress& bootstrap =
+            bootstrap_servers_[next_bootstrap++ % bootstrap_servers_.size()];
+        absl::StatusOr<Session> found = FindCoordinator(bootstrap);
+        if (found.ok()) {
+          coordinator = std::move(*found);
+        } else if (IsRetriable(found.status())) {
+          last_error = found.status();
+        } else {
+          return Finish(WithContext(found.status(), what_));
+        }
+      }
+      if (coordinator) {
+        const std::string at = absl::StrCat(what_, " at coordinator ",
+                                            coordinator->connection->address().ToString());
+        absl::StatusOr<EndTxnResponse> response = SendEndTxn(*coordinator);
+        if (!response.ok()) {
+          if (!IsRetriable(response.status())) return Finish(WithContext(response.status(), at));
+          last_error = WithContext(response.status(), at);
+          coordinator.reset();
+        } else {
+          switch (const int16_t code = response->error_code) {
+            case kNone:
+              if (log_ != nullptr) log_->info("{}: done (attempt {})", at, attempt);
+              return absl::OkStatus();
+            case kCoordinatorLoadInProgress:
+            case kConcurrentTransactions:
+            case kRequestTimedOut:
+              // The same coordinator will answer once it is ready.
+              last_error = RetriableKafkaError(code, at);
+              break;
+            case kCoordinatorNotAvailable:
+            case kNotCoordinator:
+            case kNetworkException:
+              // The coordinator moved (or is moving): find it again.
+              last_error = RetriableKafkaError(code, at);
+              coordinator.reset();
+              break;
+            default:
+              return Finish(EndTxnResultToStatus(code, request_.committed, at));
+          }
+        }
+      }
+
+      // Retry after a pause, unless the pause would outlast the deadline.
+      if (absl::Now() + backoff >= deadline_) {
+        absl::Status status = absl::UnavailableError(absl::StrCat(
+            what_, ": no result within the deadline of ", absl::FormatDuration(options_.deadline),
+            " (", attempt, " attempts); last error: ", last_error.message()));
+        if (const std::optional<int16_t> code = KafkaErrorCodeOf(last_error)) {
+          status = WithKafkaErrorCode(std::move(status), *code);
+        }
+        return Finish(std::move(status));
+      }
+      if (log_ != nullptr) {
+        log_->debug("{}: retrying in {} after: {}", what_, absl::FormatDuration(backoff),
+                    std::string(last_error.message()));
+      }
+      absl::SleepFor(backoff);
+      backoff = std::min(backoff * 2, options_.max_retry_backoff);
+    }
+  }
+
+ private:
+  // Bounds one exchange, and never beyond the call's deadline.
+  absl::Time ExchangeDeadline() const {
+    return std::min(deadline_, absl::Now() + options_.request_timeout);
+  }
+
+  // Asks `bootstrap` for the transaction coordinator of the transactional id
+  // and returns a session with it (the bootstrap's own when it is the one).
+  absl::StatusOr<Session> FindCoordinator(const BrokerAddress& bootstrap) const {
+    ASSIGN_OR_RETURN(Session session,
+                     OpenSession(bootstrap, options_.client_id, ExchangeDeadline()));
+    ASSIGN_OR_RETURN(const int16_t version,
+                     NegotiateVersion(session, "FindCoordinator", kFindCoordinatorKey,
+                                      kFindCoordinatorVersions, ""));
+    const FindCoordinatorRequest find{request_.transactional_id, kCoordinatorTypeTransaction};
+    ASSIGN_OR_RETURN(
+        const FindCoordinatorResponse found,
+        Exchange<FindCoordinatorResponse>(
+            *session.connection, "FindCoordinator", version, options_.client_id,
+            ExchangeDeadline(),
+            [&](const RequestHeader& header) { return EncodeFindCoordinatorRequest(header, find); },
+            DecodeFindCoordinatorResponse));
+    const std::string context =
+        absl::StrCat("finding the transaction coordinator through ", bootstrap.ToString());
+    switch (found.error_code) {
+      case kNone:
+        break;
+      case kCoordinatorLoadInProgress:
+      case kCoordinatorNotAvailable:
+      case kNotCoordinator:
+      case kRequestTimedOut:
+        return RetriableKafkaError(found.error_code, context);
+      case kTransactionalIdAuthorizationFailed:
+      case kClusterAuthorizationFailed:
+        return AuthorizationError(found.error_code, context);
+      default:
+        return WithKafkaErrorCode(
+            absl::UnknownError(absl::StrCat(
+                context, ": ", DescribeKafkaError(found.error_code),
+                found.error_message ? absl::StrCat(": ", *found.error_message) : "")),
+            found.error_code);
+    }
+    if (found.port < 1 || found.port > 65535 || found.host.empty()) {
+      return absl::InternalError(absl::StrCat(context, ": the answer names coordinator '",
+                                              found.host, ":", found.port, "'"));
+    }
+    const BrokerAddress coordinator{found.host, found.port};
+    if (coordinator == bootstrap) return session;
+    return OpenSession(coordinator, options_.client_id, ExchangeDeadline());
+  }
+
+  absl::StatusOr<EndTxnResponse> SendEndTxn(Session& coordinator) const {
+    ASSIGN_OR_RETURN(const int16_t version,
+                     NegotiateVersion(coordinator, "EndTxn", kEndTxnKey, kEndTxnVersions,
+                                      " (v5+ would change the transaction semantics)"));
+    return Exchange<EndTxnResponse>(
+        *coordinator.connection, "EndTxn", version, options_.client_id, ExchangeDeadline(),
+        [&](const RequestHeader& header) { return EncodeEndTxnRequest(header, request_); },
+        DecodeEndTxnResponse);
+  }
+
+  // Logs a final failure: error for data loss, warn for the rest.
+  absl::Status Finish(absl::Status status) const {
+    if (log_ != nullptr) {
+      if (status.code() == absl::StatusCode::kDataLoss) {
+        log_->error("{}", status.ToString());
+      } else {
+        log_->warn("{}", status.ToString());
+      }
+    }
+    return status;
+  }
+
+  const std::vector<BrokerAddress>& bootstrap_servers_;
+  const TransactionClientOptions& options_;
+  const EndTxnRequest& request_;
+  spdlog::logger* const log_;
+  const std::string what_;
+  absl::Time deadline_;
+};
+
+}  // namespace
+
+absl::Status EndTxnResultToStatus(int16_t error_code, bool committed, absl::string_view context) {
+  const std::string error = absl::StrCat(context, ": ", DescribeKafkaError(error_code), ": ");
+  auto result = [&](absl::StatusCode code, absl::string_view meaning) {
+    return WithKafkaErrorCode(absl::Status(code, absl::StrCat(error, meaning)), error_code);
+  };
+  switch (error_code) {
+    case kNone:
+      return absl::OkStatus();
+    case kInvalidTxnState:
+      if (committed) {
+        return result(absl::StatusCode::kDataLoss,
+                      "the transaction is no longer open and was not committed: most likely "
+                      "the broker aborted it (transaction.timeout.ms passed, e.g. while the job "
+                      "was down) or it was aborted explicitly; its records are lost");
+      }
+      return result(absl::StatusCode::kFailedPrecondition,
+                    "the transaction is no longer open: most likely it was already committed; "
+                    "nothing was aborted");
+    case kInvalidProducerEpoch:
+    case kProducerFenced:
+      if (committed) {
+        return result(absl::StatusCode::kDataLoss,
+                      "the producer epoch is no longer current: most likely the broker aborted "
+                      "the transaction on timeout (transaction.timeout.ms) and bumped the "
+                      "epoch, so its records are lost; or a newer producer took the "
+                      "transactional id over");
+      }
+      return result(absl::StatusCode::kFailedPrecondition,
+                    "the producer epoch is no longer current: the broker already ended this "
+                    "transaction (on timeout) or a newer producer took the transactional id "
+                    "over; nothing was aborted");
+    case kInvalidProducerIdMapping:
+    case kUnknownProducerId:
+    case kTransactionalIdNotFound:
+      if (committed) {
+        return result(absl::StatusCode::kDataLoss,
+                      "the broker has no transaction of this producer id under this "
+                      "transactional id (it expired after transactional.id.expiration.ms, or "
+                      "the id was initialized again with another producer id); the "
+                      "transaction cannot be committed and its records are most likely lost");
+      }
+      return result(absl::StatusCode::kFailedPrecondition,
+                    "the broker has no transaction of this producer id under this "
+                    "transactional id; nothing was aborted");
+    case kTransactionAbortable:
+      return result(committed ? absl::StatusCode::kDataLoss : absl::StatusCode::kUnknown,
+                    "the broker allows only an abort of this transaction; it was not committed "
+                    "and its records are lost");
+    case kTransactionalIdAuthorizationFailed:
+    case kClusterAuthorizationFailed:
+      return AuthorizationError(error_code, context);
+    case kUnsupportedVersion:
+      return result(absl::StatusCode::kUnimplemented,
+                    "the broker refused the EndTxn version it advertised");
+    default:
+      return result(absl::StatusCode::kUnknown, "unexpected answer to EndTxn");
+  }
+}
+
+absl::Status CheckTransactionRecoverySupported(
+    const std::map<std::string, std::string>& kafka_properties) {
+  const auto it = kafka_properties.find("security.protocol");
+  if (it == kafka_properties.end()) return absl::OkStatus();
+  const std::string protocol = absl::AsciiStrToLower(absl::StripAsciiWhitespace(it->second));
+  if (protocol == "plaintext") return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(
+      "kafka.security.protocol=", it->second,
+      ": the exactly-once Kafka sink cannot recover its pre-committed transactions over TLS or "
+      "SASL yet (its recovery commit speaks plaintext only); use plaintext or the "
+      "at-least-once guarantee"));
+}
+
+absl::StatusOr<TransactionClient> TransactionClient::Create(absl::string_view bootstrap_servers,
+                                                            TransactionClientOptions options) {
+  ASSIGN_OR_RETURN(std::vector<BrokerAddress> servers, ParseBootstrapServers(bootstrap_servers));
+  if (options.client_id.empty()) {
+    return absl::InvalidArgumentError("TransactionClient: client_id is empty");
+  }
+  if (options.request_timeout <= absl::ZeroDuration() || options.deadline <= absl::ZeroDuration() ||
+      options.retry_backoff <= absl::ZeroDuration() ||
+      options.max_retry_backoff < options.retry_backoff) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TransactionClient: request_timeout (", absl::FormatDuration(options.request_timeout),
+        "), deadline (", absl::FormatDuration(options.deadline), ") and retry_backoff (",
+        absl::FormatDuration(options.retry_backoff),
+        ") must be positive and max_retry_backoff (",
+        absl::FormatDuration(options.max_retry_backoff), ") at least retry_backoff"));
+  }
+  return TransactionClient(std::move(servers), std::move(options));
+}
+
+absl::Status TransactionClient::CommitTransaction(const std::string& transactional_id,
+                                                  int64_t producer_id,
+                                                  int16_t producer_epoch) const {
+  return EndTransaction(EndTxnRequest{transactional_id, producer_id, producer_epoch, true});
+}
+
+absl::Status TransactionClient::AbortTransaction(const std::string& transactional_id,
+                                                 int64_t producer_id,
+                                                 int16_t producer_epoch) const {
+  return EndTransaction(EndTxnRequest{transactional_id, producer_id, producer_epoch, false});
+}
+
+absl::Status TransactionClient::EndTransaction(const EndTxnRequest& request) const {
+  return EndTxnCall(bootstrap_servers_, options_, request).Run();
+}
+
+}  // namespace weir::connectors::kafka_protocol
