@@ -1,6 +1,6 @@
 // checkpoint_bench: what checkpoints cost and how fast a job recovers.
 //
-//   bench/run.sh checkpoint [--records N] [--keys K] [--parallelism P]
+//   bench/run.sh checkpoint [--records N] [--keys K] [--parallelism P] [--state-backend rocksdb|hashmap]
 //
 // 1. keyed_count (bounded) over N records with K distinct keys, run twice on
 //    the same input in one run: checkpoints off, then every second. Prints
@@ -34,6 +34,7 @@ struct Flags {
   int64_t records = 1000000;
   int64_t keys = 100000;
   int parallelism = 2;
+  std::string state_backend = "rocksdb";
 };
 
 std::string NewTopic(const std::string& bootstrap, const std::string& prefix, int partitions = 4) {
@@ -79,6 +80,7 @@ RunResult RunKeyedCount(const std::string& bootstrap, const std::string& in, con
   const std::string out = NewTopic(bootstrap, "bench-ckpt-out");
   std::vector<std::string> options = {"-p", std::to_string(flags.parallelism)};
   options.insert(options.end(), config.begin(), config.end());
+  options.push_back("-Dstate.backend.type=" + flags.state_backend);
   std::string error;
   absl::Time start = absl::Now();
   std::string job = cluster.Submit(std::string(WEIR_JOBS_DIR) + "/keyed_count.so", options,
@@ -115,6 +117,7 @@ double MeasureRecovery(const std::string& bootstrap, const Flags& flags, const s
   const std::string in = NewTopic(bootstrap, "bench-rec-in"), out = NewTopic(bootstrap, "bench-rec-out");
   std::vector<std::string> options = {"-p", std::to_string(flags.parallelism), "-Dexecution.checkpointing.interval=1s"};
   options.insert(options.end(), config.begin(), config.end());
+  options.push_back("-Dstate.backend.type=" + flags.state_backend);
   std::string error;
   std::string job = cluster.Submit(std::string(WEIR_JOBS_DIR) + "/keyed_count.so", options,
                                    {"--brokers", bootstrap, "--input-topic", in, "--output-topic", out}, &error);
@@ -161,6 +164,10 @@ int main(int argc, char** argv) {
   Flags flags;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string name = argv[i];
+    if (name == "--state-backend") {
+      flags.state_backend = argv[i + 1];
+      continue;
+    }
     int64_t v = 0;
     if (!absl::SimpleAtoi(argv[i + 1], &v) || v <= 0) {
       std::fprintf(stderr, "bench: bad value for %s\n", name.c_str());
@@ -184,8 +191,9 @@ int main(int argc, char** argv) {
   RunResult off = RunKeyedCount(bootstrap, in, flags, {});
   RunResult on = RunKeyedCount(bootstrap, in, flags, {"-Dexecution.checkpointing.interval=1s"});
   const double off_rate = flags.records / off.seconds, on_rate = flags.records / on.seconds;
-  std::printf("checkpoint benchmark: keyed_count, %lld records over %lld keys, parallelism %d\n",
-              static_cast<long long>(flags.records), static_cast<long long>(flags.keys), flags.parallelism);
+  std::printf("checkpoint benchmark: keyed_count, %lld records over %lld keys, parallelism %d, state backend %s\n",
+              static_cast<long long>(flags.records), static_cast<long long>(flags.keys), flags.parallelism,
+              flags.state_backend.c_str());
   std::printf("  checkpoints off:          %10.0f records/s (%.2f s, submission to FINISHED)\n", off_rate, off.seconds);
   std::printf("  checkpoints every second: %10.0f records/s (%.2f s)\n", on_rate, on.seconds);
   std::printf("  ratio on/off: %.3f\n", on_rate / off_rate);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs a benchmark against a fresh single-node Kafka broker:
 #   bench/run.sh [copy] [--records N] [--value-bytes B] [--partitions P] [--parallelism K]
-#   bench/run.sh checkpoint [--records N] [--keys K] [--parallelism P]
+#   bench/run.sh checkpoint [--records N] [--keys K] [--parallelism P] [--state-backend rocksdb|hashmap]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh >/dev/null

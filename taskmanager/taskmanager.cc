@@ -121,10 +121,10 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   tm->task_env_.kafka_policy =
       connectors::KafkaPropertyPolicy::FromList(config.GetString(k::kKafkaAllowedProperties));
   tm->task_env_.state_backend = config.GetString(k::kStateBackendType);
-  tm->task_env_.local_state_dir = config.GetString(k::kStateLocalRootDirs);
-  if (tm->task_env_.local_state_dir.empty()) {
-    tm->task_env_.local_state_dir = absl::StrCat(config.GetString(k::kIoTmpDirs), "/weir-state-", tm->id());
-  }
+  std::string local_state = config.GetString(k::kStateLocalRootDirs);
+  if (local_state.empty()) local_state = absl::StrCat(config.GetString(k::kIoTmpDirs), "/weir-state-", tm->id());
+  ASSIGN_OR_RETURN(tm->local_state_, LocalStateDirectory::Acquire(local_state));
+  tm->task_env_.local_state_dir = tm->local_state_->path();
   tm->maintenance_ = std::thread([raw = tm.get()] { raw->MaintenanceLoop(); });
   connection.heartbeat_interval = config.GetDuration(k::kHeartbeatInterval);
   connection.heartbeat_timeout = config.GetDuration(k::kHeartbeatTimeout);

@@ -17,6 +17,7 @@
 #include "taskmanager/network/result_partition.h"
 #include "taskmanager/resource_manager_connection.h"
 #include "taskmanager/slot_table.h"
+#include "taskmanager/state/local_state_directory.h"
 #include "taskmanager/task.h"
 #include "weir/v1/cluster.grpc.pb.h"
 #include "weir/v1/job.grpc.pb.h"
@@ -69,6 +70,8 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   std::unique_ptr<network::PartitionManager> partitions_;
   std::unique_ptr<network::DataExchangeServiceImpl> data_exchange_;
   std::unique_ptr<JobArtifacts> artifacts_;
+  // Where the rocksdb backend's instances live; locked while this process runs.
+  std::unique_ptr<LocalStateDirectory> local_state_;
   std::shared_ptr<v1::JobMasterService::Stub> job_master_;
   // The asynchronous part of task snapshots.
   std::unique_ptr<SnapshotUploader> uploader_;

@@ -207,8 +207,9 @@ void CheckpointCoordinator::OnAcknowledge(const v1::AcknowledgeCheckpointRequest
   }
   const v1::TaskStateHandle& handle = ack.state();
   absl::Status usable = ValidateTaskFileName(handle.file());
-  if (usable.ok() && handle.size_bytes() < 0) {
-    usable = absl::InvalidArgumentError(absl::StrCat("a negative size of ", handle.size_bytes(), " bytes"));
+  if (usable.ok() && (handle.size_bytes() < 0 || handle.state_files_bytes() < 0)) {
+    usable = absl::InvalidArgumentError(absl::StrCat("a negative size of ", handle.size_bytes(), " + ",
+                                                     handle.state_files_bytes(), " bytes"));
   }
   if (!usable.ok()) {
     AbortLocked(id, absl::StrCat("task ", task, " acknowledged with an unusable state handle: ", usable.message()),
@@ -217,7 +218,7 @@ void CheckpointCoordinator::OnAcknowledge(const v1::AcknowledgeCheckpointRequest
   }
   pending.awaiting.erase(task);
   pending.handles[task] = handle;
-  pending.size_bytes += handle.size_bytes();
+  pending.size_bytes += handle.size_bytes() + handle.state_files_bytes();
   pending.longest_alignment_ms = std::max(pending.longest_alignment_ms, ack.alignment_ms());
   if (CheckpointRecord* record = RecordLocked(id)) {
     record->acknowledged_tasks = static_cast<int>(pending.handles.size());

@@ -30,7 +30,7 @@ std::string TaskSnapshotFileName(const v1::TaskDeploymentDescriptor& tdd) {
 }
 
 absl::StatusOr<std::string> EncodeTaskSnapshot(const v1::TaskDeploymentDescriptor& tdd, const ChainSnapshot& snapshot,
-                                               const std::string& checkpoint_dir) {
+                                               const std::string& checkpoint_dir, int64_t* state_files_bytes) {
   v1::TaskSnapshotProto proto;
   proto.set_job_id(tdd.job_id());
   proto.set_checkpoint_id(snapshot.checkpoint_id);
@@ -50,6 +50,9 @@ absl::StatusOr<std::string> EncodeTaskSnapshot(const v1::TaskDeploymentDescripto
     if (op.keyed != nullptr) {
       RETURN_IF_ERROR(Annotate(op.keyed->Write(checkpoint_dir, absl::StrCat("v", vertex, "-s", tdd.subtask_index()), out),
                                absl::StrCat("writing the keyed state of vertex ", vertex)));
+      if (state_files_bytes != nullptr) {
+        for (const v1::StateFileProto& f : out->keyed_files().files()) *state_files_bytes += f.size_bytes();
+      }
     }
   }
   std::string file(kMagic, kMagicSize);
@@ -60,7 +63,7 @@ absl::StatusOr<std::string> EncodeTaskSnapshot(const v1::TaskDeploymentDescripto
 
 absl::StatusOr<v1::TaskStateHandle> WriteTaskSnapshot(const std::string& checkpoint_dir,
                                                       const v1::TaskDeploymentDescriptor& tdd,
-                                                      const std::string& encoded) {
+                                                      const std::string& encoded, int64_t state_files_bytes) {
   const std::string name = TaskSnapshotFileName(tdd);
   RETURN_IF_ERROR(io::WriteFileAtomically(absl::StrCat(checkpoint_dir, "/", name), encoded));
   v1::TaskStateHandle handle;
@@ -70,6 +73,7 @@ absl::StatusOr<v1::TaskStateHandle> WriteTaskSnapshot(const std::string& checkpo
   *handle.mutable_vertex_ids() = tdd.vertex_ids();
   handle.set_subtask_index(tdd.subtask_index());
   handle.set_parallelism(tdd.parallelism());
+  handle.set_state_files_bytes(state_files_bytes);
   return handle;
 }
 

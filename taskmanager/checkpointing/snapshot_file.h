@@ -24,13 +24,16 @@ std::string TaskSnapshotFileName(const v1::TaskDeploymentDescriptor& tdd);
 // Serializes `snapshot` (one entry per operator of tdd's chain), writing
 // the asynchronous part of each operator's keyed state into
 // `checkpoint_dir` first (the file then refers to what it wrote).
+// `state_files_bytes`, when set, grows by the size of those files.
 absl::StatusOr<std::string> EncodeTaskSnapshot(const v1::TaskDeploymentDescriptor& tdd, const ChainSnapshot& snapshot,
-                                               const std::string& checkpoint_dir);
+                                               const std::string& checkpoint_dir,
+                                               int64_t* state_files_bytes = nullptr);
 
-// Writes the encoded snapshot durably into `checkpoint_dir`; returns its handle.
+// Writes the encoded snapshot durably into `checkpoint_dir`; returns its
+// handle, which also counts the `state_files_bytes` written beside it.
 absl::StatusOr<v1::TaskStateHandle> WriteTaskSnapshot(const std::string& checkpoint_dir,
                                                       const v1::TaskDeploymentDescriptor& tdd,
-                                                      const std::string& encoded);
+                                                      const std::string& encoded, int64_t state_files_bytes = 0);
 
 // Reads, verifies (size, SHA-256, magic, version, that it belongs to this
 // job and chain) and decodes the snapshot `handle` names in `checkpoint_dir`.

@@ -12,6 +12,7 @@
 #include "common/io/atomic_file.h"
 #include "common/status_macros.h"
 #include "rocksdb/db.h"
+#include "rocksdb/filter_policy.h"
 #include "rocksdb/merge_operator.h"
 #include "rocksdb/options.h"
 #include "rocksdb/table.h"
@@ -135,10 +136,15 @@ RocksDbKeyedState::RocksDbKeyedState(state::KeyGroupRange range, int max_paralle
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = rocksdb::NewLRUCache(static_cast<size_t>(options_.block_cache_bytes));
   table.cache_index_and_filter_blocks = true;
+  table.pin_l0_filter_and_index_blocks_in_cache = true;
+  // Every record reads its key's state: a Bloom filter per file spares the
+  // files (L0 above all, one per checkpoint's flush) that do not hold it.
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10, false));
   impl_->family_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   impl_->family_options.write_buffer_size = static_cast<size_t>(options_.write_buffer_bytes);
   impl_->family_options.merge_operator = std::make_shared<ConcatenateOperator>();
-  impl_->family_options.compression = rocksdb::kLZ4Compression;
+  // CPU is scarcer than disk here: compress only the bottom level.
+  impl_->family_options.compression = rocksdb::kNoCompression;
   impl_->family_options.bottommost_compression = rocksdb::kLZ4Compression;
   // State is recovered from checkpoints, never from a log.
   impl_->write.disableWAL = true;
@@ -169,6 +175,8 @@ RocksDbKeyedState::~RocksDbKeyedState() {
   CloseDb();
   RemoveTree(absl::StrCat(options_.instance_dir, "/db"));
   rmdir(options_.instance_dir.c_str());  // stays while a snapshot is still being written
+  // The job's directory, once its last instance here is gone.
+  rmdir(fs::path(options_.instance_dir).parent_path().c_str());
 }
 
 absl::Status RocksDbKeyedState::OpenDb() {

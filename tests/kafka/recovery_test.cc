@@ -258,5 +258,41 @@ TEST_F(RecoveryTest, CorruptNewestCheckpointFallsBackToThePreviousOne) {
   cluster_->Weir({"cancel", job});
 }
 
+// A checkpoint whose task takes longer than execution.checkpointing.timeout
+// expires: the JobManager aborts it, logs which task it waited for, the job
+// keeps running (tolerable failures default to unlimited) and the next
+// checkpoint completes.
+TEST_F(RecoveryTest, ASlowCheckpointExpiresAndTheNextCompletes) {
+  StartCluster(1);
+  std::string error;
+  const std::string job = cluster_->Submit(
+      kJobs + "/test/slow_checkpoint.so",
+      {"-p", "1", "-Dexecution.checkpointing.interval=200ms", "-Dexecution.checkpointing.timeout=1s"},
+      {"--slow-checkpoint", "2", "--sleep-ms", "2500"}, &error);
+  ASSERT_FALSE(job.empty()) << error << cluster_->Logs();
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  ASSERT_TRUE(WaitForCompletedCheckpoint(job, 1, /*after_id=*/2)) << cluster_->Logs();
+
+  nlohmann::json c = cluster_->WeirJson({"checkpoints", job});
+  ASSERT_FALSE(c.is_null());
+  bool expired = false, completed_after = false;
+  for (const auto& cp : c["checkpoints"]) {
+    if (cp["id"] == 2) {
+      EXPECT_EQ(cp["status"], "FAILED") << cp.dump();
+      EXPECT_TRUE(absl::StrContains(cp["failure_reason"].get<std::string>(), "expired after")) << cp.dump();
+      expired = true;
+    }
+    if (cp["id"].get<int64_t>() > 2 && cp["status"] == "COMPLETED") completed_after = true;
+  }
+  EXPECT_TRUE(expired) << c.dump(2);
+  EXPECT_TRUE(completed_after) << c.dump(2);
+  const std::string log = cluster_->jobmanager().Log();
+  EXPECT_TRUE(absl::StrContains(log, "expired after")) << log;
+  nlohmann::json status = cluster_->WeirJson({"status", job});
+  EXPECT_EQ(status["state"], "RUNNING") << status.dump(2);
+  EXPECT_EQ(status["restarts"].get<int>(), 0) << status.dump(2);
+  cluster_->Weir({"cancel", job});
+}
+
 }  // namespace
 }  // namespace weir

@@ -1,0 +1,78 @@
+// The TaskManager's local state directory: owned by one live process,
+// cleared of a dead predecessor's instances, and the default-layout siblings
+// of killed TaskManagers swept once nobody holds them.
+#include <sys/file.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "taskmanager/state/local_state_directory.h"
+
+namespace weir::taskmanager {
+namespace {
+
+namespace fs = std::filesystem;
+
+class LocalStateDirectoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::path(::testing::TempDir()) / absl::StrCat("local-state-", getpid());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // A directory as a killed TaskManager leaves it, last written `age` ago.
+  fs::path Leftover(const std::string& name, std::chrono::minutes age) {
+    fs::path dir = root_ / name;
+    fs::create_directories(dir / "job" / "instance");
+    std::ofstream(dir / "job" / "instance" / "000001.sst") << "data";
+    std::ofstream(dir / ".lock");
+    fs::last_write_time(dir, fs::file_time_type::clock::now() - age);
+    return dir;
+  }
+
+  fs::path root_;
+};
+
+TEST_F(LocalStateDirectoryTest, OneLiveOwnerAndAPredecessorsLeftoversRemoved) {
+  const fs::path own = Leftover("weir-state-tm-1", std::chrono::minutes(0));
+  auto first = LocalStateDirectory::Acquire(own.string());
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(fs::exists(own / "job")) << "a dead predecessor's instances are removed";
+
+  auto second = LocalStateDirectory::Acquire(own.string());
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(second.status().message()), ::testing::HasSubstr("taskmanager.state.local.root-dirs"));
+
+  first->reset();  // the lock goes with the owner
+  EXPECT_TRUE(LocalStateDirectory::Acquire(own.string()).ok());
+}
+
+TEST_F(LocalStateDirectoryTest, SweepsOnlyUnlockedOldSiblingsOfTheDefaultLayout) {
+  const fs::path dead = Leftover("weir-state-tm-dead", std::chrono::minutes(10));
+  const fs::path starting = Leftover("weir-state-tm-new", std::chrono::minutes(0));
+  const fs::path live = Leftover("weir-state-tm-live", std::chrono::minutes(10));
+  const fs::path foreign = Leftover("something-else", std::chrono::minutes(10));
+  const int held = open((live / ".lock").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(flock(held, LOCK_EX | LOCK_NB), 0);
+
+  auto own = LocalStateDirectory::Acquire((root_ / "weir-state-tm-1").string());
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(starting / "job")) << "may belong to a TaskManager that has not locked it yet";
+  EXPECT_TRUE(fs::exists(live / "job")) << "a live TaskManager's";
+  EXPECT_TRUE(fs::exists(foreign / "job")) << "not named like Weir's";
+  close(held);
+}
+
+}  // namespace
+}  // namespace weir::taskmanager
