@@ -12,6 +12,8 @@
 #include "common/io/atomic_file.h"
 #include "common/status_macros.h"
 #include "rocksdb/db.h"
+#include "rocksdb/memtablerep.h"
+#include "rocksdb/slice_transform.h"
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/merge_operator.h"
 #include "rocksdb/options.h"
@@ -56,6 +58,32 @@ class ConcatenateOperator final : public rocksdb::AssociativeMergeOperator {
     return true;
   }
   const char* Name() const override { return "WeirConcatenate"; }
+};
+
+// The part of a stored key that names the record's key: key group, length
+// and key bytes — everything but a map entry's user key. Memtables hash by
+// it, so that a point lookup does not search one big sorted list, and map
+// state's entries of one key stay together.
+class KeyPrefix final : public rocksdb::SliceTransform {
+ public:
+  const char* Name() const override { return "WeirKeyPrefix"; }
+  rocksdb::Slice Transform(const rocksdb::Slice& key) const override { return rocksdb::Slice(key.data(), Length(key)); }
+  bool InDomain(const rocksdb::Slice& key) const override { return Length(key) > 0; }
+
+ private:
+  // 0 when `key` is not one of ours (too short or truncated).
+  static size_t Length(const rocksdb::Slice& key) {
+    size_t pos = 2;
+    uint64_t length = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (pos >= key.size()) return 0;
+      const uint8_t b = static_cast<uint8_t>(key[pos++]);
+      length |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) break;
+    }
+    if (length > key.size() - pos) return 0;
+    return pos + length;
+  }
 };
 
 // A name read from a snapshot file becomes part of a path: refuse anything
@@ -143,6 +171,13 @@ RocksDbKeyedState::RocksDbKeyedState(state::KeyGroupRange range, int max_paralle
   impl_->family_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   impl_->family_options.write_buffer_size = static_cast<size_t>(options_.write_buffer_bytes);
   impl_->family_options.merge_operator = std::make_shared<ConcatenateOperator>();
+  impl_->family_options.prefix_extractor = std::make_shared<KeyPrefix>();
+  // Point lookups dominate (every record reads its key's state): a hash of
+  // per-key lists instead of one sorted list of the whole memtable makes
+  // them ~1.7x faster in keyed_count (bench/README.md); the price is a
+  // flush that sorts, which the snapshot's synchronous part waits for.
+  impl_->family_options.memtable_factory.reset(rocksdb::NewHashSkipListRepFactory(1 << 14));
+  impl_->db_options.allow_concurrent_memtable_write = false;  // hash memtables do not support it
   // CPU is scarcer than disk here: compress only the bottom level.
   impl_->family_options.compression = rocksdb::kNoCompression;
   impl_->family_options.bottommost_compression = rocksdb::kLZ4Compression;
@@ -438,7 +473,9 @@ absl::Status RocksDbKeyedState::RestoreKeys(const KeyedStateRestore& part, int i
     const std::string& name = handles[f]->GetName();
     if (!absl::StartsWith(name, kFamilyPrefix)) continue;
     rocksdb::ColumnFamilyHandle* target = FamilyByName(name.substr(sizeof(kFamilyPrefix) - 1));
-    std::unique_ptr<rocksdb::Iterator> it(source->NewIterator(rocksdb::ReadOptions(), handles[f]));
+    rocksdb::ReadOptions scan;
+    scan.total_order_seek = true;  // every key, across prefixes
+    std::unique_ptr<rocksdb::Iterator> it(source->NewIterator(scan, handles[f]));
     rocksdb::WriteBatch batch;
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
       if (!range_.Contains(KeyGroupOf(it->key()))) continue;

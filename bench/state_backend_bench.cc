@@ -1,0 +1,128 @@
+// state_backend_bench: the cost of keyed state per record, in one process,
+// for the rocksdb backend beside the hashmap backend (the baseline), and
+// the synchronous and asynchronous parts of a snapshot of each.
+//
+//   build/bin/state_backend_bench [--records N] [--keys K] [--snapshot-every M]
+//
+// Each record does what keyed_count does: read a ValueState<int64_t> of its
+// key, add one, write it back. Keys are "key-<i % K>" in a shuffled order.
+// Prints records/s of both backends, their ratio, and per snapshot the
+// synchronous (task thread) and asynchronous (copy) time.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/state/key_groups.h"
+#include "taskmanager/state/in_memory_keyed_state.h"
+#include "taskmanager/state/rocksdb_keyed_state.h"
+#include "weir/state.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using weir::taskmanager::KeyedStateBackend;
+
+struct Result {
+  double records_per_s = 0;
+  double sync_ms = 0, async_ms = 0;  // means over the snapshots
+  int snapshots = 0;
+};
+
+Result Run(KeyedStateBackend& backend, const std::vector<std::string>& keys, int64_t records, int64_t snapshot_every,
+           const std::string& checkpoint_dir) {
+  Result result;
+  double sync_total = 0, async_total = 0, processing = 0;
+  auto start = Clock::now();
+  for (int64_t i = 0; i < records; ++i) {
+    backend.SetCurrentKey(keys[static_cast<size_t>(i) % keys.size()]);
+    weir::ValueState<int64_t> count(&backend, "count");
+    count.Set(count.Get().value_or(0) + 1);
+    if (snapshot_every > 0 && (i + 1) % snapshot_every == 0) {
+      processing += std::chrono::duration<double>(Clock::now() - start).count();
+      const auto t0 = Clock::now();
+      auto snapshot = backend.Snapshot(result.snapshots + 1);
+      const auto t1 = Clock::now();
+      if (!snapshot.ok()) {
+        std::fprintf(stderr, "snapshot failed: %s\n", std::string(snapshot.status().message()).c_str());
+        std::exit(1);
+      }
+      weir::v1::OperatorSnapshotProto proto;
+      const std::string dir = absl::StrCat(checkpoint_dir, "/chk-", result.snapshots + 1);
+      std::filesystem::create_directories(dir);
+      if (auto s = (*snapshot)->Write(dir, "v1-s0", &proto); !s.ok()) {
+        std::fprintf(stderr, "writing failed: %s\n", std::string(s.message()).c_str());
+        std::exit(1);
+      }
+      const auto t2 = Clock::now();
+      std::filesystem::remove_all(dir);
+      sync_total += std::chrono::duration<double, std::milli>(t1 - t0).count();
+      async_total += std::chrono::duration<double, std::milli>(t2 - t1).count();
+      ++result.snapshots;
+      start = Clock::now();
+    }
+  }
+  processing += std::chrono::duration<double>(Clock::now() - start).count();
+  result.records_per_s = static_cast<double>(records) / processing;
+  if (result.snapshots > 0) {
+    result.sync_ms = sync_total / result.snapshots;
+    result.async_ms = async_total / result.snapshots;
+  }
+  return result;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t records = 2000000, keys_count = 500000, snapshot_every = 500000;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string name = argv[i];
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(argv[i + 1], &v) || v < 0) {
+      std::fprintf(stderr, "state_backend_bench: bad value for %s\n", name.c_str());
+      return 2;
+    }
+    if (name == "--records") records = v;
+    else if (name == "--keys") keys_count = v;
+    else if (name == "--snapshot-every") snapshot_every = v;
+    else {
+      std::fprintf(stderr, "state_backend_bench: unknown flag %s\n", name.c_str());
+      return 2;
+    }
+  }
+  std::vector<std::string> keys;
+  for (int64_t i = 0; i < keys_count; ++i) keys.push_back(absl::StrCat("key-", i));
+  std::shuffle(keys.begin(), keys.end(), std::mt19937(42));
+  const std::string root = absl::StrCat(std::filesystem::temp_directory_path().string(), "/weir-state-bench-", getpid());
+  std::filesystem::remove_all(root);
+  const weir::state::KeyGroupRange all{0, weir::state::kDefaultMaxParallelism};
+
+  weir::taskmanager::InMemoryKeyedState heap(all, weir::state::kDefaultMaxParallelism);
+  const Result h = Run(heap, keys, records, snapshot_every, root + "/checkpoints");
+  weir::taskmanager::RocksDbStateOptions options;
+  options.instance_dir = root + "/instance";
+  auto rocks = weir::taskmanager::RocksDbKeyedState::Open(all, weir::state::kDefaultMaxParallelism, options);
+  if (!rocks.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(rocks.status().message()).c_str());
+    return 1;
+  }
+  const Result r = Run(**rocks, keys, records, snapshot_every, root + "/checkpoints");
+  rocks->reset();
+  std::filesystem::remove_all(root);
+
+  std::printf("state backend benchmark: %lld read-modify-writes over %lld keys, a snapshot every %lld\n",
+              static_cast<long long>(records), static_cast<long long>(keys_count),
+              static_cast<long long>(snapshot_every));
+  std::printf("  hashmap (baseline): %10.0f records/s; snapshot sync %.1f ms, async %.1f ms (%d snapshots)\n",
+              h.records_per_s, h.sync_ms, h.async_ms, h.snapshots);
+  std::printf("  rocksdb:            %10.0f records/s; snapshot sync %.1f ms, async %.1f ms\n", r.records_per_s,
+              r.sync_ms, r.async_ms);
+  std::printf("  ratio rocksdb/hashmap: %.3f\n", r.records_per_s / h.records_per_s);
+  return 0;
+}
