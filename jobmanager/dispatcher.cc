@@ -46,6 +46,38 @@ absl::Status CheckSubmissionLimits(const v1::SubmitJobRequest& request) {
   return absl::OkStatus();
 }
 
+// Exactly-once sinks commit when checkpoints complete: they need
+// checkpoints, aligned ones (an unaligned barrier lets records of the next
+// interval into the transaction it closes), and one transactional id
+// prefix each.
+absl::Status CheckExactlyOnceSinks(const v1::JobGraphSpec& graph, const JobSettings& settings) {
+  std::map<std::string, std::string> prefixes;  // prefix -> vertex name
+  for (const v1::JobVertex& v : graph.vertices()) {
+    auto guarantee = v.properties().find("guarantee");
+    if (guarantee == v.properties().end() || guarantee->second != "exactly-once") continue;
+    const std::string where = absl::StrCat("vertex ", v.id(), " '", v.name(), "'");
+    if (settings.checkpoint_dir.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, " writes exactly-once, which commits its output when checkpoints complete, but checkpoints are "
+                 "off; set execution.checkpointing.interval (e.g. -Dexecution.checkpointing.interval=1s)"));
+    }
+    if (settings.checkpoint.mode != v1::EXACTLY_ONCE) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, " writes exactly-once, which needs aligned checkpoints, but execution.checkpointing.mode is "
+                 "AT_LEAST_ONCE; set it to EXACTLY_ONCE or write at-least-once"));
+    }
+    auto prefix = v.properties().find("transactional.id.prefix");
+    if (prefix == v.properties().end()) continue;  // ValidateConnector said what is missing
+    auto [it, inserted] = prefixes.emplace(prefix->second, v.name());
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, " and vertex '", it->second, "' both use the transactional id prefix '", prefix->second,
+          "': they would abort each other's transactions; give one of them its own transactional_id_prefix"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& request) {
@@ -74,6 +106,7 @@ absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& reque
 
   std::string job_id = RandomId();
   ASSIGN_OR_RETURN(JobSettings settings, ResolveJobSettings(options_.cluster_config, request.config(), job_id));
+  RETURN_IF_ERROR(CheckExactlyOnceSinks(request.graph(), settings));
   ASSIGN_OR_RETURN(std::vector<SlotAssignment> slots, resource_manager_->AllocateSlots(job_id, graph.slots_needed));
   log_->info("job {} '{}' submitted: {} vertices, {} chains, parallelism {}, binary {}", job_id,
              request.graph().name(), request.graph().vertices_size(), graph.chains.size(), parallelism,

@@ -70,7 +70,17 @@ struct SourceOptions {
 struct SinkOptions {
   std::string brokers;
   std::string topic;
+  // exactly-once needs checkpoints in EXACTLY_ONCE mode
+  // (execution.checkpointing.interval); readers see the output once its
+  // checkpoint completes, with isolation.level=read_committed.
   Guarantee guarantee = Guarantee::kAtLeastOnce;
+  // exactly-once: the sink's transactional ids are
+  // "<prefix>-<subtask>-<n>". Keep it stable across restarts and
+  // resubmissions of the job (a resubmitted job cleans up after its
+  // predecessor through it) and unique among the sinks writing to the
+  // cluster. Default: "weir-<sink name>-<topic>", with characters Kafka
+  // does not allow replaced by '_'.
+  std::string transactional_id_prefix;
   // Extra librdkafka producer properties (e.g. "partitioner").
   std::map<std::string, std::string> properties;
 };
@@ -150,6 +160,18 @@ inline void Sink(const DataStream<Record>& stream, const SinkOptions& options, s
   spec.properties = {{"brokers", options.brokers},
                      {"topic", options.topic},
                      {"guarantee", GuaranteeName(options.guarantee)}};
+  if (options.guarantee == Guarantee::kExactlyOnce) {
+    std::string prefix = options.transactional_id_prefix;
+    if (prefix.empty()) {
+      prefix = "weir-" + spec.name + "-" + options.topic;
+      for (char& c : prefix) {
+        const bool legal = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                           c == '_' || c == '-';
+        if (!legal) c = '_';
+      }
+    }
+    spec.properties["transactional.id.prefix"] = prefix;
+  }
   for (const auto& [k, v] : options.properties) spec.properties["kafka." + k] = v;
   stream.Attach(std::move(spec));
 }

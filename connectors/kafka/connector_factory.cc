@@ -1,5 +1,7 @@
 #include "connectors/kafka/connector_factory.h"
 
+#include <librdkafka/rdkafka.h>
+
 #include <algorithm>
 #include <chrono>
 #include <set>
@@ -21,6 +23,8 @@
 #include "common/status_macros.h"
 #include "connectors/kafka/kafka_sink.h"
 #include "connectors/kafka/kafka_source.h"
+#include "connectors/kafka/kafka_transactional_sink.h"
+#include "connectors/kafka/protocol/transaction_client.h"
 
 namespace weir::connectors {
 namespace {
@@ -101,24 +105,50 @@ absl::Status CheckTopicName(absl::string_view connector, absl::string_view prope
 
 // Properties the sink sets for a guarantee; users may not change them.
 std::map<std::string, std::string> SinkReservedProperties(kafka::Guarantee guarantee) {
-  const std::string reason = guarantee == kafka::Guarantee::kAtLeastOnce
-                                 ? "Weir sets acks=all and enable.idempotence=true for "
-                                   "guarantee at-least-once"
-                                 : "Weir sets enable.idempotence=false and no retries for "
-                                   "guarantee at-most-once, so that no record is written twice";
+  std::string reason;
+  switch (guarantee) {
+    case kafka::Guarantee::kAtLeastOnce:
+      reason = "Weir sets acks=all and enable.idempotence=true for guarantee at-least-once";
+      break;
+    case kafka::Guarantee::kAtMostOnce:
+      reason = "Weir sets enable.idempotence=false and no retries for guarantee at-most-once, so that no record is "
+               "written twice";
+      break;
+    case kafka::Guarantee::kExactlyOnce:
+      reason = "Weir runs transactions with acks=all and the idempotent producer for guarantee exactly-once";
+      break;
+  }
   std::map<std::string, std::string> reserved = {
       {"bootstrap.servers", "use the property 'brokers'"},
       {"metadata.broker.list", "use the property 'brokers'"},
-      {"transactional.id", "transactions need exactly-once, which needs checkpoints"},
+      {"transactional.id", guarantee == kafka::Guarantee::kExactlyOnce
+                               ? "Weir names the transactions; set the sink's transactional id prefix instead"
+                               : "transactions are for guarantee exactly-once"},
       {"enable.idempotence", reason},
       {"message.send.max.retries", reason},
       {"retries", reason},
   };
-  if (guarantee == kafka::Guarantee::kAtLeastOnce) {
+  if (guarantee != kafka::Guarantee::kAtMostOnce) {
     reserved["acks"] = reason;
     reserved["request.required.acks"] = reason;
   }
+  if (guarantee == kafka::Guarantee::kExactlyOnce) {
+    reserved["statistics.interval.ms"] = "the exactly-once sink reads the producer id from the statistics";
+  }
   return reserved;
+}
+
+// A transactional id prefix: what Kafka allows in a transactional id that
+// Weir's "<prefix>-<subtask>-<k>" and a committable's encoding can carry.
+absl::Status CheckTransactionalIdPrefix(absl::string_view connector, absl::string_view prefix) {
+  const bool legal = std::all_of(prefix.begin(), prefix.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+  if (prefix.empty() || prefix.size() > 200 || !legal) {
+    return Invalid(connector, absl::StrCat("property 'transactional.id.prefix' is '", prefix,
+                                           "'; expected 1 to 200 characters from a-z A-Z 0-9 . _ -"));
+  }
+  return absl::OkStatus();
 }
 
 std::string ConnectorList() {
@@ -223,7 +253,7 @@ absl::StatusOr<KafkaSinkConfig> KafkaSinkConfig::FromProperties(const Properties
   const absl::string_view connector = kKafkaSinkConnector;
   KafkaSinkConfig config;
   ASSIGN_OR_RETURN(config.kafka_properties,
-                   SplitExtras(connector, properties, {"brokers", "topic", "guarantee"}));
+                   SplitExtras(connector, properties, {"brokers", "topic", "guarantee", "transactional.id.prefix"}));
   ASSIGN_OR_RETURN(config.brokers, ParseBrokers(connector, properties));
 
   const std::string* topic = Find(properties, "topic");
@@ -236,20 +266,26 @@ absl::StatusOr<KafkaSinkConfig> KafkaSinkConfig::FromProperties(const Properties
 
   if (const std::string* guarantee = Find(properties, "guarantee")) {
     if (*guarantee == kafka::GuaranteeName(kafka::Guarantee::kExactlyOnce)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          connector, ": property 'guarantee' is exactly-once, but exactly-once delivery to "
-                     "Kafka needs checkpoints (transactions committed when a checkpoint "
-                     "completes), which this Weir version does not have yet; use "
-                     "at-least-once for now"));
+      config.guarantee = kafka::Guarantee::kExactlyOnce;
     } else if (*guarantee == kafka::GuaranteeName(kafka::Guarantee::kAtLeastOnce)) {
       config.guarantee = kafka::Guarantee::kAtLeastOnce;
     } else if (*guarantee == kafka::GuaranteeName(kafka::Guarantee::kAtMostOnce)) {
       config.guarantee = kafka::Guarantee::kAtMostOnce;
     } else {
       return Invalid(connector, absl::StrCat("property 'guarantee' is '", *guarantee,
-                                             "'; expected at-least-once or at-most-once "
-                                             "(exactly-once needs checkpoints)"));
+                                             "'; expected exactly-once, at-least-once or at-most-once"));
     }
+  }
+  if (config.guarantee == kafka::Guarantee::kExactlyOnce) {
+    const std::string* prefix = Find(properties, "transactional.id.prefix");
+    if (prefix == nullptr) {
+      return Invalid(connector, "guarantee exactly-once needs the property 'transactional.id.prefix' (the "
+                                "DataStream API sets it from the sink's name and topic)");
+    }
+    RETURN_IF_ERROR(CheckTransactionalIdPrefix(connector, *prefix));
+    config.transactional_id_prefix = *prefix;
+    RETURN_IF_ERROR(Annotate(kafka_protocol::CheckTransactionRecoverySupported(config.kafka_properties),
+                             absl::StrCat(connector, ": guarantee exactly-once")));
   }
 
   RETURN_IF_ERROR(kafka_internal::CheckKafkaProperties(
@@ -294,6 +330,9 @@ absl::StatusOr<std::unique_ptr<weir::StreamOperator>> CreateSink(
                                                    "'; expected ", kKafkaSinkConnector));
   }
   ASSIGN_OR_RETURN(KafkaSinkConfig config, KafkaSinkConfig::FromProperties(properties, policy));
+  if (config.guarantee == kafka::Guarantee::kExactlyOnce) {
+    return std::make_unique<KafkaTransactionalSink>(std::move(config));
+  }
   return std::make_unique<KafkaSink>(std::move(config));
 }
 
@@ -325,6 +364,19 @@ absl::Status CheckKafkaProperties(absl::string_view connector, const Properties&
     RETURN_IF_ERROR(CheckJobKafkaProperty(connector, name, value, policy));
   }
   return absl::OkStatus();
+}
+
+RdKafka::ErrorCode ProduceRecord(RdKafka::Producer& producer, RdKafka::Topic& topic, const kafka::Record& r) {
+  const void* key = r.key.has_value() ? r.key->data() : nullptr;
+  const size_t key_size = r.key.has_value() ? r.key->size() : 0;
+  // librdkafka reads timestamp 0 as "now".
+  const int64_t timestamp = r.timestamp_ms > 0 ? r.timestamp_ms : 0;
+  // The C call: the C++ produce() that takes a timestamp copies the topic
+  // name for every record.
+  return static_cast<RdKafka::ErrorCode>(rd_kafka_producev(
+      producer.c_ptr(), RD_KAFKA_V_RKT(topic.c_ptr()), RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA),
+      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_VALUE(const_cast<char*>(r.value.data()), r.value.size()),
+      RD_KAFKA_V_KEY(key, key_size), RD_KAFKA_V_TIMESTAMP(timestamp), RD_KAFKA_V_END));
 }
 
 void SetOrThrow(RdKafka::Conf& conf, const std::string& name, const std::string& value) {

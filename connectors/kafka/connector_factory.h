@@ -27,6 +27,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "connectors/kafka/kafka_properties.h"
+#include "weir/kafka.h"
 #include "weir/operator.h"
 
 namespace weir::connectors {
@@ -38,9 +39,8 @@ inline constexpr char kKafkaSinkConnector[] = "kafka-sink";
 
 // Checks a connector's properties at job submission, before anything runs:
 // the connector name, the required keys and the form of every value. Errors
-// are kInvalidArgument naming the property and what was expected, except
-// guarantee=exactly-once: kFailedPrecondition (needs checkpoints, which this
-// version does not have). kafka.<name> extras must be allowed by
+// are kInvalidArgument naming the property and what was expected;
+// kUnimplemented for exactly-once over TLS/SASL. kafka.<name> extras must be allowed by
 // JobSettableKafkaProperties() or `policy`. Contacts no broker and creates no
 // librdkafka object, so it is safe on untrusted input in the JobManager.
 absl::Status ValidateConnector(const std::string& connector, const Properties& properties,
@@ -71,6 +71,11 @@ std::string SecondsText(int64_t ms);
 absl::Status CheckKafkaProperties(absl::string_view connector, const Properties& kafka_properties,
                                   const std::map<std::string, std::string>& reserved,
                                   const KafkaPropertyPolicy& policy);
+
+// Enqueues `record` on `producer` for `topic` (its key, value and
+// timestamp; the partitioner picks the partition) and returns librdkafka's
+// answer: ERR__QUEUE_FULL when the caller must poll and try again.
+RdKafka::ErrorCode ProduceRecord(RdKafka::Producer& producer, RdKafka::Topic& topic, const kafka::Record& record);
 
 // Sets `name`=`value` on `conf`, or throws std::runtime_error naming both.
 void SetOrThrow(RdKafka::Conf& conf, const std::string& name, const std::string& value);

@@ -96,18 +96,8 @@ void KafkaSink::Process(void* record) {
   WEIR_CHECK(producer_ != nullptr, "KafkaSink::Process before Open or after Close");
   ThrowIfFailed();
   const kafka::Record& r = *static_cast<const kafka::Record*>(record);
-  const void* key = r.key.has_value() ? r.key->data() : nullptr;
-  const size_t key_size = r.key.has_value() ? r.key->size() : 0;
-  // librdkafka reads timestamp 0 as "now".
-  const int64_t timestamp = r.timestamp_ms > 0 ? r.timestamp_ms : 0;
   while (true) {
-    // The C call: the C++ produce() that takes a timestamp copies the topic
-    // name for every record.
-    const auto code = static_cast<RdKafka::ErrorCode>(rd_kafka_producev(
-        producer_->c_ptr(), RD_KAFKA_V_RKT(topic_->c_ptr()),
-        RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-        RD_KAFKA_V_VALUE(const_cast<char*>(r.value.data()), r.value.size()),
-        RD_KAFKA_V_KEY(key, key_size), RD_KAFKA_V_TIMESTAMP(timestamp), RD_KAFKA_V_END));
+    const RdKafka::ErrorCode code = kafka_internal::ProduceRecord(*producer_, *topic_, r);
     if (code == RdKafka::ERR_NO_ERROR) break;
     if (code == RdKafka::ERR__QUEUE_FULL) {
       // Backpressure: wait for deliveries to make room.

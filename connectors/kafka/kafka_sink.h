@@ -19,13 +19,14 @@ namespace weir::connectors {
 struct KafkaSinkConfig {
   std::string brokers;
   std::string topic;
-  // kExactlyOnce is refused by FromProperties until checkpoints exist.
   kafka::Guarantee guarantee = kafka::Guarantee::kAtLeastOnce;
+  // exactly-once: transactional ids are "<prefix>-<subtask>-<k>"
+  // (property 'transactional.id.prefix').
+  std::string transactional_id_prefix;
   Properties kafka_properties;  // the kafka.* extras, without the prefix
 
   // Parses `properties` (see connector_factory.h); kInvalidArgument naming
-  // the property that is missing or malformed, kFailedPrecondition for
-  // guarantee=exactly-once. Defined in connector_factory.cc with the rest of
+  // the property that is missing or malformed. Defined in connector_factory.cc with the rest of
   // the property checks.
   static absl::StatusOr<KafkaSinkConfig> FromProperties(const Properties& properties,
                                                            const KafkaPropertyPolicy& policy = {});

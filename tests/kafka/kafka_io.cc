@@ -107,4 +107,33 @@ absl::StatusOr<std::vector<KafkaMessage>> ReadTopic(const std::string& bootstrap
   return out;
 }
 
+absl::StatusOr<std::map<int32_t, int64_t>> EndOffsets(const std::string& bootstrap, const std::string& topic,
+                                                      bool read_committed) {
+  auto conf = Conf({{"bootstrap.servers", bootstrap},
+                    {"group.id", "weir-test-offsets"},
+                    {"isolation.level", read_committed ? "read_committed" : "read_uncommitted"}});
+  std::string err;
+  std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(conf.get(), err));
+  if (!consumer) return absl::InternalError(absl::StrCat("creating consumer: ", err));
+  std::unique_ptr<RdKafka::Topic> handle(RdKafka::Topic::create(consumer.get(), topic, nullptr, err));
+  RdKafka::Metadata* raw = nullptr;
+  if (consumer->metadata(false, handle.get(), &raw, 10000) != RdKafka::ERR_NO_ERROR || raw == nullptr) {
+    return absl::UnavailableError(absl::StrCat("no metadata for topic ", topic));
+  }
+  std::unique_ptr<RdKafka::Metadata> metadata(raw);
+  std::map<int32_t, int64_t> end;
+  for (const auto* t : *metadata->topics()) {
+    for (const auto* p : *t->partitions()) {
+      int64_t low = 0, high = 0;
+      const RdKafka::ErrorCode code = consumer->query_watermark_offsets(topic, p->id(), &low, &high, 10000);
+      if (code != RdKafka::ERR_NO_ERROR) {
+        return absl::UnavailableError(absl::StrCat("end offset of ", topic, "/", p->id(), ": ", RdKafka::err2str(code)));
+      }
+      end[p->id()] = high;
+    }
+  }
+  consumer->close();
+  return end;
+}
+
 }  // namespace weir::test

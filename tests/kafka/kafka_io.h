@@ -4,6 +4,7 @@
 
 #include <librdkafka/rdkafkacpp.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -45,5 +46,11 @@ absl::Status ProduceMessages(const std::string& bootstrap, const std::string& to
 // at call time (read_committed).
 absl::StatusOr<std::vector<KafkaMessage>> ReadTopic(const std::string& bootstrap, const std::string& topic,
                                                     absl::Duration timeout = absl::Seconds(60));
+
+// The end offset of every partition of `topic`: the high watermark, or with
+// `read_committed` the last stable offset (which stops at the first
+// transaction still open). They differ while a transaction is open.
+absl::StatusOr<std::map<int32_t, int64_t>> EndOffsets(const std::string& bootstrap, const std::string& topic,
+                                                      bool read_committed);
 
 }  // namespace weir::test

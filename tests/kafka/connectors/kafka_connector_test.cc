@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "connectors/kafka/connector_factory.h"
 #include "connectors/kafka/kafka_sink.h"
+#include "connectors/kafka/kafka_transactional_sink.h"
 #include "connectors/kafka/kafka_source.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -765,19 +766,59 @@ TEST(ConnectorValidationTest, AcceptsWhatTheJobApiWrites) {
                   .ok());
 }
 
-TEST(ConnectorValidationTest, RejectsExactlyOnceUntilCheckpointsExist) {
-  const absl::Status status = ValidateConnector(
-      kKafkaSinkConnector,
-      SinkProperties({.brokers = "k1:9092", .topic = "out", .guarantee = kafka::Guarantee::kExactlyOnce}));
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(status.message(), HasSubstr("exactly-once"));
-  EXPECT_THAT(status.message(), HasSubstr("checkpoints"));
-  EXPECT_THAT(status.message(), HasSubstr("use at-least-once"));
+TEST(ConnectorValidationTest, ExactlyOnceGetsATransactionalIdPrefix) {
+  // The DataStream API derives one from the sink's name and topic...
+  Properties properties =
+      SinkProperties({.brokers = "k1:9092", .topic = "out", .guarantee = kafka::Guarantee::kExactlyOnce});
+  EXPECT_EQ(properties["transactional.id.prefix"], "weir-KafkaSink-out");
+  EXPECT_TRUE(ValidateConnector(kKafkaSinkConnector, properties).ok());
+  absl::StatusOr<std::unique_ptr<StreamOperator>> sink = CreateSink(kKafkaSinkConnector, properties);
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  EXPECT_NE(dynamic_cast<KafkaTransactionalSink*>(sink->get()), nullptr);
+  // ...or takes the user's.
+  properties = SinkProperties({.brokers = "k1:9092",
+                               .topic = "out",
+                               .guarantee = kafka::Guarantee::kExactlyOnce,
+                               .transactional_id_prefix = "orders.v2"});
+  EXPECT_EQ(properties["transactional.id.prefix"], "orders.v2");
 
-  absl::StatusOr<std::unique_ptr<StreamOperator>> sink = CreateSink(
-      kKafkaSinkConnector,
-      SinkProperties({.brokers = "k1:9092", .topic = "out", .guarantee = kafka::Guarantee::kExactlyOnce}));
-  EXPECT_EQ(sink.status().code(), absl::StatusCode::kFailedPrecondition);
+  // A graph without one, or with one Kafka would not take, is refused.
+  properties.erase("transactional.id.prefix");
+  absl::Status status = ValidateConnector(kKafkaSinkConnector, properties);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("transactional.id.prefix"));
+  properties["transactional.id.prefix"] = "a b";
+  EXPECT_EQ(ValidateConnector(kKafkaSinkConnector, properties).code(), absl::StatusCode::kInvalidArgument);
+
+  // The sink names its transactions itself, and recovery speaks plaintext only.
+  properties = SinkProperties({.brokers = "k1:9092",
+                               .topic = "out",
+                               .guarantee = kafka::Guarantee::kExactlyOnce,
+                               .properties = {{"transactional.id", "mine"}}});
+  status = ValidateConnector(kKafkaSinkConnector, properties);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("transactional id prefix"));
+  properties = SinkProperties({.brokers = "k1:9092",
+                               .topic = "out",
+                               .guarantee = kafka::Guarantee::kExactlyOnce,
+                               .properties = {{"security.protocol", "ssl"}}});
+  EXPECT_EQ(ValidateConnector(kKafkaSinkConnector, properties).code(), absl::StatusCode::kUnimplemented);
+}
+
+TEST(CommittableTest, RoundTripsAndRefusesWhatItDidNotWrite) {
+  const Committable c{TransactionalId("weir-sink-out", 1, 3), 4711, 2, 42, 1};
+  EXPECT_EQ(c.transactional_id, "weir-sink-out-1-3");
+  absl::StatusOr<Committable> back = Committable::Decode(c.Encode());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->transactional_id, c.transactional_id);
+  EXPECT_EQ(back->producer_id, 4711);
+  EXPECT_EQ(back->producer_epoch, 2);
+  EXPECT_EQ(back->checkpoint_id, 42);
+  EXPECT_EQ(back->subtask, 1);
+  for (const char* bad : {"", "v1", "v2 1 42 4711 2 t", "v1 1 42 4711 70000 t", "v1 1 42 -1 2 t", "v1 x 42 4711 2 t",
+                          "v1 1 42 4711 2 "}) {
+    EXPECT_EQ(Committable::Decode(bad).status().code(), absl::StatusCode::kDataLoss) << bad;
+  }
 }
 
 TEST(ConnectorValidationTest, RejectsMalformedPropertiesNamingThem) {

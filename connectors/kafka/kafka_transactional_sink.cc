@@ -1,0 +1,597 @@
+#include "connectors/kafka/kafka_transactional_sink.h"
+
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafkacpp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/check.h"
+#include "common/logging/logging.h"
+#include "connectors/kafka/protocol/transaction_client.h"
+
+namespace weir::connectors {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr char kStateName[] = "kafka-sink-transactions";
+// Transactions must outlive a checkpoint interval, a checkpoint's timeout
+// and a restart; the broker's transaction.max.timeout.ms is 15 min by
+// default, so that is the default here too (librdkafka's own is 60 s).
+constexpr char kDefaultTransactionTimeoutMs[] = "900000";
+// How often a producer reports statistics: they carry its producer id and
+// epoch, which a committable needs.
+constexpr char kStatisticsIntervalMs[] = "100";
+constexpr int kQueueFullPollMs = 100;
+constexpr int kFlushStepMs = 1000;
+constexpr int64_t kFlushBudgetMs = 300000 + 10000;  // message.timeout.ms + margin
+constexpr int kCommitTimeoutMs = 60000;
+constexpr int kAbortTimeoutMs = 5000;
+
+int64_t Millis(Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
+
+// The integer after `"name":` in `json` from `from`, or -1.
+int64_t JsonInt(const std::string& json, size_t from, absl::string_view name) {
+  const std::string needle = absl::StrCat("\"", name, "\":");
+  const size_t at = json.find(needle, from);
+  if (at == std::string::npos) return -1;
+  size_t pos = at + needle.size();
+  while (pos < json.size() && json[pos] == ' ') ++pos;
+  size_t end = pos;
+  while (end < json.size() && (json[end] == '-' || (json[end] >= '0' && json[end] <= '9'))) ++end;
+  int64_t value = -1;
+  if (!absl::SimpleAtoi(absl::string_view(json).substr(pos, end - pos), &value)) return -1;
+  return value;
+}
+
+}  // namespace
+
+std::string Committable::Encode() const {
+  return absl::StrCat("v1 ", subtask, " ", checkpoint_id, " ", producer_id, " ", producer_epoch, " ",
+                      transactional_id);
+}
+
+absl::StatusOr<Committable> Committable::Decode(std::string_view std_text) {
+  const absl::string_view text(std_text.data(), std_text.size());
+  std::vector<absl::string_view> parts = absl::StrSplit(text, absl::MaxSplits(' ', 5));
+  Committable c;
+  int64_t epoch = -1;
+  if (parts.size() != 6 || parts[0] != "v1" || !absl::SimpleAtoi(parts[1], &c.subtask) ||
+      !absl::SimpleAtoi(parts[2], &c.checkpoint_id) || !absl::SimpleAtoi(parts[3], &c.producer_id) ||
+      !absl::SimpleAtoi(parts[4], &epoch) || parts[5].empty() || c.subtask < 0 || c.producer_id < 0 || epoch < 0 ||
+      epoch > 0x7fff) {
+    return absl::DataLossError(absl::StrCat("the checkpoint holds a Kafka sink transaction the sink cannot read: '",
+                                            text.substr(0, 200), "'"));
+  }
+  c.producer_epoch = static_cast<int16_t>(epoch);
+  c.transactional_id = std::string(parts[5]);
+  return c;
+}
+
+std::string TransactionalId(const std::string& prefix, int subtask, int k) {
+  return absl::StrCat(prefix, "-", subtask, "-", k);
+}
+
+// Logs like ClientEvents and learns the producer id and epoch from the
+// statistics. Thread-safety: like ClientEvents.
+class KafkaTransactionalSink::Events final : public kafka_internal::ClientEvents {
+ public:
+  using ClientEvents::ClientEvents;
+
+  void event_cb(RdKafka::Event& event) override {
+    if (event.type() != RdKafka::Event::EVENT_STATS) {
+      ClientEvents::event_cb(event);
+      return;
+    }
+    const std::string json = event.str();
+    const size_t eos = json.find("\"eos\":");
+    if (eos == std::string::npos) return;
+    const int64_t id = JsonInt(json, eos, "producer_id");
+    const int64_t epoch = JsonInt(json, eos, "producer_epoch");
+    if (id >= 0 && epoch >= 0) {
+      producer_id.store(id);
+      producer_epoch.store(epoch);
+    }
+  }
+
+  std::atomic<int64_t> producer_id{-1};
+  std::atomic<int64_t> producer_epoch{-1};
+};
+
+// Counts a producer's acknowledged records and keeps its first failure.
+// Runs on the thread that polls the producer (the one that owns the slot).
+class KafkaTransactionalSink::DeliveryReports final : public RdKafka::DeliveryReportCb {
+ public:
+  void dr_cb(RdKafka::Message& message) override {
+    if (message.err() == RdKafka::ERR_NO_ERROR) {
+      ++delivered;
+    } else if (first_failure.empty()) {
+      first_failure = message.errstr();
+    }
+  }
+  int64_t delivered = 0;
+  std::string first_failure;
+};
+
+// One transactional id and its producer. Owned by the sink; touched by the
+// task thread, or by the committer thread while the slot is kCommitting or
+// kPreparing (then the task thread leaves it alone).
+struct KafkaTransactionalSink::Slot {
+  enum class State {
+    kUnprepared,  // no producer yet (its id may still hold a restored transaction)
+    kPreparing,   // the committer thread creates and initializes its producer
+    kFree,        // initialized, no transaction
+    kOpen,        // the current slot: takes records
+    kPending,     // pre-committed for checkpoint_id, waiting for its completion
+    kCommitting,  // the committer thread commits it
+    kCommitted,   // committed; free again once `released_by` completes
+  };
+
+  int index = 0;
+  std::string transactional_id;
+  State state = State::kUnprepared;
+  std::unique_ptr<Events> events;
+  DeliveryReports reports;
+  std::unique_ptr<RdKafka::Producer> producer;
+  std::unique_ptr<RdKafka::Topic> topic;
+  int64_t producer_id = -1;
+  int16_t producer_epoch = -1;
+  bool in_transaction = false;
+  int64_t records = 0;        // written in the open transaction
+  int64_t checkpoint_id = 0;  // kPending / kCommitting: pre-committed at this barrier
+  int64_t released_by = 0;    // kCommitted: the first snapshot that omits it (0: none yet)
+};
+
+KafkaTransactionalSink::KafkaTransactionalSink(KafkaSinkConfig config)
+    : config_(std::move(config)), log_(logging::Get("kafka")) {}
+
+KafkaTransactionalSink::~KafkaTransactionalSink() { Close(); }
+
+void KafkaTransactionalSink::InitializeState(OperatorContext& context) {
+  committables_state_ = context.operator_state()->GetUnionListState(kStateName);
+  restored_.clear();
+  for (const std::string& entry : committables_state_->Get()) {
+    absl::StatusOr<Committable> c = Committable::Decode(entry);
+    if (!c.ok()) throw std::runtime_error(std::string(c.status().message()));
+    restored_.push_back(*std::move(c));
+  }
+  // What this subtask lists is decided at every SnapshotState.
+  committables_state_->Clear();
+}
+
+void KafkaTransactionalSink::Open(OperatorContext& context, RecordOutput* /*output*/) {
+  WEIR_CHECK(slots_.empty(), "KafkaTransactionalSink::Open called twice");
+  subtask_ = context.subtask_index();
+  parallelism_ = context.parallelism();
+  prefix_ = config_.transactional_id_prefix;
+  client_ = absl::StrCat("KafkaSink '", context.operator_name(), "' subtask ", subtask_, "/", parallelism_);
+  if (committables_state_ == nullptr) InitializeState(context);
+  for (int k = 0; k < kTransactionPoolSize; ++k) {
+    auto slot = std::make_unique<Slot>();
+    slot->index = k;
+    slot->transactional_id = TransactionalId(prefix_, subtask_, k);
+    slots_.push_back(std::move(slot));
+  }
+
+  // First finish what the restored checkpoint pre-committed...
+  CommitRestored();
+  // ...then initialize every other id, which aborts what a previous attempt
+  // left open on it. In parallel: each is a round trip to the coordinator.
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> statuses(slots_.size());
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    if (slots_[k]->state != Slot::State::kUnprepared) continue;
+    threads.emplace_back([this, k, &statuses] { statuses[k] = Prepare(*slots_[k]); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    if (!statuses[k].ok()) throw std::runtime_error(std::string(statuses[k].message()));
+    if (slots_[k]->producer != nullptr) slots_[k]->state = Slot::State::kFree;
+  }
+  current_ = FreeSlot();
+  WEIR_CHECK(current_ != nullptr, "no free transactional id after restore");
+  current_->state = Slot::State::kOpen;
+
+  const int timeout_ms = kafka_internal::OpenTimeoutMs(config_.kafka_properties);
+  absl::StatusOr<std::map<std::string, int32_t>> counts = kafka_internal::FetchPartitionCounts(
+      *current_->producer, {config_.topic}, config_.brokers, timeout_ms, *current_->events);
+  if (!counts.ok()) throw std::runtime_error(std::string(counts.status().message()));
+  committer_ = std::thread([this] { RunCommitter(); });
+  log_->info("{}: writing to topic '{}' ({} partitions) on brokers {}, exactly-once, transactional ids {}-{}-0..{}",
+             client_, config_.topic, counts->at(config_.topic), config_.brokers, prefix_, subtask_,
+             kTransactionPoolSize - 1);
+}
+
+void KafkaTransactionalSink::CommitRestored() {
+  std::vector<const Committable*> mine;
+  for (const Committable& c : restored_) {
+    // A subtask that no longer exists leaves its transactions to subtask 0.
+    if (c.subtask == subtask_ || (c.subtask >= parallelism_ && subtask_ == 0)) mine.push_back(&c);
+  }
+  if (mine.empty()) return;
+  kafka_protocol::TransactionClientOptions options;
+  options.client_id = "weir-kafka-sink-recovery";
+  options.logger = log_;
+  absl::StatusOr<kafka_protocol::TransactionClient> client =
+      kafka_protocol::TransactionClient::Create(config_.brokers, options);
+  if (!client.ok()) throw std::runtime_error(absl::StrCat(client_, ": ", client.status().message()));
+  for (const Committable* c : mine) {
+    absl::Status committed = client->CommitTransaction(c->transactional_id, c->producer_id, c->producer_epoch);
+    if (absl::IsDataLoss(committed)) ThrowDataLoss(*c, committed);
+    if (!committed.ok()) {
+      throw std::runtime_error(absl::StrCat(client_, ": cannot commit transaction '", c->transactional_id,
+                                            "' of checkpoint ", c->checkpoint_id,
+                                            " after recovery: ", committed.message()));
+    }
+    log_->info("{}: committed transaction '{}' (producer id {}, epoch {}) of restored checkpoint {}", client_,
+               c->transactional_id, c->producer_id, c->producer_epoch, c->checkpoint_id);
+    if (c->subtask != subtask_) continue;
+    for (auto& slot : slots_) {
+      if (slot->transactional_id != c->transactional_id) continue;
+      // Committed, but the restored checkpoint lists it: the id stays
+      // unused until a checkpoint that omits it has completed, so that a
+      // second recovery from the same checkpoint commits it again safely.
+      slot->state = Slot::State::kCommitted;
+      slot->released_by = 0;
+    }
+  }
+}
+
+absl::Status KafkaTransactionalSink::Prepare(Slot& slot) const {
+  using kafka_internal::SetOrThrow;
+  try {
+    slot.events = std::make_unique<Events>(absl::StrCat(client_, " transactional id '", slot.transactional_id, "'"));
+    std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+    SetOrThrow(*conf, "client.id", "weir-kafka-sink");
+    SetOrThrow(*conf, "partitioner", "murmur2_random");
+    SetOrThrow(*conf, "transaction.timeout.ms", kDefaultTransactionTimeoutMs);
+    for (const auto& [name, value] : config_.kafka_properties) SetOrThrow(*conf, name, value);
+    SetOrThrow(*conf, "bootstrap.servers", config_.brokers);
+    SetOrThrow(*conf, "transactional.id", slot.transactional_id);
+    SetOrThrow(*conf, "enable.idempotence", "true");
+    SetOrThrow(*conf, "acks", "all");
+    SetOrThrow(*conf, "statistics.interval.ms", kStatisticsIntervalMs);
+    std::string error;
+    if (conf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(&slot.reports), error) != RdKafka::Conf::CONF_OK ||
+        conf->set("event_cb", static_cast<RdKafka::EventCb*>(slot.events.get()), error) != RdKafka::Conf::CONF_OK) {
+      return absl::InternalError(absl::StrCat("cannot install the Kafka producer callbacks: ", error));
+    }
+    slot.producer.reset(RdKafka::Producer::create(conf.get(), error));
+    if (!slot.producer) {
+      return absl::UnavailableError(absl::StrCat(client_, ": cannot create a transactional Kafka producer for brokers ",
+                                                 config_.brokers, ": ", error));
+    }
+    slot.topic.reset(RdKafka::Topic::create(slot.producer.get(), config_.topic, nullptr, error));
+    if (!slot.topic) {
+      return absl::InternalError(absl::StrCat("cannot create a librdkafka handle for topic '", config_.topic, "': ", error));
+    }
+    const int timeout_ms = kafka_internal::OpenTimeoutMs(config_.kafka_properties);
+    std::unique_ptr<RdKafka::Error> init(slot.producer->init_transactions(timeout_ms));
+    if (init) {
+      std::string message = absl::StrCat(client_, ": cannot initialize transactions for transactional id '",
+                                         slot.transactional_id, "' on brokers ", config_.brokers, ": ", init->str());
+      if (init->code() == RdKafka::ERR_INVALID_TRANSACTION_TIMEOUT) {
+        absl::StrAppend(&message, " (kafka.transaction.timeout.ms exceeds the broker's transaction.max.timeout.ms; "
+                                  "lower the one or raise the other)");
+      }
+      return absl::UnavailableError(message);
+    }
+    // The producer id and epoch arrive with the next statistics.
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (slot.events->producer_id.load() < 0 || slot.events->producer_epoch.load() < 0) {
+      if (Clock::now() > deadline) {
+        return absl::UnavailableError(absl::StrCat(client_, ": the producer for transactional id '",
+                                                   slot.transactional_id, "' did not report its producer id"));
+      }
+      slot.producer->poll(10);
+    }
+    slot.producer_id = slot.events->producer_id.load();
+    slot.producer_epoch = static_cast<int16_t>(slot.events->producer_epoch.load());
+    log_->debug("{}: transactional id '{}' ready: producer id {}, epoch {}", client_, slot.transactional_id,
+                slot.producer_id, slot.producer_epoch);
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(client_, ": ", e.what()));
+  }
+}
+
+void KafkaTransactionalSink::Process(void* record) {
+  WEIR_CHECK(current_ != nullptr, "KafkaTransactionalSink::Process before Open or after Close");
+  if (results_ready_.load(std::memory_order_relaxed)) DrainResults();
+  Slot& slot = *current_;
+  if (!slot.in_transaction) {
+    std::unique_ptr<RdKafka::Error> begun(slot.producer->begin_transaction());
+    if (begun) {
+      throw std::runtime_error(absl::StrCat(client_, ": cannot begin a transaction on '", slot.transactional_id,
+                                            "': ", begun->str()));
+    }
+    slot.in_transaction = true;
+  }
+  Produce(slot, *static_cast<const kafka::Record*>(record));
+}
+
+void KafkaTransactionalSink::Produce(Slot& slot, const kafka::Record& r) {
+  while (true) {
+    if (!slot.reports.first_failure.empty()) {
+      throw std::runtime_error(absl::StrCat(client_, ": cannot write to Kafka topic '", config_.topic, "': ",
+                                            slot.reports.first_failure, " (the transaction will be aborted)"));
+    }
+    const RdKafka::ErrorCode code = kafka_internal::ProduceRecord(*slot.producer, *slot.topic, r);
+    if (code == RdKafka::ERR_NO_ERROR) break;
+    if (code == RdKafka::ERR__QUEUE_FULL) {
+      slot.producer->poll(kQueueFullPollMs);  // backpressure
+      continue;
+    }
+    if (std::string fatal = slot.events->fatal_error(); !fatal.empty()) {
+      throw std::runtime_error(absl::StrCat(client_, ": fatal Kafka producer error on transactional id '",
+                                            slot.transactional_id, "': ", fatal));
+    }
+    throw std::runtime_error(absl::StrCat(client_, ": cannot write a record of ", r.value.size(),
+                                          " bytes to Kafka topic '", config_.topic, "': ", RdKafka::err2str(code)));
+  }
+  ++slot.records;
+  slot.producer->poll(0);
+}
+
+void KafkaTransactionalSink::Flush(Slot& slot) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(kFlushBudgetMs);
+  while (slot.producer->outq_len() > 0) {
+    if (Clock::now() > deadline) {
+      throw std::runtime_error(absl::StrCat(client_, ": Kafka producer could not deliver ", slot.producer->outq_len(),
+                                            " records to topic '", config_.topic, "' on brokers ", config_.brokers,
+                                            ": ", slot.events->last_error()));
+    }
+    slot.producer->flush(kFlushStepMs);
+  }
+  if (!slot.reports.first_failure.empty()) {
+    throw std::runtime_error(absl::StrCat(client_, ": cannot write to Kafka topic '", config_.topic, "': ",
+                                          slot.reports.first_failure, " (the transaction will be aborted)"));
+  }
+}
+
+KafkaTransactionalSink::Slot* KafkaTransactionalSink::FreeSlot() {
+  for (auto& slot : slots_) {
+    if (slot->state == Slot::State::kFree) return slot.get();
+  }
+  return nullptr;
+}
+
+bool KafkaTransactionalSink::PreCommit(int64_t checkpoint_id) {
+  Slot& open = *current_;
+  if (!open.in_transaction || open.records == 0) return false;  // nothing to commit for this interval
+  Slot* next = FreeSlot();
+  if (next == nullptr) {
+    int64_t suppressed = 0;
+    if (pool_log_limiter_.ShouldLog(&suppressed)) {
+      log_->warn("{}: all {} transactional ids are pending (checkpoints are not completing); the records before "
+                 "barrier {} stay in the open transaction and are committed with a later checkpoint ({} such "
+                 "messages suppressed)",
+                 client_, kTransactionPoolSize, checkpoint_id, suppressed);
+    }
+    return false;
+  }
+  Flush(open);
+  open.state = Slot::State::kPending;
+  open.checkpoint_id = checkpoint_id;
+  next->state = Slot::State::kOpen;
+  current_ = next;
+  log_->debug("{}: pre-committed transaction '{}' ({} records) for checkpoint {}", client_, open.transactional_id,
+              open.records, checkpoint_id);
+  return true;
+}
+
+void KafkaTransactionalSink::PrepareSnapshotPreBarrier(int64_t checkpoint_id) {
+  WEIR_CHECK(current_ != nullptr, "KafkaTransactionalSink::PrepareSnapshotPreBarrier before Open");
+  DrainResults();
+  PreCommit(checkpoint_id);
+}
+
+void KafkaTransactionalSink::SnapshotState(const CheckpointInfo& checkpoint) {
+  DrainResults();
+  std::vector<std::string> entries;
+  for (auto& slot : slots_) {
+    switch (slot->state) {
+      case Slot::State::kPending:
+      case Slot::State::kCommitting:
+        entries.push_back(Committable{slot->transactional_id, slot->producer_id, slot->producer_epoch,
+                                      slot->checkpoint_id, subtask_}
+                              .Encode());
+        break;
+      case Slot::State::kCommitted:
+        if (slot->released_by == 0) slot->released_by = checkpoint.checkpoint_id;
+        break;
+      default:
+        break;
+    }
+  }
+  committables_state_->Update(std::move(entries));
+}
+
+void KafkaTransactionalSink::NotifyCheckpointComplete(int64_t checkpoint_id) {
+  DrainResults();
+  for (auto& owned : slots_) {
+    Slot* slot = owned.get();
+    if (slot->state == Slot::State::kPending && slot->checkpoint_id <= checkpoint_id) {
+      slot->state = Slot::State::kCommitting;
+      Post([this, slot] {
+        absl::Status status = Commit(*slot);
+        absl::MutexLock lock(&mutex_);
+        results_.emplace_back(slot->index, std::move(status));
+        results_ready_.store(true);
+      });
+    } else if (slot->state == Slot::State::kCommitted && slot->released_by != 0 &&
+               slot->released_by <= checkpoint_id) {
+      if (slot->producer != nullptr) {
+        slot->state = Slot::State::kFree;
+      } else {  // an id whose restored transaction was committed at start
+        slot->state = Slot::State::kPreparing;
+        Post([this, slot] {
+          absl::Status status = Prepare(*slot);
+          absl::MutexLock lock(&mutex_);
+          results_.emplace_back(slot->index, std::move(status));
+          results_ready_.store(true);
+        });
+      }
+    }
+  }
+}
+
+absl::Status KafkaTransactionalSink::Commit(Slot& slot) const {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(kCommitTimeoutMs);
+  while (true) {
+    const int remaining = static_cast<int>(std::max<int64_t>(1, Millis(deadline - Clock::now())));
+    std::unique_ptr<RdKafka::Error> error(slot.producer->commit_transaction(remaining));
+    if (!error) return absl::OkStatus();
+    if (error->is_retriable() && Clock::now() < deadline) {
+      log_->debug("{}: retrying the commit of '{}': {}", client_, slot.transactional_id, error->str());
+      continue;
+    }
+    if (error->txn_requires_abort() || error->is_fatal()) {
+      return absl::DataLossError(error->str());
+    }
+    return absl::UnavailableError(absl::StrCat("commit of transaction '", slot.transactional_id, "': ", error->str()));
+  }
+}
+
+void KafkaTransactionalSink::DrainResults() {
+  std::vector<std::pair<int, absl::Status>> results;
+  {
+    absl::MutexLock lock(&mutex_);
+    results.swap(results_);
+    results_ready_.store(false);
+  }
+  for (auto& [index, status] : results) {
+    Slot& slot = *slots_[index];
+    if (slot.state == Slot::State::kCommitting) {
+      const Committable c{slot.transactional_id, slot.producer_id, slot.producer_epoch, slot.checkpoint_id, subtask_};
+      if (absl::IsDataLoss(status)) ThrowDataLoss(c, status);
+      if (!status.ok()) {
+        throw std::runtime_error(absl::StrCat(client_, ": ", status.message(), " (checkpoint ", slot.checkpoint_id,
+                                              "; it is committed again after the restart)"));
+      }
+      ++committed_transactions_;
+      log_->debug("{}: committed transaction '{}' ({} records) of checkpoint {}", client_, slot.transactional_id,
+                  slot.records, slot.checkpoint_id);
+      slot.state = Slot::State::kCommitted;
+      slot.released_by = 0;
+      slot.in_transaction = false;
+      slot.records = 0;
+    } else if (slot.state == Slot::State::kPreparing) {
+      if (!status.ok()) throw std::runtime_error(std::string(status.message()));
+      slot.state = Slot::State::kFree;
+    }
+  }
+}
+
+void KafkaTransactionalSink::ThrowDataLoss(const Committable& c, const absl::Status& status) const {
+  const std::string message = absl::StrCat(
+      client_, ": DATA LOSS: transaction '", c.transactional_id, "' (producer id ", c.producer_id, ", epoch ",
+      c.producer_epoch, ") holding the records of checkpoint ", c.checkpoint_id,
+      " cannot be committed: ", status.message(),
+      ". Most likely the broker aborted it because it stayed open longer than transaction.timeout.ms — the job "
+      "was down, or its checkpoints did not complete, for that long. Raise kafka.transaction.timeout.ms (up to the "
+      "broker's transaction.max.timeout.ms) or fix what keeps checkpoints from completing.");
+  log_->error("{}", message);
+  throw std::runtime_error(message);
+}
+
+void KafkaTransactionalSink::EndInput() {
+  WEIR_CHECK(current_ != nullptr, "KafkaTransactionalSink::EndInput before Open or after Close");
+  // No checkpoint follows the end of the input: commit everything now, the
+  // oldest transactions first.
+  StopCommitter(/*drain=*/true);
+  DrainResults();
+  std::vector<Slot*> order;
+  for (auto& slot : slots_) {
+    if (slot->state == Slot::State::kPending) order.push_back(slot.get());
+  }
+  std::sort(order.begin(), order.end(), [](Slot* a, Slot* b) { return a->checkpoint_id < b->checkpoint_id; });
+  if (current_->in_transaction) {
+    Flush(*current_);
+    order.push_back(current_);
+  }
+  for (Slot* slot : order) {
+    absl::Status status = Commit(*slot);
+    const Committable c{slot->transactional_id, slot->producer_id, slot->producer_epoch, slot->checkpoint_id, subtask_};
+    if (absl::IsDataLoss(status)) ThrowDataLoss(c, status);
+    if (!status.ok()) throw std::runtime_error(absl::StrCat(client_, ": ", status.message()));
+    ++committed_transactions_;
+    slot->state = slot == current_ ? Slot::State::kOpen : Slot::State::kCommitted;
+    slot->in_transaction = false;
+    slot->records = 0;
+  }
+  log_->info("{}: input ended, {} records delivered, {} transactions committed", client_, delivered(),
+             committed_transactions_);
+}
+
+int64_t KafkaTransactionalSink::delivered() const {
+  int64_t total = 0;
+  for (const auto& slot : slots_) total += slot->reports.delivered;
+  return total;
+}
+
+void KafkaTransactionalSink::Post(std::function<void()> work) {
+  absl::MutexLock lock(&mutex_);
+  work_.push_back(std::move(work));
+  work_ready_.Signal();
+}
+
+void KafkaTransactionalSink::RunCommitter() {
+  while (true) {
+    std::function<void()> work;
+    {
+      absl::MutexLock lock(&mutex_);
+      while (work_.empty() && !stopping_) work_ready_.Wait(&mutex_);
+      if (work_.empty()) return;  // stopping, nothing left
+      work = std::move(work_.front());
+      work_.pop_front();
+    }
+    work();
+  }
+}
+
+void KafkaTransactionalSink::StopCommitter(bool drain) {
+  if (!committer_.joinable()) return;
+  {
+    absl::MutexLock lock(&mutex_);
+    stopping_ = true;
+    if (!drain) work_.clear();
+    work_ready_.Signal();
+  }
+  committer_.join();
+}
+
+void KafkaTransactionalSink::Close() {
+  if (slots_.empty()) return;
+  StopCommitter(/*drain=*/false);
+  // The open transaction was never pre-committed: abort it now rather than
+  // leave read_committed readers waiting for its timeout. Pre-committed ones
+  // stay as they are: the checkpoint that lists them may have completed,
+  // and recovery commits them.
+  if (current_ != nullptr && current_->in_transaction && current_->producer != nullptr &&
+      current_->events->fatal_error().empty()) {
+    current_->producer->purge(RdKafka::Producer::PURGE_QUEUE | RdKafka::Producer::PURGE_INFLIGHT);
+    std::unique_ptr<RdKafka::Error> aborted(current_->producer->abort_transaction(kAbortTimeoutMs));
+    if (aborted) {
+      log_->warn("{}: could not abort the open transaction '{}' ({}); the next start aborts it", client_,
+                 current_->transactional_id, aborted->str());
+    }
+  }
+  const int64_t delivered_total = delivered();
+  for (auto& slot : slots_) {
+    slot->topic.reset();
+    slot->producer.reset();
+  }
+  slots_.clear();
+  current_ = nullptr;
+  log_->info("{}: closed, {} records delivered, {} transactions committed", client_, delivered_total,
+             committed_transactions_);
+}
+
+}  // namespace weir::connectors

@@ -1,0 +1,176 @@
+// KafkaTransactionalSink: the "kafka-sink" connector with guarantee
+// exactly-once. Records go into Kafka transactions that are committed only
+// once the checkpoint covering them has completed (two-phase commit tied to
+// checkpoints; docs/exactly-once.md tells the whole story).
+//
+// Transactional ids: a fixed pool per subtask, "<prefix>-<subtask>-<k>" for
+// k in [0, kTransactionPoolSize). Each id has one librdkafka producer for the
+// life of the task; successive transactions of one id share its producer id
+// and epoch. That is safe only because of one rule, which rules out
+// committing a later transaction by an earlier one's (producer id, epoch)
+// after a crash (the reused-id hazard, FLINK-8132):
+//
+//   An id whose transaction T was pre-committed for checkpoint n is used
+//   again only after a checkpoint m > n has completed whose snapshot no
+//   longer lists T (taken after T's commit was confirmed).
+//
+// Recovery always restores the newest completed checkpoint, so a restored
+// checkpoint that lists T was taken before that release: the id has carried
+// no other transaction since, and committing T again by its (producer id,
+// epoch) commits exactly T, or nothing if it already was. It also makes an
+// epoch error at that commit mean one thing only: the broker aborted T
+// (transaction.timeout.ms passed) and its records are lost.
+//
+// Per checkpoint n, on the task thread:
+//   PrepareSnapshotPreBarrier(n)  flush the open transaction (every record
+//       acknowledged), record it as pending for n, and continue writing on a
+//       free id. An interval without records pre-commits nothing. With no
+//       free id (checkpoints not completing), the open transaction simply
+//       continues and is pre-committed at a later barrier.
+//   SnapshotState(n)     the pending transactions whose commit is not yet
+//       confirmed go into union list operator state as committables
+//       (id, producer id, epoch, checkpoint).
+//   NotifyCheckpointComplete(n)  every pending transaction <= n is committed
+//       on the committer thread, while the task goes on writing into the
+//       next one; ids whose release checkpoint is <= n become free.
+//   NotifyCheckpointAborted(n)   nothing: its pending transactions are
+//       committed with the next completed checkpoint.
+// On start (InitializeState/Open): the restored committables of this
+// subtask (and those of subtasks that no longer exist, by subtask 0) are
+// committed with TransactionClient (EndTxn), then every other id of the pool
+// is initialized, which aborts whatever transaction a previous attempt left
+// open on it. A commit that fails with "aborted" / an epoch error is data
+// loss: the task fails with the id, the checkpoint and the likely cause.
+//
+// Bounded input: EndInput pre-commits and commits everything at once (there
+// is no checkpoint after the input ends); a crash between that commit and
+// the job's end would replay the records after the last checkpoint.
+//
+// Thread-safety: the task thread calls every operator method. A committer
+// thread owned by the sink runs commit_transaction() and the initialization
+// of released producers; a producer is touched by one thread at a time (the
+// task thread hands it over and takes it back through `mutex_`).
+#ifndef WEIR_CONNECTORS_KAFKA_KAFKA_TRANSACTIONAL_SINK_H_
+#define WEIR_CONNECTORS_KAFKA_KAFKA_TRANSACTIONAL_SINK_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "connectors/kafka/kafka_sink.h"
+#include "spdlog/logger.h"
+#include "weir/operator.h"
+
+namespace weir::connectors {
+
+// Transactional ids per subtask (see above). At most this many minus one
+// transactions can be pending at once.
+inline constexpr int kTransactionPoolSize = 5;
+
+// A pre-committed transaction, as the checkpoint keeps it.
+struct Committable {
+  std::string transactional_id;
+  int64_t producer_id = -1;
+  int16_t producer_epoch = -1;
+  int64_t checkpoint_id = 0;  // the barrier it was pre-committed at
+  int subtask = 0;            // the subtask whose pool the id belongs to
+
+  // "v1 <subtask> <checkpoint> <producer id> <epoch> <transactional id>".
+  std::string Encode() const;
+  // kDataLoss naming what is wrong for anything Encode did not write.
+  static absl::StatusOr<Committable> Decode(std::string_view text);
+};
+
+// "<prefix>-<subtask>-<k>".
+std::string TransactionalId(const std::string& prefix, int subtask, int k);
+
+class KafkaTransactionalSink : public weir::StreamOperator {
+ public:
+  explicit KafkaTransactionalSink(KafkaSinkConfig config);
+  ~KafkaTransactionalSink() override;
+
+  KafkaTransactionalSink(const KafkaTransactionalSink&) = delete;
+  KafkaTransactionalSink& operator=(const KafkaTransactionalSink&) = delete;
+
+  void InitializeState(OperatorContext& context) override;
+  void Open(OperatorContext& context, RecordOutput* output) override;
+  // `record` is a weir::kafka::Record*.
+  void Process(void* record) override;
+  void EndInput() override;
+  void PrepareSnapshotPreBarrier(int64_t checkpoint_id) override;
+  void SnapshotState(const CheckpointInfo& checkpoint) override;
+  void NotifyCheckpointComplete(int64_t checkpoint_id) override;
+  void Close() override;
+
+  // Records acknowledged by the brokers (committed or not) since Open, and
+  // transactions committed. Task thread.
+  int64_t delivered() const;
+  int64_t committed_transactions() const { return committed_transactions_; }
+
+ private:
+  struct Slot;
+  class Events;
+  class DeliveryReports;
+
+  // Creates slot `k`'s producer and initializes its transactions (which
+  // aborts a transaction a previous attempt left open on the id), then
+  // learns its producer id and epoch. Any thread; touches only `slot`.
+  absl::Status Prepare(Slot& slot) const;
+  // commit_transaction on `slot`'s producer, retrying what may pass.
+  absl::Status Commit(Slot& slot) const;
+  // Commits the restored committables this subtask is responsible for.
+  void CommitRestored();
+  void Produce(Slot& slot, const kafka::Record& r);
+  // Waits until every record of `slot` is acknowledged; throws on failure.
+  void Flush(Slot& slot);
+  // Pre-commits the open transaction for `checkpoint_id` when it has
+  // records and a free slot can take over; returns whether it did.
+  bool PreCommit(int64_t checkpoint_id);
+  // Takes the committer thread's results; throws its first failure.
+  void DrainResults();
+  // Runs `work` on the committer thread.
+  void Post(std::function<void()> work);
+  void RunCommitter();
+  // Stops the committer thread: after the queued work when `drain`, else
+  // after the work in progress only.
+  void StopCommitter(bool drain);
+  Slot* FreeSlot();
+  [[noreturn]] void ThrowDataLoss(const Committable& c, const absl::Status& status) const;
+
+  const KafkaSinkConfig config_;
+  const std::shared_ptr<spdlog::logger> log_;
+  std::string client_;  // "KafkaSink 'name' subtask i/p", for messages
+  std::string prefix_;
+  int subtask_ = 0;
+  int parallelism_ = 1;
+  OperatorListState* committables_state_ = nullptr;
+  std::vector<Committable> restored_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  Slot* current_ = nullptr;  // the slot taking records; null only before Open
+  int64_t committed_transactions_ = 0;
+  kafka_internal::LogLimiter pool_log_limiter_{std::chrono::seconds(10)};
+
+  // Committer thread.
+  absl::Mutex mutex_;
+  absl::CondVar work_ready_;
+  std::deque<std::function<void()>> work_ ABSL_GUARDED_BY(mutex_);
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  // (slot index, result) of finished commits and preparations.
+  std::vector<std::pair<int, absl::Status>> results_ ABSL_GUARDED_BY(mutex_);
+  std::atomic<bool> results_ready_{false};
+  std::thread committer_;
+};
+
+}  // namespace weir::connectors
+
+#endif  // WEIR_CONNECTORS_KAFKA_KAFKA_TRANSACTIONAL_SINK_H_
