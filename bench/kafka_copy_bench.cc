@@ -3,8 +3,12 @@
 // topic and the same partition count, in one run.
 //
 //   bench/run.sh [--records N] [--value-bytes B] [--partitions P] [--parallelism K]
+//                [--checkpoint-ms M]
 //
-// Prints records/s for both and their ratio (weir / baseline). The baseline
+// Prints records/s for both and their ratio (weir / baseline). With
+// --checkpoint-ms, Weir also runs with checkpoints every M ms, at-least-once
+// and exactly-once (transactions committed per checkpoint), and the ratio
+// exactly-once / at-least-once is printed. The baseline
 // is one process with one consumer and one producer, configured as the Weir
 // sink is for at-least-once (acks=all, idempotence); Weir's time runs from
 // submission until the job is FINISHED, so it includes scheduling.
@@ -29,6 +33,7 @@ struct Flags {
   int value_bytes = 100;
   int partitions = 4;
   int parallelism = 1;
+  int64_t checkpoint_ms = 0;  // 0: only the run without checkpoints
 };
 
 std::unique_ptr<RdKafka::Conf> Conf(const std::map<std::string, std::string>& props) {
@@ -98,6 +103,7 @@ int main(int argc, char** argv) {
     else if (name == "--value-bytes") flags.value_bytes = static_cast<int>(v);
     else if (name == "--partitions") flags.partitions = static_cast<int>(v);
     else if (name == "--parallelism") flags.parallelism = static_cast<int>(v);
+    else if (name == "--checkpoint-ms") flags.checkpoint_ms = v;
     else {
       std::fprintf(stderr, "bench: unknown flag %s\n", name.c_str());
       return 2;
@@ -107,8 +113,7 @@ int main(int argc, char** argv) {
   if (bootstrap.empty()) return 1;
   std::string in = weir::test::UniqueTopicName("bench-in");
   std::string out_base = weir::test::UniqueTopicName("bench-out-baseline");
-  std::string out_weir = weir::test::UniqueTopicName("bench-out-weir");
-  for (const std::string& t : {in, out_base, out_weir}) {
+  for (const std::string& t : {in, out_base}) {
     if (auto s = weir::test::CreateTopic(bootstrap, t, flags.partitions); !s.ok()) {
       std::fprintf(stderr, "bench: %s\n", std::string(s.message()).c_str());
       return 1;
@@ -130,23 +135,36 @@ int main(int argc, char** argv) {
 
   weir::testing::LocalCluster cluster({.taskmanagers = 1, .slots_per_taskmanager = flags.parallelism});
   cluster.Start();
-  std::string error;
-  absl::Time start = absl::Now();
-  std::string job = cluster.Submit(std::string(WEIR_JOBS_DIR) + "/kafka_copy.so",
-                                   {"-p", std::to_string(flags.parallelism)},
-                                   {"--brokers", bootstrap, "--input-topic", in, "--output-topic", out_weir,
-                                    "--guarantee", "at-least-once", "--bounded"},
-                                   &error);
-  if (job.empty()) {
-    std::fprintf(stderr, "bench: submission failed: %s\n", error.c_str());
-    return 1;
-  }
-  nlohmann::json status = cluster.WaitForJobEnd(job, absl::Minutes(30));
-  double weir_s = absl::ToDoubleSeconds(absl::Now() - start);
-  if (status.is_null() || status["state"] != "FINISHED") {
-    std::fprintf(stderr, "bench: the job did not finish: %s\n", status.dump(2).c_str());
-    return 1;
-  }
+  // Runs kafka_copy over the input into a new topic; the seconds from
+  // submission to FINISHED, or a negative number on failure.
+  auto run_weir = [&](const std::string& guarantee, int64_t checkpoint_ms) -> double {
+    std::string out = weir::test::UniqueTopicName("bench-out-weir");
+    if (auto s = weir::test::CreateTopic(bootstrap, out, flags.partitions); !s.ok()) {
+      std::fprintf(stderr, "bench: %s\n", std::string(s.message()).c_str());
+      return -1;
+    }
+    std::vector<std::string> options = {"-p", std::to_string(flags.parallelism)};
+    if (checkpoint_ms > 0) options.push_back(absl::StrCat("-Dexecution.checkpointing.interval=", checkpoint_ms, "ms"));
+    std::string error;
+    absl::Time start = absl::Now();
+    std::string job = cluster.Submit(std::string(WEIR_JOBS_DIR) + "/kafka_copy.so", options,
+                                     {"--brokers", bootstrap, "--input-topic", in, "--output-topic", out,
+                                      "--guarantee", guarantee, "--bounded"},
+                                     &error);
+    if (job.empty()) {
+      std::fprintf(stderr, "bench: submission failed: %s\n", error.c_str());
+      return -1;
+    }
+    nlohmann::json status = cluster.WaitForJobEnd(job, absl::Minutes(30));
+    double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    if (status.is_null() || status["state"] != "FINISHED") {
+      std::fprintf(stderr, "bench: the job did not finish: %s\n", status.dump(2).c_str());
+      return -1;
+    }
+    return seconds;
+  };
+  double weir_s = run_weir("at-least-once", 0);
+  if (weir_s < 0) return 1;
   double baseline_rate = flags.records / baseline_s;
   double weir_rate = flags.records / weir_s;
   std::printf("kafka_copy benchmark: %lld records x %d bytes, %d partitions, weir parallelism %d\n",
@@ -155,5 +173,15 @@ int main(int argc, char** argv) {
   std::printf("  weir kafka_copy at-least-once: %10.0f records/s (%.2f s, submission to FINISHED)\n", weir_rate,
               weir_s);
   std::printf("  ratio weir/baseline: %.2f\n", weir_rate / baseline_rate);
+  if (flags.checkpoint_ms > 0) {
+    double alo_s = run_weir("at-least-once", flags.checkpoint_ms);
+    double eo_s = run_weir("exactly-once", flags.checkpoint_ms);
+    if (alo_s < 0 || eo_s < 0) return 1;
+    std::printf("  with checkpoints every %lld ms:\n", static_cast<long long>(flags.checkpoint_ms));
+    std::printf("    at-least-once:  %10.0f records/s (%.2f s)\n", flags.records / alo_s, alo_s);
+    std::printf("    exactly-once:   %10.0f records/s (%.2f s)\n", flags.records / eo_s, eo_s);
+    std::printf("    ratio exactly-once/at-least-once: %.2f; exactly-once/baseline: %.2f\n", alo_s / eo_s,
+                (flags.records / eo_s) / baseline_rate);
+  }
   return 0;
 }

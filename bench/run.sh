@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs a benchmark against a fresh single-node Kafka broker:
-#   bench/run.sh [copy] [--records N] [--value-bytes B] [--partitions P] [--parallelism K]
+#   bench/run.sh [copy] [--records N] [--value-bytes B] [--partitions P] [--parallelism K] [--checkpoint-ms M]
 #   bench/run.sh checkpoint [--records N] [--keys K] [--parallelism P] [--state-backend rocksdb|hashmap]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,7 +1,7 @@
 // kafka_copy: copies every record of one Kafka topic to another.
 //
 //   weir submit kafka_copy.so -p 2 -- --brokers HOST:PORT --input-topic in
-//       --output-topic out [--guarantee at-least-once] [--bounded]
+//       --output-topic out [--guarantee exactly-once|at-least-once|at-most-once] [--bounded]
 #include "weir/job.h"
 
 namespace {

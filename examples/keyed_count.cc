@@ -3,7 +3,7 @@
 // times that value has been seen so far (in decimal).
 //
 //   weir submit keyed_count.so -p 2 -- --brokers HOST:PORT --input-topic in
-//       --output-topic out [--guarantee at-least-once] [--bounded]
+//       --output-topic out [--guarantee exactly-once|at-least-once|at-most-once] [--bounded]
 #include <cstdint>
 #include <string>
 

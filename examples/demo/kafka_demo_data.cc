@@ -3,8 +3,10 @@
 //   kafka_demo_data produce BOOTSTRAP TOPIC N        create TOPIC (4 partitions) and write words 0..N-1
 //   kafka_demo_data append BOOTSTRAP TOPIC FIRST N   write words FIRST..FIRST+N-1 to an existing TOPIC
 //   kafka_demo_data topic BOOTSTRAP TOPIC            create TOPIC (4 partitions)
-//   kafka_demo_data check BOOTSTRAP TOPIC N          read keyed_count's output: the last count written
-//                                                    for each word must be its number among words 0..N-1
+//   kafka_demo_data check BOOTSTRAP TOPIC N          read keyed_count's exactly-once output
+//                                                    (read_committed): each word's counts must be
+//                                                    1, 2, ..., its number among words 0..N-1 —
+//                                                    none missing, none twice, in order
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -60,28 +62,30 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "reading %s: %s\n", topic.c_str(), std::string(out.status().message()).c_str());
       return 1;
     }
-    std::map<std::string, int64_t> expected, latest;
+    std::map<std::string, int64_t> expected, latest, wrong;
     for (int64_t i = 0; i < n; ++i) ++expected[WordAt(i)];
-    // A word's counts all go to one partition: its last one is the newest.
+    // A word's counts all go to one partition, in the order written.
     std::vector<weir::test::KafkaMessage> messages = *std::move(out);
     std::sort(messages.begin(), messages.end(), [](const auto& a, const auto& b) {
       return std::tie(a.partition, a.offset) < std::tie(b.partition, b.offset);
     });
     for (const auto& m : messages) {
       int64_t c = 0;
-      if (m.key && absl::SimpleAtoi(m.value, &c)) latest[*m.key] = c;
+      if (!m.key || !absl::SimpleAtoi(m.value, &c)) continue;
+      // Exactly once: each count follows the previous one.
+      if (c != latest[*m.key] + 1) ++wrong[*m.key];
+      latest[*m.key] = c;
     }
-    std::printf("%-12s %8s %8s\n", "word", "counted", "expected");
+    std::printf("%-12s %8s %8s %s\n", "word", "counted", "expected", "counts out of sequence");
     bool ok = true;
     for (const auto& [word, count] : expected) {
-      std::printf("%-12s %8lld %8lld\n", word.c_str(), static_cast<long long>(latest[word]),
-                  static_cast<long long>(count));
-      ok = ok && latest[word] == count;
+      std::printf("%-12s %8lld %8lld %lld\n", word.c_str(), static_cast<long long>(latest[word]),
+                  static_cast<long long>(count), static_cast<long long>(wrong[word]));
+      ok = ok && latest[word] == count && wrong[word] == 0;
     }
-    std::printf("%zu output records for %lld input records (%lld written again after a recovery): %s\n",
-                messages.size(), static_cast<long long>(n),
-                static_cast<long long>(messages.size()) - static_cast<long long>(n),
-                ok ? "every count is right" : "MISMATCH");
+    std::printf("%zu committed output records for %lld input records: %s\n", messages.size(),
+                static_cast<long long>(n),
+                ok ? "every word counted exactly once (1, 2, ..., n)" : "MISMATCH");
     return ok ? 0 : 1;
   }
   std::fprintf(stderr, "unknown command %s\n", command.c_str());
