@@ -2,6 +2,7 @@
 //
 //   weir submit kafka_copy.so -p 2 -- --brokers HOST:PORT --input-topic in
 //       --output-topic out [--guarantee exactly-once|at-least-once|at-most-once] [--bounded]
+//       [--transaction-timeout-ms MS]   (exactly-once: the producers' transaction.timeout.ms)
 #include "weir/job.h"
 
 namespace {
@@ -19,9 +20,13 @@ void BuildJob(weir::StreamEnvironment& env, const weir::JobArgs& args) {
                       return r;
                     })
                     .Name("Copy");
-  weir::kafka::Sink(copied, {.brokers = brokers,
-                             .topic = args.Require("--output-topic"),
-                             .guarantee = weir::kafka::ParseGuarantee(args.Get("--guarantee", "at-least-once"))});
+  weir::kafka::SinkOptions sink{.brokers = brokers,
+                                .topic = args.Require("--output-topic"),
+                                .guarantee = weir::kafka::ParseGuarantee(args.Get("--guarantee", "at-least-once"))};
+  if (std::string timeout = args.Get("--transaction-timeout-ms", ""); !timeout.empty()) {
+    sink.properties["transaction.timeout.ms"] = timeout;
+  }
+  weir::kafka::Sink(copied, sink);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "jobmanager/dispatcher.h"
 
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/random_id.h"
@@ -65,6 +66,21 @@ absl::Status CheckExactlyOnceSinks(const v1::JobGraphSpec& graph, const JobSetti
       return absl::FailedPreconditionError(absl::StrCat(
           where, " writes exactly-once, which needs aligned checkpoints, but execution.checkpointing.mode is "
                  "AT_LEAST_ONCE; set it to EXACTLY_ONCE or write at-least-once"));
+    }
+    // A pre-committed transaction stays open until its checkpoint completes
+    // or the next one does: the broker must not abort it before.
+    int64_t timeout_ms = 900000;  // the sink's default
+    if (auto t = v.properties().find("kafka.transaction.timeout.ms"); t != v.properties().end()) {
+      if (!absl::SimpleAtoi(t->second, &timeout_ms)) timeout_ms = 0;  // ValidateConnector named it
+    }
+    const absl::Duration needed = settings.checkpoint.interval + settings.checkpoint.timeout;
+    if (absl::Milliseconds(timeout_ms) <= needed) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          where, ": kafka.transaction.timeout.ms is ", timeout_ms, " ms, but a transaction can stay open for "
+          "execution.checkpointing.interval + execution.checkpointing.timeout = ", absl::ToInt64Milliseconds(needed),
+          " ms before its checkpoint completes, and the broker would abort it (losing its records); raise "
+          "kafka.transaction.timeout.ms (at most the broker's transaction.max.timeout.ms, 15 min by default) or "
+          "lower execution.checkpointing.timeout"));
     }
     auto prefix = v.properties().find("transactional.id.prefix");
     if (prefix == v.properties().end()) continue;  // ValidateConnector said what is missing

@@ -21,13 +21,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr char kStateName[] = "kafka-sink-transactions";
+constexpr char kPoolStateName[] = "kafka-sink-transaction-pool";
 // Transactions must outlive a checkpoint interval, a checkpoint's timeout
 // and a restart; the broker's transaction.max.timeout.ms is 15 min by
 // default, so that is the default here too (librdkafka's own is 60 s).
 constexpr char kDefaultTransactionTimeoutMs[] = "900000";
 // How often a producer reports statistics: they carry its producer id and
 // epoch, which a committable needs.
-constexpr char kStatisticsIntervalMs[] = "100";
+constexpr char kStatisticsIntervalMs[] = "250";
+constexpr int kPollEveryRecords = 1024;
 constexpr int kQueueFullPollMs = 100;
 constexpr int kFlushStepMs = 1000;
 constexpr int64_t kFlushBudgetMs = 300000 + 10000;  // message.timeout.ms + margin
@@ -115,7 +117,9 @@ class KafkaTransactionalSink::DeliveryReports final : public RdKafka::DeliveryRe
       first_failure = message.errstr();
     }
   }
-  int64_t delivered = 0;
+  // Read by the task thread while a commit on the committer thread may run
+  // this callback.
+  std::atomic<int64_t> delivered{0};
   std::string first_failure;
 };
 
@@ -154,48 +158,72 @@ KafkaTransactionalSink::KafkaTransactionalSink(KafkaSinkConfig config)
 KafkaTransactionalSink::~KafkaTransactionalSink() { Close(); }
 
 void KafkaTransactionalSink::InitializeState(OperatorContext& context) {
+  const std::string where = absl::StrCat("KafkaSink '", context.operator_name(), "' subtask ",
+                                         context.subtask_index(), ": restoring its transactions: ");
   committables_state_ = context.operator_state()->GetUnionListState(kStateName);
+  pool_state_ = context.operator_state()->GetUnionListState(kPoolStateName);
   restored_.clear();
   for (const std::string& entry : committables_state_->Get()) {
     absl::StatusOr<Committable> c = Committable::Decode(entry);
-    if (!c.ok()) throw std::runtime_error(std::string(c.status().message()));
+    if (!c.ok()) throw std::runtime_error(absl::StrCat(where, c.status().message()));
     restored_.push_back(*std::move(c));
+  }
+  restored_pool_sizes_.clear();
+  for (const std::string& entry : pool_state_->Get()) {
+    std::vector<absl::string_view> parts = absl::StrSplit(entry, ' ');
+    int subtask = -1, size = 0;
+    if (parts.size() != 3 || parts[0] != "v1" || !absl::SimpleAtoi(parts[1], &subtask) ||
+        !absl::SimpleAtoi(parts[2], &size) || subtask < 0 || size < 0 || size > 100000) {
+      throw std::runtime_error(absl::StrCat(where, "unreadable pool entry '", entry.substr(0, 100), "'"));
+    }
+    restored_pool_sizes_[subtask] = size;
   }
   // What this subtask lists is decided at every SnapshotState.
   committables_state_->Clear();
+  pool_state_->Clear();
+}
+
+KafkaTransactionalSink::Slot* KafkaTransactionalSink::NewSlot(int k) {
+  auto slot = std::make_unique<Slot>();
+  slot->index = k;
+  slot->transactional_id = TransactionalId(prefix_, subtask_, k);
+  slots_.push_back(std::move(slot));
+  return slots_.back().get();
 }
 
 void KafkaTransactionalSink::Open(OperatorContext& context, RecordOutput* /*output*/) {
-  WEIR_CHECK(slots_.empty(), "KafkaTransactionalSink::Open called twice");
+  if (!slots_.empty()) throw std::logic_error("KafkaTransactionalSink::Open called twice");
   subtask_ = context.subtask_index();
   parallelism_ = context.parallelism();
   prefix_ = config_.transactional_id_prefix;
   client_ = absl::StrCat("KafkaSink '", context.operator_name(), "' subtask ", subtask_, "/", parallelism_);
   if (committables_state_ == nullptr) InitializeState(context);
-  for (int k = 0; k < kTransactionPoolSize; ++k) {
-    auto slot = std::make_unique<Slot>();
-    slot->index = k;
-    slot->transactional_id = TransactionalId(prefix_, subtask_, k);
-    slots_.push_back(std::move(slot));
+  int pool_size = kTransactionPoolSize;
+  if (auto it = restored_pool_sizes_.find(subtask_); it != restored_pool_sizes_.end()) {
+    pool_size = std::max(pool_size, it->second);
   }
+  for (int k = 0; k < pool_size; ++k) NewSlot(k);
 
   // First finish what the restored checkpoint pre-committed...
   CommitRestored();
   // ...then initialize every other id, which aborts what a previous attempt
   // left open on it. In parallel: each is a round trip to the coordinator.
-  std::vector<std::thread> threads;
   std::vector<absl::Status> statuses(slots_.size());
-  for (size_t k = 0; k < slots_.size(); ++k) {
-    if (slots_[k]->state != Slot::State::kUnprepared) continue;
-    threads.emplace_back([this, k, &statuses] { statuses[k] = Prepare(*slots_[k]); });
+  {
+    std::vector<std::jthread> threads;  // joined on every way out of this block
+    for (size_t k = 0; k < slots_.size(); ++k) {
+      if (slots_[k]->state != Slot::State::kUnprepared) continue;
+      threads.emplace_back([this, k, &statuses] { statuses[k] = Prepare(*slots_[k]); });
+    }
   }
-  for (std::thread& t : threads) t.join();
   for (size_t k = 0; k < slots_.size(); ++k) {
     if (!statuses[k].ok()) throw std::runtime_error(std::string(statuses[k].message()));
     if (slots_[k]->producer != nullptr) slots_[k]->state = Slot::State::kFree;
   }
+  AbortBeyondPool();
+  growth_limit_ = slots_.size() + kTransactionPoolGrowth;
   current_ = FreeSlot();
-  WEIR_CHECK(current_ != nullptr, "no free transactional id after restore");
+  if (current_ == nullptr) current_ = Grow(0);
   current_->state = Slot::State::kOpen;
 
   const int timeout_ms = kafka_internal::OpenTimeoutMs(config_.kafka_properties);
@@ -205,7 +233,52 @@ void KafkaTransactionalSink::Open(OperatorContext& context, RecordOutput* /*outp
   committer_ = std::thread([this] { RunCommitter(); });
   log_->info("{}: writing to topic '{}' ({} partitions) on brokers {}, exactly-once, transactional ids {}-{}-0..{}",
              client_, config_.topic, counts->at(config_.topic), config_.brokers, prefix_, subtask_,
-             kTransactionPoolSize - 1);
+             slots_.size() - 1);
+}
+
+void KafkaTransactionalSink::AbortBeyondPool() {
+  std::vector<Slot> probes(kTransactionPoolGrowth);
+  std::vector<absl::Status> statuses(probes.size());
+  {
+    std::vector<std::jthread> threads;
+    for (size_t i = 0; i < probes.size(); ++i) {
+      probes[i].index = static_cast<int>(slots_.size() + i);
+      probes[i].transactional_id = TransactionalId(prefix_, subtask_, probes[i].index);
+      threads.emplace_back([this, i, &probes, &statuses] { statuses[i] = Prepare(probes[i], /*learn_id=*/false); });
+    }
+  }
+  for (size_t i = 0; i < probes.size(); ++i) {
+    if (!statuses[i].ok()) throw std::runtime_error(std::string(statuses[i].message()));
+    probes[i].topic.reset();
+    probes[i].producer.reset();
+  }
+}
+
+KafkaTransactionalSink::Slot* KafkaTransactionalSink::Grow(int64_t checkpoint_id) {
+  if (slots_.size() >= growth_limit_) {
+    throw std::runtime_error(absl::StrCat(
+        client_, ": all ", slots_.size(), " transactional ids hold transactions waiting for a checkpoint to "
+        "complete (checkpoint ", checkpoint_id, " is the latest); checkpoints are not completing — see the "
+        "JobManager's log for why they fail. The job restarts from its last completed checkpoint."));
+  }
+  Slot* slot = NewSlot(static_cast<int>(slots_.size()));
+  if (absl::Status s = Prepare(*slot); !s.ok()) throw std::runtime_error(std::string(s.message()));
+  slot->state = Slot::State::kFree;
+  log_->info("{}: no free transactional id at checkpoint {} (transactions wait for checkpoints to complete); "
+             "the pool grows to {} ids",
+             client_, checkpoint_id, slots_.size());
+  return slot;
+}
+
+void KafkaTransactionalSink::PollOwned() {
+  records_since_poll_ = 0;
+  for (auto& slot : slots_) {
+    if (slot->producer == nullptr || slot->state == Slot::State::kCommitting ||
+        slot->state == Slot::State::kPreparing) {
+      continue;  // none yet, or the committer thread holds it
+    }
+    slot->producer->poll(0);
+  }
 }
 
 void KafkaTransactionalSink::CommitRestored() {
@@ -243,7 +316,7 @@ void KafkaTransactionalSink::CommitRestored() {
   }
 }
 
-absl::Status KafkaTransactionalSink::Prepare(Slot& slot) const {
+absl::Status KafkaTransactionalSink::Prepare(Slot& slot, bool learn_id) const {
   using kafka_internal::SetOrThrow;
   try {
     slot.events = std::make_unique<Events>(absl::StrCat(client_, " transactional id '", slot.transactional_id, "'"));
@@ -282,6 +355,7 @@ absl::Status KafkaTransactionalSink::Prepare(Slot& slot) const {
       }
       return absl::UnavailableError(message);
     }
+    if (!learn_id) return absl::OkStatus();
     // The producer id and epoch arrive with the next statistics.
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     while (slot.events->producer_id.load() < 0 || slot.events->producer_epoch.load() < 0) {
@@ -302,8 +376,9 @@ absl::Status KafkaTransactionalSink::Prepare(Slot& slot) const {
 }
 
 void KafkaTransactionalSink::Process(void* record) {
-  WEIR_CHECK(current_ != nullptr, "KafkaTransactionalSink::Process before Open or after Close");
+  if (current_ == nullptr) throw std::logic_error("KafkaTransactionalSink::Process before Open or after Close");
   if (results_ready_.load(std::memory_order_relaxed)) DrainResults();
+  if (++records_since_poll_ >= kPollEveryRecords) PollOwned();
   Slot& slot = *current_;
   if (!slot.in_transaction) {
     std::unique_ptr<RdKafka::Error> begun(slot.producer->begin_transaction());
@@ -362,33 +437,25 @@ KafkaTransactionalSink::Slot* KafkaTransactionalSink::FreeSlot() {
   return nullptr;
 }
 
-bool KafkaTransactionalSink::PreCommit(int64_t checkpoint_id) {
+void KafkaTransactionalSink::PreCommit(int64_t checkpoint_id) {
   Slot& open = *current_;
-  if (!open.in_transaction || open.records == 0) return false;  // nothing to commit for this interval
-  Slot* next = FreeSlot();
-  if (next == nullptr) {
-    int64_t suppressed = 0;
-    if (pool_log_limiter_.ShouldLog(&suppressed)) {
-      log_->warn("{}: all {} transactional ids are pending (checkpoints are not completing); the records before "
-                 "barrier {} stay in the open transaction and are committed with a later checkpoint ({} such "
-                 "messages suppressed)",
-                 client_, kTransactionPoolSize, checkpoint_id, suppressed);
-    }
-    return false;
-  }
+  if (!open.in_transaction || open.records == 0) return;  // nothing to commit for this interval
+  // Flush first: a failure leaves the pool as it was.
   Flush(open);
+  Slot* next = FreeSlot();
+  if (next == nullptr) next = Grow(checkpoint_id);
   open.state = Slot::State::kPending;
   open.checkpoint_id = checkpoint_id;
   next->state = Slot::State::kOpen;
   current_ = next;
   log_->debug("{}: pre-committed transaction '{}' ({} records) for checkpoint {}", client_, open.transactional_id,
               open.records, checkpoint_id);
-  return true;
 }
 
 void KafkaTransactionalSink::PrepareSnapshotPreBarrier(int64_t checkpoint_id) {
-  WEIR_CHECK(current_ != nullptr, "KafkaTransactionalSink::PrepareSnapshotPreBarrier before Open");
+  if (current_ == nullptr) throw std::logic_error("KafkaTransactionalSink::PrepareSnapshotPreBarrier before Open");
   DrainResults();
+  PollOwned();
   PreCommit(checkpoint_id);
 }
 
@@ -411,10 +478,19 @@ void KafkaTransactionalSink::SnapshotState(const CheckpointInfo& checkpoint) {
     }
   }
   committables_state_->Update(std::move(entries));
+  pool_state_->Update({absl::StrCat("v1 ", subtask_, " ", slots_.size())});
+  snapshot_sizes_[checkpoint.checkpoint_id] = slots_.size();
 }
 
 void KafkaTransactionalSink::NotifyCheckpointComplete(int64_t checkpoint_id) {
+  if (current_ == nullptr) return;  // closed
   DrainResults();
+  PollOwned();
+  // A restore now finds at least this pool size, and aborts past it.
+  for (auto it = snapshot_sizes_.begin(); it != snapshot_sizes_.end() && it->first <= checkpoint_id;) {
+    growth_limit_ = std::max(growth_limit_, it->second + kTransactionPoolGrowth);
+    it = snapshot_sizes_.erase(it);
+  }
   for (auto& owned : slots_) {
     Slot* slot = owned.get();
     if (slot->state == Slot::State::kPending && slot->checkpoint_id <= checkpoint_id) {
@@ -452,6 +528,13 @@ absl::Status KafkaTransactionalSink::Commit(Slot& slot) const {
       log_->debug("{}: retrying the commit of '{}': {}", client_, slot.transactional_id, error->str());
       continue;
     }
+    if (error->code() == RdKafka::ERR__FENCED || error->code() == RdKafka::ERR_PRODUCER_FENCED ||
+        error->code() == RdKafka::ERR_INVALID_PRODUCER_EPOCH) {
+      return absl::AbortedError(absl::StrCat(
+          "another producer took over transactional id '", slot.transactional_id, "' (", error->str(),
+          "): a previous attempt of this job still running, or another job writing with the transactional id "
+          "prefix '", prefix_, "'; give each sink its own prefix"));
+    }
     if (error->txn_requires_abort() || error->is_fatal()) {
       return absl::DataLossError(error->str());
     }
@@ -469,11 +552,13 @@ void KafkaTransactionalSink::DrainResults() {
   for (auto& [index, status] : results) {
     Slot& slot = *slots_[index];
     if (slot.state == Slot::State::kCommitting) {
-      const Committable c{slot.transactional_id, slot.producer_id, slot.producer_epoch, slot.checkpoint_id, subtask_};
-      if (absl::IsDataLoss(status)) ThrowDataLoss(c, status);
       if (!status.ok()) {
-        throw std::runtime_error(absl::StrCat(client_, ": ", status.message(), " (checkpoint ", slot.checkpoint_id,
-                                              "; it is committed again after the restart)"));
+        // Whether the records are lost is decided after the restart: the
+        // restored checkpoint lists this transaction, and committing it
+        // again either succeeds or reports the loss.
+        throw std::runtime_error(absl::StrCat(client_, ": committing transaction '", slot.transactional_id,
+                                              "' of checkpoint ", slot.checkpoint_id, " failed: ", status.message(),
+                                              "; the job restarts and commits it again"));
       }
       ++committed_transactions_;
       log_->debug("{}: committed transaction '{}' ({} records) of checkpoint {}", client_, slot.transactional_id,
@@ -502,7 +587,7 @@ void KafkaTransactionalSink::ThrowDataLoss(const Committable& c, const absl::Sta
 }
 
 void KafkaTransactionalSink::EndInput() {
-  WEIR_CHECK(current_ != nullptr, "KafkaTransactionalSink::EndInput before Open or after Close");
+  if (current_ == nullptr) throw std::logic_error("KafkaTransactionalSink::EndInput before Open or after Close");
   // No checkpoint follows the end of the input: commit everything now, the
   // oldest transactions first.
   StopCommitter(/*drain=*/true);
@@ -514,13 +599,15 @@ void KafkaTransactionalSink::EndInput() {
   std::sort(order.begin(), order.end(), [](Slot* a, Slot* b) { return a->checkpoint_id < b->checkpoint_id; });
   if (current_->in_transaction) {
     Flush(*current_);
+    current_->checkpoint_id = 0;  // covered by no checkpoint: the end of the input
     order.push_back(current_);
   }
   for (Slot* slot : order) {
     absl::Status status = Commit(*slot);
-    const Committable c{slot->transactional_id, slot->producer_id, slot->producer_epoch, slot->checkpoint_id, subtask_};
-    if (absl::IsDataLoss(status)) ThrowDataLoss(c, status);
-    if (!status.ok()) throw std::runtime_error(absl::StrCat(client_, ": ", status.message()));
+    if (!status.ok()) {
+      throw std::runtime_error(absl::StrCat(client_, ": committing transaction '", slot->transactional_id,
+                                            "' at the end of the input failed: ", status.message()));
+    }
     ++committed_transactions_;
     slot->state = slot == current_ ? Slot::State::kOpen : Slot::State::kCommitted;
     slot->in_transaction = false;
@@ -532,7 +619,7 @@ void KafkaTransactionalSink::EndInput() {
 
 int64_t KafkaTransactionalSink::delivered() const {
   int64_t total = 0;
-  for (const auto& slot : slots_) total += slot->reports.delivered;
+  for (const auto& slot : slots_) total += slot->reports.delivered.load();
   return total;
 }
 

@@ -3,30 +3,42 @@
 // once the checkpoint covering them has completed (two-phase commit tied to
 // checkpoints; docs/exactly-once.md tells the whole story).
 //
-// Transactional ids: a fixed pool per subtask, "<prefix>-<subtask>-<k>" for
-// k in [0, kTransactionPoolSize). Each id has one librdkafka producer for the
-// life of the task; successive transactions of one id share its producer id
-// and epoch. That is safe only because of one rule, which rules out
-// committing a later transaction by an earlier one's (producer id, epoch)
-// after a crash (the reused-id hazard, FLINK-8132):
+// Transactional ids: a pool per subtask, "<prefix>-<subtask>-<k>" for k in
+// [0, pool size), kTransactionPoolSize to start with. Each id has one
+// librdkafka producer for the life of the task; successive transactions of
+// one id share its producer id and epoch. That is safe only because of one
+// rule, which rules out committing a later transaction by an earlier one's
+// (producer id, epoch) after a crash (the reused-id hazard, FLINK-8132):
 //
 //   An id whose transaction T was pre-committed for checkpoint n is used
 //   again only after a checkpoint m > n has completed whose snapshot no
 //   longer lists T (taken after T's commit was confirmed).
 //
-// Recovery always restores the newest completed checkpoint, so a restored
+// Recovery restores the newest completed checkpoint, so a restored
 // checkpoint that lists T was taken before that release: the id has carried
 // no other transaction since, and committing T again by its (producer id,
 // epoch) commits exactly T, or nothing if it already was. It also makes an
 // epoch error at that commit mean one thing only: the broker aborted T
-// (transaction.timeout.ms passed) and its records are lost.
+// (transaction.timeout.ms passed) and its records are lost. (The one
+// exception is the JobMaster falling back to an older retained checkpoint
+// because the newest is damaged: that replays output newer checkpoints
+// already committed, and the sink is at-least-once for that restore.)
+//
+// Every barrier pre-commits the open transaction when it holds records: a
+// checkpoint must never count source positions beyond records that no
+// committable covers. When no id is free (checkpoints are not completing),
+// the pool grows by one id, and its size goes into the checkpoint. An
+// attempt grows its pool at most kTransactionPoolGrowth ids beyond the size
+// the newest checkpoint it knows complete recorded (or it started with);
+// past that the task fails (checkpoints are not completing) and restarts
+// from the last completed checkpoint, which commits what is pending. On
+// start, the kTransactionPoolGrowth ids past the restored pool are
+// initialized too, which aborts whatever a grown pool left open there.
 //
 // Per checkpoint n, on the task thread:
 //   PrepareSnapshotPreBarrier(n)  flush the open transaction (every record
 //       acknowledged), record it as pending for n, and continue writing on a
-//       free id. An interval without records pre-commits nothing. With no
-//       free id (checkpoints not completing), the open transaction simply
-//       continues and is pre-committed at a later barrier.
+//       free id. An interval without records pre-commits nothing.
 //   SnapshotState(n)     the pending transactions whose commit is not yet
 //       confirmed go into union list operator state as committables
 //       (id, producer id, epoch, checkpoint).
@@ -43,8 +55,14 @@
 // loss: the task fails with the id, the checkpoint and the likely cause.
 //
 // Bounded input: EndInput pre-commits and commits everything at once (there
-// is no checkpoint after the input ends); a crash between that commit and
-// the job's end would replay the records after the last checkpoint.
+// is no checkpoint after the input ends yet); a failure of any task of the
+// job between that commit and the job's end restarts it from the last
+// checkpoint and writes the records after it again.
+//
+// Producers report statistics (they carry the producer id and epoch) every
+// 250 ms into their queues; the task thread polls every producer it holds
+// at each barrier, notification and every 1024 records, so that those
+// queues stay short.
 //
 // Thread-safety: the task thread calls every operator method. A committer
 // thread owned by the sink runs commit_transaction() and the initialization
@@ -57,6 +75,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,9 +92,10 @@
 
 namespace weir::connectors {
 
-// Transactional ids per subtask (see above). At most this many minus one
-// transactions can be pending at once.
+// Transactional ids per subtask to start with, and how far an attempt may
+// grow the pool beyond a completed checkpoint's (see above).
 inline constexpr int kTransactionPoolSize = 5;
+inline constexpr int kTransactionPoolGrowth = 4;
 
 // A pre-committed transaction, as the checkpoint keeps it.
 struct Committable {
@@ -125,7 +145,9 @@ class KafkaTransactionalSink : public weir::StreamOperator {
   // Creates slot `k`'s producer and initializes its transactions (which
   // aborts a transaction a previous attempt left open on the id), then
   // learns its producer id and epoch. Any thread; touches only `slot`.
-  absl::Status Prepare(Slot& slot) const;
+  // `learn_id` false: initialize only (to abort), without waiting for the
+  // producer id.
+  absl::Status Prepare(Slot& slot, bool learn_id = true) const;
   // commit_transaction on `slot`'s producer, retrying what may pass.
   absl::Status Commit(Slot& slot) const;
   // Commits the restored committables this subtask is responsible for.
@@ -134,8 +156,16 @@ class KafkaTransactionalSink : public weir::StreamOperator {
   // Waits until every record of `slot` is acknowledged; throws on failure.
   void Flush(Slot& slot);
   // Pre-commits the open transaction for `checkpoint_id` when it has
-  // records and a free slot can take over; returns whether it did.
-  bool PreCommit(int64_t checkpoint_id);
+  // records, on to a free slot (growing the pool when there is none).
+  void PreCommit(int64_t checkpoint_id);
+  // A new slot at the end of the pool, prepared; throws at the cap.
+  Slot* Grow(int64_t checkpoint_id);
+  // Initializes the kTransactionPoolGrowth ids past the pool, aborting what
+  // an attempt that grew the pool after the restored checkpoint left open.
+  void AbortBeyondPool();
+  // Serves the queues of the producers the task thread holds.
+  void PollOwned();
+  Slot* NewSlot(int k);
   // Takes the committer thread's results; throws its first failure.
   void DrainResults();
   // Runs `work` on the committer thread.
@@ -154,11 +184,15 @@ class KafkaTransactionalSink : public weir::StreamOperator {
   int subtask_ = 0;
   int parallelism_ = 1;
   OperatorListState* committables_state_ = nullptr;
+  OperatorListState* pool_state_ = nullptr;  // "v1 <subtask> <pool size>"
   std::vector<Committable> restored_;
+  std::map<int, int> restored_pool_sizes_;  // subtask -> pool size
   std::vector<std::unique_ptr<Slot>> slots_;
   Slot* current_ = nullptr;  // the slot taking records; null only before Open
   int64_t committed_transactions_ = 0;
-  kafka_internal::LogLimiter pool_log_limiter_{std::chrono::seconds(10)};
+  int64_t records_since_poll_ = 0;
+  size_t growth_limit_ = 0;                  // the pool may not grow past this
+  std::map<int64_t, size_t> snapshot_sizes_;  // checkpoint -> pool size it recorded
 
   // Committer thread.
   absl::Mutex mutex_;

@@ -232,6 +232,15 @@ TEST_F(ExactlyOnceTest, SubmissionNeedsAlignedCheckpoints) {
                          in, out, &error)
                   .empty());
   EXPECT_TRUE(absl::StrContains(error, "EXACTLY_ONCE")) << error;
+  // A transaction timeout the broker would hit before the checkpoint ends.
+  error.clear();
+  EXPECT_TRUE(cluster_
+                  ->Submit(kJobs + "/kafka_copy.so", {"-p", "1", "-Dexecution.checkpointing.interval=1s"},
+                           {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out, "--guarantee",
+                            "exactly-once", "--transaction-timeout-ms", "60000"},
+                           &error)
+                  .empty());
+  EXPECT_TRUE(absl::StrContains(error, "kafka.transaction.timeout.ms is 60000 ms")) << error;
 }
 
 }  // namespace
