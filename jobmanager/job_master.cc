@@ -431,12 +431,25 @@ absl::Status JobMaster::WaitForSlots() {
   }
 }
 
+bool JobMaster::HasExactlyOnceSink() const {
+  for (const v1::JobVertex& v : request_.graph().vertices()) {
+    auto guarantee = v.properties().find("guarantee");
+    if (guarantee != v.properties().end() && guarantee->second == "exactly-once") return true;
+  }
+  return false;
+}
+
 absl::StatusOr<std::optional<v1::CheckpointMetadata>> JobMaster::ChooseCheckpoint() {
   if (coordinator_ == nullptr) return std::nullopt;
   std::vector<std::string> skipped;
   ASSIGN_OR_RETURN(std::optional<v1::CheckpointMetadata> chosen, coordinator_->storage().LatestValid(&skipped));
   for (const std::string& why : skipped) {
     log_->error("job {}: NOT restoring from {}; falling back to an older checkpoint", job_id_, why);
+  }
+  if (!skipped.empty() && HasExactlyOnceSink()) {
+    log_->error("job {}: its exactly-once sinks committed output of the skipped checkpoints; restoring an older "
+                "one writes that output again (at-least-once for this restore)",
+                job_id_);
   }
   if (chosen.has_value()) {
     log_->info("job {}: restoring from checkpoint {} ({} tasks, taken {})", job_id_, chosen->checkpoint_id(),

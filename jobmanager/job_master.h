@@ -119,6 +119,8 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   absl::Status WaitForSlots() ABSL_LOCKS_EXCLUDED(mu_);
   // The newest intact complete checkpoint, or nullopt; logs every one skipped.
   absl::StatusOr<std::optional<v1::CheckpointMetadata>> ChooseCheckpoint();
+  // Whether a sink of the job writes exactly-once (transactions).
+  bool HasExactlyOnceSink() const;
   absl::StatusOr<v1::TaskDeploymentDescriptor> Describe(const TaskRecord& task,
                                                         const std::optional<v1::CheckpointMetadata>& restore) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
