@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs a benchmark against a fresh single-node Kafka broker:
 #   bench/run.sh [copy] [--records N] [--value-bytes B] [--partitions P] [--parallelism K] [--checkpoint-ms M]
+#   bench/run.sh latency [--rate R] [--seconds S] [--checkpoint-ms M] [--parallelism P]
 #   bench/run.sh checkpoint [--records N] [--keys K] [--parallelism P] [--state-backend rocksdb|hashmap]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,5 +14,6 @@ bench=kafka_copy_bench
 case "${1:-}" in
   copy) shift ;;
   checkpoint) bench=checkpoint_bench; shift ;;
+  latency) bench=latency_bench; shift ;;
 esac
 WEIR_TEST_KAFKA_DIR="$dir/kafka" "build/bin/$bench" "$@"

@@ -1,5 +1,9 @@
 #include "jobmanager/dispatcher.h"
 
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -123,6 +127,7 @@ absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& reque
   std::string job_id = RandomId();
   ASSIGN_OR_RETURN(JobSettings settings, ResolveJobSettings(options_.cluster_config, request.config(), job_id));
   RETURN_IF_ERROR(CheckExactlyOnceSinks(request.graph(), settings));
+  RETURN_IF_ERROR(CheckPrefixesUnused(request.graph()));
   ASSIGN_OR_RETURN(std::vector<SlotAssignment> slots, resource_manager_->AllocateSlots(job_id, graph.slots_needed));
   log_->info("job {} '{}' submitted: {} vertices, {} chains, parallelism {}, binary {}", job_id,
              request.graph().name(), request.graph().vertices_size(), graph.chains.size(), parallelism,
@@ -147,6 +152,45 @@ absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& reque
   }
   master->Start();
   return job_id;
+}
+
+namespace {
+
+// The transactional id prefixes of the graph's exactly-once sinks.
+std::set<std::string> ExactlyOncePrefixes(const v1::JobGraphSpec& graph) {
+  std::set<std::string> prefixes;
+  for (const v1::JobVertex& v : graph.vertices()) {
+    auto guarantee = v.properties().find("guarantee");
+    auto prefix = v.properties().find("transactional.id.prefix");
+    if (guarantee != v.properties().end() && guarantee->second == "exactly-once" && prefix != v.properties().end()) {
+      prefixes.insert(prefix->second);
+    }
+  }
+  return prefixes;
+}
+
+}  // namespace
+
+absl::Status Dispatcher::CheckPrefixesUnused(const v1::JobGraphSpec& graph) const {
+  const std::set<std::string> mine = ExactlyOncePrefixes(graph);
+  if (mine.empty()) return absl::OkStatus();
+  std::vector<std::shared_ptr<JobMaster>> masters;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, master] : jobs_) masters.push_back(master);
+  }
+  for (const auto& master : masters) {
+    const v1::JobState state = master->Status().state();
+    if (state == v1::FINISHED || state == v1::CANCELED || state == v1::FAILED) continue;
+    for (const std::string& prefix : ExactlyOncePrefixes(master->graph_spec())) {
+      if (mine.count(prefix) == 0) continue;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job ", master->job_id(), " ('", master->graph_spec().name(), "') already writes exactly-once with the "
+          "transactional id prefix '", prefix, "'; two jobs with one prefix abort each other's transactions. "
+          "Cancel that job first, or give this job's sink its own transactional_id_prefix"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::shared_ptr<JobMaster> Dispatcher::Find(const std::string& job_id) const {

@@ -54,6 +54,10 @@ class Dispatcher {
   absl::StatusOr<v1::ListCheckpointsResponse> Checkpoints(const std::string& job_id) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // kFailedPrecondition when a job that has not ended writes exactly-once
+  // with one of the transactional id prefixes of `graph`.
+  absl::Status CheckPrefixesUnused(const v1::JobGraphSpec& graph) const ABSL_LOCKS_EXCLUDED(mu_);
+
   std::shared_ptr<JobMaster> Find(const std::string& job_id) const ABSL_LOCKS_EXCLUDED(mu_);
 
   const DispatcherOptions options_;

@@ -1,7 +1,12 @@
 #include "taskmanager/job_artifacts.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/crypto/sha256.h"
@@ -20,35 +25,94 @@ JobArtifacts::~JobArtifacts() {
   std::filesystem::remove_all(dir_, ec);
 }
 
+namespace {
+
+// Creates `dir` (mode 0700) when missing and checks that it is a directory
+// this process's user owns that nobody else may write to or read: job
+// binaries in it are loaded into the TaskManager, so another local user must
+// not be able to plant or swap one.
+absl::Status EnsurePrivateDirectory(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", std::strerror(errno)));
+  }
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot inspect ", dir, ": ", std::strerror(errno)));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(dir, " is not a directory (a symbolic link or a file is there); "
+                                                           "remove it or point io.tmp.dirs elsewhere"));
+  }
+  if (st.st_uid != geteuid()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, " belongs to user id ", st.st_uid, ", not to this TaskManager's user (", geteuid(),
+        "): job binaries there could have been planted; remove it or point io.tmp.dirs elsewhere"));
+  }
+  if ((st.st_mode & 0077) != 0 && chmod(dir.c_str(), 0700) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(dir, " is open to other users and cannot be made private: ",
+                                                      std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> JobArtifacts::Fetch(const std::string& sha256, const std::string& job_id) {
   if (!crypto::IsSha256Hex(sha256)) return absl::InvalidArgumentError(absl::StrCat("bad artifact id '", sha256, "'"));
-  std::string artifacts = absl::StrCat(dir_, "/artifacts");
-  std::string path = absl::StrCat(artifacts, "/", sha256, ".so");
-  if (std::filesystem::exists(path)) return path;
   std::error_code ec;
-  std::filesystem::create_directories(artifacts, ec);
-  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", artifacts, ": ", ec.message()));
-  // Two jobs may fetch the same binary at once: each into its own file.
+  std::filesystem::create_directories(std::filesystem::path(dir_).parent_path(), ec);
+  RETURN_IF_ERROR(EnsurePrivateDirectory(dir_));
+  std::string artifacts = absl::StrCat(dir_, "/artifacts");
+  RETURN_IF_ERROR(EnsurePrivateDirectory(artifacts));
+  std::string path = absl::StrCat(artifacts, "/", sha256, ".so");
+  // A cached copy is used only if it still hashes to its name.
+  if (std::filesystem::exists(path)) {
+    absl::StatusOr<std::string> cached = crypto::Sha256OfFile(path);
+    if (cached.ok() && *cached == sha256) return path;
+    logging::Get("taskmanager")->warn("job {}: the cached job binary {} does not match its hash; downloading it again",
+                                      job_id, path);
+    std::filesystem::remove(path, ec);
+  }
+  // Two jobs may fetch the same binary at once: each into its own file,
+  // created new (never an existing file or a link planted in its place).
   std::string temp = absl::StrCat(path, ".", job_id, ".part");
+  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot create ", temp, ": ", std::strerror(errno)));
+  auto remove_temp = [&] { std::filesystem::remove(temp, ec); };
   {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", temp));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
     v1::DownloadArtifactRequest request;
     request.set_sha256(sha256);
     auto reader = jobmanager_->Download(&context, request);
     v1::ArtifactChunk chunk;
-    while (reader->Read(&chunk)) out.write(chunk.data().data(), static_cast<std::streamsize>(chunk.data().size()));
+    bool written = true;
+    while (reader->Read(&chunk)) {
+      const std::string& data = chunk.data();
+      for (size_t done = 0; written && done < data.size();) {
+        const ssize_t n = write(fd, data.data() + done, data.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          written = false;
+          break;
+        }
+        done += static_cast<size_t>(n);
+      }
+    }
     grpc::Status status = reader->Finish();
+    const bool closed = close(fd) == 0;
     if (!status.ok()) {
+      remove_temp();
       return Annotate(rpc::FromGrpcStatus(status), absl::StrCat("downloading job binary ", sha256));
     }
-    if (!out.flush()) return absl::UnavailableError(absl::StrCat("writing ", temp));
+    if (!written || !closed) {
+      remove_temp();
+      return absl::UnavailableError(absl::StrCat("writing ", temp, ": ", std::strerror(errno)));
+    }
   }
   ASSIGN_OR_RETURN(std::string actual, crypto::Sha256OfFile(temp));
   if (actual != sha256) {
-    std::filesystem::remove(temp, ec);
+    remove_temp();
     return absl::DataLossError(absl::StrCat("downloaded job binary has SHA-256 ", actual, ", expected ", sha256));
   }
   std::filesystem::rename(temp, path, ec);
@@ -89,12 +153,21 @@ absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> JobArtifacts::Load(const st
                                                                         const v1::JobGraphSpec& expected) {
   ASSIGN_OR_RETURN(std::string artifact, Fetch(sha256, job_id));
   // A private copy per job: dlopen of one path twice would share one instance.
-  std::string job_dir = absl::StrCat(dir_, "/jobs/", job_id);
+  std::string jobs_dir = absl::StrCat(dir_, "/jobs");
+  RETURN_IF_ERROR(EnsurePrivateDirectory(jobs_dir));
+  std::string job_dir = absl::StrCat(jobs_dir, "/", job_id);
   std::string job_path = absl::StrCat(job_dir, "/job.so");
   std::error_code ec;
-  std::filesystem::create_directories(job_dir, ec);
+  std::filesystem::remove_all(job_dir, ec);
+  RETURN_IF_ERROR(EnsurePrivateDirectory(job_dir));
   std::filesystem::copy_file(artifact, job_path, std::filesystem::copy_options::overwrite_existing, ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot copy the job binary to ", job_path, ": ", ec.message()));
+  // What is loaded is what was verified: the copy, hashed again.
+  ASSIGN_OR_RETURN(std::string copied, crypto::Sha256OfFile(job_path));
+  if (copied != sha256) {
+    return absl::DataLossError(absl::StrCat("the job binary copied to ", job_path, " has SHA-256 ", copied,
+                                            ", expected ", sha256));
+  }
   ASSIGN_OR_RETURN(auto job, jobgraph::LoadJob(job_path, args));
   if (!jobgraph::SameGraph(jobgraph::ToSpec(job->graph), expected)) {
     return absl::FailedPreconditionError(

@@ -7,6 +7,12 @@
 // tasks run here, so two jobs from one binary share no static state. The
 // rebuilt graph must equal the one the JobManager scheduled.
 //
+// Nothing there is trusted for being there: the directories are created
+// 0700 and must belong to this process's user (else a clear error), a
+// cached binary is used only if it still hashes to its name, downloads go
+// to files created new (O_EXCL|O_NOFOLLOW), and the per-job copy that is
+// loaded is hashed again first.
+//
 // Thread-safety: thread-safe.
 #pragma once
 

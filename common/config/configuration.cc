@@ -1,6 +1,8 @@
 #include "absl/strings/string_view.h"
 #include "common/config/configuration.h"
 
+#include <algorithm>
+
 #include <cctype>
 #include <fstream>
 #include <sstream>
@@ -89,26 +91,32 @@ absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat(
         "'", text, "' is not a duration; expected a number with an optional unit, e.g. 500ms, 5 s, 1 min"));
   }
+  absl::Duration d;
   if (unit.empty() || unit == "ms" || unit == "milli" || unit == "millis" || unit == "millisecond" ||
       unit == "milliseconds") {
-    return absl::Milliseconds(n);
+    d = absl::Milliseconds(n);
+  } else if (unit == "us" || unit == "micro" || unit == "micros" || unit == "microsecond" || unit == "microseconds") {
+    d = absl::Microseconds(n);
+  } else if (unit == "ns" || unit == "nano" || unit == "nanos" || unit == "nanosecond" || unit == "nanoseconds") {
+    d = absl::Nanoseconds(n);
+  } else if (unit == "s" || unit == "sec" || unit == "secs" || unit == "second" || unit == "seconds") {
+    d = absl::Seconds(n);
+  } else if (unit == "m" || unit == "min" || unit == "mins" || unit == "minute" || unit == "minutes") {
+    d = absl::Minutes(n);
+  } else if (unit == "h" || unit == "hour" || unit == "hours") {
+    d = absl::Hours(n);
+  } else if (unit == "d" || unit == "day" || unit == "days") {
+    // absl::Hours(24 * n) would overflow the multiplication first.
+    d = n > std::numeric_limits<int64_t>::max() / 24 ? absl::InfiniteDuration() : absl::Hours(24 * n);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' has an unknown time unit '", unit,
+                                                   "'; use ms, s, min, h or d"));
   }
-  if (unit == "us" || unit == "micro" || unit == "micros" || unit == "microsecond" || unit == "microseconds") {
-    return absl::Microseconds(n);
+  // absl saturates instead of overflowing; no setting wants ~292 years.
+  if (d == absl::InfiniteDuration() || absl::ToInt64Milliseconds(d) == std::numeric_limits<int64_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too long a duration"));
   }
-  if (unit == "ns" || unit == "nano" || unit == "nanos" || unit == "nanosecond" || unit == "nanoseconds") {
-    return absl::Nanoseconds(n);
-  }
-  if (unit == "s" || unit == "sec" || unit == "secs" || unit == "second" || unit == "seconds") {
-    return absl::Seconds(n);
-  }
-  if (unit == "m" || unit == "min" || unit == "mins" || unit == "minute" || unit == "minutes") {
-    return absl::Minutes(n);
-  }
-  if (unit == "h" || unit == "hour" || unit == "hours") return absl::Hours(n);
-  if (unit == "d" || unit == "day" || unit == "days") return absl::Hours(24 * n);
-  return absl::InvalidArgumentError(absl::StrCat("'", text, "' has an unknown time unit '", unit,
-                                                 "'; use ms, s, min, h or d"));
+  return d;
 }
 
 absl::StatusOr<int64_t> ParseMemorySize(absl::string_view text) {
@@ -158,8 +166,16 @@ absl::Status ValidateValue(const OptionSpec& spec, absl::string_view value) {
     return absl::OkStatus();
   };
   switch (spec.type) {
-    case OptionType::kString:
-      return absl::OkStatus();
+    case OptionType::kString: {
+      if (!spec.is_name || value.empty()) return absl::OkStatus();
+      const bool legal = value.size() <= 128 && value != "." && value != ".." &&
+                         std::all_of(value.begin(), value.end(), [](char c) {
+                           return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
+                                  c == '-';
+                         });
+      return legal ? absl::OkStatus()
+                   : bad("1 to 128 characters from A-Z a-z 0-9 . _ - (it names directories), not '.' or '..'");
+    }
     case OptionType::kInt: {
       int64_t v = 0;
       if (!absl::SimpleAtoi(value, &v)) return bad("an integer");

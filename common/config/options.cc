@@ -59,9 +59,11 @@ constexpr std::array kOptions = {
     OptionSpec{.key = keys::kTaskManagerResourceId,
                .type = OptionType::kString,
                .default_value = "",
-               .description = "Id under which this TaskManager registers. Defaults to a fresh "
-                              "random id per process (tm-<hex>).",
-               .scope = kTaskManager},
+               .description = "Id under which this TaskManager registers; it also names its directories, so "
+                              "1 to 128 characters from A-Z a-z 0-9 . _ -. Defaults to a fresh random id per "
+                              "process (tm-<hex>).",
+               .scope = kTaskManager,
+               .is_name = true},
     OptionSpec{.key = keys::kHeartbeatInterval,
                .type = OptionType::kDuration,
                .default_value = "1 s",

@@ -48,6 +48,10 @@ struct OptionSpec {
   int64_t max_value = std::numeric_limits<int64_t>::max();
   // For kEnum: the allowed values, comma-separated.
   absl::string_view allowed_values = {};
+  // For kString: the value names a file or directory, so it must be 1 to 128
+  // characters from A-Z a-z 0-9 . _ - and not "." or ".." (unset stays
+  // allowed).
+  bool is_name = false;
 };
 
 // Every option, in the order the reference lists them.

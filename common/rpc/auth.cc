@@ -1,10 +1,13 @@
 #include "common/rpc/auth.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/logging/logging.h"
 #include "common/rpc/rpc.h"
 
 namespace weir::rpc {
@@ -40,6 +43,14 @@ absl::Status LoadAuthToken(const std::string& path) {
   if (token.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("security.auth.token-file '", path, "' is empty; put a long random secret in it"));
+  }
+  // The token lets its holder run code on the cluster: nobody but the
+  // daemon's user should be able to read it.
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0 && (st.st_mode & 0077) != 0) {
+    logging::Get("security")->warn("security.auth.token-file '{}' can be read by other users (mode {:o}); "
+                                   "chmod 600 it",
+                                   path, st.st_mode & 0777);
   }
   Token() = token;
   return absl::OkStatus();

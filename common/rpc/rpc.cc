@@ -1,5 +1,8 @@
 #include "common/rpc/rpc.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include "common/rpc/auth.h"
 #include "grpcpp/support/client_interceptor.h"
 
@@ -39,7 +42,16 @@ std::string JoinHostPort(const std::string& host, int port) {
 }
 
 bool IsLoopbackHost(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || absl::StartsWith(host, "127.");
+  if (host == "localhost") return true;
+  // Only address literals count otherwise: a name such as 127.example.com
+  // may resolve anywhere.
+  std::string literal = host;
+  if (literal.size() > 2 && literal.front() == '[' && literal.back() == ']') literal = literal.substr(1, literal.size() - 2);
+  in_addr v4{};
+  if (inet_pton(AF_INET, literal.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, literal.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
+  return false;
 }
 
 absl::StatusOr<StartedServer> StartServer(const ServerOptions& options) {

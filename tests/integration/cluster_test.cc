@@ -221,6 +221,8 @@ TEST_F(ClusterTest, DaemonsRejectBadConfigurationWithExitCodeTwo) {
       {"weir-taskmanager", {"--config", config_file}, "bad.yaml:3: bad value 'many' for 'taskmanager.numberOfTaskSlots'"},
       {"weir-taskmanager", {"-Dlog.format=xml"}, "expected one of: text, json"},
       {"weir-taskmanager", {"--bogus"}, "unknown argument '--bogus'"},
+      // It names directories the TaskManager removes on exit.
+      {"weir-taskmanager", {"-Dtaskmanager.resource-id=x/../victim"}, "it names directories"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {BinDir() + "/" + c.binary};

@@ -48,8 +48,8 @@ class ExactlyOnceTest : public ::testing::Test {
   }
 
   std::string SubmitCopy(std::vector<std::string> options, const std::string& in, const std::string& out,
-                         std::string* error) {
-    return cluster_->Submit(kJobs + "/kafka_copy.so", options,
+                         std::string* error, const std::string& binary = "kafka_copy.so") {
+    return cluster_->Submit(kJobs + "/" + binary, options,
                             {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out, "--guarantee",
                              "exactly-once"},
                             error);
@@ -87,6 +87,41 @@ class ExactlyOnceTest : public ::testing::Test {
     return index;
   }
 
+  // Produces `make(first, n)` batches of `batch` records up to `records`
+  // on a writer thread while SIGKILLing a busy TaskManager `kills` times
+  // (a replacement started each time). False (with a test failure) when the
+  // job did not come back.
+  template <typename MakeBatch>
+  bool WriteWhileKilling(const std::string& job, const std::string& in, int records, int batch, int kills,
+                         MakeBatch make) {
+    std::atomic<bool> writer_failed{false};
+    std::thread writer([&] {
+      for (int first = 0; first < records; first += batch) {
+        if (!test::ProduceMessages(bootstrap_, in, make(first, batch)).ok()) writer_failed = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
+    std::mt19937 random(std::random_device{}());
+    bool ok = true;
+    for (int kill = 0; kill < kills && ok; ++kill) {
+      if (!WaitForCompletedCheckpoint(job, kill + 1)) {
+        ADD_FAILURE() << "no checkpoint completed before kill " << kill + 1;
+        ok = false;
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(std::uniform_int_distribution<int>(0, 500)(random)));
+      cluster_->KillTaskManager(BusyTaskManager(job, random));
+      cluster_->StartTaskManager();
+      if (!WaitUntilRunning(job, kill + 2)) {
+        ADD_FAILURE() << "the job did not come back after kill " << kill + 1;
+        ok = false;
+      }
+    }
+    writer.join();
+    EXPECT_FALSE(writer_failed.load());
+    return ok && !writer_failed.load();
+  }
+
   std::string bootstrap_;
   std::unique_ptr<LocalCluster> cluster_;
 };
@@ -118,30 +153,10 @@ TEST_F(ExactlyOnceTest, CopyIsExactlyOnceAcrossTaskManagerKills) {
   ASSERT_FALSE(job.empty()) << error << cluster_->Logs();
   ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
 
-  // Records keep arriving throughout: a writer thread produces batches
-  // while the TaskManagers are killed, so that kills land at random points
-  // of the transactions' lives (open, pre-committed, being committed).
-  constexpr int kRecords = 200000, kBatch = 2000, kKills = 5;
-  std::atomic<bool> writer_failed{false};
-  std::thread writer([&] {
-    for (int first = 0; first < kRecords; first += kBatch) {
-      if (!test::ProduceMessages(bootstrap_, in, Sequence(first, kBatch)).ok()) writer_failed = true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  });
-  std::mt19937 random(std::random_device{}());
-  for (int kill = 0; kill < kKills; ++kill) {
-    ASSERT_TRUE(WaitForCompletedCheckpoint(job, kill + 1)) << cluster_->Logs();
-    absl::SleepFor(absl::Milliseconds(std::uniform_int_distribution<int>(0, 500)(random)));
-    cluster_->KillTaskManager(BusyTaskManager(job, random));
-    cluster_->StartTaskManager();
-    if (!WaitUntilRunning(job, kill + 2)) {
-      writer.join();
-      FAIL() << "the job did not come back after kill " << kill + 1 << "\n" << cluster_->Logs();
-    }
-  }
-  writer.join();
-  ASSERT_FALSE(writer_failed.load());
+  // Records keep arriving throughout, so that the kills land at random
+  // points of the transactions' lives (open, pre-committed, being committed).
+  constexpr int kRecords = 200000, kKills = 5;
+  ASSERT_TRUE(WriteWhileKilling(job, in, kRecords, 2000, kKills, Sequence)) << cluster_->Logs();
   const int produced = kRecords;
 
   std::vector<KafkaMessage> output;
@@ -217,9 +232,64 @@ TEST_F(ExactlyOnceTest, CopyIsExactlyOnceAcrossTaskManagerKills) {
   ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
 }
 
+// keyed_count exactly-once under the same faults: for every key the
+// committed outputs are exactly 1, 2, ..., n, in order — state and output
+// both exactly-once.
+TEST_F(ExactlyOnceTest, KeyedCountIsExactlyOnceAcrossTaskManagerKills) {
+  StartCluster(3);
+  const std::string in = NewTopic("eo-count-in"), out = NewTopic("eo-count-out");
+  std::string error;
+  const std::string job =
+      SubmitCopy({"-p", "2", "-Dexecution.checkpointing.interval=300ms", "-Drestart-strategy.type=fixed-delay",
+                  "-Drestart-strategy.fixed-delay.attempts=20", "-Drestart-strategy.fixed-delay.delay=200ms"},
+                 in, out, &error, "keyed_count.so");
+  ASSERT_FALSE(job.empty()) << error << cluster_->Logs();
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  constexpr int kRecords = 60000, kDistinct = 300, kKills = 3;
+  std::map<std::string, int> truth;
+  for (int i = 0; i < kRecords; ++i) ++truth[absl::StrCat("w", i % kDistinct)];
+  ASSERT_TRUE(WriteWhileKilling(job, in, kRecords, 1000, kKills, [](int first, int n) {
+    std::vector<KafkaMessage> batch;
+    for (int i = first; i < first + n; ++i) batch.push_back({absl::StrCat("id-", i), absl::StrCat("w", i % kDistinct)});
+    return batch;
+  })) << cluster_->Logs();
+
+  std::vector<KafkaMessage> output;
+  const bool complete = WaitFor([&] {
+    auto read = test::ReadTopic(bootstrap_, out);
+    if (!read.ok()) return false;
+    output = *std::move(read);
+    return static_cast<int>(output.size()) >= kRecords;
+  }, absl::Seconds(180), absl::Seconds(1));
+  std::sort(output.begin(), output.end(), [](const KafkaMessage& a, const KafkaMessage& b) {
+    return std::tie(a.partition, a.offset) < std::tie(b.partition, b.offset);
+  });
+  std::map<std::string, int> last;
+  int out_of_sequence = 0;
+  for (const KafkaMessage& m : output) {
+    int count = 0;
+    ASSERT_TRUE(m.key.has_value() && absl::SimpleAtoi(m.value, &count)) << m.value;
+    int& previous = last[*m.key];
+    if (count != previous + 1 && ++out_of_sequence <= 5) {
+      ADD_FAILURE() << *m.key << ": count " << count << " after " << previous;
+    }
+    previous = count;
+  }
+  std::printf("exactly-once keyed_count: %d records in, %zu read_committed out, %d counts out of sequence, %d kills\n",
+              kRecords, output.size(), out_of_sequence, kKills);
+  EXPECT_TRUE(complete) << cluster_->Logs();
+  EXPECT_EQ(out_of_sequence, 0);
+  EXPECT_EQ(static_cast<int>(output.size()), kRecords);
+  std::map<std::string, int> final_counts(last.begin(), last.end());
+  EXPECT_EQ(final_counts, truth);
+  EXPECT_EQ(cluster_->WeirJson({"status", job})["restarts"].get<int>(), kKills);
+  ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
+}
+
 // Exactly-once output commits when checkpoints complete: without
-// checkpoints, or with unaligned (AT_LEAST_ONCE) ones, the submission is
-// refused with what to set.
+// checkpoints, with unaligned (AT_LEAST_ONCE) ones, with a transaction
+// timeout shorter than a checkpoint may take, or with the prefix of a job
+// still running, the submission is refused with what to set.
 TEST_F(ExactlyOnceTest, SubmissionNeedsAlignedCheckpoints) {
   StartCluster(1);
   const std::string in = NewTopic("eo-refused-in"), out = NewTopic("eo-refused-out");
@@ -241,6 +311,15 @@ TEST_F(ExactlyOnceTest, SubmissionNeedsAlignedCheckpoints) {
                            &error)
                   .empty());
   EXPECT_TRUE(absl::StrContains(error, "kafka.transaction.timeout.ms is 60000 ms")) << error;
+
+  // Two running jobs with one transactional id prefix would abort each
+  // other's transactions: the second is refused.
+  error.clear();
+  const std::string job = SubmitCopy({"-p", "1", "-Dexecution.checkpointing.interval=1s"}, in, out, &error);
+  ASSERT_FALSE(job.empty()) << error << cluster_->Logs();
+  EXPECT_TRUE(SubmitCopy({"-p", "1", "-Dexecution.checkpointing.interval=1s"}, in, out, &error).empty());
+  EXPECT_TRUE(absl::StrContains(error, "already writes exactly-once with the transactional id prefix")) << error;
+  ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
 }
 
 }  // namespace

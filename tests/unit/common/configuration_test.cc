@@ -41,6 +41,11 @@ TEST(ParseDurationTest, RejectsWhatIsNotADuration) {
   ExpectError(ParseDuration("-5 s").status(), "not a duration");
   ExpectError(ParseDuration("5 fortnights").status(), "unknown time unit 'fortnights'");
   ExpectError(ParseDuration("1.5 s").status(), "unknown time unit");
+  // Too large for any setting, instead of wrapping around (this one once
+  // became 8 h).
+  ExpectError(ParseDuration("768614336404564651 d").status(), "too long a duration");
+  ExpectError(ParseDuration("9223372036854775807 h").status(), "too long a duration");
+  EXPECT_EQ(*ParseDuration("36500 d"), absl::Hours(24 * 36500));
 }
 
 TEST(ParseMemorySizeTest, AcceptsUnits) {
