@@ -3,6 +3,7 @@
 // beside exactly-once with the same checkpoint interval, in one run.
 //
 //   bench/run.sh latency [--rate R] [--seconds S] [--checkpoint-ms M] [--parallelism P]
+//                        [--source-properties k=v,..] [--sink-properties k=v,..]
 //
 // A writer produces R records/s (each value carries its send time in µs);
 // a read_committed consumer of the output records now - send time for every
@@ -38,6 +39,7 @@ struct Flags {
   int64_t seconds = 20;
   int64_t checkpoint_ms = 100;
   int64_t parallelism = 2;
+  std::string source_properties, sink_properties;  // passed to kafka_copy
 };
 
 int64_t NowMicros() {
@@ -55,6 +57,7 @@ std::unique_ptr<RdKafka::Conf> Conf(const std::map<std::string, std::string>& pr
 
 struct Latencies {
   std::vector<int64_t> micros;
+  std::map<int64_t, std::vector<int64_t>> by_second;  // second of the run -> latencies
   int64_t Percentile(double p) {
     if (micros.empty()) return -1;
     std::sort(micros.begin(), micros.end());
@@ -66,13 +69,13 @@ struct Latencies {
 // read_committed; returns the latencies of the copies seen after warm-up.
 Latencies Measure(const std::string& bootstrap, const std::string& in, const std::string& out, const Flags& flags) {
   std::string err;
-  auto pconf = Conf({{"bootstrap.servers", bootstrap}, {"acks", "all"}, {"linger.ms", "1"}});
+  auto pconf = Conf({{"bootstrap.servers", bootstrap}, {"acks", "all"}, {"linger.ms", "5"}});
   std::unique_ptr<RdKafka::Producer> producer(RdKafka::Producer::create(pconf.get(), err));
   auto cconf = Conf({{"bootstrap.servers", bootstrap},
                      {"group.id", "weir-latency-bench"},
                      {"enable.auto.commit", "false"},
                      {"isolation.level", "read_committed"},
-                     {"fetch.wait.max.ms", "5"}});
+                     {"fetch.wait.max.ms", "100"}});
   std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(cconf.get(), err));
   std::vector<RdKafka::TopicPartition*> assignment;
   for (int p = 0; p < 4; ++p) assignment.push_back(RdKafka::TopicPartition::create(out, p, RdKafka::Topic::OFFSET_END));
@@ -106,7 +109,10 @@ Latencies Measure(const std::string& bootstrap, const std::string& in, const std
     if (msg->err() != RdKafka::ERR_NO_ERROR) continue;
     int64_t sent = 0;
     if (!absl::SimpleAtoi(absl::string_view(static_cast<const char*>(msg->payload()), msg->len()), &sent)) continue;
-    if (sent >= warmup_end) result.micros.push_back(NowMicros() - sent);
+    if (sent >= warmup_end) {
+      result.micros.push_back(NowMicros() - sent);
+      result.by_second[(sent - start) / 1'000'000].push_back(result.micros.back());
+    }
     if (done && sent >= start + flags.seconds * 1'000'000 - 200'000) break;  // the last ones arrived
   }
   writer.join();
@@ -120,6 +126,10 @@ int main(int argc, char** argv) {
   Flags flags;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string name = argv[i];
+    if (name == "--source-properties" || name == "--sink-properties") {
+      (name == "--source-properties" ? flags.source_properties : flags.sink_properties) = argv[i + 1];
+      continue;
+    }
     int64_t v = 0;
     if (!absl::SimpleAtoi(argv[i + 1], &v) || v <= 0) {
       std::fprintf(stderr, "bench: bad value for %s\n", name.c_str());
@@ -142,6 +152,16 @@ int main(int argc, char** argv) {
   std::printf("latency benchmark: kafka_copy, %lld records/s for %lld s, checkpoints every %lld ms, parallelism %lld\n",
               static_cast<long long>(flags.rate), static_cast<long long>(flags.seconds),
               static_cast<long long>(flags.checkpoint_ms), static_cast<long long>(flags.parallelism));
+  {
+    // Baseline: the same writer and reader on one topic, no job between.
+    const std::string topic = weir::test::UniqueTopicName("latency-direct");
+    if (auto s = weir::test::CreateTopic(bootstrap, topic, 4); !s.ok()) return 1;
+    Latencies l = Measure(bootstrap, topic, topic, flags);
+    const size_t seen = l.micros.size();
+    const int64_t p50 = l.Percentile(0.50), p99 = l.Percentile(0.99), max = l.Percentile(1.0);
+    std::printf("  %-14s p50 %6.1f ms, p99 %6.1f ms, max %6.1f ms (%zu records measured)\n", "direct (no job)",
+                p50 / 1000.0, p99 / 1000.0, max / 1000.0, seen);
+  }
   for (const std::string guarantee : {"at-least-once", "exactly-once"}) {
     const std::string in = weir::test::UniqueTopicName("latency-in");
     const std::string out = weir::test::UniqueTopicName("latency-out");
@@ -156,7 +176,9 @@ int main(int argc, char** argv) {
         std::string(WEIR_JOBS_DIR) + "/kafka_copy.so",
         {"-p", std::to_string(flags.parallelism),
          absl::StrCat("-Dexecution.checkpointing.interval=", flags.checkpoint_ms, "ms")},
-        {"--brokers", bootstrap, "--input-topic", in, "--output-topic", out, "--guarantee", guarantee}, &error);
+        {"--brokers", bootstrap, "--input-topic", in, "--output-topic", out, "--guarantee", guarantee,
+         "--source-properties", flags.source_properties, "--sink-properties", flags.sink_properties},
+        &error);
     if (job.empty()) {
       std::fprintf(stderr, "bench: submission failed: %s\n", error.c_str());
       return 1;
@@ -168,6 +190,14 @@ int main(int argc, char** argv) {
     const int64_t p50 = l.Percentile(0.50), p99 = l.Percentile(0.99), max = l.Percentile(1.0);
     std::printf("  %-14s p50 %6.1f ms, p99 %6.1f ms, max %6.1f ms (%zu records measured)\n", guarantee.c_str(),
                 p50 / 1000.0, p99 / 1000.0, max / 1000.0, seen);
+    // The median per second of the run: a rising line means the job falls
+    // behind, a flat one a fixed delay.
+    std::string trend;
+    for (auto& [second, values] : l.by_second) {
+      std::sort(values.begin(), values.end());
+      absl::StrAppend(&trend, " ", values[values.size() / 2] / 1000);
+    }
+    std::printf("    median per second (ms):%s\n", trend.c_str());
     cluster.Weir({"cancel", job});
     cluster.WaitForJobEnd(job, absl::Seconds(60));
   }

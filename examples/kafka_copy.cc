@@ -3,16 +3,38 @@
 //   weir submit kafka_copy.so -p 2 -- --brokers HOST:PORT --input-topic in
 //       --output-topic out [--guarantee exactly-once|at-least-once|at-most-once] [--bounded]
 //       [--transaction-timeout-ms MS]   (exactly-once: the producers' transaction.timeout.ms)
+//       [--source-properties k=v,k=v] [--sink-properties k=v,k=v]   (extra librdkafka settings)
+#include <map>
+#include <stdexcept>
+#include <string>
+
 #include "weir/job.h"
 
 namespace {
+
+// "k=v,k=v" into a map (an '=' missing is an error).
+std::map<std::string, std::string> Properties(const std::string& text) {
+  std::map<std::string, std::string> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) throw std::invalid_argument("expected k=v in '" + item + "'");
+    out[item.substr(0, eq)] = item.substr(eq + 1);
+    pos = end + 1;
+  }
+  return out;
+}
 
 void BuildJob(weir::StreamEnvironment& env, const weir::JobArgs& args) {
   std::string brokers = args.Require("--brokers");
   env.SetJobName("kafka_copy");
   auto input = weir::kafka::Source(env, {.brokers = brokers,
                                          .topics = {args.Require("--input-topic")},
-                                         .bounded = args.Flag("--bounded")});
+                                         .bounded = args.Flag("--bounded"),
+                                         .properties = Properties(args.Get("--source-properties", ""))});
   auto copied = input
                     .Map([](weir::kafka::Record r) {
                       // Keep key, value and timestamp; the sink picks the partition.
@@ -23,6 +45,7 @@ void BuildJob(weir::StreamEnvironment& env, const weir::JobArgs& args) {
   weir::kafka::SinkOptions sink{.brokers = brokers,
                                 .topic = args.Require("--output-topic"),
                                 .guarantee = weir::kafka::ParseGuarantee(args.Get("--guarantee", "at-least-once"))};
+  sink.properties = Properties(args.Get("--sink-properties", ""));
   if (std::string timeout = args.Get("--transaction-timeout-ms", ""); !timeout.empty()) {
     sink.properties["transaction.timeout.ms"] = timeout;
   }
