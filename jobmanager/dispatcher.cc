@@ -132,15 +132,38 @@ absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& reque
   log_->info("job {} '{}' submitted: {} vertices, {} chains, parallelism {}, binary {}", job_id,
              request.graph().name(), request.graph().vertices_size(), graph.chains.size(), parallelism,
              request.artifact_sha256());
+  if (options_.store != nullptr) {
+    absl::Status saved = options_.store->SaveSubmission(job_id, request);
+    if (!saved.ok()) {
+      resource_manager_->ReleaseSlots(job_id);
+      return Annotate(saved, "cannot persist the job in high-availability.storageDir");
+    }
+  }
+  RETURN_IF_ERROR(StartJob(job_id, request, std::move(graph), std::move(slots), std::move(settings)));
+  return job_id;
+}
+
+absl::Status Dispatcher::StartJob(const std::string& job_id, const v1::SubmitJobRequest& request,
+                                  ExecutionGraph graph, std::vector<SlotAssignment> slots, JobSettings settings) {
   settings.max_parallelism = options_.max_parallelism;
   settings.cancel_timeout = options_.cancel_timeout;
   if (!settings.checkpoint_dir.empty()) settings.checkpoint.max_parallelism = options_.max_parallelism;
+  if (options_.store != nullptr) {
+    settings.on_attempt = [this, job_id](int attempt) {
+      if (absl::Status s = options_.store->SaveAttempt(job_id, attempt); !s.ok()) {
+        log_->warn("job {}: cannot persist attempt {}: {}", job_id, attempt, s.message());
+      }
+    };
+  }
   SlotProvider slot_provider;
   slot_provider.allocate = [this, job_id](int count) { return resource_manager_->AllocateSlots(job_id, count); };
   slot_provider.release = [this, job_id] { resource_manager_->ReleaseSlots(job_id); };
   absl::StatusOr<std::shared_ptr<JobMaster>> created = JobMaster::Create(
       job_id, request, std::move(graph), std::move(slots), std::move(settings), std::move(slot_provider),
-      [this](const std::string& id, v1::JobState state) { resource_manager_->ReleaseSlots(id); });
+      [this](const std::string& id, v1::JobState state) {
+        resource_manager_->ReleaseSlots(id);
+        OnJobEnded(id);
+      });
   if (!created.ok()) {
     resource_manager_->ReleaseSlots(job_id);
     return created.status();
@@ -151,7 +174,64 @@ absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& reque
     jobs_[job_id] = master;
   }
   master->Start();
-  return job_id;
+  return absl::OkStatus();
+}
+
+void Dispatcher::OnJobEnded(const std::string& job_id) {
+  if (options_.store == nullptr) return;
+  std::shared_ptr<JobMaster> master = Find(job_id);
+  if (master == nullptr) return;
+  if (absl::Status s = options_.store->SaveFinal(job_id, master->Status()); !s.ok()) {
+    log_->warn("job {}: cannot persist its final status (a restarted JobManager would run it again): {}", job_id,
+               s.message());
+  }
+}
+
+void Dispatcher::Recover() {
+  if (options_.store == nullptr) return;
+  std::vector<std::string> problems;
+  std::vector<StoredJob> stored = options_.store->Load(&problems);
+  for (const std::string& problem : problems) log_->error("not recovering {}", problem);
+  int resumed = 0, ended = 0;
+  for (StoredJob& job : stored) {
+    if (job.final_status.has_value()) {
+      absl::MutexLock lock(&mu_);
+      ended_before_[job.job_id] = *job.final_status;
+      ++ended;
+      continue;
+    }
+    const v1::SubmitJobRequest& request = job.request;
+    const int parallelism = request.parallelism() > 0 ? request.parallelism() : options_.default_parallelism;
+    absl::StatusOr<ExecutionGraph> graph = ExecutionGraph::Build(request.graph(), parallelism);
+    absl::StatusOr<JobSettings> settings =
+        graph.ok() ? ResolveJobSettings(options_.cluster_config, request.config(), job.job_id)
+                   : absl::StatusOr<JobSettings>(graph.status());
+    absl::Status started = settings.status();
+    if (started.ok()) {
+      settings->recovered = true;
+      settings->first_attempt = job.last_attempt + 1;
+      started = StartJob(job.job_id, request, *std::move(graph), {}, *std::move(settings));
+    }
+    if (!started.ok()) {
+      log_->error("job {} '{}' cannot be recovered: {}", job.job_id, request.graph().name(), started.message());
+      v1::JobStatus status;
+      status.set_job_id(job.job_id);
+      status.set_name(request.graph().name());
+      status.set_state(v1::FAILED);
+      status.set_error(absl::StrCat("cannot be recovered after a JobManager restart: ", started.message()));
+      (void)options_.store->SaveFinal(job.job_id, status);
+      absl::MutexLock lock(&mu_);
+      ended_before_[job.job_id] = std::move(status);
+      continue;
+    }
+    log_->info("job {} '{}' taken over from the previous JobManager (its attempt {} was the last); waiting for slots",
+               job.job_id, request.graph().name(), job.last_attempt);
+    ++resumed;
+  }
+  if (resumed + ended > 0) {
+    log_->info("recovered {} jobs from {}: {} resumed, {} ended before", resumed + ended, options_.store->jobs_dir(),
+               resumed, ended);
+  }
 }
 
 namespace {
@@ -201,11 +281,12 @@ std::shared_ptr<JobMaster> Dispatcher::Find(const std::string& job_id) const {
 
 std::vector<v1::JobStatus> Dispatcher::List() const {
   std::vector<std::shared_ptr<JobMaster>> masters;
+  std::vector<v1::JobStatus> out;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, master] : jobs_) masters.push_back(master);
+    for (const auto& [id, status] : ended_before_) out.push_back(status);
   }
-  std::vector<v1::JobStatus> out;
   for (const auto& m : masters) out.push_back(m->Status());
   std::sort(out.begin(), out.end(), [](const v1::JobStatus& a, const v1::JobStatus& b) {
     return a.submitted_at_unix_ms() < b.submitted_at_unix_ms();
@@ -215,13 +296,24 @@ std::vector<v1::JobStatus> Dispatcher::List() const {
 
 absl::StatusOr<v1::JobStatus> Dispatcher::Get(const std::string& job_id) const {
   auto master = Find(job_id);
-  if (master == nullptr) return absl::NotFoundError(absl::StrCat("no job ", job_id, " (see weir list)"));
+  if (master == nullptr) {
+    absl::MutexLock lock(&mu_);
+    if (auto it = ended_before_.find(job_id); it != ended_before_.end()) return it->second;
+    return absl::NotFoundError(absl::StrCat("no job ", job_id, " (see weir list)"));
+  }
   return master->Status();
 }
 
 absl::Status Dispatcher::Cancel(const std::string& job_id) {
   auto master = Find(job_id);
-  if (master == nullptr) return absl::NotFoundError(absl::StrCat("no job ", job_id, " (see weir list)"));
+  if (master == nullptr) {
+    absl::MutexLock lock(&mu_);
+    if (auto it = ended_before_.find(job_id); it != ended_before_.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", job_id, " already ended (", v1::JobState_Name(it->second.state()), ")"));
+    }
+    return absl::NotFoundError(absl::StrCat("no job ", job_id, " (see weir list)"));
+  }
   return master->Cancel();
 }
 

@@ -3,9 +3,10 @@
 // uploaded, builds the execution graph, allocates slots (failing at once,
 // with numbers, when there are too few) and starts a JobMaster.
 //
-// Finished jobs stay listed (weir list / status) for the life of the
-// JobManager process; persistence across JobManager restarts comes with
-// checkpoints.
+// With a JobStore, every submission is persisted before it starts, and a
+// restarted JobManager takes its jobs back (Recover): the ones still running
+// go on from their newest checkpoint once enough TaskManagers re-registered,
+// the ended ones stay listed (weir list / status).
 //
 // Thread-safety: thread-safe.
 #pragma once
@@ -21,6 +22,7 @@
 #include "connectors/kafka/kafka_properties.h"
 #include "jobmanager/artifact_store.h"
 #include "jobmanager/job_master.h"
+#include "jobmanager/job_store.h"
 #include "jobmanager/resource_manager.h"
 
 namespace weir::jobmanager {
@@ -34,6 +36,8 @@ struct DispatcherOptions {
   // The JobManager's configuration: the defaults of every job's settings
   // (checkpoints, restart strategy), which a submission may override with -D.
   config::Configuration cluster_config;
+  // Where jobs are persisted; null keeps them in memory only (tests).
+  JobStore* store = nullptr;
 };
 
 class Dispatcher {
@@ -42,6 +46,10 @@ class Dispatcher {
   ~Dispatcher();
 
   absl::StatusOr<std::string> Submit(const v1::SubmitJobRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes back the jobs of options.store (once, at start): restarts those
+  // that had not ended, lists those that had. Problems with single jobs are
+  // logged; the others go on.
+  void Recover() ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<v1::JobStatus> List() const ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<v1::JobStatus> Get(const std::string& job_id) const ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Cancel(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
@@ -59,6 +67,11 @@ class Dispatcher {
   absl::Status CheckPrefixesUnused(const v1::JobGraphSpec& graph) const ABSL_LOCKS_EXCLUDED(mu_);
 
   std::shared_ptr<JobMaster> Find(const std::string& job_id) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Builds the JobMaster of `job_id` and starts it.
+  absl::Status StartJob(const std::string& job_id, const v1::SubmitJobRequest& request, ExecutionGraph graph,
+                        std::vector<SlotAssignment> slots, JobSettings settings) ABSL_LOCKS_EXCLUDED(mu_);
+  // Persists the final status of a job that ended.
+  void OnJobEnded(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
 
   const DispatcherOptions options_;
   ResourceManager* const resource_manager_;
@@ -67,6 +80,8 @@ class Dispatcher {
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<JobMaster>> jobs_ ABSL_GUARDED_BY(mu_);
+  // Jobs that had ended under a previous JobManager: their last status.
+  std::map<std::string, v1::JobStatus> ended_before_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace weir::jobmanager

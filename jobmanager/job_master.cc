@@ -1,5 +1,7 @@
 #include "jobmanager/job_master.h"
 
+#include <algorithm>
+
 #include <set>
 
 #include "absl/strings/match.h"
@@ -104,11 +106,12 @@ JobMaster::JobMaster(std::string job_id, v1::SubmitJobRequest request, Execution
       settings_(std::move(settings)),
       slot_provider_(std::move(slot_provider)),
       on_terminal_(std::move(on_terminal)),
-      submitted_at_(absl::Now()),
+      submitted_at_(settings_.submitted_at == absl::InfinitePast() ? absl::Now() : settings_.submitted_at),
       log_(logging::Get("jobmaster")),
       restart_strategy_(RestartStrategy::Create(settings_.restart)) {
   absl::MutexLock lock(&mu_);
   slots_ = std::move(slots);
+  attempt_ = std::max(1, settings_.first_attempt);
 }
 
 JobMaster::~JobMaster() {
@@ -478,7 +481,52 @@ void JobMaster::Run() {
              restart_strategy_->Describe());
   std::optional<v1::CheckpointMetadata> restore;
   v1::JobState final_state = v1::FAILED;
+  if (settings_.recovered) {
+    // Taken over from a JobManager that stopped: its TaskManagers come back
+    // and re-register (cancelling what they ran for it); then the job goes
+    // on from its newest checkpoint.
+    {
+      absl::MutexLock lock(&mu_);
+      state_ = v1::RESTARTING;
+    }
+    absl::Status slots = WaitForSlots();
+    absl::StatusOr<std::optional<v1::CheckpointMetadata>> chosen =
+        slots.ok() ? ChooseCheckpoint() : absl::StatusOr<std::optional<v1::CheckpointMetadata>>(slots);
+    std::optional<v1::JobState> ended;
+    {
+      absl::MutexLock lock(&mu_);
+      if (shutting_down_) return;
+      if (!chosen.ok() || state_ == v1::CANCELING) {
+        if (state_ != v1::CANCELING) {
+          error_ = absl::StrCat("recovering the job after a JobManager restart failed: ", chosen.status().message());
+        }
+        state_ = state_ == v1::CANCELING ? v1::CANCELED : v1::FAILED;
+        ended_at_ = absl::Now();
+        log_->error("job {} {}: {}", job_id_, v1::JobState_Name(state_), error_);
+        ended = state_;
+      }
+    }
+    if (ended.has_value()) {
+      if (coordinator_ != nullptr) coordinator_->Stop();
+      on_terminal_(job_id_, *ended);
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    restore = *chosen;
+    restored_checkpoint_id_ = restore.has_value() ? restore->checkpoint_id() : 0;
+    log_->info("job {} recovered after a JobManager restart: attempt {} starting from {}", job_id_, attempt_,
+               restore.has_value() ? absl::StrCat("checkpoint ", restore->checkpoint_id())
+                                   : std::string("no checkpoint (none had completed)"));
+  }
   while (true) {
+    if (settings_.on_attempt) {
+      int attempt = 0;
+      {
+        absl::MutexLock lock(&mu_);
+        attempt = attempt_;
+      }
+      settings_.on_attempt(attempt);
+    }
     absl::Status deployed = DeployAttempt(restore);
     if (!deployed.ok()) {
       absl::MutexLock lock(&mu_);

@@ -52,6 +52,16 @@ struct JobSettings {
   std::string checkpoint_dir;
   checkpoint::CheckpointCoordinatorOptions checkpoint;
   RestartStrategyOptions restart;
+  // A job a restarted JobManager took over: its first attempt waits for
+  // slots and restores the newest intact checkpoint, as a restart does.
+  bool recovered = false;
+  // The number of the first attempt (after a recovery, one more than the
+  // previous JobManager's last, so that task ids never repeat).
+  int first_attempt = 1;
+  // When the job was submitted (kept across JobManager restarts).
+  absl::Time submitted_at = absl::InfinitePast();
+  // Called on the worker thread as each attempt starts (persistence).
+  std::function<void(int attempt)> on_attempt;
 };
 
 // How a JobMaster gets slots and gives them back (the ResourceManager's).

@@ -17,12 +17,15 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
       jm->resource_manager_.get(), config.GetDuration(k::kHeartbeatInterval));
   jm->cluster_service_ = std::make_unique<ClusterServiceImpl>(jm->resource_manager_.get());
   std::string storage_dir = config.GetString(k::kHaStorageDir);
+  // First: a second JobManager on this directory stops here.
+  ASSIGN_OR_RETURN(jm->store_, JobStore::Open(storage_dir));
   ASSIGN_OR_RETURN(jm->artifacts_, ArtifactStore::Open(storage_dir, config.GetMemorySize(k::kArtifactMaxSize)));
   DispatcherOptions dispatcher_options;
   dispatcher_options.default_parallelism = static_cast<int>(config.GetInt(k::kParallelismDefault));
   dispatcher_options.max_parallelism = static_cast<int>(config.GetInt(k::kMaxParallelism));
   dispatcher_options.cancel_timeout = config.GetDuration(k::kCancelTimeout);
   dispatcher_options.cluster_config = config;
+  dispatcher_options.store = jm->store_.get();
   dispatcher_options.kafka_policy =
       connectors::KafkaPropertyPolicy::FromList(config.GetString(k::kKafkaAllowedProperties));
   jm->dispatcher_ =
@@ -49,6 +52,9 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
                  jm->session_id(), rpc::JoinHostPort(options.bind_host, jm->port_), storage_dir,
                  config::FormatDuration(config.GetDuration(k::kHeartbeatInterval)),
                  config::FormatDuration(config.GetDuration(k::kHeartbeatTimeout)));
+  // Serving first: the recovered jobs wait for their TaskManagers to
+  // re-register.
+  jm->dispatcher_->Recover();
   return jm;
 }
 

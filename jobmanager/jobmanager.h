@@ -15,6 +15,7 @@
 #include "jobmanager/artifact_store.h"
 #include "jobmanager/dispatcher.h"
 #include "jobmanager/job_services.h"
+#include "jobmanager/job_store.h"
 #include "jobmanager/resource_manager.h"
 #include "jobmanager/resource_manager_service.h"
 
@@ -41,6 +42,8 @@ class JobManager {
   std::unique_ptr<ResourceManager> resource_manager_;
   std::unique_ptr<ResourceManagerServiceImpl> resource_manager_service_;
   std::unique_ptr<ClusterServiceImpl> cluster_service_;
+  // Declared before the dispatcher, which uses it: destroyed after it.
+  std::unique_ptr<JobStore> store_;
   std::unique_ptr<ArtifactStore> artifacts_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<JobServiceImpl> job_service_;

@@ -35,6 +35,9 @@ bootstrap="$(scripts/kafka.sh start "$local_dir/kafka")"
 echo "Kafka at $bootstrap"
 
 echo "== starting a JobManager and two TaskManagers"
+# A fresh demo: forget the jobs of an earlier run of this script (a
+# restarted JobManager would take them back, but their broker is gone).
+rm -rf "$local_dir/ha/jobs"
 scripts/local-cluster.sh start 2
 "$bin/weir" --jobmanager "$jm" cluster
 

@@ -236,9 +236,22 @@ TEST_F(ClusterTest, DaemonsRejectBadConfigurationWithExitCodeTwo) {
 TEST_F(ClusterTest, SecondJobManagerOnTheSamePortFailsClearly) {
   auto jm = StartJobManager();
   ASSERT_TRUE(WaitFor([&] { return !Cluster().is_null(); }, absl::Seconds(30))) << jm->Log();
-  auto second = StartJobManager();
+  // Its own storage directory: the port is what clashes.
+  auto second = StartJobManager({absl::StrCat("-Dhigh-availability.storageDir=", dir_, "/ha-second")});
   EXPECT_EQ(second->Wait(absl::Seconds(30)), 1);
   EXPECT_TRUE(absl::StrContains(second->Log(), "cannot listen on 127.0.0.1:" + std::to_string(jm_port_)))
+      << second->Log();
+  EXPECT_TRUE(jm->running());
+}
+
+// Two JobManagers on one high-availability.storageDir would both run its
+// jobs: the second refuses to start, naming the directory.
+TEST_F(ClusterTest, SecondJobManagerOnTheSameStorageDirectoryFailsClearly) {
+  auto jm = StartJobManager();
+  ASSERT_TRUE(WaitFor([&] { return !Cluster().is_null(); }, absl::Seconds(30))) << jm->Log();
+  auto second = StartJobManager({absl::StrCat("-Djobmanager.rpc.port=", jm_port_ + 1)});
+  EXPECT_NE(second->Wait(absl::Seconds(30)), 0);
+  EXPECT_TRUE(absl::StrContains(second->Log(), "another JobManager uses high-availability.storageDir"))
       << second->Log();
   EXPECT_TRUE(jm->running());
 }

@@ -93,7 +93,7 @@ class ExactlyOnceTest : public ::testing::Test {
   // job did not come back.
   template <typename MakeBatch>
   bool WriteWhileKilling(const std::string& job, const std::string& in, int records, int batch, int kills,
-                         MakeBatch make) {
+                         MakeBatch make, bool then_kill_jobmanager = false) {
     std::atomic<bool> writer_failed{false};
     std::thread writer([&] {
       for (int first = 0; first < records; first += batch) {
@@ -115,6 +115,21 @@ class ExactlyOnceTest : public ::testing::Test {
       if (!WaitUntilRunning(job, kill + 2)) {
         ADD_FAILURE() << "the job did not come back after kill " << kill + 1;
         ok = false;
+      }
+    }
+    if (ok && then_kill_jobmanager) {
+      // The JobManager too: SIGKILL and restart, as systemd would. It takes
+      // the job back from high-availability.storageDir and restores it from
+      // its newest checkpoint once the TaskManagers re-registered.
+      if (!WaitForCompletedCheckpoint(job, kills + 1)) {
+        ADD_FAILURE() << "no checkpoint completed before the JobManager kill";
+        ok = false;
+      } else {
+        cluster_->RestartJobManager();
+        if (!WaitUntilRunning(job, kills + 2)) {
+          ADD_FAILURE() << "the job did not come back after the JobManager restart";
+          ok = false;
+        }
       }
     }
     writer.join();
@@ -139,7 +154,8 @@ std::vector<KafkaMessage> Sequence(int first, int n) {
 // The proof, in CI: kafka_copy exactly-once at parallelism 2 with
 // checkpoints every 300 ms; while records keep arriving, a TaskManager that
 // runs tasks is SIGKILLed at a random moment, five times, with a
-// replacement started each time. A read_committed reader then finds every
+// replacement started each time, and then the JobManager is SIGKILLed and
+// restarted. A read_committed reader then finds every
 // record exactly once, in order per key, and the last stable offset of every
 // output partition at its end (no transaction left open).
 TEST_F(ExactlyOnceTest, CopyIsExactlyOnceAcrossTaskManagerKills) {
@@ -156,7 +172,8 @@ TEST_F(ExactlyOnceTest, CopyIsExactlyOnceAcrossTaskManagerKills) {
   // Records keep arriving throughout, so that the kills land at random
   // points of the transactions' lives (open, pre-committed, being committed).
   constexpr int kRecords = 200000, kKills = 5;
-  ASSERT_TRUE(WriteWhileKilling(job, in, kRecords, 2000, kKills, Sequence)) << cluster_->Logs();
+  ASSERT_TRUE(WriteWhileKilling(job, in, kRecords, 2000, kKills, Sequence, /*then_kill_jobmanager=*/true))
+      << cluster_->Logs();
   const int produced = kRecords;
 
   std::vector<KafkaMessage> output;
@@ -227,7 +244,8 @@ TEST_F(ExactlyOnceTest, CopyIsExactlyOnceAcrossTaskManagerKills) {
   EXPECT_TRUE(settled) << "a transaction is still open on the output";
 
   nlohmann::json status = cluster_->WeirJson({"status", job});
-  EXPECT_EQ(status["restarts"].get<int>(), kKills) << status.dump(2);
+  EXPECT_GE(status["attempt"].get<int>(), kKills + 2) << status.dump(2);
+  EXPECT_TRUE(absl::StrContains(logs, "taken over from the previous JobManager")) << logs;
   EXPECT_FALSE(absl::StrContains(logs, "DATA LOSS")) << logs;
   ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
 }

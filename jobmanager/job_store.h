@@ -1,0 +1,69 @@
+// JobStore: what a JobManager must not forget when it restarts, kept in
+// high-availability.storageDir:
+//
+//   <dir>/jobmanager.lock          held (flock) by the one JobManager using <dir>
+//   <dir>/jobs/<job id>/submission the SubmitJobRequest (graph, binary hash,
+//                                  arguments, -D settings), as submitted
+//   <dir>/jobs/<job id>/attempt    the last attempt number started
+//   <dir>/jobs/<job id>/final      the job's status once it ended
+//
+// Every file is written atomically (write, fsync, rename, fsync the
+// directory). The pointer to a job's latest completed checkpoint needs no
+// file of its own: the checkpoint storage under state.checkpoints.dir/<job
+// id> is itself written that way and is read back on recovery.
+//
+// Two JobManagers pointed at one directory must not both act on it: Open
+// takes an exclusive lock and refuses, naming the directory, when another
+// process holds it. (Leader election across machines is for a coordination
+// service to do; this only stops the obvious mistake.)
+//
+// Thread-safety: thread-safe (each call touches its own files).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "weir/v1/job.pb.h"
+
+namespace weir::jobmanager {
+
+struct StoredJob {
+  std::string job_id;
+  v1::SubmitJobRequest request;
+  int last_attempt = 0;                     // 0: none started
+  std::optional<v1::JobStatus> final_status;  // set once the job ended
+};
+
+class JobStore {
+ public:
+  // Opens (creating) <ha_dir>/jobs and takes <ha_dir>/jobmanager.lock;
+  // kFailedPrecondition when another process holds it.
+  static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& ha_dir);
+  ~JobStore();
+
+  JobStore(const JobStore&) = delete;
+  JobStore& operator=(const JobStore&) = delete;
+
+  absl::Status SaveSubmission(const std::string& job_id, const v1::SubmitJobRequest& request);
+  absl::Status SaveAttempt(const std::string& job_id, int attempt);
+  absl::Status SaveFinal(const std::string& job_id, const v1::JobStatus& status);
+
+  // Every stored job, oldest directory name first. A job whose files cannot
+  // be read is left out and described in `problems`.
+  std::vector<StoredJob> Load(std::vector<std::string>* problems) const;
+
+  const std::string& jobs_dir() const { return jobs_dir_; }
+
+ private:
+  JobStore(std::string jobs_dir, int lock_fd) : jobs_dir_(std::move(jobs_dir)), lock_fd_(lock_fd) {}
+  absl::Status Write(const std::string& job_id, const char* name, const std::string& bytes);
+
+  const std::string jobs_dir_;
+  const int lock_fd_;
+};
+
+}  // namespace weir::jobmanager
