@@ -43,6 +43,11 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
                                                                                        : k::kJobManagerBindHost)));
   options.services = {jm->resource_manager_service_.get(), jm->cluster_service_.get(), jm->job_service_.get(),
                       jm->artifact_service_.get(), jm->job_master_service_.get()};
+  // Small messages only, and a bound on what gRPC buffers in all: a caller
+  // without the token cannot make the JobManager hold much before it is
+  // refused.
+  options.max_receive_message_bytes = rpc::kControlPlaneMaxMessageBytes;
+  options.memory_quota_bytes = 256 << 20;
   auto started = rpc::StartServer(options);
   if (!started.ok()) return Annotate(started.status(), "starting the JobManager's RPC server");
   jm->server_ = std::move(started->server);

@@ -86,6 +86,10 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
       options.bind_host, std::string(config.GetString(k::kTaskManagerBindHost).empty() ? k::kTaskManagerHost
                                                                                        : k::kTaskManagerBindHost)));
   options.services = {tm->service_.get(), tm->data_exchange_.get()};
+  // It receives deployments (a job's graph and handles) and subscriptions;
+  // data buffers only leave it. Twice the JobManager's cap: a deployment
+  // carries a submission's graph and a little more.
+  options.max_receive_message_bytes = 2 * rpc::kControlPlaneMaxMessageBytes;
   auto started = rpc::StartServer(options);
   if (!started.ok()) return Annotate(started.status(), "starting the TaskManager's RPC server");
   tm->server_ = std::move(started->server);

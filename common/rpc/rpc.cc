@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 
 #include "common/rpc/auth.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/support/client_interceptor.h"
 
 #include "absl/strings/match.h"
@@ -12,7 +13,9 @@
 namespace weir::rpc {
 namespace {
 
-constexpr int kMaxMessageBytes = 64 << 20;
+// What a channel accepts and sends: a data-exchange buffer of the largest
+// segment size (64 MiB) with its framing.
+constexpr int kMaxMessageBytes = (64 << 20) + (1 << 20);
 
 // Attaches the cluster's shared secret to every outgoing call.
 class AuthInterceptor final : public grpc::experimental::Interceptor {
@@ -61,8 +64,13 @@ absl::StatusOr<StartedServer> StartServer(const ServerOptions& options) {
   // Plaintext for now; TLS and authentication are to be configured here for
   // every Weir server at once.
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &started.port);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  if (options.memory_quota_bytes > 0) {
+    grpc::ResourceQuota quota("weir-server");
+    quota.Resize(static_cast<size_t>(options.memory_quota_bytes));
+    builder.SetResourceQuota(quota);
+  }
   // Let clients keep idle streams alive with pings (membership sessions).
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);

@@ -15,12 +15,21 @@
 
 namespace weir::rpc {
 
+// The largest control-plane message a server accepts by default.
+inline constexpr int kControlPlaneMaxMessageBytes = 4 << 20;
+
 struct ServerOptions {
   // Address to bind, e.g. "127.0.0.1" or "0.0.0.0".
   std::string bind_host = "127.0.0.1";
   // 0 picks a free port.
   int port = 0;
   std::vector<grpc::Service*> services;
+  // The largest message the server takes: gRPC refuses a bigger one while
+  // receiving it, before any handler (or the token check) sees it. The
+  // control plane's messages are small (uploads go in 1 MiB chunks).
+  int max_receive_message_bytes = kControlPlaneMaxMessageBytes;
+  // Caps the memory gRPC itself may use for this server (0: no cap).
+  int64_t memory_quota_bytes = 0;
 };
 
 struct StartedServer {

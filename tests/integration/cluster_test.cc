@@ -11,7 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/strings/str_split.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "weir/v1/job.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/process.h"
 
@@ -265,6 +268,33 @@ TEST_F(ClusterTest, ListeningBeyondLoopbackRequiresAToken) {
   auto tm = StartTaskManager("tm-a", 1, {"-Dtaskmanager.bind-host=0.0.0.0"});
   EXPECT_EQ(tm->Wait(absl::Seconds(30)), 2);
   EXPECT_TRUE(absl::StrContains(tm->Log(), "security.auth.token-file")) << tm->Log();
+}
+
+// A caller without the token cannot make the JobManager receive and parse
+// a big message: anything over the control plane's cap is refused while it
+// arrives, before the handler (and its token check) would run.
+TEST_F(ClusterTest, OversizedUnauthenticatedCallsAreRefusedBeforeParsing) {
+  std::string token = dir_ + "/token";
+  std::ofstream(token) << "s3cret-of-the-cluster\n";
+  auto jm = StartJobManager({"-Dsecurity.auth.token-file=" + token});
+  auto channel = grpc::CreateChannel(JobManagerAddress(), grpc::InsecureChannelCredentials());
+  auto stub = v1::JobService::NewStub(channel);
+  v1::SubmitJobRequest big;
+  big.add_args(std::string(6 << 20, 'x'));
+  grpc::Status status;
+  ASSERT_TRUE(WaitFor([&] {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::SubmitJobResponse response;
+    status = stub->Submit(&context, big, &response);
+    return status.error_code() != grpc::StatusCode::UNAVAILABLE;  // the JobManager is up
+  }, absl::Seconds(30))) << jm->Log();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  // A small call without the token is refused as before.
+  grpc::ClientContext context;
+  v1::ListJobsResponse listed;
+  EXPECT_EQ(stub->List(&context, v1::ListJobsRequest(), &listed).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(jm->running());
 }
 
 TEST_F(ClusterTest, WithATokenEveryCallMustCarryIt) {
