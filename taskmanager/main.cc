@@ -1,5 +1,6 @@
 // weir-taskmanager: offers task slots to a JobManager and runs tasks in them.
 #include "common/process/daemon_main.h"
+#include "common/process/fault_injection.h"
 #include "taskmanager/taskmanager.h"
 
 int main(int argc, char** argv) {
@@ -7,6 +8,7 @@ int main(int argc, char** argv) {
   return weir::process::DaemonMain(
       argc, argv, "weir-taskmanager", "taskmanager", "Runs a Weir TaskManager.",
       [&](const weir::config::Configuration& config) -> absl::StatusOr<weir::process::ShutdownFn> {
+        if (absl::Status s = weir::fault::Configure(config, "TaskManager"); !s.ok()) return s;
         auto started = weir::taskmanager::TaskManager::Start(config);
         if (!started.ok()) return started.status();
         tm = std::move(*started);

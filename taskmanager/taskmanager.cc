@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging/logging.h"
+#include "common/process/fault_injection.h"
 #include "common/random_id.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
@@ -202,6 +203,7 @@ absl::Status TaskManager::TriggerCheckpoint(const v1::TriggerCheckpointRequest& 
 }
 
 void TaskManager::NotifyCheckpoint(const v1::NotifyCheckpointRequest& request) {
+  if (request.completed()) fault::MaybeCrash(fault::Point::kTaskManagerBeforeCommit, request.checkpoint_id());
   absl::MutexLock lock(&tasks_mu_);
   for (auto& [task_id, task] : tasks_) {
     if (task->job_id() == request.job_id() && task->attempt() == request.attempt()) {

@@ -333,6 +333,21 @@ constexpr std::array kOptions = {
                .description = "text for people, json (one object per line) for log shippers.",
                .scope = kDaemons,
                .allowed_values = "text,json"},
+    OptionSpec{.key = keys::kFaultInjectionPoint,
+               .type = OptionType::kEnum,
+               .default_value = "none",
+               .description = "For tests only: the daemon SIGKILLs itself at this step of the checkpoint "
+                              "protocol (common/process/fault_injection.h). Never set it in production.",
+               .scope = kDaemons,
+               .allowed_values = "none,taskmanager-after-pre-commit,taskmanager-before-commit,"
+                                 "jobmanager-before-notify"},
+    OptionSpec{.key = keys::kFaultInjectionCheckpoint,
+               .type = OptionType::kInt,
+               .default_value = "1",
+               .description = "For tests only: the first checkpoint id at which test.fault-injection.point "
+                              "fires.",
+               .scope = kDaemons,
+               .min_value = 1},
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/process/fault_injection.h"
 #include "common/status_macros.h"
 #include "common/wire_limits.h"
 
@@ -529,6 +530,7 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
   log_->info("job {} checkpoint {} completed: {} tasks, {} bytes, {} ms, longest alignment {} ms", job_id_, id,
              metadata.tasks_size(), size_bytes, absl::ToInt64Milliseconds(end - trigger_time),
              longest_alignment_ms);
+  fault::MaybeCrash(fault::Point::kJobManagerBeforeNotify, id);
   gateway_->NotifyCheckpoint(attempt, id, /*completed=*/true, "");
   Retain(id);
 }

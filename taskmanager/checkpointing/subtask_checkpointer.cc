@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging/logging.h"
+#include "common/process/fault_injection.h"
 #include "taskmanager/checkpointing/snapshot_file.h"
 
 namespace weir::taskmanager {
@@ -29,6 +30,7 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
   last_checkpoint_ = checkpoint_id;
   const absl::Time start = absl::Now();
   chain.PrepareSnapshotPreBarrier(checkpoint_id);
+  fault::MaybeCrash(fault::Point::kTaskManagerAfterPreCommit, checkpoint_id);
   chain.BroadcastBarrier(checkpoint_id, timestamp_ms);
   absl::StatusOr<ChainSnapshot> taken = chain.SnapshotState(CheckpointInfo{checkpoint_id, timestamp_ms});
   const absl::Duration sync = absl::Now() - start;

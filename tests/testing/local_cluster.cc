@@ -45,10 +45,12 @@ void LocalCluster::Start() {
   if (!up) throw std::runtime_error("the local cluster did not come up:\n" + Logs());
 }
 
-void LocalCluster::RestartJobManager() {
+void LocalCluster::RestartJobManager(const std::vector<std::string>& extra) {
   jobmanager_->Signal(SIGKILL);
   jobmanager_->Wait(absl::Seconds(30));
-  jobmanager_ = std::make_unique<Subprocess>(jobmanager_argv_,
+  std::vector<std::string> argv = jobmanager_argv_;
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  jobmanager_ = std::make_unique<Subprocess>(argv,
                                              absl::StrCat(dir_, "/jobmanager-", ++jobmanager_starts_, ".log"));
 }
 
@@ -57,12 +59,13 @@ void LocalCluster::KillTaskManager(int i) {
   taskmanagers_.at(i)->Wait(absl::Seconds(30));
 }
 
-int LocalCluster::StartTaskManager() {
+int LocalCluster::StartTaskManager(const std::vector<std::string>& extra) {
   const int i = static_cast<int>(taskmanagers_.size());
   std::vector<std::string> tm = {BinDir() + "/weir-taskmanager", absl::StrCat("-Dtaskmanager.resource-id=", taskmanager_id(i)),
                                  absl::StrCat("-Dtaskmanager.numberOfTaskSlots=", options_.slots_per_taskmanager),
                                  absl::StrCat("-Dio.tmp.dirs=", dir_)};
   tm.insert(tm.end(), common_args_.begin(), common_args_.end());
+  tm.insert(tm.end(), extra.begin(), extra.end());
   taskmanagers_.push_back(std::make_unique<Subprocess>(tm, absl::StrCat(dir_, "/", taskmanager_id(i), ".log")));
   return i;
 }

@@ -31,12 +31,14 @@ class LocalCluster {
   // Starts the JobManager and the TaskManagers and waits until all registered.
   void Start();
   // SIGKILLs the JobManager and starts a new one on the same port.
-  void RestartJobManager();
+  // SIGKILLs the JobManager and starts it again with the same arguments
+  // plus `extra` (e.g. -D settings for this start only).
+  void RestartJobManager(const std::vector<std::string>& extra = {});
   // SIGKILLs TaskManager `i` and waits for the process to be gone.
   void KillTaskManager(int i);
   // Starts one more TaskManager (as systemd would start a replacement) and
   // returns its index; it registers on its own.
-  int StartTaskManager();
+  int StartTaskManager(const std::vector<std::string>& extra = {});
 
   std::string jobmanager_address() const;
   const std::string& dir() const { return dir_; }

@@ -1,0 +1,37 @@
+// Fault injection for tests: a daemon started with
+//   -Dtest.fault-injection.point=<point> [-Dtest.fault-injection.checkpoint=N]
+// kills itself with SIGKILL the first time it reaches <point> for a
+// checkpoint id >= N (default 1), so that a test can crash it exactly
+// between two steps of the checkpoint protocol. Off by default; a daemon
+// that has it on says so loudly at start. Points:
+//
+//   taskmanager-after-pre-commit     a task flushed and pre-committed its
+//                                    sinks for the barrier, before it
+//                                    forwards the barrier and snapshots
+//   taskmanager-before-commit        the TaskManager was told a checkpoint
+//                                    completed, before any task (sink) hears
+//   jobmanager-before-notify         the JobManager wrote a checkpoint's
+//                                    metadata (it is complete), before it
+//                                    tells any task
+//
+// Thread-safety: Configure once at start, before other threads call
+// MaybeCrash; MaybeCrash from any thread.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "common/config/configuration.h"
+
+namespace weir::fault {
+
+enum class Point { kNone, kTaskManagerAfterPreCommit, kTaskManagerBeforeCommit, kJobManagerBeforeNotify };
+
+// Reads the test.fault-injection.* keys; logs a warning when a point is set.
+absl::Status Configure(const config::Configuration& config, const char* daemon);
+
+// SIGKILLs this process when `at` is the configured point and
+// `checkpoint_id` >= the configured checkpoint.
+void MaybeCrash(Point at, int64_t checkpoint_id);
+
+}  // namespace weir::fault
