@@ -341,6 +341,43 @@ TEST_F(ExactlyOnceTest, CrashesAtEachStepOfTheCommitLoseAndRepeatNothing) {
   }
 }
 
+// At-least-once under the same TaskManager kills: nothing is lost; the
+// duplicates it may write are counted and printed.
+TEST_F(ExactlyOnceTest, AtLeastOnceLosesNothingAcrossTaskManagerKills) {
+  StartCluster(3);
+  const std::string in = NewTopic("alo-in"), out = NewTopic("alo-out");
+  std::string error;
+  const std::string job = cluster_->Submit(
+      kJobs + "/kafka_copy.so",
+      {"-p", "2", "-Dexecution.checkpointing.interval=300ms", "-Drestart-strategy.type=fixed-delay",
+       "-Drestart-strategy.fixed-delay.attempts=20", "-Drestart-strategy.fixed-delay.delay=200ms"},
+      {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out, "--guarantee", "at-least-once"}, &error);
+  ASSERT_FALSE(job.empty()) << error << cluster_->Logs();
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  constexpr int kRecords = 100000, kKills = 3;
+  ASSERT_TRUE(WriteWhileKilling(job, in, kRecords, 2000, kKills, Sequence)) << cluster_->Logs();
+  std::vector<KafkaMessage> output;
+  std::map<int, int> seen;
+  const bool complete = WaitFor([&] {
+    auto read = test::ReadTopic(bootstrap_, out);
+    if (!read.ok()) return false;
+    output = *std::move(read);
+    seen.clear();
+    for (const KafkaMessage& m : output) {
+      int value = -1;
+      if (absl::SimpleAtoi(m.value, &value)) ++seen[value];
+    }
+    return static_cast<int>(seen.size()) >= kRecords;
+  }, absl::Seconds(120), absl::Seconds(1));
+  int missing = 0;
+  for (int i = 0; i < kRecords; ++i) missing += seen.count(i) == 0 ? 1 : 0;
+  std::printf("at-least-once copy: %d records in, %zu out, %d missing, %zu duplicates, %d kills\n", kRecords,
+              output.size(), missing, output.size() - seen.size(), kKills);
+  EXPECT_TRUE(complete) << cluster_->Logs();
+  EXPECT_EQ(missing, 0);
+  ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
+}
+
 // keyed_count exactly-once under the same faults: for every key the
 // committed outputs are exactly 1, 2, ..., n, in order — state and output
 // both exactly-once.
