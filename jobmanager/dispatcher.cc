@@ -178,12 +178,51 @@ absl::Status Dispatcher::StartJob(const std::string& job_id, const v1::SubmitJob
 }
 
 void Dispatcher::OnJobEnded(const std::string& job_id) {
-  if (options_.store == nullptr) return;
   std::shared_ptr<JobMaster> master = Find(job_id);
   if (master == nullptr) return;
-  if (absl::Status s = options_.store->SaveFinal(job_id, master->Status()); !s.ok()) {
-    log_->warn("job {}: cannot persist its final status (a restarted JobManager would run it again): {}", job_id,
-               s.message());
+  EndedJob ended{master->Status(), master->Checkpoints(), absl::Now()};
+  if (options_.store != nullptr) {
+    if (absl::Status s = options_.store->SaveFinal(job_id, ended.status); !s.ok()) {
+      log_->warn("job {}: cannot persist its final status (a restarted JobManager would run it again): {}", job_id,
+                 s.message());
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  ended_[job_id] = std::move(ended);
+  // The graph, the tasks and the worker thread go; the status stays.
+  jobs_.erase(job_id);
+  retired_.push_back(std::move(master));
+}
+
+void Dispatcher::Housekeep() {
+  std::vector<std::shared_ptr<JobMaster>> retired;
+  std::vector<std::string> expired;
+  {
+    absl::MutexLock lock(&mu_);
+    retired.swap(retired_);
+    const absl::Time now = absl::Now();
+    for (auto it = ended_.begin(); it != ended_.end();) {
+      if (now - it->second.ended_at > options_.ended_job_expiration) {
+        expired.push_back(it->first);
+        it = ended_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    while (static_cast<int>(ended_.size()) > options_.max_ended_jobs) {
+      auto oldest = std::min_element(ended_.begin(), ended_.end(), [](const auto& a, const auto& b) {
+        return a.second.ended_at < b.second.ended_at;
+      });
+      expired.push_back(oldest->first);
+      ended_.erase(oldest);
+    }
+  }
+  retired.clear();  // joins the finished workers, here, off their own threads
+  for (const std::string& id : expired) {
+    log_->info("job {} forgotten: it ended longer ago than jobstore.expiration-time (or beyond "
+               "jobstore.max-capacity)",
+               id);
+    if (options_.store != nullptr) (void)options_.store->Remove(id);
   }
 }
 
@@ -196,7 +235,8 @@ void Dispatcher::Recover() {
   for (StoredJob& job : stored) {
     if (job.final_status.has_value()) {
       absl::MutexLock lock(&mu_);
-      ended_before_[job.job_id] = *job.final_status;
+      // The clock of the retention restarts with this JobManager.
+      ended_[job.job_id] = EndedJob{*job.final_status, {}, absl::Now()};
       ++ended;
       continue;
     }
@@ -221,7 +261,7 @@ void Dispatcher::Recover() {
       status.set_error(absl::StrCat("cannot be recovered after a JobManager restart: ", started.message()));
       (void)options_.store->SaveFinal(job.job_id, status);
       absl::MutexLock lock(&mu_);
-      ended_before_[job.job_id] = std::move(status);
+      ended_[job.job_id] = EndedJob{std::move(status), {}, absl::Now()};
       continue;
     }
     log_->info("job {} '{}' taken over from the previous JobManager (its attempt {} was the last); waiting for slots",
@@ -285,7 +325,7 @@ std::vector<v1::JobStatus> Dispatcher::List() const {
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, master] : jobs_) masters.push_back(master);
-    for (const auto& [id, status] : ended_before_) out.push_back(status);
+    for (const auto& [id, ended] : ended_) out.push_back(ended.status);
   }
   for (const auto& m : masters) out.push_back(m->Status());
   std::sort(out.begin(), out.end(), [](const v1::JobStatus& a, const v1::JobStatus& b) {
@@ -298,7 +338,7 @@ absl::StatusOr<v1::JobStatus> Dispatcher::Get(const std::string& job_id) const {
   auto master = Find(job_id);
   if (master == nullptr) {
     absl::MutexLock lock(&mu_);
-    if (auto it = ended_before_.find(job_id); it != ended_before_.end()) return it->second;
+    if (auto it = ended_.find(job_id); it != ended_.end()) return it->second.status;
     return absl::NotFoundError(absl::StrCat("no job ", job_id, " (see weir list)"));
   }
   return master->Status();
@@ -308,9 +348,9 @@ absl::Status Dispatcher::Cancel(const std::string& job_id) {
   auto master = Find(job_id);
   if (master == nullptr) {
     absl::MutexLock lock(&mu_);
-    if (auto it = ended_before_.find(job_id); it != ended_before_.end()) {
+    if (auto it = ended_.find(job_id); it != ended_.end()) {
       return absl::FailedPreconditionError(
-          absl::StrCat("job ", job_id, " already ended (", v1::JobState_Name(it->second.state()), ")"));
+          absl::StrCat("job ", job_id, " already ended (", v1::JobState_Name(it->second.status.state()), ")"));
     }
     return absl::NotFoundError(absl::StrCat("no job ", job_id, " (see weir list)"));
   }
@@ -335,7 +375,11 @@ void Dispatcher::OnCheckpointDeclined(const v1::DeclineCheckpointRequest& declin
 
 absl::StatusOr<v1::ListCheckpointsResponse> Dispatcher::Checkpoints(const std::string& job_id) const {
   auto master = Find(job_id);
-  if (master == nullptr) return absl::NotFoundError(absl::StrCat("no job ", job_id, " (see weir list)"));
+  if (master == nullptr) {
+    absl::MutexLock lock(&mu_);
+    if (auto it = ended_.find(job_id); it != ended_.end()) return it->second.checkpoints;
+    return absl::NotFoundError(absl::StrCat("no job ", job_id, " (see weir list)"));
+  }
   return master->Checkpoints();
 }
 

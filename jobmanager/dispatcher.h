@@ -38,6 +38,10 @@ struct DispatcherOptions {
   config::Configuration cluster_config;
   // Where jobs are persisted; null keeps them in memory only (tests).
   JobStore* store = nullptr;
+  // Ended jobs stay listed this long (jobstore.expiration-time), at most
+  // this many of them (jobstore.max-capacity).
+  absl::Duration ended_job_expiration = absl::Hours(1);
+  int max_ended_jobs = 1000;
 };
 
 class Dispatcher {
@@ -50,6 +54,9 @@ class Dispatcher {
   // that had not ended, lists those that had. Problems with single jobs are
   // logged; the others go on.
   void Recover() ABSL_LOCKS_EXCLUDED(mu_);
+  // Joins retired JobMasters' threads and forgets ended jobs past their
+  // retention. Called on the RPC threads; cheap when there is nothing to do.
+  void Housekeep() ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<v1::JobStatus> List() const ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<v1::JobStatus> Get(const std::string& job_id) const ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Cancel(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
@@ -70,8 +77,15 @@ class Dispatcher {
   // Builds the JobMaster of `job_id` and starts it.
   absl::Status StartJob(const std::string& job_id, const v1::SubmitJobRequest& request, ExecutionGraph graph,
                         std::vector<SlotAssignment> slots, JobSettings settings) ABSL_LOCKS_EXCLUDED(mu_);
-  // Persists the final status of a job that ended.
+  // A job ended (on its JobMaster's worker thread): keeps its final status
+  // and checkpoints, persists the status, and retires the JobMaster.
   void OnJobEnded(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  struct EndedJob {
+    v1::JobStatus status;
+    v1::ListCheckpointsResponse checkpoints;
+    absl::Time ended_at;
+  };
 
   const DispatcherOptions options_;
   ResourceManager* const resource_manager_;
@@ -80,8 +94,11 @@ class Dispatcher {
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<JobMaster>> jobs_ ABSL_GUARDED_BY(mu_);
-  // Jobs that had ended under a previous JobManager: their last status.
-  std::map<std::string, v1::JobStatus> ended_before_ ABSL_GUARDED_BY(mu_);
+  // Jobs that ended (here or under a previous JobManager), for listing.
+  std::map<std::string, EndedJob> ended_ ABSL_GUARDED_BY(mu_);
+  // JobMasters whose job ended; destroyed (their worker joined) by
+  // Housekeep, never on their own worker thread.
+  std::vector<std::shared_ptr<JobMaster>> retired_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace weir::jobmanager

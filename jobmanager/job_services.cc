@@ -10,6 +10,7 @@ namespace weir::jobmanager {
 grpc::Status JobServiceImpl::Submit(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                                     v1::SubmitJobResponse* response) {
   WEIR_RPC_AUTHORIZE(context);
+  dispatcher_->Housekeep();
   auto job_id = dispatcher_->Submit(*request);
   if (!job_id.ok()) return rpc::ToGrpcStatus(job_id.status());
   response->set_job_id(*job_id);
@@ -18,12 +19,14 @@ grpc::Status JobServiceImpl::Submit(grpc::ServerContext* context, const v1::Subm
 
 grpc::Status JobServiceImpl::List(grpc::ServerContext* context, const v1::ListJobsRequest*, v1::ListJobsResponse* response) {
   WEIR_RPC_AUTHORIZE(context);
+  dispatcher_->Housekeep();
   for (v1::JobStatus& job : dispatcher_->List()) *response->add_jobs() = std::move(job);
   return grpc::Status::OK;
 }
 
 grpc::Status JobServiceImpl::Get(grpc::ServerContext* context, const v1::GetJobRequest* request, v1::JobStatus* response) {
   WEIR_RPC_AUTHORIZE(context);
+  dispatcher_->Housekeep();
   auto status = dispatcher_->Get(request->job_id());
   if (!status.ok()) return rpc::ToGrpcStatus(status.status());
   *response = std::move(*status);
@@ -33,12 +36,14 @@ grpc::Status JobServiceImpl::Get(grpc::ServerContext* context, const v1::GetJobR
 grpc::Status JobServiceImpl::Cancel(grpc::ServerContext* context, const v1::CancelJobRequest* request,
                                     v1::CancelJobResponse*) {
   WEIR_RPC_AUTHORIZE(context);
+  dispatcher_->Housekeep();
   return rpc::ToGrpcStatus(dispatcher_->Cancel(request->job_id()));
 }
 
 grpc::Status JobServiceImpl::ListCheckpoints(grpc::ServerContext* context, const v1::GetJobRequest* request,
                                              v1::ListCheckpointsResponse* response) {
   WEIR_RPC_AUTHORIZE(context);
+  dispatcher_->Housekeep();
   auto checkpoints = dispatcher_->Checkpoints(request->job_id());
   if (!checkpoints.ok()) return rpc::ToGrpcStatus(checkpoints.status());
   *response = std::move(*checkpoints);
@@ -82,6 +87,7 @@ grpc::Status ArtifactServiceImpl::Download(grpc::ServerContext* context, const v
 grpc::Status JobMasterServiceImpl::UpdateTaskState(grpc::ServerContext* context, const v1::TaskStateUpdate* request,
                                                    v1::TaskStateUpdateResponse*) {
   WEIR_RPC_AUTHORIZE(context);
+  dispatcher_->Housekeep();
   dispatcher_->OnTaskStateUpdate(*request);
   return grpc::Status::OK;
 }

@@ -82,6 +82,14 @@ absl::Status JobStore::SaveFinal(const std::string& job_id, const v1::JobStatus&
   return Write(job_id, kFinal, status.SerializeAsString());
 }
 
+absl::Status JobStore::Remove(const std::string& job_id) {
+  if (!IsJobId(job_id)) return absl::InvalidArgumentError(absl::StrCat("bad job id '", job_id, "'"));
+  std::error_code ec;
+  fs::remove_all(absl::StrCat(jobs_dir_, "/", job_id), ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot remove job ", job_id, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
 std::vector<StoredJob> JobStore::Load(std::vector<std::string>* problems) const {
   std::vector<std::string> ids;
   std::error_code ec;

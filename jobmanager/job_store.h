@@ -51,6 +51,8 @@ class JobStore {
   absl::Status SaveSubmission(const std::string& job_id, const v1::SubmitJobRequest& request);
   absl::Status SaveAttempt(const std::string& job_id, int attempt);
   absl::Status SaveFinal(const std::string& job_id, const v1::JobStatus& status);
+  // Forgets a job (its directory goes).
+  absl::Status Remove(const std::string& job_id);
 
   // Every stored job, oldest directory name first. A job whose files cannot
   // be read is left out and described in `problems`.

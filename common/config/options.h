@@ -106,6 +106,8 @@ inline constexpr absl::string_view kRestartJitterFactor = "restart-strategy.expo
 inline constexpr absl::string_view kSlotRequestTimeout = "slot.request.timeout";
 inline constexpr absl::string_view kLogLevel = "log.level";
 inline constexpr absl::string_view kLogFormat = "log.format";
+inline constexpr absl::string_view kJobStoreExpirationTime = "jobstore.expiration-time";
+inline constexpr absl::string_view kJobStoreMaxCapacity = "jobstore.max-capacity";
 inline constexpr absl::string_view kFaultInjectionPoint = "test.fault-injection.point";
 inline constexpr absl::string_view kFaultInjectionCheckpoint = "test.fault-injection.checkpoint";
 }  // namespace keys

@@ -184,6 +184,38 @@ TEST_F(RecoveryTest, KeyedStateIsExactlyOnceAcrossTaskManagerKills) {
   ASSERT_TRUE(cluster_->Weir({"cancel", job}).exit_code == 0);
 }
 
+// An ended job stays listed — also after the JobManager restarts — for
+// jobstore.expiration-time, then it is forgotten, with its entry in
+// high-availability.storageDir.
+TEST_F(RecoveryTest, EndedJobsStayListedAcrossAJobManagerRestartThenExpire) {
+  cluster_ = std::make_unique<LocalCluster>(LocalCluster::Options{1, 2, {"-Djobstore.expiration-time=4s"}, ""});
+  cluster_->Start();
+  const std::string in = NewTopic("ended-in"), out = NewTopic("ended-out");
+  const std::string job = Submit({"-p", "1", "-Dexecution.checkpointing.interval=300ms"}, in, out);
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
+  ASSERT_EQ(cluster_->WaitForJobEnd(job, absl::Seconds(60))["state"], "CANCELED");
+  const std::string entry = cluster_->dir() + "/ha/jobs/" + job;
+  EXPECT_TRUE(std::filesystem::exists(entry + "/final"));
+
+  cluster_->RestartJobManager();
+  nlohmann::json status;
+  ASSERT_TRUE(WaitFor([&] {
+    status = cluster_->WeirJson({"status", job});
+    return !status.is_null();
+  }, absl::Seconds(30))) << cluster_->Logs();
+  EXPECT_EQ(status["state"], "CANCELED") << status.dump(2);
+  // Canceled jobs are not taken over.
+  EXPECT_FALSE(absl::StrContains(cluster_->jobmanager().Log(), "taken over")) << cluster_->jobmanager().Log();
+
+  ASSERT_TRUE(WaitFor([&] {
+    nlohmann::json list = cluster_->WeirJson({"list"});
+    return !list.is_null() && list["jobs"].empty();
+  }, absl::Seconds(30))) << cluster_->Logs();
+  EXPECT_FALSE(std::filesystem::exists(entry));
+  EXPECT_NE(cluster_->Weir({"status", job}).exit_code, 0);
+}
+
 // With restart-strategy.type none the first failure still ends the job, with
 // the reason.
 TEST_F(RecoveryTest, NoRestartStrategyFailsTheJobAtTheFirstFailure) {
