@@ -66,6 +66,22 @@ class OperatorChain::Context final : public OperatorContext {
 };
 
 // Passes records to the next operator of the chain.
+namespace {
+
+// Whether the graph has sinks and every one of them writes at-most-once.
+bool AllSinksAtMostOnce(const JobGraph& graph) {
+  int sinks = 0;
+  for (const VertexSpec& v : graph.vertices) {
+    if (v.kind != VertexSpec::Kind::kSink) continue;
+    ++sinks;
+    auto guarantee = v.properties.find("guarantee");
+    if (guarantee == v.properties.end() || guarantee->second != "at-most-once") return false;
+  }
+  return sinks > 0;
+}
+
+}  // namespace
+
 class OperatorChain::ChainedOutput final : public RecordOutput {
  public:
   explicit ChainedOutput(StreamOperator* next) : next_(next) {}
@@ -189,6 +205,9 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
 
     std::map<std::string, std::string> props(v.properties.begin(), v.properties.end());
     if (i == 0 && v.kind == VertexSpec::Kind::kSource) {
+      // A job whose sinks are all at-most-once must not replay after a
+      // failure: its Kafka sources resume from the newest position reached.
+      if (v.connector == "kafka-source" && AllSinksAtMostOnce(job_.graph)) props.emplace("at-most-once", "true");
       if (!v.connector.empty()) {
         ASSIGN_OR_RETURN(source_, connectors::CreateSource(v.connector, props, options_.kafka_policy));
       } else {

@@ -164,7 +164,7 @@ absl::StatusOr<KafkaSourceConfig> KafkaSourceConfig::FromProperties(const Proper
   ASSIGN_OR_RETURN(config.kafka_properties,
                    SplitExtras(connector, properties,
                                {"brokers", "topics", "start", "group.id", "isolation.level",
-                                "bounded"}));
+                                "bounded", "at-most-once"}));
   ASSIGN_OR_RETURN(config.brokers, ParseBrokers(connector, properties));
 
   const std::string* topics = Find(properties, "topics");
@@ -231,6 +231,14 @@ absl::StatusOr<KafkaSourceConfig> KafkaSourceConfig::FromProperties(const Proper
     } else {
       return Invalid(connector, absl::StrCat("property 'bounded' is '", *bounded,
                                              "'; expected true or false"));
+    }
+  }
+
+  if (const std::string* amo = Find(properties, "at-most-once")) {
+    if (*amo == "true") {
+      config.at_most_once = true;
+    } else if (*amo != "false") {
+      return Invalid(connector, absl::StrCat("property 'at-most-once' is '", *amo, "'; expected true or false"));
     }
   }
 

@@ -4,10 +4,12 @@
 #include <librdkafka/rdkafkacpp.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <stdexcept>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -106,6 +108,13 @@ void KafkaSource::Open(OperatorContext& context, RecordOutput* output) {
   client_ = absl::StrCat("KafkaSource '", context.operator_name(), "' subtask ",
                          context.subtask_index(), "/", context.parallelism());
   group_id_ = config_.group_id.empty() ? GeneratedGroupId() : config_.group_id;
+  if (config_.at_most_once && config_.group_id.empty()) {
+    // Where the newest position is kept must outlive this attempt.
+    group_id_ = absl::StrCat("weir-", context.operator_name(), "-", absl::StrJoin(config_.topics, "."));
+    for (char& c : group_id_) {
+      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+    }
+  }
   const int timeout_ms = kafka_internal::OpenTimeoutMs(config_.kafka_properties);
 
   CreateConsumer();
@@ -187,6 +196,18 @@ void KafkaSource::ResolveOffsets() {
   for (const PartitionState& p : partitions_) {
     query.items.push_back(RdKafka::TopicPartition::create(p.topic, p.partition));
   }
+  // At-most-once: the newest position reached before a failure.
+  TopicPartitionList reached;
+  if (config_.at_most_once && !partitions_.empty()) {
+    for (const PartitionState& p : partitions_) {
+      reached.items.push_back(RdKafka::TopicPartition::create(p.topic, p.partition));
+    }
+    const RdKafka::ErrorCode code = consumer_->committed(reached.items, std::max(1, RemainingMs(deadline)));
+    if (code != RdKafka::ERR_NO_ERROR) {
+      fail(absl::StrCat("the offsets committed by consumer group '", group_id_, "' (at-most-once)"),
+           RdKafka::err2str(code));
+    }
+  }
   if (config_.start == KafkaSourceConfig::Start::kCommitted && !partitions_.empty()) {
     const RdKafka::ErrorCode code =
         consumer_->committed(query.items, std::max(1, RemainingMs(deadline)));
@@ -239,6 +260,15 @@ void KafkaSource::ResolveOffsets() {
       p.next_offset = it->second;
       p.restored = true;
     }
+    if (config_.at_most_once) {
+      for (const RdKafka::TopicPartition* tp : reached.items) {
+        if (tp->topic() != p.topic || tp->partition() != p.partition) continue;
+        if (tp->err() == RdKafka::ERR_NO_ERROR && tp->offset() > p.next_offset) {
+          p.next_offset = tp->offset();  // never read a record twice
+          p.restored = false;
+        }
+      }
+    }
     if (config_.bounded) {
       p.end_offset = high;
       p.done = p.next_offset >= p.end_offset;
@@ -283,13 +313,18 @@ void KafkaSource::AssignAndLog(size_t total_partitions) {
 SourceStatus KafkaSource::PollNext() {
   WEIR_CHECK(consumer_ != nullptr, "KafkaSource::PollNext before Open or after Close");
   bool progress = false;
+  std::vector<std::unique_ptr<RdKafka::Message>> batch;  // at-most-once: emitted after the commit
   for (int i = 0; i < kMaxBatch; ++i) {
     if (config_.bounded && partitions_left_ == 0) break;
     std::unique_ptr<RdKafka::Message> message(consumer_->consume(i == 0 ? kPollTimeoutMs : 0));
     const RdKafka::ErrorCode code = message->err();
     if (code == RdKafka::ERR__TIMED_OUT) break;
     if (code == RdKafka::ERR_NO_ERROR) {
-      EmitRecord(*message);
+      if (config_.at_most_once) {
+        batch.push_back(std::move(message));
+      } else {
+        EmitRecord(*message);
+      }
       progress = true;
     } else if (code == RdKafka::ERR__PARTITION_EOF) {
       HandleEndOfPartition(*message);
@@ -300,6 +335,7 @@ SourceStatus KafkaSource::PollNext() {
     }
   }
   ThrowIfFatal();
+  if (!batch.empty()) EmitAfterCommit(batch);
 
   if (config_.bounded && partitions_left_ == 0) {
     if (!finished_logged_) {
@@ -335,6 +371,27 @@ KafkaSource::PartitionState* KafkaSource::Find(RdKafka::Message& message) {
     }
   }
   return nullptr;
+}
+
+void KafkaSource::EmitAfterCommit(std::vector<std::unique_ptr<RdKafka::Message>>& batch) {
+  // The offset after the last record of the batch, per partition, made
+  // durable in the group before any record of the batch leaves.
+  std::map<std::pair<std::string, int32_t>, int64_t> next;
+  for (const auto& m : batch) {
+    int64_t& offset = next[{m->topic_name(), m->partition()}];
+    offset = std::max(offset, m->offset() + 1);
+  }
+  TopicPartitionList commit;
+  for (const auto& [tp, offset] : next) {
+    commit.items.push_back(RdKafka::TopicPartition::create(tp.first, tp.second, offset));
+  }
+  const RdKafka::ErrorCode code = consumer_->commitSync(commit.items);
+  if (code != RdKafka::ERR_NO_ERROR) {
+    // Nothing of the batch was emitted: a restart reads it again.
+    throw std::runtime_error(absl::StrCat(client_, ": cannot commit offsets to consumer group '", group_id_,
+                                          "' before emitting (at-most-once): ", RdKafka::err2str(code)));
+  }
+  for (auto& m : batch) EmitRecord(*m);
 }
 
 bool KafkaSource::EmitRecord(RdKafka::Message& message) {

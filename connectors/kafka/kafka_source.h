@@ -31,6 +31,13 @@ struct KafkaSourceConfig {
   std::string group_id;            // "" : a generated one (nothing is committed)
   bool read_committed = true;
   bool bounded = false;
+  // No replay (property 'at-most-once', which the runtime sets for a job
+  // whose sinks are all at-most-once): the next offsets of every batch are
+  // committed to the consumer group before the batch is emitted, and a
+  // restart resumes from them when they lie beyond the checkpoint's — a
+  // record is never emitted twice, and records in flight at a failure are
+  // lost. Needs a stable group: group.id, or "weir-<source name>-<topics>".
+  bool at_most_once = false;
   Properties kafka_properties;  // the kafka.* extras, without the prefix
 
   // Parses `properties` (see connector_factory.h); kInvalidArgument naming
@@ -100,6 +107,8 @@ class KafkaSource : public weir::SourceOperator {
   PartitionState* Find(RdKafka::Message& message);
   // Emits `message`; false if it is not emitted (beyond the bounded end).
   bool EmitRecord(RdKafka::Message& message);
+  // At-most-once: commits the batch's next offsets, then emits it.
+  void EmitAfterCommit(std::vector<std::unique_ptr<RdKafka::Message>>& batch);
   void HandleEndOfPartition(RdKafka::Message& message);
   // Throws for errors the consumer cannot recover from; logs the others.
   void HandleConsumeError(RdKafka::Message& message);
