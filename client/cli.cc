@@ -22,11 +22,12 @@ constexpr char kUsage[] =
     "\n"
     "commands:\n"
     "  cluster                      list the TaskManagers with their slots\n"
-    "  submit JOB_BINARY [-p N] [-Dkey=value ...] [-- JOB ARGS]\n"
-    "                               upload a job binary and run it; prints the job id\n"
+    "  submit JOB_BINARY [-p N] [-Dkey=value ...] [-s SAVEPOINT [--allow-non-restored-state]] [-- JOB ARGS]\n"
+    "                               upload a job binary and run it (from a savepoint); prints the job id\n"
     "  list                         list the jobs\n"
     "  status JOB_ID                a job's state and its tasks\n"
     "  cancel JOB_ID                cancel a job\n"
+    "  savepoint JOB_ID [DIR]       take a savepoint (DIR inside state.savepoints.dir); prints its path\n"
     "  checkpoints JOB_ID           a job's recent checkpoints and the one it restored from\n"
     "\n"
     "--jobmanager defaults to $WEIR_JOBMANAGER, else 127.0.0.1:6123.\n"
@@ -149,6 +150,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (options.command == "list") return RunList(options, out, err);
   if (options.command == "status") return RunStatus(options, out, err);
   if (options.command == "cancel") return RunCancel(options, out, err);
+  if (options.command == "savepoint") return RunSavepoint(options, out, err);
   if (options.command == "checkpoints") return RunCheckpoints(options, out, err);
   err << "weir: unknown command '" << options.command << "'\n" << kUsage;
   return 2;

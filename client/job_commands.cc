@@ -76,6 +76,11 @@ int RunSubmit(const Options& options, std::ostream& out, std::ostream& err) {
         return Fail(err, absl::StrCat(a, " needs a positive number"), 2);
       }
       ++i;
+    } else if (a == "-s" || a == "--from-savepoint") {
+      if (i + 1 >= args.size() || args[i + 1].empty()) return Fail(err, absl::StrCat(a, " needs a savepoint path"), 2);
+      request.set_savepoint_path(args[++i]);
+    } else if (a == "--allow-non-restored-state") {
+      request.set_allow_non_restored_state(true);
     } else if (a.rfind("-D", 0) == 0) {
       std::string kv = a.size() > 2 ? a.substr(2) : (i + 1 < args.size() ? args[++i] : "");
       size_t eq = kv.find('=');
@@ -184,6 +189,27 @@ int RunStatus(const Options& options, std::ostream& out, std::ostream& err) {
                            absl::StrCat(t.name(), " (", t.subtask_index() + 1, "/", t.parallelism(), ")"),
                            StateName(t.state()), t.taskmanager_id(), t.records_in(), t.records_out());
     if (!t.error().empty()) out << "  error: " << t.error() << "\n";
+  }
+  return 0;
+}
+
+int RunSavepoint(const Options& options, std::ostream& out, std::ostream& err) {
+  if (options.command_args.empty() || options.command_args.size() > 2) {
+    return Fail(err, "usage: weir savepoint JOB_ID [DIRECTORY]", 2);
+  }
+  grpc::ClientContext context;
+  // A savepoint is a checkpoint plus a copy: it may take a while.
+  SetDeadline(&context, std::chrono::seconds(15 * 60));
+  v1::TriggerSavepointRequest request;
+  request.set_job_id(options.command_args[0]);
+  if (options.command_args.size() == 2) request.set_target_directory(options.command_args[1]);
+  v1::TriggerSavepointResponse response;
+  grpc::Status status = JobStub(options)->TriggerSavepoint(&context, request, &response);
+  if (!status.ok()) return Fail(err, absl::StrCat("savepoint failed: ", DescribeRpcError(options, status)));
+  if (options.json) {
+    out << nlohmann::json{{"savepoint_path", response.savepoint_path()}}.dump() << "\n";
+  } else {
+    out << response.savepoint_path() << "\n";
   }
   return 0;
 }

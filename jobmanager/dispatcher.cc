@@ -8,11 +8,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/random_id.h"
 #include "common/status_macros.h"
 #include "common/wire_limits.h"
 #include "connectors/kafka/connector_factory.h"
 #include "jobgraph/graph_spec.h"
+#include "jobmanager/checkpoint/savepoint.h"
 
 namespace weir::jobmanager {
 Dispatcher::Dispatcher(DispatcherOptions options, ResourceManager* resource_manager, ArtifactStore* artifacts)
@@ -128,6 +130,7 @@ absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& reque
   ASSIGN_OR_RETURN(JobSettings settings, ResolveJobSettings(options_.cluster_config, request.config(), job_id));
   RETURN_IF_ERROR(CheckExactlyOnceSinks(request.graph(), settings));
   RETURN_IF_ERROR(CheckPrefixesUnused(request.graph()));
+  RETURN_IF_ERROR(ApplySavepoint(request, graph, &settings));
   ASSIGN_OR_RETURN(std::vector<SlotAssignment> slots, resource_manager_->AllocateSlots(job_id, graph.slots_needed));
   log_->info("job {} '{}' submitted: {} vertices, {} chains, parallelism {}, binary {}", job_id,
              request.graph().name(), request.graph().vertices_size(), graph.chains.size(), parallelism,
@@ -175,6 +178,56 @@ absl::Status Dispatcher::StartJob(const std::string& job_id, const v1::SubmitJob
   }
   master->Start();
   return absl::OkStatus();
+}
+
+absl::Status Dispatcher::ApplySavepoint(const v1::SubmitJobRequest& request, const ExecutionGraph& graph,
+                                        JobSettings* settings) const {
+  if (request.savepoint_path().empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::string path, checkpoint::PathInside(options_.savepoints_dir, request.savepoint_path(),
+                                                            "state.savepoints.dir"));
+  ASSIGN_OR_RETURN(checkpoint::Savepoint savepoint, checkpoint::ReadSavepoint(path));
+  const v1::CheckpointMetadata& m = savepoint.metadata;
+  if (m.max_parallelism() != 0 && m.max_parallelism() != options_.max_parallelism) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the savepoint was taken with pipeline.max-parallelism ", m.max_parallelism(), " and this cluster has ",
+        options_.max_parallelism, "; the number of key groups cannot change"));
+  }
+  // Every piece of state must find its task: same chain, same parallelism.
+  std::map<std::vector<int>, int> chains;  // vertex ids -> parallelism
+  for (const Chain& chain : graph.chains) chains[chain.vertices] = chain.parallelism;
+  std::map<std::vector<int>, int> held;  // vertex ids -> subtasks with state
+  for (const v1::TaskStateHandle& handle : m.tasks()) {
+    ++held[std::vector<int>(handle.vertex_ids().begin(), handle.vertex_ids().end())];
+  }
+  for (const auto& [vertices, subtasks] : held) {
+    auto it = chains.find(vertices);
+    if (it == chains.end()) {
+      if (request.allow_non_restored_state()) continue;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the savepoint holds state of vertices [", absl::StrJoin(vertices, ","), "] that this job has not "
+          "(chained the same way); submit with --allow-non-restored-state to drop it"));
+    }
+    if (it->second != subtasks) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the savepoint holds state of ", subtasks, " subtasks of vertices [", absl::StrJoin(vertices, ","),
+          "], and this job runs them at parallelism ", it->second,
+          "; restoring at another parallelism is not built yet: submit with -p ", subtasks));
+    }
+  }
+  settings->savepoint = m;
+  settings->savepoint_checkpoint_dir = savepoint.storage.CheckpointDir(m.checkpoint_id());
+  log_->info("submission starts from savepoint {} (checkpoint {}, {} tasks with state)", path, m.checkpoint_id(),
+             m.tasks_size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Dispatcher::TriggerSavepoint(const std::string& job_id,
+                                                         const std::string& target_directory) {
+  auto master = Find(job_id);
+  if (master == nullptr) return absl::NotFoundError(absl::StrCat("no running job ", job_id, " (see weir list)"));
+  ASSIGN_OR_RETURN(std::string target,
+                   checkpoint::PathInside(options_.savepoints_dir, target_directory, "state.savepoints.dir"));
+  return master->TriggerSavepoint(target);
 }
 
 void Dispatcher::OnJobEnded(const std::string& job_id) {
@@ -247,6 +300,7 @@ void Dispatcher::Recover() {
         graph.ok() ? ResolveJobSettings(options_.cluster_config, request.config(), job.job_id)
                    : absl::StatusOr<JobSettings>(graph.status());
     absl::Status started = settings.status();
+    if (started.ok()) started = ApplySavepoint(request, *graph, &*settings);
     if (started.ok()) {
       settings->recovered = true;
       settings->first_attempt = job.last_attempt + 1;

@@ -42,6 +42,9 @@ struct DispatcherOptions {
   // this many of them (jobstore.max-capacity).
   absl::Duration ended_job_expiration = absl::Hours(1);
   int max_ended_jobs = 1000;
+  // state.savepoints.dir: where savepoints are written, and the only place
+  // submissions may start from.
+  std::string savepoints_dir;
 };
 
 class Dispatcher {
@@ -60,6 +63,9 @@ class Dispatcher {
   std::vector<v1::JobStatus> List() const ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<v1::JobStatus> Get(const std::string& job_id) const ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Cancel(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // weir savepoint: the savepoint's path once written.
+  absl::StatusOr<std::string> TriggerSavepoint(const std::string& job_id, const std::string& target_directory)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   void OnTaskStateUpdate(const v1::TaskStateUpdate& update) ABSL_LOCKS_EXCLUDED(mu_);
   void OnTaskMetrics(const v1::TaskMetrics& metrics) ABSL_LOCKS_EXCLUDED(mu_);
@@ -80,6 +86,10 @@ class Dispatcher {
   // A job ended (on its JobMaster's worker thread): keeps its final status
   // and checkpoints, persists the status, and retires the JobMaster.
   void OnJobEnded(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Reads the savepoint a submission names and checks that it fits
+  // `graph`; fills settings->savepoint and savepoint_checkpoint_dir.
+  absl::Status ApplySavepoint(const v1::SubmitJobRequest& request, const ExecutionGraph& graph,
+                              JobSettings* settings) const;
 
   struct EndedJob {
     v1::JobStatus status;

@@ -1,7 +1,6 @@
 #include "jobmanager/job_master.h"
 
 #include <algorithm>
-
 #include <set>
 
 #include "absl/strings/match.h"
@@ -11,6 +10,7 @@
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
 #include "common/wire_limits.h"
+#include "jobmanager/checkpoint/savepoint.h"
 
 namespace weir::jobmanager {
 
@@ -228,13 +228,20 @@ absl::StatusOr<v1::TaskDeploymentDescriptor> JobMaster::Describe(
         found = &handle;
       }
     }
+    if (found == nullptr && restored_from_savepoint_) {
+      // A vertex the savepoint does not know starts empty (the Dispatcher
+      // checked the savepoint against the graph at submission).
+      return tdd;
+    }
     if (found == nullptr) {
       return absl::FailedPreconditionError(absl::StrCat(
           "checkpoint ", restore->checkpoint_id(), " holds no state for task ", TaskLabel(task),
           ": the job's graph or parallelism differs from the one that took it"));
     }
     tdd.set_restore_checkpoint_id(restore->checkpoint_id());
-    tdd.set_restore_checkpoint_dir(coordinator_->storage().CheckpointDir(restore->checkpoint_id()));
+    tdd.set_restore_checkpoint_dir(restored_from_savepoint_
+                                       ? settings_.savepoint_checkpoint_dir
+                                       : coordinator_->storage().CheckpointDir(restore->checkpoint_id()));
     *tdd.mutable_restore_state() = *found;
   }
   return tdd;
@@ -442,6 +449,60 @@ bool JobMaster::HasExactlyOnceSink() const {
   return false;
 }
 
+absl::StatusOr<std::string> JobMaster::TriggerSavepoint(const std::string& target) {
+  if (coordinator_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job_id_, " has checkpoints off, and a savepoint is a checkpoint copied out: submit the job with "
+        "-Dexecution.checkpointing.interval=... to take savepoints"));
+  }
+  const absl::Time deadline = absl::Now() + settings_.checkpoint.timeout + absl::Seconds(10);
+  absl::StatusOr<int64_t> triggered = coordinator_->TriggerNow();
+  // A periodic checkpoint in progress (max-concurrent-checkpoints): wait
+  // for it to end, then take ours.
+  while (absl::IsResourceExhausted(triggered.status()) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+    triggered = coordinator_->TriggerNow();
+  }
+  if (!triggered.ok()) return Annotate(triggered.status(), "triggering the savepoint's checkpoint");
+  const int64_t id = *triggered;
+  coordinator_->Pin(id);
+  struct Unpin {
+    checkpoint::CheckpointCoordinator* c;
+    int64_t id;
+    ~Unpin() { c->Unpin(id); }
+  } unpin{coordinator_.get(), id};
+  while (true) {
+    for (const checkpoint::CheckpointRecord& record : coordinator_->History()) {
+      if (record.id != id) continue;
+      if (record.status == checkpoint::CheckpointStatus::kFailed) {
+        return absl::AbortedError(absl::StrCat("the savepoint's checkpoint ", id, " failed: ", record.failure_reason));
+      }
+      if (record.status == checkpoint::CheckpointStatus::kCompleted) {
+        ASSIGN_OR_RETURN(std::string path, checkpoint::WriteSavepoint(coordinator_->storage(), id, target, job_id_));
+        log_->info("job {}: savepoint written to {} (checkpoint {})", job_id_, path, id);
+        return path;
+      }
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("the savepoint's checkpoint ", id, " did not complete in time"));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+absl::StatusOr<std::optional<v1::CheckpointMetadata>> JobMaster::ChooseRestore() {
+  ASSIGN_OR_RETURN(std::optional<v1::CheckpointMetadata> chosen, ChooseCheckpoint());
+  absl::MutexLock lock(&mu_);
+  restored_from_savepoint_ = !chosen.has_value() && settings_.savepoint.has_value();
+  if (restored_from_savepoint_) {
+    chosen = settings_.savepoint;
+    log_->info("job {}: restoring from the savepoint it was submitted from (checkpoint {}, {})", job_id_,
+               chosen->checkpoint_id(), settings_.savepoint_checkpoint_dir);
+    if (coordinator_ != nullptr) coordinator_->SetNextCheckpointId(chosen->checkpoint_id() + 1);
+  }
+  return chosen;
+}
+
 absl::StatusOr<std::optional<v1::CheckpointMetadata>> JobMaster::ChooseCheckpoint() {
   if (coordinator_ == nullptr) return std::nullopt;
   std::vector<std::string> skipped;
@@ -491,7 +552,7 @@ void JobMaster::Run() {
     }
     absl::Status slots = WaitForSlots();
     absl::StatusOr<std::optional<v1::CheckpointMetadata>> chosen =
-        slots.ok() ? ChooseCheckpoint() : absl::StatusOr<std::optional<v1::CheckpointMetadata>>(slots);
+        slots.ok() ? ChooseRestore() : absl::StatusOr<std::optional<v1::CheckpointMetadata>>(slots);
     std::optional<v1::JobState> ended;
     {
       absl::MutexLock lock(&mu_);
@@ -517,6 +578,15 @@ void JobMaster::Run() {
     log_->info("job {} recovered after a JobManager restart: attempt {} starting from {}", job_id_, attempt_,
                restore.has_value() ? absl::StrCat("checkpoint ", restore->checkpoint_id())
                                    : std::string("no checkpoint (none had completed)"));
+  }
+  if (!settings_.recovered && settings_.savepoint.has_value()) {
+    absl::MutexLock lock(&mu_);
+    restore = settings_.savepoint;
+    restored_from_savepoint_ = true;
+    restored_checkpoint_id_ = restore->checkpoint_id();
+    if (coordinator_ != nullptr) coordinator_->SetNextCheckpointId(restore->checkpoint_id() + 1);
+    log_->info("job {}: starting from the savepoint {} (checkpoint {})", job_id_, settings_.savepoint_checkpoint_dir,
+               restore->checkpoint_id());
   }
   while (true) {
     if (settings_.on_attempt) {
@@ -579,7 +649,7 @@ void JobMaster::Run() {
     }
     absl::Status slots = WaitForSlots();
     absl::StatusOr<std::optional<v1::CheckpointMetadata>> chosen =
-        slots.ok() ? ChooseCheckpoint() : absl::StatusOr<std::optional<v1::CheckpointMetadata>>(slots);
+        slots.ok() ? ChooseRestore() : absl::StatusOr<std::optional<v1::CheckpointMetadata>>(slots);
     {
       absl::MutexLock lock(&mu_);
       if (shutting_down_) return;

@@ -62,6 +62,11 @@ struct JobSettings {
   absl::Time submitted_at = absl::InfinitePast();
   // Called on the worker thread as each attempt starts (persistence).
   std::function<void(int attempt)> on_attempt;
+  // weir submit -s: the savepoint the job starts from (and restarts from
+  // while none of its own checkpoints completed), and the directory its
+  // task files are in.
+  std::optional<v1::CheckpointMetadata> savepoint;
+  std::string savepoint_checkpoint_dir;
 };
 
 // How a JobMaster gets slots and gives them back (the ResourceManager's).
@@ -93,6 +98,13 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
 
   // Cancels the job; kFailedPrecondition if it already ended.
   absl::Status Cancel() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Triggers a checkpoint, waits for it to complete and copies it into a
+  // new savepoint directory under `target` (already checked to be inside
+  // state.savepoints.dir); returns that directory. kFailedPrecondition when
+  // the job has checkpoints off; kAborted when the checkpoint failed.
+  // Blocks the calling (RPC) thread for as long as that takes.
+  absl::StatusOr<std::string> TriggerSavepoint(const std::string& target) ABSL_LOCKS_EXCLUDED(mu_);
 
   v1::JobStatus Status() const ABSL_LOCKS_EXCLUDED(mu_);
   // Recent checkpoints, newest first, and the checkpoint counters.
@@ -131,6 +143,9 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   absl::Status WaitForSlots() ABSL_LOCKS_EXCLUDED(mu_);
   // The newest intact complete checkpoint, or nullopt; logs every one skipped.
   absl::StatusOr<std::optional<v1::CheckpointMetadata>> ChooseCheckpoint();
+  // ChooseCheckpoint, else the savepoint the job was submitted from; sets
+  // restored_from_savepoint_.
+  absl::StatusOr<std::optional<v1::CheckpointMetadata>> ChooseRestore() ABSL_LOCKS_EXCLUDED(mu_);
   // Whether a sink of the job writes exactly-once (transactions).
   bool HasExactlyOnceSink() const;
   absl::StatusOr<v1::TaskDeploymentDescriptor> Describe(const TaskRecord& task,
@@ -177,6 +192,8 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   int attempt_ ABSL_GUARDED_BY(mu_) = 1;
   int restarts_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t restored_checkpoint_id_ ABSL_GUARDED_BY(mu_) = 0;
+  // The restore of the current attempt is settings_.savepoint.
+  bool restored_from_savepoint_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<SlotAssignment> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<TaskRecord> tasks_ ABSL_GUARDED_BY(mu_);
   // The current attempt failed (its tasks are being canceled).

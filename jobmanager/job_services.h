@@ -21,6 +21,8 @@ class JobServiceImpl final : public v1::JobService::Service {
   grpc::Status Cancel(grpc::ServerContext*, const v1::CancelJobRequest*, v1::CancelJobResponse*) override;
   grpc::Status ListCheckpoints(grpc::ServerContext* context, const v1::GetJobRequest* request,
                                v1::ListCheckpointsResponse* response) override;
+  grpc::Status TriggerSavepoint(grpc::ServerContext* context, const v1::TriggerSavepointRequest* request,
+                                v1::TriggerSavepointResponse* response) override;
 
  private:
   Dispatcher* const dispatcher_;

@@ -235,6 +235,12 @@ constexpr std::array kOptions = {
                               "shared by the JobManager and every TaskManager (local disk for a single host, "
                               "else NFS or a Kubernetes volume). Unset: <high-availability.storageDir>/checkpoints.",
                .scope = kJobManager},
+    OptionSpec{.key = keys::kSavepointsDir,
+               .type = OptionType::kString,
+               .default_value = "",
+               .description = "Where savepoints go (weir savepoint JOB [DIR]: DIR is taken inside it) and the only "
+                              "place weir submit -s reads them from. Unset: <high-availability.storageDir>/savepoints.",
+               .scope = kJobManager},
     OptionSpec{.key = keys::kCheckpointsRetained,
                .type = OptionType::kInt,
                .default_value = "1",

@@ -92,6 +92,7 @@ inline constexpr absl::string_view kCheckpointMaxConcurrent = "execution.checkpo
 inline constexpr absl::string_view kCheckpointMode = "execution.checkpointing.mode";
 inline constexpr absl::string_view kCheckpointTolerableFailures = "execution.checkpointing.tolerable-failed-checkpoints";
 inline constexpr absl::string_view kCheckpointsDir = "state.checkpoints.dir";
+inline constexpr absl::string_view kSavepointsDir = "state.savepoints.dir";
 inline constexpr absl::string_view kCheckpointsRetained = "state.checkpoints.num-retained";
 inline constexpr absl::string_view kStateBackendType = "state.backend.type";
 inline constexpr absl::string_view kStateLocalRootDirs = "taskmanager.state.local.root-dirs";

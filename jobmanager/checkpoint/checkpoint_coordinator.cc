@@ -551,6 +551,16 @@ void CheckpointCoordinator::RunAbortAction(const AbortAction& action, bool stopp
   }
 }
 
+void CheckpointCoordinator::Pin(int64_t id) {
+  absl::MutexLock lock(&mu_);
+  pinned_.insert(id);
+}
+
+void CheckpointCoordinator::Unpin(int64_t id) {
+  absl::MutexLock lock(&mu_);
+  pinned_.erase(id);
+}
+
 void CheckpointCoordinator::Retain(int64_t newest_completed) {
   const std::vector<int64_t> ids = storage_.ListCheckpointIds();
   int kept = 1;  // newest_completed itself
@@ -559,7 +569,7 @@ void CheckpointCoordinator::Retain(int64_t newest_completed) {
     if (id >= newest_completed) continue;
     {
       absl::MutexLock lock(&mu_);
-      if (pending_.contains(id)) continue;
+      if (pending_.contains(id) || pinned_.contains(id)) continue;
     }
     absl::StatusOr<bool> complete = storage_.HasMetadata(id);
     if (!complete.ok()) {

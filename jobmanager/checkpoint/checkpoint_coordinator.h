@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -166,6 +167,11 @@ class CheckpointCoordinator {
   // thread has handled it: never call it from a gateway call.
   absl::StatusOr<int64_t> TriggerNow() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Keeps checkpoint `id`'s directory from being discarded (a savepoint is
+  // being copied out of it) until Unpin.
+  void Pin(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  void Unpin(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+
   // A task's acknowledgement or decline (from the JobMasterService).
   // Messages of another job or attempt, for a checkpoint that is not pending,
   // or from a task the checkpoint does not wait for are ignored (debug log).
@@ -294,6 +300,7 @@ class CheckpointCoordinator {
 
   int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<int64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  std::set<int64_t> pinned_ ABSL_GUARDED_BY(mu_);
   absl::Time last_trigger_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time last_end_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   int consecutive_failures_ ABSL_GUARDED_BY(mu_) = 0;

@@ -184,6 +184,58 @@ TEST_F(RecoveryTest, KeyedStateIsExactlyOnceAcrossTaskManagerKills) {
   ASSERT_TRUE(cluster_->Weir({"cancel", job}).exit_code == 0);
 }
 
+// weir savepoint, cancel, weir submit -s: the new job's keyed state goes on
+// from the savepoint, so its counts continue where the first job's stopped.
+// A savepoint path outside state.savepoints.dir, or a different
+// parallelism, is refused with what to do.
+TEST_F(RecoveryTest, ASavepointCarriesStateIntoANewJob) {
+  StartCluster(2);
+  const std::string in = NewTopic("savepoint-in"), out = NewTopic("savepoint-out");
+  const std::string job = Submit({"-p", "2", "-Dexecution.checkpointing.interval=300ms"}, in, out);
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  std::map<std::string, int64_t> truth;
+  constexpr int kBatch = 6000, kDistinct = 300;
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(WaitFor([&] { return LastCounts(out) == truth; }, absl::Seconds(60))) << cluster_->Logs();
+
+  nlohmann::json saved = cluster_->WeirJson({"savepoint", job});
+  ASSERT_FALSE(saved.is_null()) << cluster_->Logs();
+  const std::string path = saved["savepoint_path"];
+  EXPECT_TRUE(std::filesystem::exists(path + "/_savepoint")) << path;
+  EXPECT_TRUE(absl::StrContains(path, cluster_->dir() + "/ha/savepoints/")) << path;
+  ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
+  ASSERT_EQ(cluster_->WaitForJobEnd(job, absl::Seconds(60))["state"], "CANCELED");
+
+  const std::vector<std::string> args = {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out};
+  std::string error;
+  EXPECT_TRUE(cluster_->Submit(kJobs + "/keyed_count.so", {"-p", "2", "-s", "/etc"}, args, &error).empty());
+  EXPECT_TRUE(absl::StrContains(error, "outside state.savepoints.dir")) << error;
+  EXPECT_TRUE(cluster_->Submit(kJobs + "/keyed_count.so", {"-p", "1", "-s", path}, args, &error).empty());
+  EXPECT_TRUE(absl::StrContains(error, "another parallelism")) << error;
+
+  // The new job reads the topic from the savepoint's offsets on, with the
+  // savepoint's counts.
+  const std::string resumed = Submit({"-p", "2", "-Dexecution.checkpointing.interval=300ms", "-s", path}, in, out);
+  ASSERT_TRUE(WaitUntilRunning(resumed)) << cluster_->Logs();
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(kBatch, kBatch, kDistinct, &truth)).ok());
+  std::map<std::string, int64_t> last;
+  const bool caught_up = WaitFor([&] {
+    last = LastCounts(out);
+    return last == truth;
+  }, absl::Seconds(60), absl::Seconds(1));
+  EXPECT_TRUE(caught_up) << cluster_->Logs();
+  nlohmann::json status = cluster_->WeirJson({"status", resumed});
+  EXPECT_GT(status["restored_checkpoint_id"].get<int64_t>(), 0) << status.dump(2);
+  // Its sources started at the savepoint's offsets: they read the second
+  // batch only (a fresh start would also end with the right counts).
+  int64_t read = 0;
+  for (const auto& t : status["tasks"]) {
+    if (absl::StrContains(t["name"].get<std::string>(), "KafkaSource")) read += t["records_in"].get<int64_t>();
+  }
+  EXPECT_EQ(read, kBatch) << status.dump(2);
+  ASSERT_EQ(cluster_->Weir({"cancel", resumed}).exit_code, 0);
+}
+
 // An ended job stays listed — also after the JobManager restarts — for
 // jobstore.expiration-time, then it is forgotten, with its entry in
 // high-availability.storageDir.

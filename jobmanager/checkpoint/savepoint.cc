@@ -1,0 +1,110 @@
+#include "jobmanager/checkpoint/savepoint.h"
+
+#include <filesystem>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "common/io/atomic_file.h"
+#include "common/status_macros.h"
+
+namespace weir::jobmanager::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kMarker[] = "_savepoint";
+
+}  // namespace
+
+absl::StatusOr<std::string> PathInside(const std::string& root, const std::string& given, const char* root_key) {
+  if (root.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(root_key, " is not set: savepoints are kept only under it"));
+  }
+  const fs::path base = fs::absolute(fs::path(root)).lexically_normal();
+  fs::path candidate = given.empty() ? base : fs::path(given);
+  if (candidate.is_relative()) candidate = base / candidate;
+  candidate = candidate.lexically_normal();
+  // Inside: base is a prefix of candidate, component by component.
+  auto b = base.begin(), c = candidate.begin();
+  for (; b != base.end() && c != candidate.end(); ++b, ++c) {
+    if (b->empty()) continue;  // a trailing separator
+    if (*b != *c) break;
+  }
+  const bool inside = (b == base.end() || (b->empty() && std::next(b) == base.end()));
+  if (!inside || absl::StrContains(candidate.string(), "/../")) {
+    return absl::InvalidArgumentError(absl::StrCat("'", given, "' is outside ", root_key, " (", base.string(),
+                                                   "); savepoints are written and read only there"));
+  }
+  return candidate.string();
+}
+
+absl::StatusOr<std::string> WriteSavepoint(const CheckpointStorage& storage, int64_t id, const std::string& target,
+                                           const std::string& job_id) {
+  std::error_code ec;
+  fs::create_directories(target, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", target, ": ", ec.message()));
+  std::random_device random;
+  const std::string path =
+      absl::StrCat(target, "/", absl::StrFormat("savepoint-%s-%06x", job_id, random() & 0xffffff));
+  const std::string from = storage.CheckpointDir(id);
+  const std::string to = absl::StrCat(path, "/", fs::path(from).filename().string());
+  fs::create_directories(to, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", to, ": ", ec.message()));
+  // Every file, in subdirectories too (RocksDB state), each fsynced.
+  for (auto it = fs::recursive_directory_iterator(from, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    const fs::path relative = fs::relative(it->path(), from, ec);
+    if (ec) break;
+    const fs::path dest = fs::path(to) / relative;
+    if (it->is_directory()) {
+      fs::create_directories(dest, ec);
+    } else if (it->is_regular_file()) {
+      absl::StatusOr<int64_t> copied = io::CopyFileDurably(it->path().string(), dest.string());
+      if (!copied.ok()) return Annotate(copied.status(), absl::StrCat("copying checkpoint ", id, " into ", path));
+    }
+    if (ec) break;
+  }
+  if (ec) return absl::UnavailableError(absl::StrCat("copying checkpoint ", id, " into ", path, ": ", ec.message()));
+  for (auto it = fs::recursive_directory_iterator(to, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it->is_directory()) RETURN_IF_ERROR(io::SyncDirectory(it->path().string()));
+  }
+  RETURN_IF_ERROR(io::SyncDirectory(to));
+  // Last: the marker that makes it a savepoint.
+  RETURN_IF_ERROR(io::WriteFileAtomically(absl::StrCat(path, "/", kMarker),
+                                          absl::StrCat("weir-savepoint ", kSavepointFormatVersion, "\n")));
+  return path;
+}
+
+absl::StatusOr<Savepoint> ReadSavepoint(const std::string& path) {
+  absl::StatusOr<std::string> marker = io::ReadWholeFile(absl::StrCat(path, "/", kMarker));
+  if (!marker.ok()) {
+    return absl::NotFoundError(absl::StrCat(path, " is not a savepoint (no ", kMarker, " file: ",
+                                            marker.status().message(), ")"));
+  }
+  absl::string_view text = absl::StripAsciiWhitespace(*marker);
+  int version = 0;
+  if (!absl::ConsumePrefix(&text, "weir-savepoint ") || !absl::SimpleAtoi(text, &version)) {
+    return absl::DataLossError(absl::StrCat(path, "/", kMarker, " is damaged"));
+  }
+  if (version != kSavepointFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("the savepoint at ", path, " has format version ", version,
+                                                      "; this Weir reads version ", kSavepointFormatVersion,
+                                                      " only"));
+  }
+  ASSIGN_OR_RETURN(CheckpointStorage storage, CheckpointStorage::Open(path));
+  const std::vector<int64_t> ids = storage.ListCheckpointIds();
+  if (ids.size() != 1) {
+    return absl::DataLossError(absl::StrCat("the savepoint at ", path, " holds ", ids.size(),
+                                            " checkpoints; expected exactly one"));
+  }
+  ASSIGN_OR_RETURN(v1::CheckpointMetadata metadata, storage.ReadMetadata(ids[0]));
+  RETURN_IF_ERROR(storage.VerifyTaskFiles(metadata));
+  return Savepoint{path, std::move(storage), std::move(metadata)};
+}
+
+}  // namespace weir::jobmanager::checkpoint

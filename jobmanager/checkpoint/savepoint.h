@@ -1,0 +1,47 @@
+// Savepoints: a completed checkpoint copied out of a job's checkpoint
+// directory into one of its own, so that it is self-contained (references
+// nothing the job's checkpoint retention may delete) and outlives the job.
+//
+//   <state.savepoints.dir>/savepoint-<job id>-<random>/
+//       _savepoint            "weir-savepoint <format version>\n"
+//       chk-<n>/              the checkpoint's files and _metadata, copied
+//
+// A job submitted with -s <that directory> restores it like a checkpoint.
+// Paths a client sends are used only inside state.savepoints.dir.
+//
+// Thread-safety: free functions without shared state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "jobmanager/checkpoint/checkpoint_storage.h"
+#include "weir/v1/checkpoint.pb.h"
+
+namespace weir::jobmanager::checkpoint {
+
+inline constexpr int kSavepointFormatVersion = 1;
+
+// `given` (relative to `root`, or absolute) as a path inside `root`;
+// kInvalidArgument when it would leave it (.., another absolute path) or
+// `root` is empty, naming `root_key` (the setting that sets the root).
+absl::StatusOr<std::string> PathInside(const std::string& root, const std::string& given, const char* root_key);
+
+// Copies completed checkpoint `id` of `storage` into a new savepoint
+// directory under `target` (created if needed) and returns its path.
+absl::StatusOr<std::string> WriteSavepoint(const CheckpointStorage& storage, int64_t id, const std::string& target,
+                                           const std::string& job_id);
+
+struct Savepoint {
+  std::string path;                // the savepoint directory
+  CheckpointStorage storage;       // opened on it: its chk-<n>
+  v1::CheckpointMetadata metadata;  // verified, files checked
+};
+
+// Reads and verifies the savepoint at `path`: kNotFound when it is not a
+// savepoint, kFailedPrecondition for an unknown format version, kDataLoss
+// when its metadata or files are damaged.
+absl::StatusOr<Savepoint> ReadSavepoint(const std::string& path);
+
+}  // namespace weir::jobmanager::checkpoint
