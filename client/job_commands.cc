@@ -1,9 +1,11 @@
 #include "client/job_commands.h"
 
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "common/crypto/sha256.h"
 #include "common/rpc/rpc.h"
 #include "jobgraph/graph_spec.h"
 #include "jobgraph/job_library.h"
@@ -111,12 +113,25 @@ int RunSubmit(const Options& options, std::ostream& out, std::ostream& err) {
     grpc::ClientContext context;
     SetDeadline(&context, std::chrono::seconds(300));
     v1::UploadArtifactResponse uploaded;
+    // The JobManager stores the binary only if it arrives whole and hashes
+    // to what is announced here.
+    absl::StatusOr<std::string> sha256 = crypto::Sha256OfFile(binary);
+    if (!sha256.ok()) return Fail(err, std::string(sha256.status().message()));
+    std::error_code size_error;
+    const auto size = std::filesystem::file_size(binary, size_error);
+    if (size_error) return Fail(err, absl::StrCat("cannot read ", binary, ": ", size_error.message()));
     auto writer = artifacts->Upload(&context, &uploaded);
     std::ifstream in(binary, std::ios::binary);
     std::string buf(1 << 20, '\0');
+    bool first = true;
     while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
       v1::ArtifactChunk chunk;
       chunk.set_data(buf.data(), static_cast<size_t>(in.gcount()));
+      if (first) {
+        chunk.set_expected_sha256(*sha256);
+        chunk.set_expected_size(static_cast<int64_t>(size));
+        first = false;
+      }
       if (!writer->Write(chunk)) break;
     }
     writer->WritesDone();

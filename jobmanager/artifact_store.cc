@@ -37,6 +37,11 @@ absl::StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(const std::st
         absl::StrCat("cannot create the artifact directory ", dir, ": ", ec.message(),
                      "; check high-availability.storageDir"));
   }
+  // No upload is in progress before this JobManager serves: any temporary
+  // file is a crashed one's.
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.path().filename().string().rfind(".upload-", 0) == 0) std::filesystem::remove(entry.path(), ec);
+  }
   return std::unique_ptr<ArtifactStore>(new ArtifactStore(dir, max_bytes));
 }
 
@@ -66,8 +71,12 @@ absl::Status ArtifactStore::Upload::Append(absl::string_view data) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ArtifactStore::Upload::Commit() {
+absl::StatusOr<std::string> ArtifactStore::Upload::Commit(absl::string_view expected_sha256) {
   if (size_ == 0) return absl::InvalidArgumentError("the uploaded job binary is empty");
+  if (!expected_sha256.empty() && sha_.HexDigest() != expected_sha256) {
+    return absl::DataLossError(absl::StrCat("the uploaded job binary hashes to ", sha_.HexDigest(), ", not to the ",
+                                            expected_sha256, " the client announced; it is not stored"));
+  }
   if (std::fflush(file_) != 0 || fsync(fileno(file_)) != 0) {
     return StorageError("syncing", absl::StrCat(temp_path_, ": ", Errno()));
   }

@@ -29,7 +29,9 @@ class ArtifactStore {
     // Fails with kResourceExhausted once the artifact exceeds the limit.
     absl::Status Append(absl::string_view data);
     // Hashes, syncs and moves the file into place; returns the SHA-256.
-    absl::StatusOr<std::string> Commit();
+    // With `expected_sha256`, an upload that hashes otherwise is refused
+    // (kDataLoss) and not stored.
+    absl::StatusOr<std::string> Commit(absl::string_view expected_sha256 = {});
     int64_t size() const { return size_; }
 
    private:
@@ -45,7 +47,8 @@ class ArtifactStore {
     bool committed_ = false;
   };
 
-  // Creates <root>/artifacts/sha256 if needed.
+  // Creates <root>/artifacts/sha256 if needed, and removes the temporary
+  // files of uploads a previous JobManager did not finish.
   static absl::StatusOr<std::unique_ptr<ArtifactStore>> Open(const std::string& root, int64_t max_bytes);
 
   absl::StatusOr<std::unique_ptr<Upload>> BeginUpload();

@@ -2,6 +2,8 @@
 
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
+#include "common/crypto/sha256.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
 
@@ -65,11 +67,36 @@ grpc::Status ArtifactServiceImpl::Upload(grpc::ServerContext* context, grpc::Ser
   auto upload = store_->BeginUpload();
   if (!upload.ok()) return rpc::ToGrpcStatus(upload.status());
   v1::ArtifactChunk chunk;
+  std::string expected_sha256;
+  int64_t expected_size = -1;
+  bool first = true;
   while (reader->Read(&chunk)) {
+    if (first) {
+      // What the whole will be, announced up front: only a complete,
+      // matching upload is stored (a cut-off one would otherwise be stored
+      // under the hash of its prefix).
+      expected_sha256 = chunk.expected_sha256();
+      expected_size = chunk.expected_size();
+      if (!crypto::IsSha256Hex(expected_sha256) || expected_size <= 0) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "the upload does not announce its SHA-256 and size; use a weir client of this version");
+      }
+      if (expected_size > store_->max_bytes()) {
+        return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                            absl::StrCat("the job binary (", expected_size, " bytes) is larger than the limit of ",
+                                         store_->max_bytes(), " bytes (jobmanager.artifact.max-size)"));
+      }
+      first = false;
+    }
     absl::Status appended = (*upload)->Append(chunk.data());
     if (!appended.ok()) return rpc::ToGrpcStatus(appended);
   }
-  auto sha = (*upload)->Commit();
+  if (context->IsCancelled() || first || (*upload)->size() != expected_size) {
+    return grpc::Status(grpc::StatusCode::CANCELLED,
+                        absl::StrCat("the upload ended after ", (*upload)->size(), " of ", expected_size,
+                                     " bytes; nothing was stored"));
+  }
+  auto sha = (*upload)->Commit(expected_sha256);
   if (!sha.ok()) return rpc::ToGrpcStatus(sha.status());
   response->set_sha256(*sha);
   response->set_size((*upload)->size());

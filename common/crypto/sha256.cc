@@ -12,6 +12,7 @@ namespace weir::crypto {
 
 struct Sha256::State {
   EVP_MD_CTX* ctx = nullptr;
+  std::string digest;  // once finished
 };
 
 Sha256::Sha256() : state_(std::make_unique<State>()) {
@@ -24,6 +25,7 @@ Sha256::~Sha256() { EVP_MD_CTX_free(state_->ctx); }
 void Sha256::Update(absl::string_view data) { EVP_DigestUpdate(state_->ctx, data.data(), data.size()); }
 
 std::string Sha256::HexDigest() {
+  if (!state_->digest.empty()) return state_->digest;
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(state_->ctx, digest, &len);
@@ -34,6 +36,7 @@ std::string Sha256::HexDigest() {
     out.push_back(kHex[digest[i] >> 4]);
     out.push_back(kHex[digest[i] & 0xf]);
   }
+  state_->digest = out;
   return out;
 }
 

@@ -16,7 +16,8 @@ class Sha256 {
   Sha256();
   ~Sha256();
   void Update(absl::string_view data);
-  // The digest as 64 lowercase hex characters; call once.
+  // The digest as 64 lowercase hex characters. It finishes the hash: later
+  // calls return the same digest, and Update must not follow.
   std::string HexDigest();
 
  private:

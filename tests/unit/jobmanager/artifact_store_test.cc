@@ -1,6 +1,7 @@
 #include "jobmanager/artifact_store.h"
 
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/match.h"
 #include "common/crypto/sha256.h"
@@ -27,6 +28,33 @@ TEST(ArtifactStoreTest, StoresUnderTheContentHash) {
   ASSERT_TRUE(path.ok());
   EXPECT_EQ(*path, root + "/artifacts/sha256/" + *sha);
   EXPECT_EQ(weir::testing::ReadFile(*path), "hello world");
+}
+
+// An upload that is not what the client announced (cut off, or other
+// bytes) is not stored under any hash; temporaries of a crashed JobManager
+// go when the store opens.
+TEST(ArtifactStoreTest, StoresOnlyWhatWasAnnouncedAndCleansCrashedUploads) {
+  std::string root = weir::testing::MakeTempDir("weir-artifacts");
+  auto store = ArtifactStore::Open(root, 1 << 20);
+  ASSERT_TRUE(store.ok());
+  crypto::Sha256 whole;
+  whole.Update("hello world");
+  const std::string announced = whole.HexDigest();
+  {
+    auto upload = (*store)->BeginUpload();
+    ASSERT_TRUE((*upload)->Append("hello ").ok());  // the rest never came
+    auto sha = (*upload)->Commit(announced);
+    EXPECT_EQ(sha.status().code(), absl::StatusCode::kDataLoss);
+  }
+  crypto::Sha256 prefix;
+  prefix.Update("hello ");
+  EXPECT_EQ((*store)->PathOf(prefix.HexDigest()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*store)->PathOf(announced).status().code(), absl::StatusCode::kNotFound);
+
+  std::ofstream(root + "/artifacts/sha256/.upload-1-0") << "left by a crash";
+  auto reopened = ArtifactStore::Open(root, 1 << 20);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_FALSE(std::filesystem::exists(root + "/artifacts/sha256/.upload-1-0"));
 }
 
 TEST(ArtifactStoreTest, EnforcesTheSizeLimitAndLeavesNothingBehind) {
