@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/kafka/cluster_job_test.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
 #include "tests/testing/local_cluster.h"
@@ -28,63 +29,14 @@ using testing::WaitFor;
 
 const std::string kJobs = WEIR_JOBS_DIR;
 
-class ExactlyOnceTest : public ::testing::Test {
+class ExactlyOnceTest : public testing::ClusterJobTest {
  protected:
-  void SetUp() override {
-    bootstrap_ = test::TestKafkaBootstrap();
-    ASSERT_FALSE(bootstrap_.empty());
-  }
-
-  void StartCluster(int taskmanagers) {
-    cluster_ = std::make_unique<LocalCluster>(LocalCluster::Options{taskmanagers, 1, {}, ""});
-    cluster_->Start();
-  }
-
-  std::string NewTopic(const std::string& prefix) {
-    std::string topic = test::UniqueTopicName(prefix);
-    absl::Status created = test::CreateTopic(bootstrap_, topic, 4);
-    EXPECT_TRUE(created.ok()) << created;
-    return topic;
-  }
-
   std::string SubmitCopy(std::vector<std::string> options, const std::string& in, const std::string& out,
                          std::string* error, const std::string& binary = "kafka_copy.so") {
     return cluster_->Submit(kJobs + "/" + binary, options,
                             {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out, "--guarantee",
                              "exactly-once"},
                             error);
-  }
-
-  bool WaitUntilRunning(const std::string& job, int min_attempt = 1) {
-    return WaitFor([&] {
-      nlohmann::json s = cluster_->WeirJson({"status", job});
-      if (s.is_null() || s["state"] != "RUNNING" || s["attempt"].get<int>() < min_attempt) return false;
-      for (const auto& t : s["tasks"]) {
-        if (t["state"] != "RUNNING") return false;
-      }
-      return true;
-    }, absl::Seconds(120));
-  }
-
-  bool WaitForCompletedCheckpoint(const std::string& job, int attempt) {
-    return WaitFor([&] {
-      nlohmann::json c = cluster_->WeirJson({"checkpoints", job});
-      if (c.is_null()) return false;
-      for (const auto& cp : c["checkpoints"]) {
-        if (cp["status"] == "COMPLETED" && cp["attempt"].get<int>() >= attempt) return true;
-      }
-      return false;
-    }, absl::Seconds(60));
-  }
-
-  int BusyTaskManager(const std::string& job, std::mt19937& random) {
-    nlohmann::json s = cluster_->WeirJson({"status", job});
-    std::vector<std::string> ids;
-    for (const auto& t : s["tasks"]) ids.push_back(t["taskmanager_id"]);
-    std::string id = ids.at(std::uniform_int_distribution<size_t>(0, ids.size() - 1)(random));
-    int index = 0;
-    EXPECT_TRUE(absl::SimpleAtoi(id.substr(3), &index)) << id;  // "tm-<i>"
-    return index;
   }
 
   // Produces `make(first, n)` batches of `batch` records up to `records`
@@ -137,8 +89,6 @@ class ExactlyOnceTest : public ::testing::Test {
     return ok && !writer_failed.load();
   }
 
-  std::string bootstrap_;
-  std::unique_ptr<LocalCluster> cluster_;
 };
 
 // Records "<i>" under key "k<i % kKeys>": per key, values only grow.

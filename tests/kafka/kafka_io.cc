@@ -18,6 +18,30 @@ std::unique_ptr<RdKafka::Conf> Conf(const std::map<std::string, std::string>& pr
   return conf;
 }
 
+// Every partition of `topic` and its end offset as `consumer` sees it (its
+// isolation level decides: high watermark or last stable offset).
+absl::StatusOr<std::map<int32_t, int64_t>> PartitionEnds(RdKafka::KafkaConsumer& consumer, const std::string& topic) {
+  std::string err;
+  std::unique_ptr<RdKafka::Topic> handle(RdKafka::Topic::create(&consumer, topic, nullptr, err));
+  RdKafka::Metadata* raw = nullptr;
+  if (consumer.metadata(false, handle.get(), &raw, 10000) != RdKafka::ERR_NO_ERROR || raw == nullptr) {
+    return absl::UnavailableError(absl::StrCat("no metadata for topic ", topic));
+  }
+  std::unique_ptr<RdKafka::Metadata> metadata(raw);
+  std::map<int32_t, int64_t> end;
+  for (const auto* t : *metadata->topics()) {
+    for (const auto* p : *t->partitions()) {
+      int64_t low = 0, high = 0;
+      const RdKafka::ErrorCode code = consumer.query_watermark_offsets(topic, p->id(), &low, &high, 10000);
+      if (code != RdKafka::ERR_NO_ERROR) {
+        return absl::UnavailableError(absl::StrCat("end offset of ", topic, "/", p->id(), ": ", RdKafka::err2str(code)));
+      }
+      end[p->id()] = high;
+    }
+  }
+  return end;
+}
+
 }  // namespace
 
 absl::Status ProduceMessages(const std::string& bootstrap, const std::string& topic,
@@ -56,21 +80,12 @@ absl::StatusOr<std::vector<KafkaMessage>> ReadTopic(const std::string& bootstrap
   std::string err;
   std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(conf.get(), err));
   if (!consumer) return absl::InternalError(absl::StrCat("creating consumer: ", err));
-  std::unique_ptr<RdKafka::Topic> handle(RdKafka::Topic::create(consumer.get(), topic, nullptr, err));
-  RdKafka::Metadata* raw = nullptr;
-  if (consumer->metadata(false, handle.get(), &raw, 10000) != RdKafka::ERR_NO_ERROR || raw == nullptr) {
-    return absl::UnavailableError(absl::StrCat("no metadata for topic ", topic));
-  }
-  std::unique_ptr<RdKafka::Metadata> metadata(raw);
+  absl::StatusOr<std::map<int32_t, int64_t>> ends = PartitionEnds(*consumer, topic);
+  if (!ends.ok()) return ends.status();
+  std::map<int32_t, int64_t> end = *std::move(ends);
   std::vector<RdKafka::TopicPartition*> partitions;
-  std::map<int32_t, int64_t> end;
-  for (const auto* t : *metadata->topics()) {
-    for (const auto* p : *t->partitions()) {
-      int64_t low = 0, high = 0;
-      consumer->query_watermark_offsets(topic, p->id(), &low, &high, 10000);
-      end[p->id()] = high;
-      partitions.push_back(RdKafka::TopicPartition::create(topic, p->id(), RdKafka::Topic::OFFSET_BEGINNING));
-    }
+  for (const auto& [partition, high] : end) {
+    partitions.push_back(RdKafka::TopicPartition::create(topic, partition, RdKafka::Topic::OFFSET_BEGINNING));
   }
   consumer->assign(partitions);
   RdKafka::TopicPartition::destroy(partitions);
@@ -115,23 +130,7 @@ absl::StatusOr<std::map<int32_t, int64_t>> EndOffsets(const std::string& bootstr
   std::string err;
   std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(conf.get(), err));
   if (!consumer) return absl::InternalError(absl::StrCat("creating consumer: ", err));
-  std::unique_ptr<RdKafka::Topic> handle(RdKafka::Topic::create(consumer.get(), topic, nullptr, err));
-  RdKafka::Metadata* raw = nullptr;
-  if (consumer->metadata(false, handle.get(), &raw, 10000) != RdKafka::ERR_NO_ERROR || raw == nullptr) {
-    return absl::UnavailableError(absl::StrCat("no metadata for topic ", topic));
-  }
-  std::unique_ptr<RdKafka::Metadata> metadata(raw);
-  std::map<int32_t, int64_t> end;
-  for (const auto* t : *metadata->topics()) {
-    for (const auto* p : *t->partitions()) {
-      int64_t low = 0, high = 0;
-      const RdKafka::ErrorCode code = consumer->query_watermark_offsets(topic, p->id(), &low, &high, 10000);
-      if (code != RdKafka::ERR_NO_ERROR) {
-        return absl::UnavailableError(absl::StrCat("end offset of ", topic, "/", p->id(), ": ", RdKafka::err2str(code)));
-      }
-      end[p->id()] = high;
-    }
-  }
+  absl::StatusOr<std::map<int32_t, int64_t>> end = PartitionEnds(*consumer, topic);
   consumer->close();
   return end;
 }

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/kafka/cluster_job_test.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
 #include "tests/testing/local_cluster.h"
@@ -26,68 +27,14 @@ using testing::WaitFor;
 
 const std::string kJobs = WEIR_JOBS_DIR;
 
-class RecoveryTest : public ::testing::Test {
+class RecoveryTest : public testing::ClusterJobTest {
  protected:
-  void SetUp() override {
-    bootstrap_ = test::TestKafkaBootstrap();
-    ASSERT_FALSE(bootstrap_.empty());
-  }
-
-  void StartCluster(int taskmanagers) {
-    cluster_ = std::make_unique<LocalCluster>(LocalCluster::Options{taskmanagers, 1, {}, ""});
-    cluster_->Start();
-  }
-
-  std::string NewTopic(const std::string& prefix) {
-    std::string topic = test::UniqueTopicName(prefix);
-    absl::Status created = test::CreateTopic(bootstrap_, topic, 4);
-    EXPECT_TRUE(created.ok()) << created;
-    return topic;
-  }
-
   std::string Submit(std::vector<std::string> options, const std::string& in, const std::string& out) {
     std::string error;
     std::string job = cluster_->Submit(kJobs + "/keyed_count.so", options,
                                        {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out}, &error);
     EXPECT_FALSE(job.empty()) << error << cluster_->Logs();
     return job;
-  }
-
-  // The job and every task RUNNING, in an attempt after `min_attempt - 1`.
-  bool WaitUntilRunning(const std::string& job, int min_attempt = 1) {
-    return WaitFor([&] {
-      nlohmann::json s = cluster_->WeirJson({"status", job});
-      if (s.is_null() || s["state"] != "RUNNING" || s["attempt"].get<int>() < min_attempt) return false;
-      for (const auto& t : s["tasks"]) {
-        if (t["state"] != "RUNNING") return false;
-      }
-      return true;
-    }, absl::Seconds(120));
-  }
-
-  // Waits until a checkpoint of attempt >= `attempt` has completed.
-  bool WaitForCompletedCheckpoint(const std::string& job, int attempt, int64_t after_id = 0) {
-    return WaitFor([&] {
-      nlohmann::json c = cluster_->WeirJson({"checkpoints", job});
-      if (c.is_null()) return false;
-      for (const auto& cp : c["checkpoints"]) {
-        if (cp["status"] == "COMPLETED" && cp["attempt"].get<int>() >= attempt && cp["id"].get<int64_t>() > after_id) {
-          return true;
-        }
-      }
-      return false;
-    }, absl::Seconds(60));
-  }
-
-  // The index of a TaskManager that runs a task of `job`.
-  int BusyTaskManager(const std::string& job, std::mt19937& random) {
-    nlohmann::json s = cluster_->WeirJson({"status", job});
-    std::vector<std::string> ids;
-    for (const auto& t : s["tasks"]) ids.push_back(t["taskmanager_id"]);
-    std::string id = ids.at(std::uniform_int_distribution<size_t>(0, ids.size() - 1)(random));
-    int index = 0;
-    EXPECT_TRUE(absl::SimpleAtoi(id.substr(3), &index)) << id;  // "tm-<i>"
-    return index;
   }
 
   // For every key of `out`: the count it was last written with (offset order
@@ -108,8 +55,6 @@ class RecoveryTest : public ::testing::Test {
     return last;
   }
 
-  std::string bootstrap_;
-  std::unique_ptr<LocalCluster> cluster_;
 };
 
 std::vector<KafkaMessage> Batch(int first, int n, int distinct, std::map<std::string, int64_t>* truth) {
