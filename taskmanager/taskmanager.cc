@@ -91,19 +91,12 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   // data buffers only leave it. Twice the JobManager's cap: a deployment
   // carries a submission's graph and a little more.
   options.max_receive_message_bytes = 2 * rpc::kControlPlaneMaxMessageBytes;
-  auto started = rpc::StartServer(options);
-  if (!started.ok()) return Annotate(started.status(), "starting the TaskManager's RPC server");
-  tm->server_ = std::move(started->server);
-
   std::string id = config.GetString(k::kTaskManagerResourceId);
   tm->info_.set_taskmanager_id(id.empty() ? RandomId("tm-") : id);
-  tm->info_.set_address(rpc::JoinHostPort(host, started->port));
   tm->info_.set_slots_total(tm->slots_->size());
   tm->info_.set_hostname(HostName());
   tm->info_.set_pid(getpid());
   tm->info_.set_version(kWeirVersion);
-  tm->log_->info("TaskManager {} listening on {} with {} slots", tm->id(),
-                 rpc::JoinHostPort(options.bind_host, started->port), tm->slots_->size());
 
   ConnectionOptions connection;
   connection.jobmanager_address = rpc::JoinHostPort(config.GetString(k::kJobManagerRpcAddress),
@@ -130,6 +123,14 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   if (local_state.empty()) local_state = absl::StrCat(config.GetString(k::kIoTmpDirs), "/weir-state-", tm->id());
   ASSIGN_OR_RETURN(tm->local_state_, LocalStateDirectory::Acquire(local_state));
   tm->task_env_.local_state_dir = tm->local_state_->path();
+
+  // Serve only once everything a call may reach is in place.
+  auto started = rpc::StartServer(options);
+  if (!started.ok()) return Annotate(started.status(), "starting the TaskManager's RPC server");
+  tm->server_ = std::move(started->server);
+  tm->info_.set_address(rpc::JoinHostPort(host, started->port));
+  tm->log_->info("TaskManager {} listening on {} with {} slots", tm->id(),
+                 rpc::JoinHostPort(options.bind_host, started->port), tm->slots_->size());
   tm->maintenance_ = std::thread([raw = tm.get()] { raw->MaintenanceLoop(); });
   connection.heartbeat_interval = config.GetDuration(k::kHeartbeatInterval);
   connection.heartbeat_timeout = config.GetDuration(k::kHeartbeatTimeout);
