@@ -21,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bench/bench_flags.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
 #include "tests/testing/local_cluster.h"
@@ -162,25 +163,12 @@ double MeasureRecovery(const std::string& bootstrap, const Flags& flags, const s
 
 int main(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string name = argv[i];
-    if (name == "--state-backend") {
-      flags.state_backend = argv[i + 1];
-      continue;
-    }
-    int64_t v = 0;
-    if (!absl::SimpleAtoi(argv[i + 1], &v) || v <= 0) {
-      std::fprintf(stderr, "bench: bad value for %s\n", name.c_str());
-      return 2;
-    }
-    if (name == "--records") flags.records = v;
-    else if (name == "--keys") flags.keys = v;
-    else if (name == "--parallelism") flags.parallelism = static_cast<int>(v);
-    else {
-      std::fprintf(stderr, "bench: unknown flag %s\n", name.c_str());
-      return 2;
-    }
-  }
+  weir::bench::BenchFlags parser("bench");
+  parser.Int("--records", &flags.records);
+  parser.Int("--keys", &flags.keys);
+  parser.Int("--parallelism", &flags.parallelism);
+  parser.String("--state-backend", &flags.state_backend);
+  if (!parser.Parse(argc, argv)) return 2;
   const std::string bootstrap = weir::test::TestKafkaBootstrap();
   if (bootstrap.empty()) return 1;
   const std::string in = NewTopic(bootstrap, "bench-ckpt-in");

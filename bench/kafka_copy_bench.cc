@@ -22,6 +22,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bench/bench_flags.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
 #include "tests/testing/local_cluster.h"
@@ -92,23 +93,13 @@ double BaselineCopy(const std::string& bootstrap, const std::string& in, const s
 
 int main(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string name = argv[i];
-    int64_t v = 0;
-    if (!absl::SimpleAtoi(argv[i + 1], &v) || v <= 0) {
-      std::fprintf(stderr, "bench: bad value for %s\n", name.c_str());
-      return 2;
-    }
-    if (name == "--records") flags.records = v;
-    else if (name == "--value-bytes") flags.value_bytes = static_cast<int>(v);
-    else if (name == "--partitions") flags.partitions = static_cast<int>(v);
-    else if (name == "--parallelism") flags.parallelism = static_cast<int>(v);
-    else if (name == "--checkpoint-ms") flags.checkpoint_ms = v;
-    else {
-      std::fprintf(stderr, "bench: unknown flag %s\n", name.c_str());
-      return 2;
-    }
-  }
+  weir::bench::BenchFlags parser("bench");
+  parser.Int("--records", &flags.records);
+  parser.Int("--value-bytes", &flags.value_bytes);
+  parser.Int("--partitions", &flags.partitions);
+  parser.Int("--parallelism", &flags.parallelism);
+  parser.Int("--checkpoint-ms", &flags.checkpoint_ms);
+  if (!parser.Parse(argc, argv)) return 2;
   std::string bootstrap = weir::test::TestKafkaBootstrap();
   if (bootstrap.empty()) return 1;
   std::string in = weir::test::UniqueTopicName("bench-in");

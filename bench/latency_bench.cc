@@ -26,6 +26,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bench/bench_flags.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
 #include "tests/testing/local_cluster.h"
@@ -124,26 +125,14 @@ Latencies Measure(const std::string& bootstrap, const std::string& in, const std
 
 int main(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string name = argv[i];
-    if (name == "--source-properties" || name == "--sink-properties") {
-      (name == "--source-properties" ? flags.source_properties : flags.sink_properties) = argv[i + 1];
-      continue;
-    }
-    int64_t v = 0;
-    if (!absl::SimpleAtoi(argv[i + 1], &v) || v <= 0) {
-      std::fprintf(stderr, "bench: bad value for %s\n", name.c_str());
-      return 2;
-    }
-    if (name == "--rate") flags.rate = v;
-    else if (name == "--seconds") flags.seconds = v;
-    else if (name == "--checkpoint-ms") flags.checkpoint_ms = v;
-    else if (name == "--parallelism") flags.parallelism = v;
-    else {
-      std::fprintf(stderr, "bench: unknown flag %s\n", name.c_str());
-      return 2;
-    }
-  }
+  weir::bench::BenchFlags parser("bench");
+  parser.Int("--rate", &flags.rate);
+  parser.Int("--seconds", &flags.seconds);
+  parser.Int("--checkpoint-ms", &flags.checkpoint_ms);
+  parser.Int("--parallelism", &flags.parallelism);
+  parser.String("--source-properties", &flags.source_properties);
+  parser.String("--sink-properties", &flags.sink_properties);
+  if (!parser.Parse(argc, argv)) return 2;
   const std::string bootstrap = weir::test::TestKafkaBootstrap();
   if (bootstrap.empty()) return 1;
   weir::testing::LocalCluster cluster(

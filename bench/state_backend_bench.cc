@@ -19,6 +19,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "bench/bench_flags.h"
 #include "common/state/key_groups.h"
 #include "taskmanager/state/in_memory_keyed_state.h"
 #include "taskmanager/state/rocksdb_keyed_state.h"
@@ -81,21 +82,11 @@ Result Run(KeyedStateBackend& backend, const std::vector<std::string>& keys, int
 
 int main(int argc, char** argv) {
   int64_t records = 2000000, keys_count = 500000, snapshot_every = 500000;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string name = argv[i];
-    int64_t v = 0;
-    if (!absl::SimpleAtoi(argv[i + 1], &v) || v < 0) {
-      std::fprintf(stderr, "state_backend_bench: bad value for %s\n", name.c_str());
-      return 2;
-    }
-    if (name == "--records") records = v;
-    else if (name == "--keys") keys_count = v;
-    else if (name == "--snapshot-every") snapshot_every = v;
-    else {
-      std::fprintf(stderr, "state_backend_bench: unknown flag %s\n", name.c_str());
-      return 2;
-    }
-  }
+  weir::bench::BenchFlags parser("state_backend_bench");
+  parser.Int("--records", &records, 0);
+  parser.Int("--keys", &keys_count, 0);
+  parser.Int("--snapshot-every", &snapshot_every, 0);
+  if (!parser.Parse(argc, argv)) return 2;
   std::vector<std::string> keys;
   for (int64_t i = 0; i < keys_count; ++i) keys.push_back(absl::StrCat("key-", i));
   std::shuffle(keys.begin(), keys.end(), std::mt19937(42));

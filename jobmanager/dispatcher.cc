@@ -60,8 +60,7 @@ absl::Status CheckSubmissionLimits(const v1::SubmitJobRequest& request) {
 absl::Status CheckExactlyOnceSinks(const v1::JobGraphSpec& graph, const JobSettings& settings) {
   std::map<std::string, std::string> prefixes;  // prefix -> vertex name
   for (const v1::JobVertex& v : graph.vertices()) {
-    auto guarantee = v.properties().find("guarantee");
-    if (guarantee == v.properties().end() || guarantee->second != "exactly-once") continue;
+    if (!connectors::WritesExactlyOnce(v.properties())) continue;
     const std::string where = absl::StrCat("vertex ", v.id(), " '", v.name(), "'");
     if (settings.checkpoint_dir.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -334,11 +333,8 @@ namespace {
 std::set<std::string> ExactlyOncePrefixes(const v1::JobGraphSpec& graph) {
   std::set<std::string> prefixes;
   for (const v1::JobVertex& v : graph.vertices()) {
-    auto guarantee = v.properties().find("guarantee");
-    auto prefix = v.properties().find("transactional.id.prefix");
-    if (guarantee != v.properties().end() && guarantee->second == "exactly-once" && prefix != v.properties().end()) {
-      prefixes.insert(prefix->second);
-    }
+    const std::string prefix = connectors::PropertyOr(v.properties(), "transactional.id.prefix");
+    if (connectors::WritesExactlyOnce(v.properties()) && !prefix.empty()) prefixes.insert(prefix);
   }
   return prefixes;
 }

@@ -10,6 +10,7 @@
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
 #include "common/wire_limits.h"
+#include "connectors/kafka/connector_factory.h"
 #include "jobmanager/checkpoint/savepoint.h"
 
 namespace weir::jobmanager {
@@ -443,8 +444,7 @@ absl::Status JobMaster::WaitForSlots() {
 
 bool JobMaster::HasExactlyOnceSink() const {
   for (const v1::JobVertex& v : request_.graph().vertices()) {
-    auto guarantee = v.properties().find("guarantee");
-    if (guarantee != v.properties().end() && guarantee->second == "exactly-once") return true;
+    if (connectors::WritesExactlyOnce(v.properties())) return true;
   }
   return false;
 }

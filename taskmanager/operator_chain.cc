@@ -74,8 +74,7 @@ bool AllSinksAtMostOnce(const JobGraph& graph) {
   for (const VertexSpec& v : graph.vertices) {
     if (v.kind != VertexSpec::Kind::kSink) continue;
     ++sinks;
-    auto guarantee = v.properties.find("guarantee");
-    if (guarantee == v.properties.end() || guarantee->second != "at-most-once") return false;
+    if (!connectors::WritesAtMostOnce(v.properties)) return false;
   }
   return sinks > 0;
 }

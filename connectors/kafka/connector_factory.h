@@ -46,6 +46,23 @@ inline constexpr char kKafkaSinkConnector[] = "kafka-sink";
 absl::Status ValidateConnector(const std::string& connector, const Properties& properties,
                                const KafkaPropertyPolicy& policy = {});
 
+// What a vertex's properties say about the sink's delivery: its
+// 'guarantee' and 'transactional.id.prefix' ("" when unset). They work on
+// the graph's properties and on their wire form alike.
+template <typename PropertyMap>
+std::string PropertyOr(const PropertyMap& properties, const std::string& key) {
+  auto it = properties.find(key);
+  return it == properties.end() ? std::string() : std::string(it->second);
+}
+template <typename PropertyMap>
+bool WritesExactlyOnce(const PropertyMap& properties) {
+  return PropertyOr(properties, "guarantee") == kafka::GuaranteeName(kafka::Guarantee::kExactlyOnce);
+}
+template <typename PropertyMap>
+bool WritesAtMostOnce(const PropertyMap& properties) {
+  return PropertyOr(properties, "guarantee") == kafka::GuaranteeName(kafka::Guarantee::kAtMostOnce);
+}
+
 // The operator for a source / sink connector, configured but not yet opened;
 // the same errors as ValidateConnector, or kInvalidArgument when `connector`
 // names a sink where a source is wanted (or the reverse).

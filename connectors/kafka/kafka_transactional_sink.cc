@@ -495,24 +495,14 @@ void KafkaTransactionalSink::NotifyCheckpointComplete(int64_t checkpoint_id) {
     Slot* slot = owned.get();
     if (slot->state == Slot::State::kPending && slot->checkpoint_id <= checkpoint_id) {
       slot->state = Slot::State::kCommitting;
-      Post([this, slot] {
-        absl::Status status = Commit(*slot);
-        absl::MutexLock lock(&mutex_);
-        results_.emplace_back(slot->index, std::move(status));
-        results_ready_.store(true);
-      });
+      PostForSlot(slot, [this, slot] { return Commit(*slot); });
     } else if (slot->state == Slot::State::kCommitted && slot->released_by != 0 &&
                slot->released_by <= checkpoint_id) {
       if (slot->producer != nullptr) {
         slot->state = Slot::State::kFree;
       } else {  // an id whose restored transaction was committed at start
         slot->state = Slot::State::kPreparing;
-        Post([this, slot] {
-          absl::Status status = Prepare(*slot);
-          absl::MutexLock lock(&mutex_);
-          results_.emplace_back(slot->index, std::move(status));
-          results_ready_.store(true);
-        });
+        PostForSlot(slot, [this, slot] { return Prepare(*slot); });
       }
     }
   }
@@ -621,6 +611,15 @@ int64_t KafkaTransactionalSink::delivered() const {
   int64_t total = 0;
   for (const auto& slot : slots_) total += slot->reports.delivered.load();
   return total;
+}
+
+void KafkaTransactionalSink::PostForSlot(Slot* slot, std::function<absl::Status()> work) {
+  Post([this, slot, work = std::move(work)] {
+    absl::Status status = work();
+    absl::MutexLock lock(&mutex_);
+    results_.emplace_back(slot->index, std::move(status));
+    results_ready_.store(true);
+  });
 }
 
 void KafkaTransactionalSink::Post(std::function<void()> work) {

@@ -170,6 +170,8 @@ class KafkaTransactionalSink : public weir::StreamOperator {
   void DrainResults();
   // Runs `work` on the committer thread.
   void Post(std::function<void()> work);
+  // Runs `work` on `slot` there; its status comes back through results_.
+  void PostForSlot(Slot* slot, std::function<absl::Status()> work);
   void RunCommitter();
   // Stops the committer thread: after the queued work when `drain`, else
   // after the work in progress only.

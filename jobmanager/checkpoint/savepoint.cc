@@ -1,9 +1,9 @@
 #include "jobmanager/checkpoint/savepoint.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -24,18 +24,12 @@ absl::StatusOr<std::string> PathInside(const std::string& root, const std::strin
   if (root.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(root_key, " is not set: savepoints are kept only under it"));
   }
-  const fs::path base = fs::absolute(fs::path(root)).lexically_normal();
+  fs::path base = fs::absolute(fs::path(root)).lexically_normal();
+  if (base.filename().empty()) base = base.parent_path();  // "dir/" -> "dir"
   fs::path candidate = given.empty() ? base : fs::path(given);
   if (candidate.is_relative()) candidate = base / candidate;
-  candidate = candidate.lexically_normal();
-  // Inside: base is a prefix of candidate, component by component.
-  auto b = base.begin(), c = candidate.begin();
-  for (; b != base.end() && c != candidate.end(); ++b, ++c) {
-    if (b->empty()) continue;  // a trailing separator
-    if (*b != *c) break;
-  }
-  const bool inside = (b == base.end() || (b->empty() && std::next(b) == base.end()));
-  if (!inside || absl::StrContains(candidate.string(), "/../")) {
+  candidate = candidate.lexically_normal();  // resolves "..", so a prefix test suffices
+  if (std::mismatch(base.begin(), base.end(), candidate.begin(), candidate.end()).first != base.end()) {
     return absl::InvalidArgumentError(absl::StrCat("'", given, "' is outside ", root_key, " (", base.string(),
                                                    "); savepoints are written and read only there"));
   }

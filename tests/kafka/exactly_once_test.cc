@@ -101,6 +101,29 @@ std::vector<KafkaMessage> Sequence(int first, int n) {
   return batch;
 }
 
+// Reads `out` with read_committed into *output until `done(*output)` holds
+// or `timeout` passes; returns whether it held.
+template <typename Done>
+bool ReadUntil(const std::string& bootstrap, const std::string& out, absl::Duration timeout,
+               std::vector<KafkaMessage>* output, Done done) {
+  return WaitFor([&] {
+    auto read = test::ReadTopic(bootstrap, out);
+    if (!read.ok()) return false;
+    *output = *std::move(read);
+    return done(*output);
+  }, timeout, absl::Seconds(1));
+}
+
+// How often each numeric value occurs in `output`.
+std::map<int, int> CountValues(const std::vector<KafkaMessage>& output) {
+  std::map<int, int> seen;
+  for (const KafkaMessage& m : output) {
+    int value = -1;
+    if (absl::SimpleAtoi(m.value, &value)) ++seen[value];
+  }
+  return seen;
+}
+
 // The proof, in CI: kafka_copy exactly-once at parallelism 2 with
 // checkpoints every 300 ms; while records keep arriving, a TaskManager that
 // runs tasks is SIGKILLed at a random moment, five times, with a
@@ -127,12 +150,9 @@ TEST_F(ExactlyOnceTest, CopyIsExactlyOnceAcrossTaskManagerKills) {
   const int produced = kRecords;
 
   std::vector<KafkaMessage> output;
-  const bool complete = WaitFor([&] {
-    auto read = test::ReadTopic(bootstrap_, out);
-    if (!read.ok()) return false;
-    output = *std::move(read);
-    return static_cast<int>(output.size()) >= produced;
-  }, absl::Seconds(180), absl::Seconds(1));
+  const bool complete = ReadUntil(bootstrap_, out, absl::Seconds(180), &output, [&](const auto& read) {
+    return static_cast<int>(read.size()) >= produced;
+  });
 
   std::map<int, int> seen;  // value -> times
   for (const KafkaMessage& m : output) {
@@ -205,17 +225,10 @@ TEST_F(ExactlyOnceTest, CopyIsExactlyOnceAcrossTaskManagerKills) {
 void ExpectEveryRecordOnce(const std::string& bootstrap, const std::string& out, int records, const std::string& what,
                            const std::string& logs) {
   std::vector<KafkaMessage> output;
-  const bool complete = WaitFor([&] {
-    auto read = test::ReadTopic(bootstrap, out);
-    if (!read.ok()) return false;
-    output = *std::move(read);
-    return static_cast<int>(output.size()) >= records;
-  }, absl::Seconds(120), absl::Seconds(1));
-  std::map<int, int> seen;
-  for (const KafkaMessage& m : output) {
-    int value = -1;
-    if (absl::SimpleAtoi(m.value, &value)) ++seen[value];
-  }
+  const bool complete = ReadUntil(bootstrap, out, absl::Seconds(120), &output, [&](const auto& read) {
+    return static_cast<int>(read.size()) >= records;
+  });
+  const std::map<int, int> seen = CountValues(output);
   int missing = 0, duplicated = 0;
   for (int i = 0; i < records; ++i) {
     auto it = seen.find(i);
@@ -308,17 +321,10 @@ TEST_F(ExactlyOnceTest, AtLeastOnceLosesNothingAcrossTaskManagerKills) {
   ASSERT_TRUE(WriteWhileKilling(job, in, kRecords, 2000, kKills, Sequence)) << cluster_->Logs();
   std::vector<KafkaMessage> output;
   std::map<int, int> seen;
-  const bool complete = WaitFor([&] {
-    auto read = test::ReadTopic(bootstrap_, out);
-    if (!read.ok()) return false;
-    output = *std::move(read);
-    seen.clear();
-    for (const KafkaMessage& m : output) {
-      int value = -1;
-      if (absl::SimpleAtoi(m.value, &value)) ++seen[value];
-    }
+  const bool complete = ReadUntil(bootstrap_, out, absl::Seconds(120), &output, [&](const auto& read) {
+    seen = CountValues(read);
     return static_cast<int>(seen.size()) >= kRecords;
-  }, absl::Seconds(120), absl::Seconds(1));
+  });
   int missing = 0;
   for (int i = 0; i < kRecords; ++i) missing += seen.count(i) == 0 ? 1 : 0;
   std::printf("at-least-once copy: %d records in, %zu out, %d missing, %zu duplicates, %d kills\n", kRecords,
@@ -349,19 +355,12 @@ TEST_F(ExactlyOnceTest, AtMostOnceWritesNothingTwiceAcrossTaskManagerKills) {
   std::vector<KafkaMessage> output;
   size_t last_size = 0;
   int stable_rounds = 0;
-  WaitFor([&] {
-    auto read = test::ReadTopic(bootstrap_, out);
-    if (!read.ok()) return false;
-    output = *std::move(read);
-    stable_rounds = output.size() == last_size ? stable_rounds + 1 : 0;
-    last_size = output.size();
+  ReadUntil(bootstrap_, out, absl::Seconds(120), &output, [&](const auto& read) {
+    stable_rounds = read.size() == last_size ? stable_rounds + 1 : 0;
+    last_size = read.size();
     return stable_rounds >= 3;
-  }, absl::Seconds(120), absl::Seconds(1));
-  std::map<int, int> seen;
-  for (const KafkaMessage& m : output) {
-    int value = -1;
-    if (absl::SimpleAtoi(m.value, &value)) ++seen[value];
-  }
+  });
+  const std::map<int, int> seen = CountValues(output);
   int duplicated = 0;
   for (const auto& [value, times] : seen) duplicated += times > 1 ? 1 : 0;
   std::printf("at-most-once copy: %d records in, %zu out, %d duplicated, %zu lost, %d kills\n", kRecords,
@@ -395,12 +394,9 @@ TEST_F(ExactlyOnceTest, KeyedCountIsExactlyOnceAcrossTaskManagerKills) {
   })) << cluster_->Logs();
 
   std::vector<KafkaMessage> output;
-  const bool complete = WaitFor([&] {
-    auto read = test::ReadTopic(bootstrap_, out);
-    if (!read.ok()) return false;
-    output = *std::move(read);
-    return static_cast<int>(output.size()) >= kRecords;
-  }, absl::Seconds(180), absl::Seconds(1));
+  const bool complete = ReadUntil(bootstrap_, out, absl::Seconds(180), &output, [&](const auto& read) {
+    return static_cast<int>(read.size()) >= kRecords;
+  });
   std::sort(output.begin(), output.end(), [](const KafkaMessage& a, const KafkaMessage& b) {
     return std::tie(a.partition, a.offset) < std::tie(b.partition, b.offset);
   });
