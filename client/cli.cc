@@ -28,6 +28,9 @@ constexpr char kUsage[] =
     "  status JOB_ID                a job's state and its tasks\n"
     "  cancel JOB_ID                cancel a job\n"
     "  savepoint JOB_ID [DIR]       take a savepoint (DIR inside state.savepoints.dir); prints its path\n"
+    "  stop JOB_ID [--savepoint-path DIR]\n"
+    "                               take a final savepoint, let the sinks commit, end the job FINISHED;\n"
+    "                               prints the savepoint's path\n"
     "  checkpoints JOB_ID           a job's recent checkpoints and the one it restored from\n"
     "\n"
     "--jobmanager defaults to $WEIR_JOBMANAGER, else 127.0.0.1:6123.\n"
@@ -151,6 +154,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (options.command == "status") return RunStatus(options, out, err);
   if (options.command == "cancel") return RunCancel(options, out, err);
   if (options.command == "savepoint") return RunSavepoint(options, out, err);
+  if (options.command == "stop") return RunStop(options, out, err);
   if (options.command == "checkpoints") return RunCheckpoints(options, out, err);
   err << "weir: unknown command '" << options.command << "'\n" << kUsage;
   return 2;

@@ -1,9 +1,11 @@
 #include "client/job_commands.h"
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/crypto/sha256.h"
 #include "common/rpc/rpc.h"
@@ -225,6 +227,40 @@ int RunSavepoint(const Options& options, std::ostream& out, std::ostream& err) {
     out << nlohmann::json{{"savepoint_path", response.savepoint_path()}}.dump() << "\n";
   } else {
     out << response.savepoint_path() << "\n";
+  }
+  return 0;
+}
+
+int RunStop(const Options& options, std::ostream& out, std::ostream& err) {
+  constexpr char kStopUsage[] = "usage: weir stop JOB_ID [--savepoint-path DIRECTORY]";
+  std::string job_id;
+  std::string directory;
+  for (size_t i = 0; i < options.command_args.size(); ++i) {
+    const std::string& arg = options.command_args[i];
+    if (arg == "--savepoint-path" && i + 1 < options.command_args.size()) {
+      directory = options.command_args[++i];
+    } else if (arg.rfind("--savepoint-path=", 0) == 0) {
+      directory = arg.substr(strlen("--savepoint-path="));
+    } else if (job_id.empty() && !arg.empty() && arg[0] != '-') {
+      job_id = arg;
+    } else {
+      return Fail(err, absl::StrCat("unexpected argument '", arg, "'\n", kStopUsage), 2);
+    }
+  }
+  if (job_id.empty()) return Fail(err, kStopUsage, 2);
+  grpc::ClientContext context;
+  // A savepoint, then the sinks' commits and the end of every task.
+  SetDeadline(&context, std::chrono::seconds(15 * 60));
+  v1::TriggerSavepointRequest request;
+  request.set_job_id(job_id);
+  request.set_target_directory(directory);
+  v1::TriggerSavepointResponse response;
+  grpc::Status status = JobStub(options)->StopJob(&context, request, &response);
+  if (!status.ok()) return Fail(err, absl::StrCat("stop failed: ", DescribeRpcError(options, status)));
+  if (options.json) {
+    out << nlohmann::json{{"savepoint_path", response.savepoint_path()}}.dump() << "\n";
+  } else {
+    out << "Job " << job_id << " stopped with savepoint " << response.savepoint_path() << "\n";
   }
   return 0;
 }

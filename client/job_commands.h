@@ -15,6 +15,7 @@ int RunStatus(const Options& options, std::ostream& out, std::ostream& err);
 int RunCancel(const Options& options, std::ostream& out, std::ostream& err);
 // weir savepoint JOB_ID [DIR]: prints the savepoint's path once written.
 int RunSavepoint(const Options& options, std::ostream& out, std::ostream& err);
+int RunStop(const Options& options, std::ostream& out, std::ostream& err);
 // weir checkpoints JOB_ID: recent checkpoints, newest first; the one the
 // current attempt restored from is marked.
 int RunCheckpoints(const Options& options, std::ostream& out, std::ostream& err);

@@ -15,6 +15,7 @@
 #include "connectors/kafka/connector_factory.h"
 #include "jobgraph/graph_spec.h"
 #include "jobmanager/checkpoint/savepoint.h"
+#include "jobmanager/checkpoint/state_assignment.h"
 
 namespace weir::jobmanager {
 Dispatcher::Dispatcher(DispatcherOptions options, ResourceManager* resource_manager, ArtifactStore* artifacts)
@@ -191,27 +192,30 @@ absl::Status Dispatcher::ApplySavepoint(const v1::SubmitJobRequest& request, con
         "the savepoint was taken with pipeline.max-parallelism ", m.max_parallelism(), " and this cluster has ",
         options_.max_parallelism, "; the number of key groups cannot change"));
   }
-  // Every piece of state must find its task: same chain, same parallelism.
-  std::map<std::vector<int>, int> chains;  // vertex ids -> parallelism
-  for (const Chain& chain : graph.chains) chains[chain.vertices] = chain.parallelism;
-  std::map<std::vector<int>, int> held;  // vertex ids -> subtasks with state
+  // Every piece of state must find its chain; the chain's parallelism may
+  // differ (the state is redistributed by key group and list entry).
+  std::set<std::vector<int>> chains;
+  for (const Chain& chain : graph.chains) chains.insert(chain.vertices);
+  std::set<std::vector<int>> held;
   for (const v1::TaskStateHandle& handle : m.tasks()) {
-    ++held[std::vector<int>(handle.vertex_ids().begin(), handle.vertex_ids().end())];
+    held.emplace(handle.vertex_ids().begin(), handle.vertex_ids().end());
   }
-  for (const auto& [vertices, subtasks] : held) {
-    auto it = chains.find(vertices);
-    if (it == chains.end()) {
+  std::vector<std::string> rescaled;
+  for (const std::vector<int>& vertices : held) {
+    if (!chains.contains(vertices)) {
       if (request.allow_non_restored_state()) continue;
       return absl::FailedPreconditionError(absl::StrCat(
           "the savepoint holds state of vertices [", absl::StrJoin(vertices, ","), "] that this job has not "
           "(chained the same way); submit with --allow-non-restored-state to drop it"));
     }
-    if (it->second != subtasks) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the savepoint holds state of ", subtasks, " subtasks of vertices [", absl::StrJoin(vertices, ","),
-          "], and this job runs them at parallelism ", it->second,
-          "; restoring at another parallelism is not built yet: submit with -p ", subtasks));
+    ASSIGN_OR_RETURN(std::vector<const v1::TaskStateHandle*> handles, checkpoint::HandlesOfChain(m, vertices));
+    const int now = graph.vertex_parallelism[vertices.front()];
+    if (static_cast<int>(handles.size()) != now) {
+      rescaled.push_back(absl::StrCat("[", absl::StrJoin(vertices, ","), "] ", handles.size(), " -> ", now));
     }
+  }
+  if (!rescaled.empty()) {
+    log_->info("submission rescales the savepoint's state: vertices {}", absl::StrJoin(rescaled, ", "));
   }
   settings->savepoint = m;
   settings->savepoint_checkpoint_dir = savepoint.storage.CheckpointDir(m.checkpoint_id());
@@ -227,6 +231,15 @@ absl::StatusOr<std::string> Dispatcher::TriggerSavepoint(const std::string& job_
   ASSIGN_OR_RETURN(std::string target,
                    checkpoint::PathInside(options_.savepoints_dir, target_directory, "state.savepoints.dir"));
   return master->TriggerSavepoint(target);
+}
+
+absl::StatusOr<std::string> Dispatcher::StopJob(const std::string& job_id, const std::string& target_directory) {
+  auto master = Find(job_id);
+  if (master == nullptr) return absl::NotFoundError(absl::StrCat("no running job ", job_id, " (see weir list)"));
+  ASSIGN_OR_RETURN(std::string target,
+                   checkpoint::PathInside(options_.savepoints_dir, target_directory, "state.savepoints.dir"));
+  log_->info("job {}: stop-with-savepoint requested", job_id);
+  return master->StopWithSavepoint(target);
 }
 
 void Dispatcher::OnJobEnded(const std::string& job_id) {

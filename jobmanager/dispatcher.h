@@ -66,6 +66,10 @@ class Dispatcher {
   // weir savepoint: the savepoint's path once written.
   absl::StatusOr<std::string> TriggerSavepoint(const std::string& job_id, const std::string& target_directory)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // weir stop: stop-with-savepoint; the savepoint's path once the job has
+  // finished.
+  absl::StatusOr<std::string> StopJob(const std::string& job_id, const std::string& target_directory)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   void OnTaskStateUpdate(const v1::TaskStateUpdate& update) ABSL_LOCKS_EXCLUDED(mu_);
   void OnTaskMetrics(const v1::TaskMetrics& metrics) ABSL_LOCKS_EXCLUDED(mu_);

@@ -12,6 +12,7 @@
 #include "common/wire_limits.h"
 #include "connectors/kafka/connector_factory.h"
 #include "jobmanager/checkpoint/savepoint.h"
+#include "jobmanager/checkpoint/state_assignment.h"
 
 namespace weir::jobmanager {
 
@@ -221,29 +222,27 @@ absl::StatusOr<v1::TaskDeploymentDescriptor> JobMaster::Describe(
   }
   tdd.set_state_backend(settings_.state_backend);
   if (restore.has_value()) {
-    const v1::TaskStateHandle* found = nullptr;
-    for (const v1::TaskStateHandle& handle : restore->tasks()) {
-      if (handle.subtask_index() == task.subtask &&
-          std::equal(handle.vertex_ids().begin(), handle.vertex_ids().end(), chain.vertices.begin(),
-                     chain.vertices.end())) {
-        found = &handle;
-      }
-    }
-    if (found == nullptr && restored_from_savepoint_) {
+    ASSIGN_OR_RETURN(std::vector<const v1::TaskStateHandle*> handles,
+                     checkpoint::HandlesOfChain(*restore, chain.vertices));
+    if (handles.empty() && restored_from_savepoint_) {
       // A vertex the savepoint does not know starts empty (the Dispatcher
       // checked the savepoint against the graph at submission).
       return tdd;
     }
-    if (found == nullptr) {
+    if (handles.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "checkpoint ", restore->checkpoint_id(), " holds no state for task ", TaskLabel(task),
-          ": the job's graph or parallelism differs from the one that took it"));
+          ": the job's graph differs from the one that took it"));
     }
     tdd.set_restore_checkpoint_id(restore->checkpoint_id());
     tdd.set_restore_checkpoint_dir(restored_from_savepoint_
                                        ? settings_.savepoint_checkpoint_dir
                                        : coordinator_->storage().CheckpointDir(restore->checkpoint_id()));
-    *tdd.mutable_restore_state() = *found;
+    if (static_cast<int>(handles.size()) == chain.parallelism) {
+      *tdd.mutable_restore_state() = *handles[task.subtask];
+    } else {
+      for (const v1::TaskStateHandle* handle : handles) *tdd.add_restore_states() = *handle;
+    }
   }
   return tdd;
 }
@@ -450,18 +449,62 @@ bool JobMaster::HasExactlyOnceSink() const {
 }
 
 absl::StatusOr<std::string> JobMaster::TriggerSavepoint(const std::string& target) {
+  ASSIGN_OR_RETURN(auto taken, TakeSavepoint(target, /*stop=*/false));
+  return taken.first;
+}
+
+absl::StatusOr<std::string> JobMaster::StopWithSavepoint(const std::string& target) {
+  int attempt = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (IsTerminal(state_)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", job_id_, " has already ended ", v1::JobState_Name(state_)));
+    }
+    attempt = attempt_;
+  }
+  ASSIGN_OR_RETURN(auto taken, TakeSavepoint(target, /*stop=*/true));
+  const auto& [path, id] = taken;
+  {
+    absl::MutexLock lock(&mu_);
+    if (attempt_ != attempt || IsTerminal(state_)) {
+      return absl::AbortedError(absl::StrCat("savepoint ", path, " was written, but job ", job_id_,
+                                             " restarted or ended meanwhile and was not stopped"));
+    }
+  }
+  coordinator_->FinishStop(id, /*end_input=*/true);
+  log_->info("job {}: stopping after savepoint {} (checkpoint {})", job_id_, path, id);
+  // The sinks commit at the end of their input; that takes a transaction
+  // round trip per open transaction, bounded by the checkpoint timeout.
+  const absl::Time deadline = absl::Now() + settings_.checkpoint.timeout + absl::Seconds(30);
+  absl::MutexLock lock(&mu_);
+  auto ended = [this, attempt]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return IsTerminal(state_) || attempt_ != attempt;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&ended), deadline);
+  if (state_ == v1::FINISHED) return path;
+  if (!IsTerminal(state_) && attempt_ == attempt) {
+    return absl::DeadlineExceededError(absl::StrCat("savepoint ", path, " was written, but job ", job_id_,
+                                                    " has not finished yet; see its status"));
+  }
+  return absl::AbortedError(absl::StrCat("savepoint ", path, " was written, but job ", job_id_,
+                                         " did not finish: it is ", v1::JobState_Name(state_),
+                                         last_failure_.empty() ? "" : absl::StrCat(" (", last_failure_, ")")));
+}
+
+absl::StatusOr<std::pair<std::string, int64_t>> JobMaster::TakeSavepoint(const std::string& target, bool stop) {
   if (coordinator_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", job_id_, " has checkpoints off, and a savepoint is a checkpoint copied out: submit the job with "
         "-Dexecution.checkpointing.interval=... to take savepoints"));
   }
   const absl::Time deadline = absl::Now() + settings_.checkpoint.timeout + absl::Seconds(10);
-  absl::StatusOr<int64_t> triggered = coordinator_->TriggerNow();
+  absl::StatusOr<int64_t> triggered = coordinator_->TriggerNow(stop);
   // A periodic checkpoint in progress (max-concurrent-checkpoints): wait
   // for it to end, then take ours.
   while (absl::IsResourceExhausted(triggered.status()) && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
-    triggered = coordinator_->TriggerNow();
+    triggered = coordinator_->TriggerNow(stop);
   }
   if (!triggered.ok()) return Annotate(triggered.status(), "triggering the savepoint's checkpoint");
   const int64_t id = *triggered;
@@ -471,6 +514,11 @@ absl::StatusOr<std::string> JobMaster::TriggerSavepoint(const std::string& targe
     int64_t id;
     ~Unpin() { c->Unpin(id); }
   } unpin{coordinator_.get(), id};
+  // A stop that does not get as far as ending the input lets the job go on.
+  auto give_up = [&](absl::Status status) {
+    if (stop) coordinator_->FinishStop(id, /*end_input=*/false);
+    return status;
+  };
   while (true) {
     for (const checkpoint::CheckpointRecord& record : coordinator_->History()) {
       if (record.id != id) continue;
@@ -478,13 +526,16 @@ absl::StatusOr<std::string> JobMaster::TriggerSavepoint(const std::string& targe
         return absl::AbortedError(absl::StrCat("the savepoint's checkpoint ", id, " failed: ", record.failure_reason));
       }
       if (record.status == checkpoint::CheckpointStatus::kCompleted) {
-        ASSIGN_OR_RETURN(std::string path, checkpoint::WriteSavepoint(coordinator_->storage(), id, target, job_id_));
-        log_->info("job {}: savepoint written to {} (checkpoint {})", job_id_, path, id);
-        return path;
+        absl::StatusOr<std::string> path = checkpoint::WriteSavepoint(coordinator_->storage(), id, target, job_id_);
+        if (!path.ok()) return give_up(path.status());
+        log_->info("job {}: savepoint written to {} (checkpoint {})", job_id_, *path, id);
+        return std::make_pair(*std::move(path), id);
       }
     }
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("the savepoint's checkpoint ", id, " did not complete in time"));
+      // The coordinator expires it by then; a stop resumes when it does.
+      return give_up(
+          absl::DeadlineExceededError(absl::StrCat("the savepoint's checkpoint ", id, " did not complete in time")));
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
@@ -762,7 +813,7 @@ void JobMaster::OnCheckpointDeclined(const v1::DeclineCheckpointRequest& decline
 }
 
 absl::Status JobMaster::TriggerCheckpoint(int attempt, const std::string& task_id, int64_t id,
-                                          int64_t timestamp_unix_ms) {
+                                          int64_t timestamp_unix_ms, bool stop) {
   std::string address;
   {
     absl::MutexLock lock(&mu_);
@@ -778,6 +829,7 @@ absl::Status JobMaster::TriggerCheckpoint(int attempt, const std::string& task_i
   request.set_task_id(task_id);
   request.set_checkpoint_id(id);
   request.set_timestamp_unix_ms(timestamp_unix_ms);
+  request.set_stop(stop);
   v1::TriggerCheckpointResponse response;
   grpc::Status status = StubFor(address)->TriggerCheckpoint(&context, request, &response);
   if (!status.ok()) {
@@ -788,26 +840,41 @@ absl::Status JobMaster::TriggerCheckpoint(int attempt, const std::string& task_i
 }
 
 void JobMaster::NotifyCheckpoint(int attempt, int64_t id, bool completed, const std::string& reason) {
+  v1::NotifyCheckpointRequest request;
+  request.set_completed(completed);
+  request.set_reason(reason);
+  SendNotification(attempt, id, std::move(request));
+}
+
+void JobMaster::FinishStop(int attempt, int64_t id, bool end_input) {
+  v1::NotifyCheckpointRequest request;
+  request.set_completed(true);
+  request.set_finish_stop(true);
+  request.set_end_input(end_input);
+  SendNotification(attempt, id, std::move(request));
+}
+
+void JobMaster::SendNotification(int attempt, int64_t id, v1::NotifyCheckpointRequest request) {
   std::vector<std::string> addresses;
   {
     absl::MutexLock lock(&mu_);
     if (attempt != attempt_) return;
     addresses = AttemptAddressesLocked();
   }
-  v1::NotifyCheckpointRequest request;
   request.set_job_id(job_id_);
   request.set_attempt(attempt);
   request.set_checkpoint_id(id);
-  request.set_completed(completed);
-  request.set_reason(reason);
+  const std::string what = request.finish_stop()
+                               ? (request.end_input() ? "that the stop ends the input" : "that the stop is given up")
+                               : (request.completed() ? "that it completed" : "that it was aborted");
   for (const std::string& address : addresses) {
     grpc::ClientContext context;
     context.set_deadline(DeadlineIn(absl::Seconds(2)));
     v1::NotifyCheckpointResponse response;
     grpc::Status status = StubFor(address)->NotifyCheckpoint(&context, request, &response);
     if (!status.ok()) {
-      log_->warn("job {}: cannot tell TaskManager {} that checkpoint {} {}: {}", job_id_, address, id,
-                 completed ? "completed" : "was aborted", status.error_message());
+      log_->warn("job {}: cannot tell TaskManager {} about checkpoint {} ({}): {}", job_id_, address, id, what,
+                 status.error_message());
     }
   }
 }

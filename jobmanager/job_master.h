@@ -105,6 +105,13 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   // the job has checkpoints off; kAborted when the checkpoint failed.
   // Blocks the calling (RPC) thread for as long as that takes.
   absl::StatusOr<std::string> TriggerSavepoint(const std::string& target) ABSL_LOCKS_EXCLUDED(mu_);
+  // Stop-with-savepoint: like TriggerSavepoint, but the sources emit nothing
+  // after the savepoint's barrier; once it is complete and written, every
+  // task was told (sinks commit) and the sources end their input, so the job
+  // ends FINISHED. Returns the savepoint's directory once it has. When the
+  // savepoint cannot be taken or written the job goes on running; when the
+  // job fails while finishing, the error names the savepoint (it is usable).
+  absl::StatusOr<std::string> StopWithSavepoint(const std::string& target) ABSL_LOCKS_EXCLUDED(mu_);
 
   v1::JobStatus Status() const ABSL_LOCKS_EXCLUDED(mu_);
   // Recent checkpoints, newest first, and the checkpoint counters.
@@ -146,6 +153,10 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   // ChooseCheckpoint, else the savepoint the job was submitted from; sets
   // restored_from_savepoint_.
   absl::StatusOr<std::optional<v1::CheckpointMetadata>> ChooseRestore() ABSL_LOCKS_EXCLUDED(mu_);
+  // TriggerSavepoint and StopWithSavepoint: returns the savepoint's directory
+  // and the checkpoint it copies.
+  absl::StatusOr<std::pair<std::string, int64_t>> TakeSavepoint(const std::string& target, bool stop)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Whether a sink of the job writes exactly-once (transactions).
   bool HasExactlyOnceSink() const;
   absl::StatusOr<v1::TaskDeploymentDescriptor> Describe(const TaskRecord& task,
@@ -164,11 +175,15 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   std::vector<std::string> AttemptAddressesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // CheckpointTaskGateway (the coordinator's thread).
-  absl::Status TriggerCheckpoint(int attempt, const std::string& task_id, int64_t id,
-                                 int64_t timestamp_unix_ms) override ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status TriggerCheckpoint(int attempt, const std::string& task_id, int64_t id, int64_t timestamp_unix_ms,
+                                 bool stop) override ABSL_LOCKS_EXCLUDED(mu_);
+  void FinishStop(int attempt, int64_t id, bool end_input) override ABSL_LOCKS_EXCLUDED(mu_);
   void NotifyCheckpoint(int attempt, int64_t id, bool completed, const std::string& reason) override
       ABSL_LOCKS_EXCLUDED(mu_);
   void FailJob(const std::string& reason) override ABSL_LOCKS_EXCLUDED(mu_);
+  // Sends `request` (job, attempt and id filled in) to every TaskManager of
+  // `attempt`, one after the other; a no-op for another attempt.
+  void SendNotification(int attempt, int64_t id, v1::NotifyCheckpointRequest request) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string job_id_;
   const v1::SubmitJobRequest request_;

@@ -51,6 +51,15 @@ grpc::Status JobServiceImpl::TriggerSavepoint(grpc::ServerContext* context, cons
   return grpc::Status::OK;
 }
 
+grpc::Status JobServiceImpl::StopJob(grpc::ServerContext* context, const v1::TriggerSavepointRequest* request,
+                                     v1::TriggerSavepointResponse* response) {
+  WEIR_RPC_AUTHORIZE(context);
+  auto path = dispatcher_->StopJob(request->job_id(), request->target_directory());
+  if (!path.ok()) return rpc::ToGrpcStatus(path.status());
+  response->set_savepoint_path(*path);
+  return grpc::Status::OK;
+}
+
 grpc::Status JobServiceImpl::ListCheckpoints(grpc::ServerContext* context, const v1::GetJobRequest* request,
                                              v1::ListCheckpointsResponse* response) {
   WEIR_RPC_AUTHORIZE(context);

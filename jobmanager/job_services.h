@@ -23,6 +23,8 @@ class JobServiceImpl final : public v1::JobService::Service {
                                v1::ListCheckpointsResponse* response) override;
   grpc::Status TriggerSavepoint(grpc::ServerContext* context, const v1::TriggerSavepointRequest* request,
                                 v1::TriggerSavepointResponse* response) override;
+  grpc::Status StopJob(grpc::ServerContext* context, const v1::TriggerSavepointRequest* request,
+                       v1::TriggerSavepointResponse* response) override;
 
  private:
   Dispatcher* const dispatcher_;

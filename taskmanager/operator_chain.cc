@@ -194,8 +194,7 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
           state::KeyGroupRangeForSubtask(max_parallelism, tdd_.parallelism(), tdd_.subtask_index());
       ASSIGN_OR_RETURN(std::unique_ptr<KeyedStateBackend> keyed, CreateKeyedState(v, range, max_parallelism));
       if (restored != nullptr) {
-        RETURN_IF_ERROR(Annotate(keyed->Restore({KeyedStateRestore{restored->operators[i].keyed_restore,
-                                                                   restored->checkpoint_dir}}),
+        RETURN_IF_ERROR(Annotate(keyed->Restore(restored->operators[i].keyed_restore),
                                  absl::StrCat("restoring the keyed state of operator '", v.name, "'")));
       }
       context->EnableKeyedState(std::move(keyed));

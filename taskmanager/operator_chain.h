@@ -62,15 +62,15 @@ struct OperatorSnapshot {
   // Taking a checkpoint: the asynchronous part of the keyed state (keyed
   // operators only).
   std::shared_ptr<KeyedStateSnapshot> keyed;
-  // Restoring: the keyed state as the task's snapshot file recorded it.
-  v1::OperatorSnapshotProto keyed_restore;
+  // Restoring: the keyed state as the task's snapshot file recorded it (one
+  // entry), or as every old subtask's file did (rescaling); the backend takes
+  // the key groups of its range from them.
+  std::vector<KeyedStateRestore> keyed_restore;
 };
 
 // The state of every operator of the chain, by position in the chain.
 struct ChainSnapshot {
   int64_t checkpoint_id = 0;
-  // Restoring: the checkpoint's directory (keyed state files are there).
-  std::string checkpoint_dir;
   std::vector<OperatorSnapshot> operators;
 };
 

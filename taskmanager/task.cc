@@ -53,15 +53,19 @@ class Task::Execution {
     };
     std::optional<ChainSnapshot> restored;
     if (tdd_.has_restore_state()) {
-      if (tdd_.restore_state().parallelism() != tdd_.parallelism()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "checkpoint ", tdd_.restore_checkpoint_id(), " was taken at parallelism ",
-            tdd_.restore_state().parallelism(), " and the task runs at ", tdd_.parallelism(),
-            "; restoring at another parallelism is not supported yet"));
-      }
       ASSIGN_OR_RETURN(restored, ReadTaskSnapshot(tdd_.restore_checkpoint_dir(), tdd_.restore_state(), tdd_));
       task_->log_->info("task {}: restoring state of checkpoint {} from {}/{}", tdd_.task_id(),
                         tdd_.restore_checkpoint_id(), tdd_.restore_checkpoint_dir(), tdd_.restore_state().file());
+    } else if (tdd_.restore_states_size() > 0) {
+      std::vector<ChainSnapshot> old_subtasks;
+      for (const v1::TaskStateHandle& handle : tdd_.restore_states()) {
+        ASSIGN_OR_RETURN(ChainSnapshot old, ReadTaskSnapshot(tdd_.restore_checkpoint_dir(), handle, tdd_));
+        old_subtasks.push_back(std::move(old));
+      }
+      restored = RescaleChainSnapshot(std::move(old_subtasks), tdd_.subtask_index(), tdd_.parallelism());
+      task_->log_->info("task {}: restoring state of checkpoint {} from {} rescaled from parallelism {} to {}",
+                        tdd_.task_id(), tdd_.restore_checkpoint_id(), tdd_.restore_checkpoint_dir(),
+                        tdd_.restore_states_size(), tdd_.parallelism());
     }
     ASSIGN_OR_RETURN(chain_, OperatorChain::Create(tdd_, *job_, std::move(options),
                                                    ChainCounters{&task_->records_in_, &task_->records_out_},
@@ -98,7 +102,12 @@ class Task::Execution {
     while (!cancelled()) {
       const uint64_t seen = wakeup.generation();
       RETURN_IF_ERROR(RunMails());
-      if (cancelled()) break;
+      if (cancelled() || task_->end_after_stop_) break;
+      if (task_->stopped_at_.has_value()) {  // stop-with-savepoint: wait for its fate
+        chain_->FlushDue(absl::Now());
+        wakeup.WaitForChange(seen, absl::Now() + kIdleSourceWait);
+        continue;
+      }
       const SourceStatus status = source->PollNext();
       const absl::Time now = absl::Now();
       chain_->FlushDue(now);
@@ -217,9 +226,9 @@ bool Task::PostMail(std::string description, ChainMail mail) {
   return mailbox_.Put(std::move(description), [this, mail = std::move(mail)]() { return mail(open_chain_); });
 }
 
-absl::Status Task::TriggerCheckpoint(int64_t checkpoint_id, int64_t timestamp_ms) {
-  const bool posted = PostMail(absl::StrCat("checkpoint ", checkpoint_id), [this, checkpoint_id,
-                                                                           timestamp_ms](OperatorChain* chain) {
+absl::Status Task::TriggerCheckpoint(int64_t checkpoint_id, int64_t timestamp_ms, bool stop) {
+  const bool posted = PostMail(absl::StrCat("checkpoint ", checkpoint_id), [this, checkpoint_id, timestamp_ms,
+                                                                           stop](OperatorChain* chain) {
     const bool can = chain->source() != nullptr && checkpointer_ != nullptr && checkpointer_->enabled();
     if (!can) {
       const std::string reason = chain->source() == nullptr ? "it is not a source task" : "it has checkpoints off";
@@ -227,7 +236,12 @@ absl::Status Task::TriggerCheckpoint(int64_t checkpoint_id, int64_t timestamp_ms
       if (checkpointer_ != nullptr) checkpointer_->Decline(checkpoint_id, reason);
       return absl::OkStatus();
     }
-    return checkpointer_->Checkpoint(*chain, checkpoint_id, timestamp_ms, absl::ZeroDuration());
+    RETURN_IF_ERROR(checkpointer_->Checkpoint(*chain, checkpoint_id, timestamp_ms, absl::ZeroDuration()));
+    if (stop) {
+      stopped_at_ = checkpoint_id;
+      log_->info("task {}: stopping with savepoint {}: no records after its barrier", tdd_.task_id(), checkpoint_id);
+    }
+    return absl::OkStatus();
   });
   if (!posted) {
     return absl::NotFoundError(absl::StrCat("task ", tdd_.task_id(), " has ended"));
@@ -237,11 +251,31 @@ absl::Status Task::TriggerCheckpoint(int64_t checkpoint_id, int64_t timestamp_ms
 
 void Task::NotifyCheckpoint(int64_t checkpoint_id, bool completed) {
   PostMail(absl::StrCat(completed ? "checkpoint completed " : "checkpoint aborted ", checkpoint_id),
-           [checkpoint_id, completed](OperatorChain* chain) {
+           [this, checkpoint_id, completed](OperatorChain* chain) {
              if (completed) {
                chain->NotifyCheckpointComplete(checkpoint_id);
              } else {
                chain->NotifyCheckpointAborted(checkpoint_id);
+               if (stopped_at_ == checkpoint_id) {
+                 log_->info("task {}: savepoint {} aborted; the source resumes", tdd_.task_id(), checkpoint_id);
+                 stopped_at_.reset();
+               }
+             }
+             return absl::OkStatus();
+           });
+}
+
+void Task::FinishStop(int64_t checkpoint_id, bool end_input) {
+  PostMail(absl::StrCat(end_input ? "end input after savepoint " : "resume after savepoint ", checkpoint_id),
+           [this, checkpoint_id, end_input](OperatorChain*) {
+             if (stopped_at_ != checkpoint_id) return absl::OkStatus();
+             if (end_input) {
+               log_->info("task {}: savepoint {} complete; the source ends its input", tdd_.task_id(),
+                          checkpoint_id);
+               end_after_stop_ = true;
+             } else {
+               log_->info("task {}: savepoint {} given up; the source resumes", tdd_.task_id(), checkpoint_id);
+               stopped_at_.reset();
              }
              return absl::OkStatus();
            });

@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -83,10 +84,15 @@ class Task {
   // Hands `mail` to the task thread; false when the task has ended.
   bool PostMail(std::string description, ChainMail mail);
   // Starts checkpoint `checkpoint_id` at this (source) task, between two
-  // records; kNotFound when the task has ended.
-  absl::Status TriggerCheckpoint(int64_t checkpoint_id, int64_t timestamp_ms);
+  // records; kNotFound when the task has ended. `stop` (stop-with-savepoint):
+  // after the barrier the source emits nothing until FinishStop, or until
+  // the checkpoint is aborted.
+  absl::Status TriggerCheckpoint(int64_t checkpoint_id, int64_t timestamp_ms, bool stop = false);
   // Tells the operators that `checkpoint_id` completed (or was aborted).
   void NotifyCheckpoint(int64_t checkpoint_id, bool completed);
+  // A source stopped for stop-with-savepoint `checkpoint_id` ends its input
+  // (`end_input`: the task then finishes) or resumes. Ignored by other tasks.
+  void FinishStop(int64_t checkpoint_id, bool end_input);
 
   bool done() const { return done_.HasBeenNotified(); }
   const std::string& task_id() const { return tdd_.task_id(); }
@@ -113,6 +119,10 @@ class Task {
   OperatorChain* open_chain_ = nullptr;
   // Task thread only.
   std::unique_ptr<SubtaskCheckpointer> checkpointer_;
+  // Task thread only: the stop-with-savepoint checkpoint the source stopped
+  // emitting after, and whether it was told to end its input.
+  std::optional<int64_t> stopped_at_;
+  bool end_after_stop_ = false;
   std::atomic<int64_t> records_in_{0};
   std::atomic<int64_t> records_out_{0};
   // The partitions this task produces; released on cancel to unblock it.

@@ -200,10 +200,19 @@ absl::Status TaskManager::TriggerCheckpoint(const v1::TriggerCheckpointRequest& 
     return absl::NotFoundError(absl::StrCat("no task ", request.task_id(), " of job ", request.job_id(), " attempt ",
                                             request.attempt(), " runs on TaskManager ", id()));
   }
-  return it->second->TriggerCheckpoint(request.checkpoint_id(), request.timestamp_unix_ms());
+  return it->second->TriggerCheckpoint(request.checkpoint_id(), request.timestamp_unix_ms(), request.stop());
 }
 
 void TaskManager::NotifyCheckpoint(const v1::NotifyCheckpointRequest& request) {
+  if (request.finish_stop()) {
+    absl::MutexLock lock(&tasks_mu_);
+    for (auto& [task_id, task] : tasks_) {
+      if (task->job_id() == request.job_id() && task->attempt() == request.attempt()) {
+        task->FinishStop(request.checkpoint_id(), request.end_input());
+      }
+    }
+    return;
+  }
   if (request.completed()) fault::MaybeCrash(fault::Point::kTaskManagerBeforeCommit, request.checkpoint_id());
   absl::MutexLock lock(&tasks_mu_);
   for (auto& [task_id, task] : tasks_) {

@@ -220,7 +220,7 @@ void KafkaTransactionalSink::Open(OperatorContext& context, RecordOutput* /*outp
     if (!statuses[k].ok()) throw std::runtime_error(std::string(statuses[k].message()));
     if (slots_[k]->producer != nullptr) slots_[k]->state = Slot::State::kFree;
   }
-  AbortBeyondPool();
+  AbortLingering();
   growth_limit_ = slots_.size() + kTransactionPoolGrowth;
   current_ = FreeSlot();
   if (current_ == nullptr) current_ = Grow(0);
@@ -236,14 +236,26 @@ void KafkaTransactionalSink::Open(OperatorContext& context, RecordOutput* /*outp
              slots_.size() - 1);
 }
 
-void KafkaTransactionalSink::AbortBeyondPool() {
-  std::vector<Slot> probes(kTransactionPoolGrowth);
+void KafkaTransactionalSink::AbortLingering() {
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < kTransactionPoolGrowth; ++i) {
+    ids.push_back(TransactionalId(prefix_, subtask_, static_cast<int>(slots_.size() + i)));
+  }
+  // Scaled down: the ids of old subtasks that no longer exist are cleaned up
+  // by the subtask that committed what they pre-committed (CommitRestored).
+  for (const auto& [old, size] : restored_pool_sizes_) {
+    if (old < parallelism_ || old % parallelism_ != subtask_) continue;
+    for (int k = 0; k < size + static_cast<int>(kTransactionPoolGrowth); ++k) {
+      ids.push_back(TransactionalId(prefix_, old, k));
+    }
+  }
+  std::vector<Slot> probes(ids.size());
   std::vector<absl::Status> statuses(probes.size());
   {
     std::vector<std::jthread> threads;
     for (size_t i = 0; i < probes.size(); ++i) {
-      probes[i].index = static_cast<int>(slots_.size() + i);
-      probes[i].transactional_id = TransactionalId(prefix_, subtask_, probes[i].index);
+      probes[i].index = -1;
+      probes[i].transactional_id = ids[i];
       threads.emplace_back([this, i, &probes, &statuses] { statuses[i] = Prepare(probes[i], /*learn_id=*/false); });
     }
   }
@@ -284,8 +296,12 @@ void KafkaTransactionalSink::PollOwned() {
 void KafkaTransactionalSink::CommitRestored() {
   std::vector<const Committable*> mine;
   for (const Committable& c : restored_) {
-    // A subtask that no longer exists leaves its transactions to subtask 0.
-    if (c.subtask == subtask_ || (c.subtask >= parallelism_ && subtask_ == 0)) mine.push_back(&c);
+    // A subtask that no longer exists (scaled down) leaves its transactions
+    // to subtask (its index mod the parallelism), which also aborts what it
+    // left open (AbortLingering).
+    if (c.subtask == subtask_ || (c.subtask >= parallelism_ && c.subtask % parallelism_ == subtask_)) {
+      mine.push_back(&c);
+    }
   }
   if (mine.empty()) return;
   kafka_protocol::TransactionClientOptions options;

@@ -161,8 +161,10 @@ class KafkaTransactionalSink : public weir::StreamOperator {
   // A new slot at the end of the pool, prepared; throws at the cap.
   Slot* Grow(int64_t checkpoint_id);
   // Initializes the kTransactionPoolGrowth ids past the pool, aborting what
-  // an attempt that grew the pool after the restored checkpoint left open.
-  void AbortBeyondPool();
+  // an attempt that grew the pool after the restored checkpoint left open,
+  // and, after scaling down, every id of the removed subtasks this subtask
+  // took the restored transactions of.
+  void AbortLingering();
   // Serves the queues of the producers the task thread holds.
   void PollOwned();
   Slot* NewSlot(int k);

@@ -142,6 +142,7 @@ void CheckpointCoordinator::SetTasks(int attempt, std::vector<std::string> sourc
   all_tasks_ = std::move(all);
   all_task_set_ = std::move(all_set);
   finished_.clear();
+  stop_checkpoint_.reset();
   tasks_set_ = true;
   last_trigger_time_ = absl::Now();
   wake_ = true;
@@ -171,8 +172,9 @@ void CheckpointCoordinator::SetNextCheckpointId(int64_t id) {
   }
 }
 
-absl::StatusOr<int64_t> CheckpointCoordinator::TriggerNow() {
+absl::StatusOr<int64_t> CheckpointCoordinator::TriggerNow(bool stop) {
   auto request = std::make_shared<ManualTrigger>();
+  request->stop = stop;
   absl::MutexLock lock(&mu_);
   if (!started_ || stopping_) {
     return absl::FailedPreconditionError(
@@ -182,6 +184,13 @@ absl::StatusOr<int64_t> CheckpointCoordinator::TriggerNow() {
   manual_triggers_.push_back(request);
   mu_.Await(absl::Condition(&request->done));
   return request->result;
+}
+
+void CheckpointCoordinator::FinishStop(int64_t id, bool end_input) {
+  absl::MutexLock lock(&mu_);
+  if (stop_checkpoint_ != id) return;
+  stop_finishes_.push_back({attempt_, id, end_input});
+  if (!end_input) stop_checkpoint_.reset();
 }
 
 void CheckpointCoordinator::OnAcknowledge(const v1::AcknowledgeCheckpointRequest& ack) {
@@ -308,6 +317,7 @@ void CheckpointCoordinator::Run() {
     std::vector<AbortAction> actions;
     std::vector<int64_t> ready;
     std::optional<TriggerPlan> trigger;
+    std::vector<StopFinish> stop_finishes;
     {
       absl::MutexLock lock(&mu_);
       mu_.AwaitWithDeadline(absl::Condition(this, &CheckpointCoordinator::HasWorkLocked), NextWakeupLocked());
@@ -317,6 +327,7 @@ void CheckpointCoordinator::Run() {
       ExpireLocked(now);
       actions.swap(actions_);
       ready.swap(ready_);
+      stop_finishes.swap(stop_finishes_);
       if (!manual_triggers_.empty()) {
         std::shared_ptr<ManualTrigger> request = std::move(manual_triggers_.front());
         manual_triggers_.pop_front();
@@ -332,6 +343,11 @@ void CheckpointCoordinator::Run() {
     }
     for (const AbortAction& action : actions) RunAbortAction(action, /*stopping=*/false);
     for (int64_t id : ready) CompleteCheckpoint(id);
+    for (const StopFinish& finish : stop_finishes) {
+      log_->info("job {} checkpoint {}: the stop-with-savepoint {}", job_id_, finish.id,
+                 finish.end_input ? "ends the sources' input" : "was given up; the sources resume");
+      gateway_->FinishStop(finish.attempt, finish.id, finish.end_input);
+    }
     if (trigger.has_value()) ExecuteTrigger(*std::move(trigger));
   }
 
@@ -354,7 +370,8 @@ void CheckpointCoordinator::Run() {
 bool CheckpointCoordinator::NoMetadataWriteLocked() const { return !writing_metadata_; }
 
 bool CheckpointCoordinator::HasWorkLocked() const {
-  return stopping_ || wake_ || !actions_.empty() || !ready_.empty() || !manual_triggers_.empty();
+  return stopping_ || wake_ || !actions_.empty() || !ready_.empty() || !manual_triggers_.empty() ||
+         !stop_finishes_.empty();
 }
 
 absl::Time CheckpointCoordinator::NextWakeupLocked() const {
@@ -385,6 +402,10 @@ absl::Status CheckpointCoordinator::CheckCanTriggerLocked() const {
     return absl::FailedPreconditionError(absl::StrCat("task ", *finished_.begin(), " of job ", job_id_, " attempt ",
                                                       attempt_, " has finished; no further checkpoints are taken"));
   }
+  if (stop_checkpoint_.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", job_id_, " is stopping with a savepoint (checkpoint ",
+                                                      *stop_checkpoint_, ")"));
+  }
   if (pending_.size() >= static_cast<size_t>(options_.max_concurrent)) {
     return absl::ResourceExhaustedError(
         absl::StrCat("job ", job_id_, " has ", pending_.size(),
@@ -400,7 +421,9 @@ CheckpointCoordinator::TriggerPlan CheckpointCoordinator::PlanTriggerLocked(absl
   plan.attempt = attempt_;
   plan.sources = sources_;
   plan.timestamp_unix_ms = absl::ToUnixMillis(now);
+  plan.stop = manual != nullptr && manual->stop;
   plan.manual = std::move(manual);
+  if (plan.stop) stop_checkpoint_ = plan.id;
 
   Pending pending;
   pending.id = plan.id;
@@ -409,6 +432,7 @@ CheckpointCoordinator::TriggerPlan CheckpointCoordinator::PlanTriggerLocked(absl
   pending.trigger_unix_ms = plan.timestamp_unix_ms;
   pending.expected = all_tasks_;
   pending.awaiting = all_task_set_;
+  pending.stop = plan.stop;
   pending_.emplace(plan.id, std::move(pending));
 
   CheckpointRecord record;
@@ -447,9 +471,11 @@ void CheckpointCoordinator::ExecuteTrigger(TriggerPlan plan) {
       return;
     }
   }
-  log_->info("job {} checkpoint {} triggered (attempt {})", job_id_, id, plan.attempt);
+  log_->info("job {} checkpoint {} triggered (attempt {}{})", job_id_, id, plan.attempt,
+             plan.stop ? ", stop-with-savepoint" : "");
   for (const std::string& source : plan.sources) {
-    const absl::Status status = gateway_->TriggerCheckpoint(plan.attempt, source, id, plan.timestamp_unix_ms);
+    const absl::Status status =
+        gateway_->TriggerCheckpoint(plan.attempt, source, id, plan.timestamp_unix_ms, plan.stop);
     if (!status.ok()) {
       absl::MutexLock lock(&mu_);
       AbortLocked(id, absl::StrCat("triggering source task ", source, " failed: ", status.message()),
@@ -621,6 +647,7 @@ void CheckpointCoordinator::AbortLocked(int64_t id, const std::string& reason, A
   }
   ++failed_count_;
   last_end_time_ = now;
+  if (stop_checkpoint_ == id) stop_checkpoint_.reset();  // the tasks resume when told it aborted
   pending_.erase(it);
   actions_.push_back(std::move(action));
 }

@@ -83,12 +83,18 @@ class CheckpointTaskGateway {
  public:
   virtual ~CheckpointTaskGateway() = default;
   // Asks a source task of `attempt` to start checkpoint `id`. An error aborts
-  // the checkpoint.
+  // the checkpoint. `stop`: the checkpoint of a stop-with-savepoint; after
+  // its barrier the source emits nothing until FinishStop (or until the
+  // checkpoint is aborted, which resumes it).
   virtual absl::Status TriggerCheckpoint(int attempt, const std::string& task_id, int64_t id,
-                                         int64_t timestamp_unix_ms) = 0;
+                                         int64_t timestamp_unix_ms, bool stop) = 0;
   // Tells every task of `attempt` the checkpoint's fate (completed or aborted
   // with reason). Fire and forget.
   virtual void NotifyCheckpoint(int attempt, int64_t id, bool completed, const std::string& reason) = 0;
+  // Stop-with-savepoint checkpoint `id` completed and every task was told:
+  // the source tasks of `attempt` end their input (`end_input`, the job
+  // then finishes) or resume emitting (the savepoint could not be written).
+  virtual void FinishStop(int attempt, int64_t id, bool end_input) = 0;
   // Too many consecutive failed checkpoints (tolerable_failed exceeded): the
   // job must fail with `reason`.
   virtual void FailJob(const std::string& reason) = 0;
@@ -165,7 +171,16 @@ class CheckpointCoordinator {
   // kResourceExhausted when max_concurrent checkpoints are in progress;
   // kCancelled when stopped while waiting. Blocks until the coordinator's
   // thread has handled it: never call it from a gateway call.
-  absl::StatusOr<int64_t> TriggerNow() ABSL_LOCKS_EXCLUDED(mu_);
+  //
+  // `stop`: the checkpoint of a stop-with-savepoint (Flink's stop): sources
+  // stop emitting after its barrier, and no other checkpoint is triggered
+  // until it is aborted or FinishStop(id, false) resumes the job.
+  absl::StatusOr<int64_t> TriggerNow(bool stop = false) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // After stop checkpoint `id` completed: tells the source tasks, on the
+  // coordinator's thread and so after the tasks were told of the completion,
+  // to end their input (`end_input`) or to resume.
+  void FinishStop(int64_t id, bool end_input) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Keeps checkpoint `id`'s directory from being discarded (a savepoint is
   // being copied out of it) until Unpin.
@@ -215,6 +230,7 @@ class CheckpointCoordinator {
     absl::flat_hash_map<std::string, v1::TaskStateHandle> handles;
     int64_t size_bytes = 0;
     int64_t longest_alignment_ms = 0;
+    bool stop = false;
   };
 
   // What an abort leaves for the thread to do: log, discard the directory,
@@ -230,6 +246,7 @@ class CheckpointCoordinator {
 
   // A TriggerNow call waiting for the thread.
   struct ManualTrigger {
+    bool stop = false;
     bool done = false;
     absl::StatusOr<int64_t> result = absl::UnknownError("not handled");
   };
@@ -240,7 +257,15 @@ class CheckpointCoordinator {
     int attempt = 0;
     std::vector<std::string> sources;
     int64_t timestamp_unix_ms = 0;
+    bool stop = false;
     std::shared_ptr<ManualTrigger> manual;
+  };
+
+  // A FinishStop call for the thread.
+  struct StopFinish {
+    int attempt = 0;
+    int64_t id = 0;
+    bool end_input = false;
   };
 
   enum class AbortKind {
@@ -297,6 +322,9 @@ class CheckpointCoordinator {
   std::vector<std::string> all_tasks_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> all_task_set_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> finished_ ABSL_GUARDED_BY(mu_);
+  // A stop-with-savepoint checkpoint of this attempt that was triggered and
+  // neither aborted nor resumed: nothing else is triggered.
+  std::optional<int64_t> stop_checkpoint_ ABSL_GUARDED_BY(mu_);
 
   int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<int64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
@@ -309,6 +337,7 @@ class CheckpointCoordinator {
   std::vector<AbortAction> actions_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> ready_ ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<ManualTrigger>> manual_triggers_ ABSL_GUARDED_BY(mu_);
+  std::vector<StopFinish> stop_finishes_ ABSL_GUARDED_BY(mu_);
 
   // Newest first, at most kHistorySize.
   std::deque<CheckpointRecord> history_ ABSL_GUARDED_BY(mu_);

@@ -112,7 +112,6 @@ absl::StatusOr<ChainSnapshot> ReadTaskSnapshot(const std::string& checkpoint_dir
   }
   ChainSnapshot snapshot;
   snapshot.checkpoint_id = proto.checkpoint_id();
-  snapshot.checkpoint_dir = checkpoint_dir;
   for (int i = 0; i < proto.operators_size(); ++i) {
     const v1::OperatorSnapshotProto& op = proto.operators(i);
     if (op.vertex_id() != tdd.vertex_ids(i)) {
@@ -126,10 +125,31 @@ absl::StatusOr<ChainSnapshot> ReadTaskSnapshot(const std::string& checkpoint_dir
       list.is_union = l.is_union();
       list.entries.assign(l.entries().begin(), l.entries().end());
     }
-    out.keyed_restore.mutable_key_groups()->CopyFrom(op.key_groups());
-    if (op.has_keyed_files()) *out.keyed_restore.mutable_keyed_files() = op.keyed_files();
+    KeyedStateRestore& keyed = out.keyed_restore.emplace_back();
+    keyed.checkpoint_dir = checkpoint_dir;
+    keyed.snapshot.mutable_key_groups()->CopyFrom(op.key_groups());
+    if (op.has_keyed_files()) *keyed.snapshot.mutable_keyed_files() = op.keyed_files();
   }
   return snapshot;
+}
+
+ChainSnapshot RescaleChainSnapshot(std::vector<ChainSnapshot> old_subtasks, int subtask, int parallelism) {
+  ChainSnapshot out;
+  if (old_subtasks.empty()) return out;
+  out.checkpoint_id = old_subtasks.front().checkpoint_id;
+  const size_t operators = old_subtasks.front().operators.size();
+  for (size_t i = 0; i < operators; ++i) {
+    OperatorSnapshot& op = out.operators.emplace_back();
+    std::vector<OperatorStateSnapshot> lists;
+    for (ChainSnapshot& old : old_subtasks) {
+      if (i >= old.operators.size()) continue;
+      lists.push_back(std::move(old.operators[i].operator_state));
+      for (KeyedStateRestore& part : old.operators[i].keyed_restore) op.keyed_restore.push_back(std::move(part));
+    }
+    std::vector<OperatorStateSnapshot> shares = RedistributeOperatorState(lists, parallelism);
+    op.operator_state = std::move(shares.at(subtask));
+  }
+  return out;
 }
 
 }  // namespace weir::taskmanager

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "taskmanager/operator_chain.h"
@@ -41,5 +42,11 @@ absl::StatusOr<v1::TaskStateHandle> WriteTaskSnapshot(const std::string& checkpo
 // keyed state's files are checked when the backend restores them.
 absl::StatusOr<ChainSnapshot> ReadTaskSnapshot(const std::string& checkpoint_dir, const v1::TaskStateHandle& handle,
                                                const v1::TaskDeploymentDescriptor& tdd);
+
+// Rescaling: subtask `subtask` of `parallelism`'s share of the snapshots of
+// every old subtask (in old subtask order, read with ReadTaskSnapshot): its
+// part of their operator state (RedistributeOperatorState) and all their
+// keyed state, from which the backend takes its key-group range.
+ChainSnapshot RescaleChainSnapshot(std::vector<ChainSnapshot> old_subtasks, int subtask, int parallelism);
 
 }  // namespace weir::taskmanager

@@ -34,6 +34,7 @@ class FakeGateway final : public CheckpointTaskGateway {
     std::string task_id;
     int64_t id = 0;
     int64_t timestamp_unix_ms = 0;
+    bool stop = false;
   };
   struct Notice {
     int attempt = 0;
@@ -47,6 +48,9 @@ class FakeGateway final : public CheckpointTaskGateway {
     std::vector<Trigger> triggers;
     std::vector<Notice> notices;
     std::vector<std::string> fail_job;
+    // FinishStop calls: (id, end_input), and how many notices came before.
+    std::vector<std::pair<int64_t, bool>> finish_stops;
+    std::vector<size_t> notices_before_finish;
     // The most checkpoints in progress seen when a trigger was sent.
     int max_in_progress = 0;
   };
@@ -59,8 +63,8 @@ class FakeGateway final : public CheckpointTaskGateway {
     trigger_status_ = std::move(status);
   }
 
-  absl::Status TriggerCheckpoint(int attempt, const std::string& task_id, int64_t id,
-                                 int64_t timestamp_unix_ms) override {
+  absl::Status TriggerCheckpoint(int attempt, const std::string& task_id, int64_t id, int64_t timestamp_unix_ms,
+                                 bool stop) override {
     int in_progress = 0;
     if (coordinator_ != nullptr) {
       for (const CheckpointRecord& record : coordinator_->History()) {
@@ -68,7 +72,7 @@ class FakeGateway final : public CheckpointTaskGateway {
       }
     }
     absl::MutexLock lock(&mu_);
-    calls_.triggers.push_back({attempt, task_id, id, timestamp_unix_ms});
+    calls_.triggers.push_back({attempt, task_id, id, timestamp_unix_ms, stop});
     calls_.max_in_progress = std::max(calls_.max_in_progress, in_progress);
     return trigger_status_;
   }
@@ -77,6 +81,12 @@ class FakeGateway final : public CheckpointTaskGateway {
     const bool valid = storage_.ReadMetadata(id).ok();
     absl::MutexLock lock(&mu_);
     calls_.notices.push_back({attempt, id, completed, reason, valid});
+  }
+
+  void FinishStop(int /*attempt*/, int64_t id, bool end_input) override {
+    absl::MutexLock lock(&mu_);
+    calls_.finish_stops.emplace_back(id, end_input);
+    calls_.notices_before_finish.push_back(calls_.notices.size());
   }
 
   void FailJob(const std::string& reason) override {
@@ -623,6 +633,66 @@ TEST(CheckpointCoordinatorOptionsTest, ValidateNamesTheKey) {
   options = {};
   options.tolerable_failed = -2;
   EXPECT_THAT(options.Validate().message(), HasSubstr("tolerable-failed-checkpoints"));
+}
+
+TEST_F(CheckpointCoordinatorTest, StopCheckpointHoldsOtherTriggersAndEndsInputAfterTheNotice) {
+  CheckpointCoordinatorOptions options = Options();
+  options.interval = absl::Milliseconds(20);
+  CheckpointCoordinator& coordinator = StartCoordinator(options);
+  coordinator.SetNextCheckpointId(10);
+  absl::StatusOr<int64_t> stop = coordinator.TriggerNow(/*stop=*/true);
+  if (absl::IsResourceExhausted(stop.status())) {  // a periodic one got there first
+    ASSERT_TRUE(gateway_->WaitForTriggers(10, kSources));
+    for (const std::string& task : kAllTasks) coordinator.OnAcknowledge(Ack(task, 10));
+    ASSERT_TRUE(gateway_->WaitForNotice(10).has_value());
+    stop = coordinator.TriggerNow(/*stop=*/true);
+  }
+  ASSERT_TRUE(stop.ok()) << stop.status();
+  ASSERT_TRUE(gateway_->WaitForTriggers(*stop, kSources));
+  for (const FakeGateway::Trigger& trigger : gateway_->calls().triggers) {
+    EXPECT_EQ(trigger.stop, trigger.id == *stop) << "checkpoint " << trigger.id;
+  }
+  // Nothing else is triggered while the stop is pending, periodic or not.
+  absl::StatusOr<int64_t> other = coordinator.TriggerNow();
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other.status().message(), HasSubstr("stopping with a savepoint"));
+  absl::SleepFor(absl::Milliseconds(100));
+  for (const FakeGateway::Trigger& trigger : gateway_->calls().triggers) EXPECT_LE(trigger.id, *stop);
+
+  for (const std::string& task : kAllTasks) coordinator.OnAcknowledge(Ack(task, *stop));
+  std::optional<FakeGateway::Notice> notice = gateway_->WaitForNotice(*stop);
+  ASSERT_TRUE(notice.has_value());
+  EXPECT_TRUE(notice->completed);
+  // Still held after completion, until the JobMaster finishes the stop.
+  EXPECT_FALSE(coordinator.TriggerNow().ok());
+  coordinator.FinishStop(*stop + 7, /*end_input=*/true);  // not the stop checkpoint: ignored
+  coordinator.FinishStop(*stop, /*end_input=*/true);
+  ASSERT_TRUE(gateway_->WaitFor([](const FakeGateway::Calls& calls) { return !calls.finish_stops.empty(); }));
+  const FakeGateway::Calls calls = gateway_->calls();
+  ASSERT_EQ(calls.finish_stops.size(), 1u);
+  EXPECT_EQ(calls.finish_stops[0], std::make_pair(*stop, true));
+  // The tasks heard of the completion before the sources were told to end.
+  size_t notices_of_stop = 0;
+  for (size_t i = 0; i < calls.notices_before_finish[0]; ++i) notices_of_stop += calls.notices[i].id == *stop;
+  EXPECT_EQ(notices_of_stop, 1u);
+}
+
+TEST_F(CheckpointCoordinatorTest, AbortedOrGivenUpStopLetsCheckpointsGoOn) {
+  CheckpointCoordinator& coordinator = StartCoordinator(Options());
+  ASSERT_EQ(coordinator.TriggerNow(/*stop=*/true).value_or(-1), 1);
+  coordinator.OnDecline(Decline("sink-0", 1, "disk full"));
+  std::optional<FakeGateway::Notice> aborted = gateway_->WaitForNotice(1);
+  ASSERT_TRUE(aborted.has_value());
+  EXPECT_FALSE(aborted->completed);
+  EXPECT_EQ(CompleteOne(coordinator), 2);  // triggering works again
+
+  ASSERT_EQ(coordinator.TriggerNow(/*stop=*/true).value_or(-1), 3);
+  for (const std::string& task : kAllTasks) coordinator.OnAcknowledge(Ack(task, 3));
+  ASSERT_TRUE(gateway_->WaitForNotice(3).has_value());
+  coordinator.FinishStop(3, /*end_input=*/false);  // e.g. the savepoint copy failed
+  ASSERT_TRUE(gateway_->WaitFor([](const FakeGateway::Calls& calls) { return !calls.finish_stops.empty(); }));
+  EXPECT_EQ(gateway_->calls().finish_stops[0], std::make_pair(int64_t{3}, false));
+  EXPECT_EQ(CompleteOne(coordinator), 4);
 }
 
 }  // namespace
