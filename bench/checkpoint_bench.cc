@@ -10,10 +10,18 @@
 //    arrive: SIGKILL a TaskManager that runs tasks and start a replacement;
 //    the time from the kill until the new attempt has processed a record,
 //    with the default restart strategy and with a tuned one.
+// 3. Big state, few updates (--state-keys, default 1 M keys loaded, then
+//    1 000 records/s over 1 000 keys): bytes each checkpoint writes with
+//    incremental checkpoints off and on (rocksdb); the time and size of a
+//    savepoint of that state; and the time from a SIGKILL of the JobManager
+//    (restarted at once on the same storage directory) until the job
+//    processes records again. --phases big-state runs this phase only.
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +44,7 @@ struct Flags {
   int64_t keys = 100000;
   int parallelism = 2;
   std::string state_backend = "rocksdb";
+  int64_t state_keys = 1000000;
 };
 
 std::string NewTopic(const std::string& bootstrap, const std::string& prefix, int partitions = 4) {
@@ -159,6 +168,104 @@ double MeasureRecovery(const std::string& bootstrap, const Flags& flags, const s
   return seconds;
 }
 
+struct BigStateResult {
+  int64_t first_bytes = 0;                  // the first checkpoint after loading
+  std::vector<int64_t> later_bytes;         // those while only few keys change
+  double savepoint_seconds = 0;
+  int64_t savepoint_bytes = 0;
+  double jobmanager_recovery_seconds = -1;  // measured on the incremental run only
+};
+
+int64_t DirectoryBytes(const std::string& dir) {
+  int64_t total = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file()) total += static_cast<int64_t>(it->file_size());
+  }
+  return total;
+}
+
+// keyed_count unbounded over flags.state_keys loaded keys, then a trickle of
+// updates; checkpoints every second, incremental or not.
+BigStateResult MeasureBigState(const std::string& bootstrap, const Flags& flags, bool incremental) {
+  LocalCluster cluster({.taskmanagers = flags.parallelism, .slots_per_taskmanager = 1});
+  cluster.Start();
+  const std::string in = NewTopic(bootstrap, "bench-big-in"), out = NewTopic(bootstrap, "bench-big-out");
+  Produce(bootstrap, in, 0, flags.state_keys, flags.state_keys);
+  std::vector<std::string> options = {"-p", std::to_string(flags.parallelism), "-Dexecution.checkpointing.interval=1s",
+                                      "-Dstate.backend.type=rocksdb",
+                                      std::string("-Dexecution.checkpointing.incremental=") +
+                                          (incremental ? "true" : "false")};
+  std::string error;
+  const std::string job = cluster.Submit(std::string(WEIR_JOBS_DIR) + "/keyed_count.so", options,
+                                         {"--brokers", bootstrap, "--input-topic", in, "--output-topic", out}, &error);
+  auto records_in = [&] {
+    nlohmann::json s = cluster.WeirJson({"status", job});
+    int64_t n = 0;
+    if (s.is_null() || s["state"] != "RUNNING") return n;
+    for (const auto& t : s["tasks"]) {
+      if (t["name"].get<std::string>().find("KafkaSource") != std::string::npos) n += t["records_in"].get<int64_t>();
+    }
+    return n;
+  };
+  if (job.empty() || !WaitFor([&] { return records_in() >= flags.state_keys; }, absl::Minutes(10), absl::Seconds(1))) {
+    std::fprintf(stderr, "bench: the job did not load its state: %s\n%s\n", error.c_str(), cluster.Logs().c_str());
+    std::exit(1);
+  }
+  auto completed = [&] {
+    std::vector<std::pair<int64_t, int64_t>> ids;  // (id, size), oldest first
+    nlohmann::json c = cluster.WeirJson({"checkpoints", job});
+    if (c.is_null()) return ids;
+    for (const auto& cp : c["checkpoints"]) {
+      if (cp["status"] == "COMPLETED") ids.emplace_back(cp["id"].get<int64_t>(), cp["size_bytes"].get<int64_t>());
+    }
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  };
+  // The first checkpoint that holds the whole state.
+  const auto before = completed();
+  const int64_t loaded_after = before.empty() ? 0 : before.back().first;
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (int64_t first = flags.state_keys; !stop; first += 1000) {
+      Produce(bootstrap, in, first, 1000, 1000);
+      absl::SleepFor(absl::Seconds(1));
+    }
+  });
+  absl::SleepFor(absl::Seconds(15));
+  BigStateResult result;
+  for (const auto& [id, size] : completed()) {
+    if (id <= loaded_after) continue;
+    if (result.first_bytes == 0) {
+      result.first_bytes = size;
+    } else {
+      result.later_bytes.push_back(size);
+    }
+  }
+  absl::Time start = absl::Now();
+  nlohmann::json saved = cluster.WeirJson({"savepoint", job});
+  result.savepoint_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (!saved.is_null()) result.savepoint_bytes = DirectoryBytes(saved["savepoint_path"]);
+  if (incremental) {
+    const int attempt = cluster.WeirJson({"status", job})["attempt"].get<int>();
+    const int64_t seen = records_in();
+    const absl::Time killed = absl::Now();
+    cluster.RestartJobManager();
+    const bool back = WaitFor([&] {
+      nlohmann::json s = cluster.WeirJson({"status", job});
+      if (s.is_null() || s["state"] != "RUNNING" || s["attempt"].get<int>() <= attempt) return false;
+      int64_t n = 0;
+      for (const auto& t : s["tasks"]) n += t["records_in"].get<int64_t>();
+      return n > 0 && n != seen;
+    }, absl::Seconds(120), absl::Milliseconds(20));
+    if (back) result.jobmanager_recovery_seconds = absl::ToDoubleSeconds(absl::Now() - killed);
+  }
+  stop = true;
+  writer.join();
+  return result;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -168,9 +275,13 @@ int main(int argc, char** argv) {
   parser.Int("--keys", &flags.keys);
   parser.Int("--parallelism", &flags.parallelism);
   parser.String("--state-backend", &flags.state_backend);
+  parser.Int("--state-keys", &flags.state_keys);
+  std::string phases = "all";  // or "big-state": phase 3 only
+  parser.String("--phases", &phases);
   if (!parser.Parse(argc, argv)) return 2;
   const std::string bootstrap = weir::test::TestKafkaBootstrap();
   if (bootstrap.empty()) return 1;
+  if (phases != "big-state") {
   const std::string in = NewTopic(bootstrap, "bench-ckpt-in");
   std::fprintf(stderr, "bench: producing %lld records over %lld keys\n", static_cast<long long>(flags.records),
                static_cast<long long>(flags.keys));
@@ -196,5 +307,25 @@ int main(int argc, char** argv) {
   std::printf("  recovery, SIGKILL of a TaskManager to records processed by the new attempt:\n");
   std::printf("    default restart strategy (exponential-delay, 1 s initial backoff): %.2f s\n", default_recovery);
   std::printf("    restart-strategy fixed-delay, delay 0:                              %.2f s\n", tuned_recovery);
+  }
+
+  {
+  const BigStateResult full = MeasureBigState(bootstrap, flags, /*incremental=*/false);
+  const BigStateResult incremental = MeasureBigState(bootstrap, flags, /*incremental=*/true);
+  std::printf("big state: keyed_count, %lld keys loaded, then 1000 records/s over 1000 keys; parallelism %d, rocksdb\n",
+              static_cast<long long>(flags.state_keys), flags.parallelism);
+  std::printf("  bytes written per checkpoint, full:        first %lld, then p50 %.0f (%zu checkpoints)\n",
+              static_cast<long long>(full.first_bytes), Percentile(full.later_bytes, 0.5), full.later_bytes.size());
+  std::printf("  bytes written per checkpoint, incremental: first %lld, then p50 %.0f (%zu checkpoints)\n",
+              static_cast<long long>(incremental.first_bytes), Percentile(incremental.later_bytes, 0.5),
+              incremental.later_bytes.size());
+  const double full_p50 = Percentile(full.later_bytes, 0.5);
+  std::printf("  ratio incremental/full: %.3f\n", full_p50 > 0 ? Percentile(incremental.later_bytes, 0.5) / full_p50 : 0);
+  std::printf("  savepoint of that state: %.2f s, %lld bytes (full run %.2f s, %lld bytes)\n",
+              incremental.savepoint_seconds, static_cast<long long>(incremental.savepoint_bytes), full.savepoint_seconds,
+              static_cast<long long>(full.savepoint_bytes));
+  std::printf("  JobManager SIGKILL and restart to records processed again: %.2f s\n",
+              incremental.jobmanager_recovery_seconds);
+}
   return 0;
 }

@@ -59,6 +59,7 @@ absl::StatusOr<JobSettings> ResolveJobSettings(const config::Configuration& clus
   settings.cancel_timeout = config.GetDuration(k::kCancelTimeout);
   settings.slot_request_timeout = config.GetDuration(k::kSlotRequestTimeout);
   settings.state_backend = config.GetString(k::kStateBackendType);
+  settings.incremental_checkpoints = config.GetBool(k::kCheckpointIncremental);
   const absl::Duration interval = config.GetDuration(k::kCheckpointInterval);
   const bool checkpointing = interval > absl::ZeroDuration();
   if (checkpointing) {
@@ -221,6 +222,7 @@ absl::StatusOr<v1::TaskDeploymentDescriptor> JobMaster::Describe(
     tdd.set_checkpointing_mode(settings_.checkpoint.mode);
   }
   tdd.set_state_backend(settings_.state_backend);
+  tdd.set_incremental_checkpoints(settings_.incremental_checkpoints);
   if (restore.has_value()) {
     ASSIGN_OR_RETURN(std::vector<const v1::TaskStateHandle*> handles,
                      checkpoint::HandlesOfChain(*restore, chain.vertices));

@@ -48,6 +48,8 @@ struct JobSettings {
   absl::Duration slot_request_timeout = absl::Minutes(5);
   // state.backend.type: "rocksdb" or "hashmap".
   std::string state_backend = "rocksdb";
+  // execution.checkpointing.incremental (rocksdb backend).
+  bool incremental_checkpoints = true;
   // Checkpoints are on when this is set: <state.checkpoints.dir>/<job id>.
   std::string checkpoint_dir;
   checkpoint::CheckpointCoordinatorOptions checkpoint;

@@ -168,6 +168,7 @@ absl::StatusOr<std::unique_ptr<KeyedStateBackend>> OperatorChain::CreateKeyedSta
     if (c == '/') c = '_';
   }
   rocks.instance_dir = absl::StrCat(options_.local_state_dir, "/", tdd_.job_id(), "/", task, "-v", vertex.id);
+  rocks.incremental = tdd_.incremental_checkpoints();
   auto opened = RocksDbKeyedState::Open(range, max_parallelism, std::move(rocks));
   if (!opened.ok()) return opened.status();
   return std::unique_ptr<KeyedStateBackend>(std::move(*opened));
@@ -348,10 +349,16 @@ absl::StatusOr<ChainSnapshot> OperatorChain::SnapshotState(const CheckpointInfo&
 
 void OperatorChain::NotifyCheckpointComplete(int64_t checkpoint_id) {
   for (CheckpointListener* listener : Listeners()) listener->NotifyCheckpointComplete(checkpoint_id);
+  for (auto& context : contexts_) {
+    if (KeyedStateBackend* keyed = context->keyed()) keyed->NotifyCheckpointComplete(checkpoint_id);
+  }
 }
 
 void OperatorChain::NotifyCheckpointAborted(int64_t checkpoint_id) {
   for (CheckpointListener* listener : Listeners()) listener->NotifyCheckpointAborted(checkpoint_id);
+  for (auto& context : contexts_) {
+    if (KeyedStateBackend* keyed = context->keyed()) keyed->NotifyCheckpointAborted(checkpoint_id);
+  }
 }
 
 void OperatorChain::EndInput() {

@@ -204,6 +204,14 @@ constexpr std::array kOptions = {
                .scope = kJobManager | kClient,
                .min_value = 0,
                .max_value = kMsPerDay},
+    OptionSpec{.key = keys::kCheckpointIncremental,
+               .type = OptionType::kBool,
+               .default_value = "true",
+               .description = "The rocksdb state backend uploads at each checkpoint only the files the last "
+                              "completed checkpoint does not hold (into <state.checkpoints.dir>/<job>/shared), "
+                              "and refers to the rest; a shared file is deleted once no retained checkpoint "
+                              "refers to it. Savepoints are always self-contained.",
+               .scope = kJobManager | kClient},
     OptionSpec{.key = keys::kCheckpointMaxConcurrent,
                .type = OptionType::kInt,
                .default_value = "1",

@@ -88,6 +88,7 @@ inline constexpr absl::string_view kKafkaAllowedProperties = "security.kafka.all
 inline constexpr absl::string_view kCheckpointInterval = "execution.checkpointing.interval";
 inline constexpr absl::string_view kCheckpointTimeout = "execution.checkpointing.timeout";
 inline constexpr absl::string_view kCheckpointMinPause = "execution.checkpointing.min-pause";
+inline constexpr absl::string_view kCheckpointIncremental = "execution.checkpointing.incremental";
 inline constexpr absl::string_view kCheckpointMaxConcurrent = "execution.checkpointing.max-concurrent-checkpoints";
 inline constexpr absl::string_view kCheckpointMode = "execution.checkpointing.mode";
 inline constexpr absl::string_view kCheckpointTolerableFailures = "execution.checkpointing.tolerable-failed-checkpoints";

@@ -229,6 +229,7 @@ void CheckpointCoordinator::OnAcknowledge(const v1::AcknowledgeCheckpointRequest
   pending.awaiting.erase(task);
   pending.handles[task] = handle;
   pending.size_bytes += handle.size_bytes() + handle.state_files_bytes();
+  pending.reused_bytes += std::max<int64_t>(0, handle.state_files_reused_bytes());
   pending.longest_alignment_ms = std::max(pending.longest_alignment_ms, ack.alignment_ms());
   if (CheckpointRecord* record = RecordLocked(id)) {
     record->acknowledged_tasks = static_cast<int>(pending.handles.size());
@@ -490,6 +491,7 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
   v1::CheckpointMetadata metadata;
   int attempt = 0;
   int64_t size_bytes = 0;
+  int64_t reused_bytes = 0;
   int64_t longest_alignment_ms = 0;
   absl::Time trigger_time;
   {
@@ -502,6 +504,7 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
     writing_metadata_ = true;
     attempt = pending.attempt;
     size_bytes = pending.size_bytes;
+    reused_bytes = pending.reused_bytes;
     longest_alignment_ms = pending.longest_alignment_ms;
     trigger_time = pending.trigger_time;
     metadata.set_job_id(job_id_);
@@ -553,12 +556,13 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
       AbortLocked(other, absl::StrCat("subsumed by checkpoint ", id), AbortKind::kNotCounted);
     }
   }
-  log_->info("job {} checkpoint {} completed: {} tasks, {} bytes, {} ms, longest alignment {} ms", job_id_, id,
-             metadata.tasks_size(), size_bytes, absl::ToInt64Milliseconds(end - trigger_time),
-             longest_alignment_ms);
+  log_->info("job {} checkpoint {} completed: {} tasks, {} bytes written ({} bytes of state in all), {} ms, "
+             "longest alignment {} ms",
+             job_id_, id, metadata.tasks_size(), size_bytes, size_bytes + reused_bytes,
+             absl::ToInt64Milliseconds(end - trigger_time), longest_alignment_ms);
   fault::MaybeCrash(fault::Point::kJobManagerBeforeNotify, id);
   gateway_->NotifyCheckpoint(attempt, id, /*completed=*/true, "");
-  Retain(id);
+  Retain(id, trigger_time);
 }
 
 void CheckpointCoordinator::RunAbortAction(const AbortAction& action, bool stopping) {
@@ -587,7 +591,7 @@ void CheckpointCoordinator::Unpin(int64_t id) {
   pinned_.erase(id);
 }
 
-void CheckpointCoordinator::Retain(int64_t newest_completed) {
+void CheckpointCoordinator::Retain(int64_t newest_completed, absl::Time newest_trigger_time) {
   const std::vector<int64_t> ids = storage_.ListCheckpointIds();
   int kept = 1;  // newest_completed itself
   for (auto it = ids.rbegin(); it != ids.rend(); ++it) {
@@ -613,6 +617,15 @@ void CheckpointCoordinator::Retain(int64_t newest_completed) {
     }
     log_->debug("job {} checkpoint {} discarded: {}", job_id_, id,
                 *complete ? "beyond state.checkpoints.num-retained" : "incomplete and older than a completed one");
+  }
+  // Shared files (incremental checkpoints) no complete checkpoint refers to
+  // any more. Uploads of checkpoints triggered after this one are newer than
+  // its trigger; the minute covers clocks that differ between machines.
+  absl::StatusOr<int> collected = storage_.CollectSharedGarbage(newest_trigger_time - absl::Minutes(1));
+  if (!collected.ok()) {
+    log_->warn("job {}: shared state files not cleaned up: {}", job_id_, collected.status().message());
+  } else if (*collected > 0) {
+    log_->debug("job {}: {} shared state files no retained checkpoint refers to were deleted", job_id_, *collected);
   }
 }
 

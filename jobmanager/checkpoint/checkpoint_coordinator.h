@@ -229,6 +229,7 @@ class CheckpointCoordinator {
     absl::flat_hash_set<std::string> awaiting;
     absl::flat_hash_map<std::string, v1::TaskStateHandle> handles;
     int64_t size_bytes = 0;
+    int64_t reused_bytes = 0;  // shared files referred to, not written again
     int64_t longest_alignment_ms = 0;
     bool stop = false;
   };
@@ -288,8 +289,9 @@ class CheckpointCoordinator {
   void ExecuteTrigger(TriggerPlan plan) ABSL_LOCKS_EXCLUDED(mu_);
   void CompleteCheckpoint(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   void RunAbortAction(const AbortAction& action, bool stopping) ABSL_LOCKS_EXCLUDED(mu_);
-  // Discards checkpoints older than `newest_completed` beyond num_retained.
-  void Retain(int64_t newest_completed) ABSL_LOCKS_EXCLUDED(mu_);
+  // Discards checkpoints older than `newest_completed` beyond num_retained,
+  // then the shared files no complete checkpoint refers to.
+  void Retain(int64_t newest_completed, absl::Time newest_trigger_time) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Ends pending checkpoint `id` as failed and queues its AbortAction
   // (which removes its directory unless !discard); a no-op if it is not

@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/crypto/sha256.h"
 #include "common/io/atomic_file.h"
 #include "common/logging/logging.h"
@@ -235,8 +236,55 @@ absl::Status CheckpointStorage::VerifyTaskFiles(const v1::CheckpointMetadata& me
       return absl::DataLossError(absl::StrCat("task file ", path, " has ", st.st_size,
                                               " bytes; the checkpoint recorded ", handle.size_bytes()));
     }
+    for (const std::string& shared : handle.shared_files()) {
+      if (absl::Status name = ValidateTaskFileName(shared); !name.ok()) {
+        return absl::DataLossError(absl::StrCat("checkpoint ", id, " refers to an unusable shared file: ",
+                                                name.message()));
+      }
+      const std::string shared_path = absl::StrCat(SharedDir(), "/", shared);
+      if (lstat(shared_path.c_str(), &st) != 0) {
+        const int err = errno;
+        if (err == ENOENT) return absl::DataLossError(absl::StrCat("shared state file ", shared_path, " is missing"));
+        return ErrnoError("looking up shared state file", shared_path, err);
+      }
+      if (!S_ISREG(st.st_mode)) {
+        return absl::DataLossError(absl::StrCat("shared state file ", shared_path, " is not a regular file"));
+      }
+    }
   }
   return absl::OkStatus();
+}
+
+std::string CheckpointStorage::SharedDir() const { return absl::StrCat(job_dir_, "/shared"); }
+
+absl::StatusOr<int> CheckpointStorage::CollectSharedGarbage(absl::Time older_than) const {
+  const std::string dir = SharedDir();
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return 0;
+  absl::flat_hash_set<std::string> referenced;
+  for (int64_t id : ListCheckpointIds()) {
+    absl::StatusOr<v1::CheckpointMetadata> metadata = ReadMetadata(id);
+    if (absl::IsNotFound(metadata.status())) continue;  // in progress or abandoned: see older_than
+    if (!metadata.ok()) {
+      return Annotate(metadata.status(), absl::StrCat("keeping every shared file: checkpoint ", id,
+                                                      " may refer to any of them"));
+    }
+    for (const v1::TaskStateHandle& handle : metadata->tasks()) {
+      referenced.insert(handle.shared_files().begin(), handle.shared_files().end());
+    }
+  }
+  int deleted = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (referenced.contains(name)) continue;
+    struct stat st;
+    if (lstat(entry.path().c_str(), &st) != 0) continue;
+    if (absl::TimeFromTimespec(st.st_mtim) >= older_than) continue;
+    std::error_code remove_ec;
+    if (fs::remove(entry.path(), remove_ec)) ++deleted;
+  }
+  if (ec) return absl::UnavailableError(absl::StrCat("listing ", dir, ": ", ec.message()));
+  return deleted;
 }
 
 absl::StatusOr<std::vector<int64_t>> CheckpointStorage::ListIds() const {

@@ -27,6 +27,7 @@
 // from its own thread.
 #pragma once
 
+#include "absl/time/time.h"
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -84,9 +85,21 @@ class CheckpointStorage {
   absl::StatusOr<bool> HasMetadata(int64_t id) const;
 
   // Checks that every task file `metadata` lists exists in the checkpoint's
-  // directory as a regular file of the recorded size (kDataLoss naming the
-  // file otherwise). The SHA-256 is checked by the task at restore.
+  // directory as a regular file of the recorded size, and every shared file
+  // it refers to in the shared directory (kDataLoss naming the file
+  // otherwise). The SHA-256 is checked by the task at restore.
   absl::Status VerifyTaskFiles(const v1::CheckpointMetadata& metadata) const;
+
+  // <job dir>/shared: the files of incremental checkpoints, which several
+  // checkpoints may refer to.
+  std::string SharedDir() const;
+
+  // Deletes every file of the shared directory that no complete checkpoint
+  // on disk refers to and that was last modified before `older_than` (so
+  // that the uploads of checkpoints still in progress stay). Does nothing
+  // when a checkpoint's metadata cannot be read (what it refers to is
+  // unknown). Returns how many files it deleted.
+  absl::StatusOr<int> CollectSharedGarbage(absl::Time older_than) const;
 
   // Ids of every chk-<n> directory, complete or not, ascending. Anything
   // else in the job directory is ignored, as is a name that is not exactly

@@ -63,6 +63,25 @@ absl::StatusOr<std::string> WriteSavepoint(const CheckpointStorage& storage, int
     if (ec) break;
   }
   if (ec) return absl::UnavailableError(absl::StrCat("copying checkpoint ", id, " into ", path, ": ", ec.message()));
+  // The shared files it refers to (incremental checkpoints), so that the
+  // savepoint is self-contained: <savepoint>/shared mirrors <job dir>/shared.
+  ASSIGN_OR_RETURN(v1::CheckpointMetadata metadata, storage.ReadMetadata(id));
+  const std::string shared_to = absl::StrCat(path, "/shared");
+  bool any_shared = false;
+  for (const v1::TaskStateHandle& handle : metadata.tasks()) {
+    for (const std::string& name : handle.shared_files()) {
+      if (!any_shared) {
+        fs::create_directories(shared_to, ec);
+        if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", shared_to, ": ", ec.message()));
+        any_shared = true;
+      }
+      RETURN_IF_ERROR(ValidateTaskFileName(name));
+      absl::StatusOr<int64_t> copied = io::CopyFileDurably(absl::StrCat(storage.SharedDir(), "/", name),
+                                                          absl::StrCat(shared_to, "/", name));
+      if (!copied.ok()) return Annotate(copied.status(), absl::StrCat("copying checkpoint ", id, " into ", path));
+    }
+  }
+  if (any_shared) RETURN_IF_ERROR(io::SyncDirectory(shared_to));
   for (auto it = fs::recursive_directory_iterator(to, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {
     if (it->is_directory()) RETURN_IF_ERROR(io::SyncDirectory(it->path().string()));

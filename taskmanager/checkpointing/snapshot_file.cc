@@ -30,7 +30,9 @@ std::string TaskSnapshotFileName(const v1::TaskDeploymentDescriptor& tdd) {
 }
 
 absl::StatusOr<std::string> EncodeTaskSnapshot(const v1::TaskDeploymentDescriptor& tdd, const ChainSnapshot& snapshot,
-                                               const std::string& checkpoint_dir, int64_t* state_files_bytes) {
+                                               const std::string& checkpoint_dir, StateFilesSummary* files) {
+  StateFilesSummary ignored;
+  StateFilesSummary* stats = files != nullptr ? files : &ignored;
   v1::TaskSnapshotProto proto;
   proto.set_job_id(tdd.job_id());
   proto.set_checkpoint_id(snapshot.checkpoint_id);
@@ -50,8 +52,9 @@ absl::StatusOr<std::string> EncodeTaskSnapshot(const v1::TaskDeploymentDescripto
     if (op.keyed != nullptr) {
       RETURN_IF_ERROR(Annotate(op.keyed->Write(checkpoint_dir, absl::StrCat("v", vertex, "-s", tdd.subtask_index()), out),
                                absl::StrCat("writing the keyed state of vertex ", vertex)));
-      if (state_files_bytes != nullptr) {
-        for (const v1::StateFileProto& f : out->keyed_files().files()) *state_files_bytes += f.size_bytes();
+      for (const v1::StateFileProto& f : out->keyed_files().files()) {
+        if (!f.shared_name().empty()) stats->shared.push_back(f.shared_name());
+        (f.reused() ? stats->reused_bytes : stats->written_bytes) += f.size_bytes();
       }
     }
   }
@@ -63,7 +66,7 @@ absl::StatusOr<std::string> EncodeTaskSnapshot(const v1::TaskDeploymentDescripto
 
 absl::StatusOr<v1::TaskStateHandle> WriteTaskSnapshot(const std::string& checkpoint_dir,
                                                       const v1::TaskDeploymentDescriptor& tdd,
-                                                      const std::string& encoded, int64_t state_files_bytes) {
+                                                      const std::string& encoded, const StateFilesSummary& files) {
   const std::string name = TaskSnapshotFileName(tdd);
   RETURN_IF_ERROR(io::WriteFileAtomically(absl::StrCat(checkpoint_dir, "/", name), encoded));
   v1::TaskStateHandle handle;
@@ -73,7 +76,9 @@ absl::StatusOr<v1::TaskStateHandle> WriteTaskSnapshot(const std::string& checkpo
   *handle.mutable_vertex_ids() = tdd.vertex_ids();
   handle.set_subtask_index(tdd.subtask_index());
   handle.set_parallelism(tdd.parallelism());
-  handle.set_state_files_bytes(state_files_bytes);
+  handle.set_state_files_bytes(files.written_bytes);
+  handle.set_state_files_reused_bytes(files.reused_bytes);
+  for (const std::string& name : files.shared) handle.add_shared_files(name);
   return handle;
 }
 

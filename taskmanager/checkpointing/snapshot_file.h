@@ -22,19 +22,25 @@ namespace weir::taskmanager {
 // "v<first vertex>-s<subtask>.snapshot": stable across attempts of a job.
 std::string TaskSnapshotFileName(const v1::TaskDeploymentDescriptor& tdd);
 
+// The keyed state files a snapshot wrote or refers to.
+struct StateFilesSummary {
+  int64_t written_bytes = 0;  // written by this checkpoint
+  int64_t reused_bytes = 0;   // shared files an earlier checkpoint uploaded
+  std::vector<std::string> shared;  // every shared file referred to
+};
+
 // Serializes `snapshot` (one entry per operator of tdd's chain), writing
 // the asynchronous part of each operator's keyed state into
-// `checkpoint_dir` first (the file then refers to what it wrote).
-// `state_files_bytes`, when set, grows by the size of those files.
+// `checkpoint_dir` (and the job's shared directory beside it) first: the
+// file then refers to what it wrote. `files`, when set, sums that up.
 absl::StatusOr<std::string> EncodeTaskSnapshot(const v1::TaskDeploymentDescriptor& tdd, const ChainSnapshot& snapshot,
-                                               const std::string& checkpoint_dir,
-                                               int64_t* state_files_bytes = nullptr);
+                                               const std::string& checkpoint_dir, StateFilesSummary* files = nullptr);
 
 // Writes the encoded snapshot durably into `checkpoint_dir`; returns its
-// handle, which also counts the `state_files_bytes` written beside it.
+// handle, which also carries `files`.
 absl::StatusOr<v1::TaskStateHandle> WriteTaskSnapshot(const std::string& checkpoint_dir,
                                                       const v1::TaskDeploymentDescriptor& tdd,
-                                                      const std::string& encoded, int64_t state_files_bytes = 0);
+                                                      const std::string& encoded, const StateFilesSummary& files = {});
 
 // Reads, verifies (size, SHA-256, magic, version, that it belongs to this
 // job and chain) and decodes the snapshot `handle` names in `checkpoint_dir`.

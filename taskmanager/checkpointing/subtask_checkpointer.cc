@@ -54,10 +54,10 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
   const bool queued = uploader_->Submit([identity = std::move(identity), snapshot = std::move(snapshot), dir,
                                          responder, checkpoint_id, alignment, sync] {
     const absl::Time async_start = absl::Now();
-    int64_t state_files_bytes = 0;
-    absl::StatusOr<std::string> encoded = EncodeTaskSnapshot(identity, snapshot, dir, &state_files_bytes);
+    StateFilesSummary files;
+    absl::StatusOr<std::string> encoded = EncodeTaskSnapshot(identity, snapshot, dir, &files);
     absl::StatusOr<v1::TaskStateHandle> handle =
-        encoded.ok() ? WriteTaskSnapshot(dir, identity, *encoded, state_files_bytes)
+        encoded.ok() ? WriteTaskSnapshot(dir, identity, *encoded, files)
                      : absl::StatusOr<v1::TaskStateHandle>(encoded.status());
     if (!handle.ok()) {
       static const std::shared_ptr<spdlog::logger> log = logging::Get("task");

@@ -44,6 +44,9 @@ class KeyedStateSnapshot {
   virtual ~KeyedStateSnapshot() = default;
   // Writes the state into `checkpoint_dir` (file names start with
   // `base_name`) and records what was written in `out`.
+  // Files in the job's shared directory (incremental snapshots) are listed
+  // with their shared_name, and `reused` when an earlier checkpoint uploaded
+  // them.
   virtual absl::Status Write(const std::string& checkpoint_dir, const std::string& base_name,
                              v1::OperatorSnapshotProto* out) = 0;
 };
@@ -69,6 +72,11 @@ class KeyedStateBackend : public KeyedStateStore {
   // kDataLoss when a snapshot is corrupt or incomplete, kFailedPrecondition
   // when it was written by the other backend.
   virtual absl::Status Restore(const std::vector<KeyedStateRestore>& parts) = 0;
+
+  // The fate of a snapshot taken earlier (incremental snapshots build on
+  // the newest completed one).
+  virtual void NotifyCheckpointComplete(int64_t checkpoint_id) {}
+  virtual void NotifyCheckpointAborted(int64_t checkpoint_id) {}
 };
 
 }  // namespace weir::taskmanager

@@ -2,6 +2,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 #include <filesystem>
 #include <stdexcept>
 #include <system_error>
@@ -10,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/io/atomic_file.h"
+#include "common/random_id.h"
 #include "common/status_macros.h"
 #include "rocksdb/db.h"
 #include "rocksdb/memtablerep.h"
@@ -102,11 +107,21 @@ void RemoveTree(const std::string& path) {
   fs::remove_all(path, ec);
 }
 
+// Incremental snapshots: how a local SST file is written out.
+struct SharedFile {
+  std::string shared_name;
+  bool reused = false;  // an earlier checkpoint uploaded it
+};
+
 // The asynchronous part: the local checkpoint's files, copied out.
 class RocksDbSnapshot final : public KeyedStateSnapshot {
  public:
-  RocksDbSnapshot(std::string instance_dir, std::string local_dir, state::KeyGroupRange range)
-      : instance_dir_(std::move(instance_dir)), local_dir_(std::move(local_dir)), range_(range) {}
+  RocksDbSnapshot(std::string instance_dir, std::string local_dir, state::KeyGroupRange range,
+                  std::map<std::string, SharedFile> shared)
+      : instance_dir_(std::move(instance_dir)),
+        local_dir_(std::move(local_dir)),
+        range_(range),
+        shared_(std::move(shared)) {}
   ~RocksDbSnapshot() override {
     RemoveTree(local_dir_);
     rmdir(instance_dir_.c_str());  // the last one out (fails while the backend lives)
@@ -124,15 +139,49 @@ class RocksDbSnapshot final : public KeyedStateSnapshot {
     files->set_directory(relative);
     files->set_key_group_start(range_.start);
     files->set_key_group_end(range_.end);
+    const std::string shared_dir = (fs::path(checkpoint_dir).parent_path() / "shared").string();
+    bool uploaded_shared = false;
     for (const fs::directory_entry& entry : fs::directory_iterator(local_dir_, ec)) {
       const std::string name = entry.path().filename().string();
-      ASSIGN_OR_RETURN(int64_t size, io::CopyFileDurably(entry.path().string(), absl::StrCat(target, "/", name)));
       v1::StateFileProto* file = files->add_files();
       file->set_name(name);
-      file->set_size_bytes(size);
+      auto shared = shared_.find(name);
+      if (shared == shared_.end()) {
+        ASSIGN_OR_RETURN(int64_t size, io::CopyFileDurably(entry.path().string(), absl::StrCat(target, "/", name)));
+        file->set_size_bytes(size);
+        continue;
+      }
+      file->set_shared_name(shared->second.shared_name);
+      file->set_reused(shared->second.reused);
+      if (shared->second.reused) {
+        std::error_code size_ec;
+        const auto size = fs::file_size(entry.path(), size_ec);
+        if (size_ec) return absl::UnavailableError(absl::StrCat("reading ", entry.path().string(), ": ", size_ec.message()));
+        file->set_size_bytes(static_cast<int64_t>(size));
+        continue;
+      }
+      if (!uploaded_shared) {
+        fs::create_directories(shared_dir, ec);
+        if (ec) return absl::UnavailableError(absl::StrCat("creating ", shared_dir, ": ", ec.message()));
+        uploaded_shared = true;
+      }
+      // Written under a temporary name and renamed: a shared file is whole
+      // or absent, whoever else (an earlier attempt) wrote it.
+      const std::string final_path = absl::StrCat(shared_dir, "/", shared->second.shared_name);
+      const std::string temp_path = absl::StrCat(final_path, ".tmp-", RandomId());
+      absl::StatusOr<int64_t> size = io::CopyFileDurably(entry.path().string(), temp_path);
+      if (size.ok() && std::rename(temp_path.c_str(), final_path.c_str()) != 0) {
+        size = absl::UnavailableError(absl::StrCat("renaming ", temp_path, ": ", std::strerror(errno)));
+      }
+      if (!size.ok()) {
+        std::remove(temp_path.c_str());
+        return size.status();
+      }
+      file->set_size_bytes(*size);
     }
     if (ec) return absl::UnavailableError(absl::StrCat("listing ", local_dir_, ": ", ec.message()));
     RETURN_IF_ERROR(io::SyncDirectory(target));
+    if (uploaded_shared) RETURN_IF_ERROR(io::SyncDirectory(shared_dir));
     RemoveTree(local_dir_);
     return absl::OkStatus();
   }
@@ -141,6 +190,7 @@ class RocksDbSnapshot final : public KeyedStateSnapshot {
   const std::string instance_dir_;
   const std::string local_dir_;
   const state::KeyGroupRange range_;
+  const std::map<std::string, SharedFile> shared_;
 };
 
 }  // namespace
@@ -154,7 +204,11 @@ struct RocksDbKeyedState::Impl {
 };
 
 RocksDbKeyedState::RocksDbKeyedState(state::KeyGroupRange range, int max_parallelism, RocksDbStateOptions options)
-    : range_(range), max_parallelism_(max_parallelism), options_(std::move(options)), impl_(std::make_unique<Impl>()) {
+    : range_(range),
+      max_parallelism_(max_parallelism),
+      options_(std::move(options)),
+      impl_(std::make_unique<Impl>()),
+      instance_id_(RandomId()) {
   impl_->db_options.create_if_missing = true;
   impl_->db_options.create_missing_column_families = true;
   impl_->db_options.max_background_jobs = 2;
@@ -367,7 +421,36 @@ absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::Snapshot(
   // write up to this point (there is no log to replay).
   RETURN_IF_ERROR(FromRocks(checkpoint->CreateCheckpoint(local, /*log_size_for_flush=*/0),
                             absl::StrCat("taking RocksDB checkpoint ", local)));
-  return std::make_unique<RocksDbSnapshot>(options_.instance_dir, local, range_);
+  std::map<std::string, SharedFile> shared;
+  if (options_.incremental) {
+    std::map<std::string, std::string>& refers = in_flight_[checkpoint_id];
+    std::error_code ec;
+    for (const fs::directory_entry& entry : fs::directory_iterator(local, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (!absl::EndsWith(name, ".sst")) continue;
+      SharedFile& file = shared[name];
+      auto known = confirmed_.find(name);
+      file.reused = known != confirmed_.end();
+      file.shared_name = file.reused ? known->second : absl::StrCat(instance_id_, "-", name);
+      refers[name] = file.shared_name;
+    }
+    if (ec) return absl::UnavailableError(absl::StrCat("listing ", local, ": ", ec.message()));
+  }
+  return std::make_unique<RocksDbSnapshot>(options_.instance_dir, local, range_, std::move(shared));
+}
+
+void RocksDbKeyedState::NotifyCheckpointComplete(int64_t checkpoint_id) {
+  auto it = in_flight_.find(checkpoint_id);
+  if (it != in_flight_.end()) confirmed_ = std::move(it->second);
+  in_flight_.erase(in_flight_.begin(), in_flight_.upper_bound(checkpoint_id));
+}
+
+void RocksDbKeyedState::NotifyCheckpointAborted(int64_t checkpoint_id) {
+  in_flight_.erase(checkpoint_id);
+  // It may have failed because a file it refers to is gone (this task missed
+  // the news of a newer completed checkpoint, and the JobManager deleted what
+  // only older ones held): the next snapshot uploads everything again.
+  confirmed_.clear();
 }
 
 absl::Status RocksDbKeyedState::Restore(const std::vector<KeyedStateRestore>& parts) {
@@ -411,11 +494,14 @@ absl::Status CopySnapshotFiles(const KeyedStateRestore& part, const std::string&
   fs::create_directories(target, ec);
   if (ec) return absl::UnavailableError(absl::StrCat("creating ", target, ": ", ec.message()));
   for (const v1::StateFileProto& file : files.files()) {
-    if (!IsPlainName(file.name())) {
-      return absl::DataLossError(absl::StrCat("the snapshot in ", source, " names the file '", file.name(),
-                                              "', which is not a plain name"));
+    if (!IsPlainName(file.name()) || (!file.shared_name().empty() && !IsPlainName(file.shared_name()))) {
+      return absl::DataLossError(absl::StrCat("the snapshot in ", source, " names the file '", file.name(), "' ('",
+                                              file.shared_name(), "'), which is not a plain name"));
     }
-    const std::string from = absl::StrCat(source, "/", file.name());
+    const std::string from =
+        file.shared_name().empty()
+            ? absl::StrCat(source, "/", file.name())
+            : (fs::path(part.checkpoint_dir).parent_path() / "shared" / file.shared_name()).string();
     absl::StatusOr<int64_t> size = io::CopyFileDurably(from, absl::StrCat(target, "/", file.name()));
     if (!size.ok()) {
       return absl::DataLossError(absl::StrCat("keyed state file ", from, " cannot be read: ", size.status().message()));

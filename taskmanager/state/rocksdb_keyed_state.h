@@ -16,6 +16,14 @@
 // and opens them; any other range reads the snapshots' keys and keeps those
 // of its own key groups.
 //
+// Incremental snapshots (RocksDbStateOptions::incremental): SST files are
+// immutable, so a snapshot uploads only the SST files that the newest
+// checkpoint it was told completed does not hold, into the job's shared
+// directory (<checkpoint dir>/../shared/<instance id>-<file>), and refers to
+// the rest; the small files (MANIFEST, CURRENT, OPTIONS) are copied every
+// time. The JobManager deletes a shared file once no retained checkpoint
+// refers to it. The first snapshot after a restore uploads everything.
+//
 // Files: <instance dir>/db (the instance), <instance dir>/chk-<n> (local
 // snapshots until written out). The instance directory is removed when the
 // backend and its snapshots are gone.
@@ -24,6 +32,7 @@
 // self-contained).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,6 +56,8 @@ struct RocksDbStateOptions {
   int64_t write_buffer_bytes = 32 << 20;
   // Block cache shared by the instance's column families.
   int64_t block_cache_bytes = 64 << 20;
+  // execution.checkpointing.incremental.
+  bool incremental = false;
 };
 
 class RocksDbKeyedState final : public KeyedStateBackend {
@@ -72,6 +83,8 @@ class RocksDbKeyedState final : public KeyedStateBackend {
 
   absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> Snapshot(int64_t checkpoint_id) override;
   absl::Status Restore(const std::vector<KeyedStateRestore>& parts) override;
+  void NotifyCheckpointComplete(int64_t checkpoint_id) override;
+  void NotifyCheckpointAborted(int64_t checkpoint_id) override;
 
   const std::string& instance_dir() const { return options_.instance_dir; }
 
@@ -101,6 +114,14 @@ class RocksDbKeyedState final : public KeyedStateBackend {
   std::string key_prefix_;
   bool key_set_ = false;
   std::string scratch_;
+
+  // Incremental snapshots: names shared files uniquely across instances.
+  const std::string instance_id_;
+  // SST file -> its name in the shared directory: what the newest completed
+  // checkpoint holds (may be referred to), and what each snapshot in flight
+  // refers to (becomes the former when its checkpoint completes).
+  std::map<std::string, std::string> confirmed_;
+  std::map<int64_t, std::map<std::string, std::string>> in_flight_;
 };
 
 }  // namespace weir::taskmanager

@@ -283,5 +283,52 @@ TEST_F(CheckpointStorageTest, CheckpointDirectoriesAreNeverReused) {
   EXPECT_EQ(storage().CreateCheckpointDir(-4).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Incremental checkpoints: a shared file is verified like a task file, and
+// deleted once no complete checkpoint on disk refers to it — unless it is
+// newer than the given time (an upload of a checkpoint still in progress).
+TEST_F(CheckpointStorageTest, SharedFilesAreVerifiedAndCollectedWhenNoCheckpointRefersToThem) {
+  fs::create_directories(storage().SharedDir());
+  for (const char* name : {"a.sst", "b.sst", "c.sst", "fresh.sst"}) {
+    WriteBytes(absl::StrCat(storage().SharedDir(), "/", name), name);
+  }
+  // Two complete checkpoints: 1 refers to a and b, 2 to b and c.
+  v1::CheckpointMetadata first = MakeCheckpoint(1, false);
+  first.mutable_tasks(0)->add_shared_files("a.sst");
+  first.mutable_tasks(1)->add_shared_files("b.sst");
+  ASSERT_TRUE(storage().WriteMetadata(first).ok());
+  v1::CheckpointMetadata second = MakeCheckpoint(2, false);
+  second.mutable_tasks(0)->add_shared_files("b.sst");
+  second.mutable_tasks(0)->add_shared_files("c.sst");
+  ASSERT_TRUE(storage().WriteMetadata(second).ok());
+  EXPECT_TRUE(storage().VerifyTaskFiles(first).ok());
+
+  // Nothing unreferenced is old enough yet.
+  absl::StatusOr<int> collected = storage().CollectSharedGarbage(absl::Now() - absl::Hours(1));
+  ASSERT_TRUE(collected.ok()) << collected.status();
+  EXPECT_EQ(*collected, 0);
+  // Checkpoint 1 discarded: a goes; b and c stay; so does everything newer
+  // than the cut-off.
+  ASSERT_TRUE(storage().Discard(1).ok());
+  collected = storage().CollectSharedGarbage(absl::Now() + absl::Hours(1));
+  ASSERT_TRUE(collected.ok()) << collected.status();
+  EXPECT_EQ(*collected, 2);  // a and fresh (unreferenced, older than the cut-off)
+  EXPECT_FALSE(fs::exists(storage().SharedDir() + "/a.sst"));
+  EXPECT_TRUE(fs::exists(storage().SharedDir() + "/b.sst"));
+  EXPECT_TRUE(fs::exists(storage().SharedDir() + "/c.sst"));
+  EXPECT_TRUE(storage().VerifyTaskFiles(second).ok());
+
+  // A checkpoint whose shared file is gone does not verify.
+  fs::remove(storage().SharedDir() + "/c.sst");
+  absl::Status verified = storage().VerifyTaskFiles(second);
+  EXPECT_EQ(verified.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(verified.message(), HasSubstr("c.sst is missing"));
+
+  // Metadata that cannot be read: nothing is deleted.
+  WriteBytes(MetadataPath(2), "garbage");
+  collected = storage().CollectSharedGarbage(absl::Now() + absl::Hours(1));
+  EXPECT_FALSE(collected.ok());
+  EXPECT_TRUE(fs::exists(storage().SharedDir() + "/b.sst"));
+}
+
 }  // namespace
 }  // namespace weir::jobmanager::checkpoint
