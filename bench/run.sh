@@ -3,6 +3,7 @@
 #   bench/run.sh [copy] [--records N] [--value-bytes B] [--partitions P] [--parallelism K] [--checkpoint-ms M]
 #   bench/run.sh latency [--rate R] [--seconds S] [--checkpoint-ms M] [--parallelism P]
 #   bench/run.sh checkpoint [--records N] [--keys K] [--parallelism P] [--state-backend rocksdb|hashmap]
+#                            [--state-keys N] [--phases all|big-state]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh >/dev/null

@@ -562,7 +562,7 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
              absl::ToInt64Milliseconds(end - trigger_time), longest_alignment_ms);
   fault::MaybeCrash(fault::Point::kJobManagerBeforeNotify, id);
   gateway_->NotifyCheckpoint(attempt, id, /*completed=*/true, "");
-  Retain(id, trigger_time);
+  Retain(id);
 }
 
 void CheckpointCoordinator::RunAbortAction(const AbortAction& action, bool stopping) {
@@ -591,7 +591,7 @@ void CheckpointCoordinator::Unpin(int64_t id) {
   pinned_.erase(id);
 }
 
-void CheckpointCoordinator::Retain(int64_t newest_completed, absl::Time newest_trigger_time) {
+void CheckpointCoordinator::Retain(int64_t newest_completed) {
   const std::vector<int64_t> ids = storage_.ListCheckpointIds();
   int kept = 1;  // newest_completed itself
   for (auto it = ids.rbegin(); it != ids.rend(); ++it) {
@@ -619,9 +619,16 @@ void CheckpointCoordinator::Retain(int64_t newest_completed, absl::Time newest_t
                 *complete ? "beyond state.checkpoints.num-retained" : "incomplete and older than a completed one");
   }
   // Shared files (incremental checkpoints) no complete checkpoint refers to
-  // any more. Uploads of checkpoints triggered after this one are newer than
-  // its trigger; the minute covers clocks that differ between machines.
-  absl::StatusOr<int> collected = storage_.CollectSharedGarbage(newest_trigger_time - absl::Minutes(1));
+  // any more. What checkpoints still in progress uploaded is newer than
+  // their trigger (the minute covers clocks that differ between machines);
+  // with none in progress every such file goes (an aborted checkpoint's
+  // upload still under way then fails, which changes nothing).
+  absl::Time cutoff = absl::Now();
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, pending] : pending_) cutoff = std::min(cutoff, pending.trigger_time - absl::Minutes(1));
+  }
+  absl::StatusOr<int> collected = storage_.CollectSharedGarbage(cutoff);
   if (!collected.ok()) {
     log_->warn("job {}: shared state files not cleaned up: {}", job_id_, collected.status().message());
   } else if (*collected > 0) {

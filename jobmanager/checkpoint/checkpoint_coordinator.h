@@ -291,7 +291,7 @@ class CheckpointCoordinator {
   void RunAbortAction(const AbortAction& action, bool stopping) ABSL_LOCKS_EXCLUDED(mu_);
   // Discards checkpoints older than `newest_completed` beyond num_retained,
   // then the shared files no complete checkpoint refers to.
-  void Retain(int64_t newest_completed, absl::Time newest_trigger_time) ABSL_LOCKS_EXCLUDED(mu_);
+  void Retain(int64_t newest_completed) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Ends pending checkpoint `id` as failed and queues its AbortAction
   // (which removes its directory unless !discard); a no-op if it is not

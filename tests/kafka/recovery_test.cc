@@ -8,11 +8,13 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "jobmanager/checkpoint/checkpoint_storage.h"
 #include "tests/kafka/cluster_job_test.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
@@ -263,6 +265,87 @@ TEST_F(RecoveryTest, StopWithSavepointAndRescaleKeepCountsExactlyOnce) {
   }
   const std::string log = cluster_->jobmanager().Log();
   EXPECT_TRUE(absl::StrContains(log, "rescales the savepoint's state")) << log;
+}
+
+// Incremental checkpoints (the rocksdb default): with 100 000 keys loaded and
+// then a few updated per interval, a checkpoint writes a small part of the
+// state (the savepoint at the end, a full copy, is the yardstick); after
+// many checkpoints the shared directory holds exactly the files the retained
+// checkpoints refer to.
+TEST_F(RecoveryTest, IncrementalCheckpointsWriteLittleAndKeepOnlyWhatRetainedOnesReferTo) {
+  StartCluster(2);
+  const std::string in = NewTopic("incremental-in"), out = NewTopic("incremental-out");
+  const std::string job = Submit({"-p", "2", "-Dexecution.checkpointing.interval=300ms",
+                                  "-Dstate.checkpoints.num-retained=2"},
+                                 in, out);
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  std::map<std::string, int64_t> truth;
+  constexpr int kKeys = 100000;
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, kKeys, kKeys, &truth)).ok());
+  auto records_read = [&] {
+    int64_t read = 0;
+    const nlohmann::json status = cluster_->WeirJson({"status", job});
+    for (const auto& t : status["tasks"]) {
+      if (absl::StrContains(t["name"].get<std::string>(), "KafkaSource")) read += t["records_in"].get<int64_t>();
+    }
+    return read;
+  };
+  auto completed = [&] {
+    std::map<int64_t, int64_t> sizes;  // id -> bytes written
+    nlohmann::json c = cluster_->WeirJson({"checkpoints", job});
+    for (const auto& cp : c["checkpoints"]) {
+      if (cp["status"] == "COMPLETED") sizes[cp["id"].get<int64_t>()] = cp["size_bytes"].get<int64_t>();
+    }
+    return sizes;
+  };
+  ASSERT_TRUE(WaitFor([&] { return records_read() >= kKeys; }, absl::Seconds(120))) << cluster_->Logs();
+  std::map<int64_t, int64_t> before = completed();
+  const int64_t loaded = before.empty() ? 0 : before.rbegin()->first;
+  ASSERT_TRUE(WaitForCompletedCheckpoint(job, 1, loaded + 1)) << cluster_->Logs();
+  const int64_t trickle_from = completed().rbegin()->first;
+  for (int i = 0; i < 25; ++i) {  // a few keys change per interval
+    ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(kKeys + i * 100, 100, 50, &truth)).ok());
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  nlohmann::json stopped = cluster_->WeirJson({"stop", job});
+  ASSERT_FALSE(stopped.is_null()) << cluster_->Logs();
+  int64_t full_bytes = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(stopped["savepoint_path"].get<std::string>())) {
+    if (entry.is_regular_file()) full_bytes += static_cast<int64_t>(entry.file_size());
+  }
+  std::vector<int64_t> written;
+  for (const auto& [id, size] : completed()) {
+    if (id > trickle_from) written.push_back(size);
+  }
+  ASSERT_GE(written.size(), 5u) << cluster_->Logs();
+  std::sort(written.begin(), written.end());
+  const int64_t median = written[written.size() / 2];
+  std::printf("incremental checkpoints: %zu while few keys changed, median %lld bytes written; full state %lld bytes\n",
+              written.size(), static_cast<long long>(median), static_cast<long long>(full_bytes));
+  EXPECT_LT(median * 5, full_bytes);
+
+  // The shared directory against what the retained checkpoints refer to.
+  const std::string job_dir = absl::StrCat(cluster_->dir(), "/ha/checkpoints/", job);
+  absl::StatusOr<jobmanager::checkpoint::CheckpointStorage> storage =
+      jobmanager::checkpoint::CheckpointStorage::Open(job_dir);
+  ASSERT_TRUE(storage.ok()) << storage.status();
+  std::set<std::string> referenced, present;
+  int retained = 0;
+  for (int64_t id : storage->ListCheckpointIds()) {
+    absl::StatusOr<v1::CheckpointMetadata> metadata = storage->ReadMetadata(id);
+    if (!metadata.ok()) continue;
+    ++retained;
+    for (const v1::TaskStateHandle& handle : metadata->tasks()) {
+      referenced.insert(handle.shared_files().begin(), handle.shared_files().end());
+    }
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(storage->SharedDir())) {
+    present.insert(entry.path().filename().string());
+  }
+  EXPECT_LE(retained, 2);
+  EXPECT_FALSE(referenced.empty());
+  EXPECT_EQ(present, referenced);
+  EXPECT_EQ(LastCounts(out), truth);
 }
 
 // An ended job stays listed — also after the JobManager restarts — for
