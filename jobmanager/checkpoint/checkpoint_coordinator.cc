@@ -88,8 +88,27 @@ CheckpointCoordinator::CheckpointCoordinator(std::string job_id, CheckpointCoord
       gateway_(gateway),
       log_(logging::Get("checkpoint")) {
   const std::vector<int64_t> ids = storage_.ListCheckpointIds();
+  // The complete checkpoints already on disk (a previous JobManager's) are
+  // part of the history `weir checkpoints` shows.
+  std::deque<CheckpointRecord> found;
+  for (int64_t id : ids) {
+    absl::StatusOr<v1::CheckpointMetadata> metadata = storage_.ReadMetadata(id);
+    if (!metadata.ok()) continue;
+    CheckpointRecord record;
+    record.id = id;
+    record.status = CheckpointStatus::kCompleted;
+    record.trigger_time = absl::FromUnixMillis(metadata->trigger_time_unix_ms());
+    record.duration = absl::Milliseconds(metadata->completion_time_unix_ms() - metadata->trigger_time_unix_ms());
+    for (const v1::TaskStateHandle& handle : metadata->tasks()) {
+      record.size_bytes += handle.size_bytes() + handle.state_files_bytes();
+    }
+    record.acknowledged_tasks = record.expected_tasks = metadata->tasks_size();
+    found.push_front(std::move(record));
+    if (found.size() > kHistorySize) found.pop_back();
+  }
   absl::MutexLock lock(&mu_);
   if (!ids.empty()) next_id_ = ids.back() + 1;
+  history_ = std::move(found);
 }
 
 CheckpointCoordinator::~CheckpointCoordinator() { Stop(); }

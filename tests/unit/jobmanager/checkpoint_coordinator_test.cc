@@ -377,8 +377,14 @@ TEST_F(CheckpointCoordinatorTest, IdsKeepGrowingAcrossAttemptsAndCoordinators) {
   EXPECT_EQ(CompleteOne(coordinator, /*attempt=*/2), 10);
   coordinator.Stop();
 
-  // A new coordinator on the same directory (a restarted JobManager).
+  // A new coordinator on the same directory (a restarted JobManager): its
+  // history starts with the complete checkpoint it finds there.
   CheckpointCoordinator next(kJob, Options(), *storage_, gateway_.get());
+  std::vector<CheckpointRecord> history = next.History();
+  ASSERT_EQ(history.size(), 1u);
+  EXPECT_EQ(history[0].id, 10);
+  EXPECT_EQ(history[0].status, CheckpointStatus::kCompleted);
+  EXPECT_GT(history[0].size_bytes, 0);
   next.Start();
   next.SetTasks(1, kSources, kAllTasks);
   EXPECT_EQ(next.TriggerNow().value_or(-1), 11);
