@@ -119,6 +119,16 @@ RunResult RunKeyedCount(const std::string& bootstrap, const std::string& in, con
   return result;
 }
 
+// Whether `job` runs an attempt >= `min_attempt` whose tasks have taken
+// records in.
+bool AttemptProcessing(LocalCluster& cluster, const std::string& job, int min_attempt) {
+  nlohmann::json s = cluster.WeirJson({"status", job});
+  if (s.is_null() || s["state"] != "RUNNING" || s["attempt"].get<int>() < min_attempt) return false;
+  int64_t in_records = 0;
+  for (const auto& t : s["tasks"]) in_records += t["records_in"].get<int64_t>();
+  return in_records > 0;
+}
+
 // Seconds from a SIGKILL of a busy TaskManager until the next attempt has
 // processed records.
 double MeasureRecovery(const std::string& bootstrap, const Flags& flags, const std::vector<std::string>& config) {
@@ -131,15 +141,8 @@ double MeasureRecovery(const std::string& bootstrap, const Flags& flags, const s
   std::string error;
   std::string job = cluster.Submit(std::string(WEIR_JOBS_DIR) + "/keyed_count.so", options,
                                    {"--brokers", bootstrap, "--input-topic", in, "--output-topic", out}, &error);
-  auto attempt_running_with_records = [&](int attempt) {
-    nlohmann::json s = cluster.WeirJson({"status", job});
-    if (s.is_null() || s["state"] != "RUNNING" || s["attempt"].get<int>() < attempt) return false;
-    int64_t in_records = 0;
-    for (const auto& t : s["tasks"]) in_records += t["records_in"].get<int64_t>();
-    return in_records > 0;
-  };
   Produce(bootstrap, in, 0, 20000, 1000);
-  if (job.empty() || !WaitFor([&] { return attempt_running_with_records(1); }, absl::Seconds(60))) {
+  if (job.empty() || !WaitFor([&] { return AttemptProcessing(cluster, job, 1); }, absl::Seconds(60))) {
     std::fprintf(stderr, "bench: the job did not run: %s\n%s\n", error.c_str(), cluster.Logs().c_str());
     std::exit(1);
   }
@@ -156,7 +159,7 @@ double MeasureRecovery(const std::string& bootstrap, const Flags& flags, const s
   const absl::Time killed = absl::Now();
   cluster.KillTaskManager(index);
   cluster.StartTaskManager();
-  const bool recovered = WaitFor([&] { return attempt_running_with_records(2); }, absl::Seconds(120),
+  const bool recovered = WaitFor([&] { return AttemptProcessing(cluster, job, 2); }, absl::Seconds(120),
                                  absl::Milliseconds(20));
   const double seconds = absl::ToDoubleSeconds(absl::Now() - killed);
   stop = true;
@@ -249,16 +252,10 @@ BigStateResult MeasureBigState(const std::string& bootstrap, const Flags& flags,
   if (!saved.is_null()) result.savepoint_bytes = DirectoryBytes(saved["savepoint_path"]);
   if (incremental) {
     const int attempt = cluster.WeirJson({"status", job})["attempt"].get<int>();
-    const int64_t seen = records_in();
     const absl::Time killed = absl::Now();
     cluster.RestartJobManager();
-    const bool back = WaitFor([&] {
-      nlohmann::json s = cluster.WeirJson({"status", job});
-      if (s.is_null() || s["state"] != "RUNNING" || s["attempt"].get<int>() <= attempt) return false;
-      int64_t n = 0;
-      for (const auto& t : s["tasks"]) n += t["records_in"].get<int64_t>();
-      return n > 0 && n != seen;
-    }, absl::Seconds(120), absl::Milliseconds(20));
+    const bool back = WaitFor([&] { return AttemptProcessing(cluster, job, attempt + 1); }, absl::Seconds(120),
+                              absl::Milliseconds(20));
     if (back) result.jobmanager_recovery_seconds = absl::ToDoubleSeconds(absl::Now() - killed);
   }
   stop = true;

@@ -204,19 +204,15 @@ absl::Status TaskManager::TriggerCheckpoint(const v1::TriggerCheckpointRequest& 
 }
 
 void TaskManager::NotifyCheckpoint(const v1::NotifyCheckpointRequest& request) {
-  if (request.finish_stop()) {
-    absl::MutexLock lock(&tasks_mu_);
-    for (auto& [task_id, task] : tasks_) {
-      if (task->job_id() == request.job_id() && task->attempt() == request.attempt()) {
-        task->FinishStop(request.checkpoint_id(), request.end_input());
-      }
-    }
-    return;
+  if (request.completed() && !request.finish_stop()) {
+    fault::MaybeCrash(fault::Point::kTaskManagerBeforeCommit, request.checkpoint_id());
   }
-  if (request.completed()) fault::MaybeCrash(fault::Point::kTaskManagerBeforeCommit, request.checkpoint_id());
   absl::MutexLock lock(&tasks_mu_);
   for (auto& [task_id, task] : tasks_) {
-    if (task->job_id() == request.job_id() && task->attempt() == request.attempt()) {
+    if (task->job_id() != request.job_id() || task->attempt() != request.attempt()) continue;
+    if (request.finish_stop()) {
+      task->FinishStop(request.checkpoint_id(), request.end_input());
+    } else {
       task->NotifyCheckpoint(request.checkpoint_id(), request.completed());
     }
   }

@@ -65,6 +65,17 @@ class ClusterJobTest : public ::testing::Test {
     }, absl::Seconds(60));
   }
 
+  // Records read by the Kafka source tasks of the attempt `status` (a
+  // `weir --json status` answer) shows.
+  static int64_t SourceRecordsIn(const nlohmann::json& status) {
+    int64_t read = 0;
+    if (status.is_null()) return read;
+    for (const auto& t : status["tasks"]) {
+      if (t["name"].get<std::string>().find("KafkaSource") != std::string::npos) read += t["records_in"].get<int64_t>();
+    }
+    return read;
+  }
+
   // The index of a TaskManager that runs a task of `job`, at random.
   int BusyTaskManager(const std::string& job, std::mt19937& random) {
     nlohmann::json s = cluster_->WeirJson({"status", job});

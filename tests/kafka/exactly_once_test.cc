@@ -184,9 +184,7 @@ TEST_F(ExactlyOnceTest, CopyIsExactlyOnceAcrossTaskManagerKills) {
   EXPECT_EQ(static_cast<int>(output.size()), produced);
 
   // In order per key: within a key's output partition, values only grow.
-  std::sort(output.begin(), output.end(), [](const KafkaMessage& a, const KafkaMessage& b) {
-    return std::tie(a.partition, a.offset) < std::tie(b.partition, b.offset);
-  });
+  test::SortByPosition(&output);
   std::map<std::string, int> last;
   int out_of_order = 0;
   for (const KafkaMessage& m : output) {
@@ -397,9 +395,7 @@ TEST_F(ExactlyOnceTest, KeyedCountIsExactlyOnceAcrossTaskManagerKills) {
   const bool complete = ReadUntil(bootstrap_, out, absl::Seconds(180), &output, [&](const auto& read) {
     return static_cast<int>(read.size()) >= kRecords;
   });
-  std::sort(output.begin(), output.end(), [](const KafkaMessage& a, const KafkaMessage& b) {
-    return std::tie(a.partition, a.offset) < std::tie(b.partition, b.offset);
-  });
+  test::SortByPosition(&output);
   std::map<std::string, int> last;
   int out_of_sequence = 0;
   for (const KafkaMessage& m : output) {

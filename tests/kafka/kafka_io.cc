@@ -2,8 +2,10 @@
 
 #include <librdkafka/rdkafkacpp.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -68,6 +70,12 @@ absl::Status ProduceMessages(const std::string& bootstrap, const std::string& to
     return absl::DeadlineExceededError("producing to the test broker did not finish within 60 s");
   }
   return absl::OkStatus();
+}
+
+void SortByPosition(std::vector<KafkaMessage>* messages) {
+  std::sort(messages->begin(), messages->end(), [](const KafkaMessage& a, const KafkaMessage& b) {
+    return std::tie(a.partition, a.offset) < std::tie(b.partition, b.offset);
+  });
 }
 
 absl::StatusOr<std::vector<KafkaMessage>> ReadTopic(const std::string& bootstrap, const std::string& topic,

@@ -47,6 +47,10 @@ absl::Status ProduceMessages(const std::string& bootstrap, const std::string& to
 absl::StatusOr<std::vector<KafkaMessage>> ReadTopic(const std::string& bootstrap, const std::string& topic,
                                                     absl::Duration timeout = absl::Seconds(60));
 
+// Sorts `messages` by partition, then offset: each partition's order, in
+// which a key's records (always in one partition) were written.
+void SortByPosition(std::vector<KafkaMessage>* messages);
+
 // The end offset of every partition of `topic`: the high watermark, or with
 // `read_committed` the last stable offset (which stops at the first
 // transaction still open). They differ while a transaction is open.

@@ -47,9 +47,7 @@ class RecoveryTest : public testing::ClusterJobTest {
     EXPECT_TRUE(output.ok()) << output.status();
     if (!output.ok()) return last;
     std::vector<KafkaMessage> messages = *output;
-    std::sort(messages.begin(), messages.end(), [](const KafkaMessage& a, const KafkaMessage& b) {
-      return std::tie(a.partition, a.offset) < std::tie(b.partition, b.offset);
-    });
+    test::SortByPosition(&messages);
     for (const KafkaMessage& m : messages) {
       int64_t c = 0;
       if (m.key.has_value() && absl::SimpleAtoi(m.value, &c)) last[*m.key] = c;
@@ -118,11 +116,7 @@ TEST_F(RecoveryTest, KeyedStateIsExactlyOnceAcrossTaskManagerKills) {
   EXPECT_EQ(status["restarts"].get<int>(), kKills) << status.dump(2);
   // The sources of the last attempt started from checkpointed offsets, not
   // from the beginning: a fresh start would also end with the right counts.
-  int64_t read_by_last_attempt = 0;
-  for (const auto& t : status["tasks"]) {
-    if (absl::StrContains(t["name"].get<std::string>(), "KafkaSource")) read_by_last_attempt += t["records_in"].get<int64_t>();
-  }
-  EXPECT_LT(read_by_last_attempt, produced + kBatch) << status.dump(2);
+  EXPECT_LT(SourceRecordsIn(status), produced + kBatch) << status.dump(2);
   EXPECT_GT(status["restored_checkpoint_id"].get<int64_t>(), 0) << status.dump(2);
   // The JobManager's log tells what happened, checkpoint by checkpoint.
   const std::string log = cluster_->jobmanager().Log();
@@ -172,11 +166,7 @@ TEST_F(RecoveryTest, ASavepointCarriesStateIntoANewJob) {
   EXPECT_GT(status["restored_checkpoint_id"].get<int64_t>(), 0) << status.dump(2);
   // Its sources started at the savepoint's offsets: they read the second
   // batch only (a fresh start would also end with the right counts).
-  int64_t read = 0;
-  for (const auto& t : status["tasks"]) {
-    if (absl::StrContains(t["name"].get<std::string>(), "KafkaSource")) read += t["records_in"].get<int64_t>();
-  }
-  EXPECT_EQ(read, kBatch) << status.dump(2);
+  EXPECT_EQ(SourceRecordsIn(status), kBatch) << status.dump(2);
   ASSERT_EQ(cluster_->Weir({"cancel", resumed}).exit_code, 0);
 }
 
@@ -209,9 +199,7 @@ TEST_F(RecoveryTest, StopWithSavepointAndRescaleKeepCountsExactlyOnce) {
     EXPECT_TRUE(output.ok()) << output.status();
     if (!output.ok()) return last;
     std::vector<KafkaMessage> messages = *output;
-    std::sort(messages.begin(), messages.end(), [](const KafkaMessage& a, const KafkaMessage& b) {
-      return std::tie(a.partition, a.offset) < std::tie(b.partition, b.offset);
-    });
+    test::SortByPosition(&messages);
     int wrong = 0;
     for (const KafkaMessage& m : messages) {
       int64_t count = 0;
@@ -222,14 +210,7 @@ TEST_F(RecoveryTest, StopWithSavepointAndRescaleKeepCountsExactlyOnce) {
     }
     return last;
   };
-  auto records_read = [&](const std::string& job) {
-    int64_t read = 0;
-    nlohmann::json status = cluster_->WeirJson({"status", job});
-    for (const auto& t : status["tasks"]) {
-      if (absl::StrContains(t["name"].get<std::string>(), "KafkaSource")) read += t["records_in"].get<int64_t>();
-    }
-    return read;
-  };
+  auto records_read = [&](const std::string& job) { return SourceRecordsIn(cluster_->WeirJson({"status", job})); };
   auto stop = [&](const std::string& job) {
     nlohmann::json stopped = cluster_->WeirJson({"stop", job});
     EXPECT_FALSE(stopped.is_null()) << cluster_->Logs();
@@ -282,14 +263,7 @@ TEST_F(RecoveryTest, IncrementalCheckpointsWriteLittleAndKeepOnlyWhatRetainedOne
   std::map<std::string, int64_t> truth;
   constexpr int kKeys = 100000;
   ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, kKeys, kKeys, &truth)).ok());
-  auto records_read = [&] {
-    int64_t read = 0;
-    const nlohmann::json status = cluster_->WeirJson({"status", job});
-    for (const auto& t : status["tasks"]) {
-      if (absl::StrContains(t["name"].get<std::string>(), "KafkaSource")) read += t["records_in"].get<int64_t>();
-    }
-    return read;
-  };
+  auto records_read = [&] { return SourceRecordsIn(cluster_->WeirJson({"status", job})); };
   auto completed = [&] {
     std::map<int64_t, int64_t> sizes;  // id -> bytes written
     nlohmann::json c = cluster_->WeirJson({"checkpoints", job});
