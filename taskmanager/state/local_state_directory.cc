@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -37,6 +39,14 @@ int TryLock(const fs::path& dir) {
   return fd;
 }
 
+// Whether `fd` is still the file at `dir`'s lock file path (a sweeping
+// TaskManager may have unlinked it).
+bool StillLinked(int fd, const fs::path& dir) {
+  struct stat held, linked;
+  return fstat(fd, &held) == 0 && stat((dir / kLockFile).c_str(), &linked) == 0 && held.st_ino == linked.st_ino &&
+         held.st_dev == linked.st_dev;
+}
+
 // Removes `dir`'s contents except the lock file.
 void Clear(const fs::path& dir) {
   std::error_code ec;
@@ -52,12 +62,27 @@ absl::StatusOr<std::unique_ptr<LocalStateDirectory>> LocalStateDirectory::Acquir
   static const std::shared_ptr<spdlog::logger> log = logging::Get("state");
   const fs::path path(dir);
   std::error_code ec;
-  fs::create_directories(path, ec);
-  if (ec) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot create the local state directory ", dir, ": ",
-                                                      ec.message(), " (taskmanager.state.local.root-dirs)"));
+  // Another TaskManager starting at the same moment may be sweeping this
+  // directory as a dead one's (below): it holds the lock for a moment and may
+  // delete the lock file and the directory. Retry briefly, and only count a
+  // lock on the lock file that is still there.
+  int fd = -1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (true) {
+    fs::create_directories(path, ec);
+    if (ec) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot create the local state directory ", dir, ": ",
+                                                        ec.message(), " (taskmanager.state.local.root-dirs)"));
+    }
+    fd = TryLock(path);
+    if (fd >= 0 && StillLinked(fd, path)) break;
+    const int err = fd >= 0 ? ENOENT : errno;
+    if (fd >= 0) close(fd);
+    fd = -1;
+    errno = err;
+    if ((err != EWOULDBLOCK && err != ENOENT) || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  const int fd = TryLock(path);
   if (fd < 0) {
     if (errno == EWOULDBLOCK) {
       return absl::FailedPreconditionError(absl::StrCat(

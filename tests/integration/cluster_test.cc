@@ -46,7 +46,10 @@ class ClusterTest : public ::testing::Test {
                                                std::vector<std::string> extra = {}) {
     std::vector<std::string> argv = {BinDir() + "/weir-taskmanager", absl::StrCat("-Djobmanager.rpc.port=", jm_port_),
                                      absl::StrCat("-Dtaskmanager.resource-id=", id),
-                                     absl::StrCat("-Dtaskmanager.numberOfTaskSlots=", slots)};
+                                     absl::StrCat("-Dtaskmanager.numberOfTaskSlots=", slots),
+                                     // Its own local state directory: the default (/tmp/weir-state-<id>) is
+                                     // locked by a TaskManager of the same id that may still be exiting.
+                                     absl::StrCat("-Dio.tmp.dirs=", dir_)};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return std::make_unique<Subprocess>(argv, absl::StrCat(dir_, "/", id, ".log"));
   }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -72,6 +73,28 @@ TEST_F(LocalStateDirectoryTest, SweepsOnlyUnlockedOldSiblingsOfTheDefaultLayout)
   EXPECT_TRUE(fs::exists(live / "job")) << "a live TaskManager's";
   EXPECT_TRUE(fs::exists(foreign / "job")) << "not named like Weir's";
   close(held);
+}
+
+// Two TaskManagers starting at once on one host: the other one may hold the
+// lock for a moment while it sweeps the directory as a dead TaskManager's.
+// Acquiring waits for that instead of failing.
+TEST_F(LocalStateDirectoryTest, ABriefHolderIsWaitedFor) {
+  const fs::path own = Leftover("weir-state-tm-a", std::chrono::minutes(10));
+  const int held = open((own / ".lock").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(flock(held, LOCK_EX | LOCK_NB), 0);
+  std::thread sweeper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::error_code ec;  // as a sweep does: contents, the lock file, let go, the directory
+    fs::remove_all(own / "job", ec);
+    fs::remove(own / ".lock", ec);
+    close(held);
+    fs::remove(own, ec);
+  });
+  auto acquired = LocalStateDirectory::Acquire(own.string());
+  sweeper.join();
+  ASSERT_TRUE(acquired.ok()) << acquired.status();
+  EXPECT_TRUE(fs::exists(own / ".lock"));
 }
 
 }  // namespace
