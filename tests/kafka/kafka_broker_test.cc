@@ -169,7 +169,9 @@ TEST(KafkaBrokerTest, ProducesAndConsumesAcrossPartitions) {
   ASSERT_TRUE(created.ok()) << created;
 
   DeliveryCounter counter;
-  std::unique_ptr<RdKafka::Producer> producer = MakeProducer(bootstrap, &counter);
+  // Idempotence keeps each partition in produce order across retries (the
+  // first batches to a new topic may be retried while its leader is found).
+  std::unique_ptr<RdKafka::Producer> producer = MakeProducer(bootstrap, &counter, {{"enable.idempotence", "true"}});
   ASSERT_NE(producer, nullptr);
   constexpr int kRecords = 100;
   for (int i = 0; i < kRecords; ++i) {
