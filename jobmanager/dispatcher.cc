@@ -1,5 +1,6 @@
 #include "jobmanager/dispatcher.h"
 
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -183,9 +184,34 @@ absl::Status Dispatcher::StartJob(const std::string& job_id, const v1::SubmitJob
 absl::Status Dispatcher::ApplySavepoint(const v1::SubmitJobRequest& request, const ExecutionGraph& graph,
                                         JobSettings* settings) const {
   if (request.savepoint_path().empty()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(std::string path, checkpoint::PathInside(options_.savepoints_dir, request.savepoint_path(),
-                                                            "state.savepoints.dir"));
-  ASSIGN_OR_RETURN(checkpoint::Savepoint savepoint, checkpoint::ReadSavepoint(path));
+  // A savepoint (relative paths are under state.savepoints.dir) or a
+  // retained checkpoint under state.checkpoints.dir; nothing else.
+  absl::StatusOr<std::string> path =
+      checkpoint::PathInside(options_.savepoints_dir, request.savepoint_path(), "state.savepoints.dir");
+  if (!path.ok() && !options_.checkpoints_dir.empty()) {
+    absl::StatusOr<std::string> retained =
+        checkpoint::PathInside(options_.checkpoints_dir, request.savepoint_path(), "state.checkpoints.dir");
+    if (retained.ok()) path = std::move(retained);
+  }
+  if (!path.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", request.savepoint_path(), "' is neither inside state.savepoints.dir (", options_.savepoints_dir,
+        ") nor inside state.checkpoints.dir (", options_.checkpoints_dir,
+        "); a job restores only savepoints and retained checkpoints kept there"));
+  }
+  ASSIGN_OR_RETURN(checkpoint::RestorePoint savepoint, checkpoint::ReadRestorePoint(*path));
+  if (!savepoint.is_savepoint) {
+    // A running job's checkpoints are still being written and deleted.
+    const std::string owner = std::filesystem::path(savepoint.checkpoint_dir).parent_path().filename().string();
+    if (Find(owner) != nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the checkpoint belongs to job ", owner, ", which is still running and may delete it at any moment; "
+          "take a savepoint of it (weir savepoint ", owner, ") and submit from that"));
+    }
+    for (const std::string& why : savepoint.skipped) {
+      log_->warn("submission: not restoring from {} ({})", why, *path);
+    }
+  }
   const v1::CheckpointMetadata& m = savepoint.metadata;
   if (m.max_parallelism() != 0 && m.max_parallelism() != options_.max_parallelism) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -218,9 +244,10 @@ absl::Status Dispatcher::ApplySavepoint(const v1::SubmitJobRequest& request, con
     log_->info("submission rescales the savepoint's state: vertices {}", absl::StrJoin(rescaled, ", "));
   }
   settings->savepoint = m;
-  settings->savepoint_checkpoint_dir = savepoint.storage.CheckpointDir(m.checkpoint_id());
-  log_->info("submission starts from savepoint {} (checkpoint {}, {} tasks with state)", path, m.checkpoint_id(),
-             m.tasks_size());
+  settings->savepoint_checkpoint_dir = savepoint.checkpoint_dir;
+  log_->info("submission starts from {} {} (checkpoint {}, {} tasks with state)",
+             savepoint.is_savepoint ? "savepoint" : "retained checkpoint", savepoint.checkpoint_dir,
+             m.checkpoint_id(), m.tasks_size());
   return absl::OkStatus();
 }
 

@@ -45,6 +45,9 @@ struct DispatcherOptions {
   // state.savepoints.dir: where savepoints are written, and the only place
   // submissions may start from.
   std::string savepoints_dir;
+  // state.checkpoints.dir (or <storage>/checkpoints): -s may also name a
+  // retained checkpoint there.
+  std::string checkpoints_dir;
 };
 
 class Dispatcher {

@@ -1,6 +1,7 @@
 #include "jobmanager/job_master.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -32,7 +33,7 @@ namespace k = config::keys;
 bool IsJobLevelKey(absl::string_view key) {
   return absl::StartsWith(key, "execution.checkpointing.") || absl::StartsWith(key, "restart-strategy.") ||
          key == k::kCheckpointsRetained || key == k::kSlotRequestTimeout ||
-         key == k::kStateBackendType;
+         key == k::kStateBackendType || key == k::kLocalRecovery;
 }
 
 std::chrono::system_clock::time_point DeadlineIn(absl::Duration d) {
@@ -60,6 +61,11 @@ absl::StatusOr<JobSettings> ResolveJobSettings(const config::Configuration& clus
   settings.slot_request_timeout = config.GetDuration(k::kSlotRequestTimeout);
   settings.state_backend = config.GetString(k::kStateBackendType);
   settings.incremental_checkpoints = config.GetBool(k::kCheckpointIncremental);
+  settings.local_recovery = config.GetBool(k::kLocalRecovery);
+  const std::string retention = config.GetString(k::kCheckpointRetention);
+  settings.retention = retention == "RETAIN_ON_CANCELLATION"        ? JobSettings::Retention::kRetainOnCancellation
+                       : retention == "NO_EXTERNALIZED_CHECKPOINTS" ? JobSettings::Retention::kNever
+                                                                    : JobSettings::Retention::kDeleteOnCancellation;
   const absl::Duration interval = config.GetDuration(k::kCheckpointInterval);
   const bool checkpointing = interval > absl::ZeroDuration();
   if (checkpointing) {
@@ -622,6 +628,7 @@ void JobMaster::Run() {
     }
     if (ended.has_value()) {
       if (coordinator_ != nullptr) coordinator_->Stop();
+      if (*ended == v1::CANCELED) ApplyRetention(*ended);
       on_terminal_(job_id_, *ended);
       return;
     }
@@ -727,18 +734,59 @@ void JobMaster::Run() {
     }
   }
   if (coordinator_ != nullptr) coordinator_->Stop();
+  const std::string retained = ApplyRetention(final_state);
   {
     absl::MutexLock lock(&mu_);
     state_ = final_state;
     ended_at_ = absl::Now();
     if (final_state == v1::FAILED) {
       if (error_.empty()) error_ = last_failure_;
+      if (!retained.empty()) absl::StrAppend(&error_, "; its last checkpoint is kept: resubmit with -s ", retained);
       log_->error("job {} FAILED: {}", job_id_, error_);
     } else {
       log_->info("job {} {}", job_id_, v1::JobState_Name(final_state));
     }
   }
   on_terminal_(job_id_, final_state);
+}
+
+std::string JobMaster::ApplyRetention(v1::JobState final_state) {
+  if (coordinator_ == nullptr) return "";
+  const checkpoint::CheckpointStorage& storage = coordinator_->storage();
+  bool keep = false;
+  switch (settings_.retention) {
+    case JobSettings::Retention::kRetainOnCancellation:
+      keep = true;
+      break;
+    case JobSettings::Retention::kDeleteOnCancellation:
+      keep = final_state == v1::FAILED;
+      break;
+    case JobSettings::Retention::kNever:
+      keep = false;
+      break;
+  }
+  if (!keep) {
+    std::error_code ec;
+    std::filesystem::remove_all(storage.job_dir(), ec);
+    if (ec) {
+      log_->warn("job {}: deleting its checkpoints in {} failed: {}; delete them by hand", job_id_,
+                 storage.job_dir(), ec.message());
+    } else {
+      log_->info("job {}: checkpoints deleted ({} {})", job_id_, v1::JobState_Name(final_state),
+                 settings_.retention == JobSettings::Retention::kNever ? "and retention NO_EXTERNALIZED_CHECKPOINTS"
+                                                                       : "and retention DELETE_ON_CANCELLATION");
+    }
+    return "";
+  }
+  absl::StatusOr<std::optional<v1::CheckpointMetadata>> latest = storage.LatestValid(nullptr);
+  if (!latest.ok() || !latest->has_value()) {
+    log_->info("job {}: no complete checkpoint to keep in {}", job_id_, storage.job_dir());
+    return "";
+  }
+  const std::string path = storage.CheckpointDir((*latest)->checkpoint_id());
+  log_->info("job {}: its checkpoints are kept in {}; submit with -s {} to go on from the newest", job_id_,
+             storage.job_dir(), path);
+  return path;
 }
 
 void JobMaster::OnTaskStateUpdate(const v1::TaskStateUpdate& update) {

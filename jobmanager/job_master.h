@@ -52,6 +52,13 @@ struct JobSettings {
   bool incremental_checkpoints = true;
   // Checkpoints are on when this is set: <state.checkpoints.dir>/<job id>.
   std::string checkpoint_dir;
+  // execution.checkpointing.externalized-checkpoint-retention: whether
+  // checkpoint_dir is deleted when the job ends FAILED / CANCELED or FINISHED.
+  enum class Retention { kDeleteOnCancellation, kRetainOnCancellation, kNever };
+  Retention retention = Retention::kDeleteOnCancellation;
+  // state.backend.local-recovery: tasks keep their last snapshot on their
+  // TaskManager, and a restart redeploys them there when it can.
+  bool local_recovery = false;
   checkpoint::CheckpointCoordinatorOptions checkpoint;
   RestartStrategyOptions restart;
   // A job a restarted JobManager took over: its first attempt waits for
@@ -161,6 +168,10 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Whether a sink of the job writes exactly-once (transactions).
   bool HasExactlyOnceSink() const;
+  // Keeps or deletes the job's checkpoints as its retention setting says for
+  // `final_state`; returns the newest kept checkpoint's directory, or "".
+  // Called on the worker thread once the coordinator stopped.
+  std::string ApplyRetention(v1::JobState final_state) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<v1::TaskDeploymentDescriptor> Describe(const TaskRecord& task,
                                                         const std::optional<v1::CheckpointMetadata>& restore) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

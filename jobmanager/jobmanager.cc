@@ -28,6 +28,8 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   dispatcher_options.store = jm->store_.get();
   dispatcher_options.savepoints_dir = config.GetString(k::kSavepointsDir);
   if (dispatcher_options.savepoints_dir.empty()) dispatcher_options.savepoints_dir = storage_dir + "/savepoints";
+  dispatcher_options.checkpoints_dir = config.GetString(k::kCheckpointsDir);
+  if (dispatcher_options.checkpoints_dir.empty()) dispatcher_options.checkpoints_dir = storage_dir + "/checkpoints";
   dispatcher_options.ended_job_expiration = config.GetDuration(k::kJobStoreExpirationTime);
   dispatcher_options.max_ended_jobs = static_cast<int>(config.GetInt(k::kJobStoreMaxCapacity));
   dispatcher_options.kafka_policy =

@@ -227,6 +227,17 @@ constexpr std::array kOptions = {
                               "count twice in state.",
                .scope = kJobManager | kClient,
                .allowed_values = "EXACTLY_ONCE,AT_LEAST_ONCE"},
+    OptionSpec{.key = keys::kCheckpointRetention,
+               .type = OptionType::kEnum,
+               .default_value = "DELETE_ON_CANCELLATION",
+               .description = "What happens to a job's checkpoints (<state.checkpoints.dir>/<job>) when it ends. "
+                              "DELETE_ON_CANCELLATION keeps them when the job FAILED, so that it can be "
+                              "resubmitted from its last checkpoint (weir submit -s <that directory>), and deletes "
+                              "them when it is CANCELED or FINISHED; RETAIN_ON_CANCELLATION always keeps them (they "
+                              "are then the operator's to delete); NO_EXTERNALIZED_CHECKPOINTS always deletes them. "
+                              "A JobManager that stops never deletes them: its successor resumes the job.",
+               .scope = kJobManager | kClient,
+               .allowed_values = "DELETE_ON_CANCELLATION,RETAIN_ON_CANCELLATION,NO_EXTERNALIZED_CHECKPOINTS"},
     OptionSpec{.key = keys::kCheckpointTolerableFailures,
                .type = OptionType::kInt,
                .default_value = "-1",
@@ -266,6 +277,15 @@ constexpr std::array kOptions = {
                               "Settable per job with -D. A checkpoint restores only into the backend that wrote it.",
                .scope = kAllProcesses,
                .allowed_values = "rocksdb,hashmap"},
+    OptionSpec{.key = keys::kLocalRecovery,
+               .type = OptionType::kBool,
+               .default_value = "false",
+               .description = "The rocksdb backend keeps each subtask's last checkpointed state on the "
+                              "TaskManager's disk (hard links to its own files, so little extra space), and the "
+                              "JobManager redeploys a restarted subtask to the TaskManager that ran it when that "
+                              "one is still there: it then restores from its disk instead of reading the "
+                              "checkpoint directory. Settable per job with -D.",
+               .scope = kJobManager | kClient},
     OptionSpec{.key = keys::kStateLocalRootDirs,
                .type = OptionType::kString,
                .default_value = "",

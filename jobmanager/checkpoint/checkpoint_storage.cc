@@ -57,8 +57,8 @@ std::string Sha256Hex(absl::string_view bytes) {
   return sha.HexDigest();
 }
 
+}  // namespace
 
-// The id of a directory named exactly as CheckpointDir formats it, else nullopt.
 std::optional<int64_t> ParseCheckpointDirName(absl::string_view name) {
   if (!absl::ConsumePrefix(&name, kDirPrefix)) return std::nullopt;
   if (name.empty() || name.size() > 19) return std::nullopt;
@@ -70,6 +70,8 @@ std::optional<int64_t> ParseCheckpointDirName(absl::string_view name) {
   if (!absl::SimpleAtoi(name, &id) || id < 1) return std::nullopt;
   return id;
 }
+
+namespace {
 
 absl::Status CheckId(int64_t id) {
   if (id < 1) return absl::InvalidArgumentError(absl::StrCat("checkpoint id ", id, " is not positive"));
@@ -106,6 +108,14 @@ absl::StatusOr<CheckpointStorage> CheckpointStorage::Open(std::string job_dir) {
         absl::StrCat("cannot create the checkpoint directory ", job_dir, ": ",
                      ec ? ec.message() : std::string("it exists but is not a directory"),
                      "; check state.checkpoints.dir"));
+  }
+  return CheckpointStorage(std::move(job_dir));
+}
+
+absl::StatusOr<CheckpointStorage> CheckpointStorage::OpenExisting(std::string job_dir) {
+  std::error_code ec;
+  if (job_dir.empty() || !fs::is_directory(job_dir, ec)) {
+    return absl::NotFoundError(absl::StrCat(job_dir, " is not a directory"));
   }
   return CheckpointStorage(std::move(job_dir));
 }

@@ -50,11 +50,19 @@ inline constexpr uint32_t kMetadataFormatVersion = 1;
 // bytes). kInvalidArgument saying what is wrong otherwise.
 absl::Status ValidateTaskFileName(absl::string_view file);
 
+// The id of a directory named exactly as CheckpointDir formats it
+// ("chk-<n>", no leading zeros), else nullopt.
+std::optional<int64_t> ParseCheckpointDirName(absl::string_view name);
+
 class CheckpointStorage {
  public:
   // Opens (creating it and its parents if needed) the checkpoint directory
   // of one job. kFailedPrecondition naming the path when it cannot be created.
   static absl::StatusOr<CheckpointStorage> Open(std::string job_dir);
+
+  // Opens a job directory that must exist (reading a retained checkpoint);
+  // kNotFound otherwise. Creates nothing.
+  static absl::StatusOr<CheckpointStorage> OpenExisting(std::string job_dir);
 
   const std::string& job_dir() const { return job_dir_; }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/io/atomic_file.h"
 #include "common/status_macros.h"
@@ -118,6 +119,55 @@ absl::StatusOr<Savepoint> ReadSavepoint(const std::string& path) {
   ASSIGN_OR_RETURN(v1::CheckpointMetadata metadata, storage.ReadMetadata(ids[0]));
   RETURN_IF_ERROR(storage.VerifyTaskFiles(metadata));
   return Savepoint{path, std::move(storage), std::move(metadata)};
+}
+
+absl::StatusOr<RestorePoint> ReadRestorePoint(const std::string& path) {
+  std::error_code ec;
+  if (fs::exists(absl::StrCat(path, "/", kMarker), ec)) {
+    ASSIGN_OR_RETURN(Savepoint savepoint, ReadSavepoint(path));
+    RestorePoint point;
+    point.path = path;
+    point.checkpoint_dir = savepoint.storage.CheckpointDir(savepoint.metadata.checkpoint_id());
+    point.metadata = std::move(savepoint.metadata);
+    point.is_savepoint = true;
+    return point;
+  }
+  if (!fs::is_directory(path, ec)) {
+    return absl::NotFoundError(absl::StrCat(path, " does not exist (or is not a directory)"));
+  }
+  fs::path normal = fs::path(path).lexically_normal();
+  if (normal.filename().empty()) normal = normal.parent_path();  // "chk-3/" -> "chk-3"
+  RestorePoint point;
+  point.path = path;
+  if (std::optional<int64_t> id = ParseCheckpointDirName(normal.filename().string()); id.has_value()) {
+    // One retained checkpoint.
+    ASSIGN_OR_RETURN(CheckpointStorage storage, CheckpointStorage::OpenExisting(normal.parent_path().string()));
+    absl::StatusOr<v1::CheckpointMetadata> metadata = storage.ReadMetadata(*id);
+    if (absl::IsNotFound(metadata.status())) {
+      return absl::NotFoundError(absl::StrCat("checkpoint ", *id, " in ", path,
+                                              " never completed (it has no _metadata); restore a complete one"));
+    }
+    if (!metadata.ok()) return metadata.status();
+    RETURN_IF_ERROR(storage.VerifyTaskFiles(*metadata));
+    point.checkpoint_dir = storage.CheckpointDir(*id);
+    point.metadata = *std::move(metadata);
+    return point;
+  }
+  // A job's checkpoint directory: its newest intact checkpoint.
+  ASSIGN_OR_RETURN(CheckpointStorage storage, CheckpointStorage::OpenExisting(normal.string()));
+  if (storage.ListCheckpointIds().empty()) {
+    return absl::NotFoundError(absl::StrCat(path, " is neither a savepoint (no ", kMarker, " file) nor a checkpoint "
+                                            "(chk-<n>) nor a job's checkpoint directory (no chk-<n> in it)"));
+  }
+  ASSIGN_OR_RETURN(std::optional<v1::CheckpointMetadata> latest, storage.LatestValid(&point.skipped));
+  if (!latest.has_value()) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint in ", path, " is complete and intact",
+                                            point.skipped.empty() ? "" : ": ",
+                                            absl::StrJoin(point.skipped, "; ")));
+  }
+  point.checkpoint_dir = storage.CheckpointDir(latest->checkpoint_id());
+  point.metadata = *std::move(latest);
+  return point;
 }
 
 }  // namespace weir::jobmanager::checkpoint

@@ -7,13 +7,17 @@
 //       chk-<n>/              the checkpoint's files and _metadata, copied
 //
 // A job submitted with -s <that directory> restores it like a checkpoint.
-// Paths a client sends are used only inside state.savepoints.dir.
+// -s also takes a retained checkpoint: <state.checkpoints.dir>/<job>/chk-<n>,
+// or <state.checkpoints.dir>/<job> for its newest intact one (see
+// execution.checkpointing.externalized-checkpoint-retention). Paths a client
+// sends are used only inside state.savepoints.dir or state.checkpoints.dir.
 //
 // Thread-safety: free functions without shared state.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "jobmanager/checkpoint/checkpoint_storage.h"
@@ -43,5 +47,21 @@ struct Savepoint {
 // savepoint, kFailedPrecondition for an unknown format version, kDataLoss
 // when its metadata or files are damaged.
 absl::StatusOr<Savepoint> ReadSavepoint(const std::string& path);
+
+// What weir submit -s names: a savepoint, a retained checkpoint (chk-<n>), or
+// a job's checkpoint directory (its newest intact checkpoint).
+struct RestorePoint {
+  std::string path;            // as given
+  std::string checkpoint_dir;  // the chk-<n> directory holding its files
+  v1::CheckpointMetadata metadata;  // verified, files checked
+  bool is_savepoint = false;
+  // Newer checkpoints of a job directory passed over ("checkpoint <n>: why").
+  std::vector<std::string> skipped;
+};
+
+// Reads and verifies `path` as one of the three. kNotFound when it is none of
+// them (or a job directory holds no complete checkpoint); otherwise the
+// errors of ReadSavepoint and CheckpointStorage::ReadMetadata.
+absl::StatusOr<RestorePoint> ReadRestorePoint(const std::string& path);
 
 }  // namespace weir::jobmanager::checkpoint

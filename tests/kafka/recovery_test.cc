@@ -145,11 +145,14 @@ TEST_F(RecoveryTest, ASavepointCarriesStateIntoANewJob) {
   EXPECT_TRUE(absl::StrContains(path, cluster_->dir() + "/ha/savepoints/")) << path;
   ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
   ASSERT_EQ(cluster_->WaitForJobEnd(job, absl::Seconds(60))["state"], "CANCELED");
+  // By default a canceled job's checkpoints go (the savepoint stays).
+  EXPECT_FALSE(std::filesystem::exists(absl::StrCat(cluster_->dir(), "/ha/checkpoints/", job)));
+  EXPECT_TRUE(std::filesystem::exists(path + "/_savepoint")) << path;
 
   const std::vector<std::string> args = {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out};
   std::string error;
   EXPECT_TRUE(cluster_->Submit(kJobs + "/keyed_count.so", {"-p", "2", "-s", "/etc"}, args, &error).empty());
-  EXPECT_TRUE(absl::StrContains(error, "outside state.savepoints.dir")) << error;
+  EXPECT_TRUE(absl::StrContains(error, "neither inside state.savepoints.dir")) << error;
 
   // The new job reads the topic from the savepoint's offsets on, with the
   // savepoint's counts.
@@ -252,12 +255,15 @@ TEST_F(RecoveryTest, StopWithSavepointAndRescaleKeepCountsExactlyOnce) {
 // then a few updated per interval, a checkpoint writes a small part of the
 // state (the savepoint at the end, a full copy, is the yardstick); after
 // many checkpoints the shared directory holds exactly the files the retained
-// checkpoints refer to.
+// checkpoints refer to. Retained on purpose (RETAIN_ON_CANCELLATION), they
+// then start a new job at another parallelism (weir submit -s <job's
+// checkpoint directory>) whose counts go on from them.
 TEST_F(RecoveryTest, IncrementalCheckpointsWriteLittleAndKeepOnlyWhatRetainedOnesReferTo) {
   StartCluster(2);
   const std::string in = NewTopic("incremental-in"), out = NewTopic("incremental-out");
   const std::string job = Submit({"-p", "2", "-Dexecution.checkpointing.interval=300ms",
-                                  "-Dstate.checkpoints.num-retained=2"},
+                                  "-Dstate.checkpoints.num-retained=2",
+                                  "-Dexecution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION"},
                                  in, out);
   ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
   std::map<std::string, int64_t> truth;
@@ -320,6 +326,19 @@ TEST_F(RecoveryTest, IncrementalCheckpointsWriteLittleAndKeepOnlyWhatRetainedOne
   EXPECT_FALSE(referenced.empty());
   EXPECT_EQ(present, referenced);
   EXPECT_EQ(LastCounts(out), truth);
+
+  // The retained checkpoint (incremental: its files are in shared/) starts a
+  // job at parallelism 1; the sources go on from its offsets.
+  const std::string resumed = Submit({"-p", "1", "-Dexecution.checkpointing.interval=300ms", "-s", job_dir}, in, out);
+  ASSERT_FALSE(resumed.empty());
+  ASSERT_TRUE(WaitUntilRunning(resumed)) << cluster_->Logs();
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(kKeys + 2500, 2000, 500, &truth)).ok());
+  EXPECT_TRUE(WaitFor([&] { return LastCounts(out) == truth; }, absl::Seconds(60), absl::Seconds(1)))
+      << cluster_->Logs();
+  nlohmann::json status = cluster_->WeirJson({"status", resumed});
+  EXPECT_EQ(SourceRecordsIn(status), 2000) << status.dump(2);
+  EXPECT_TRUE(absl::StrContains(cluster_->jobmanager().Log(), "starts from retained checkpoint"));
+  ASSERT_EQ(cluster_->Weir({"cancel", resumed}).exit_code, 0);
 }
 
 // An ended job stays listed — also after the JobManager restarts — for

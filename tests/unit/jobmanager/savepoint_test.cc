@@ -1,7 +1,15 @@
-// Savepoint paths a client sends are used only inside state.savepoints.dir.
+// Savepoint paths a client sends are used only inside state.savepoints.dir;
+// weir submit -s reads a savepoint, a retained checkpoint or a job's
+// checkpoint directory.
 #include "jobmanager/checkpoint/savepoint.h"
 
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/process.h"
 
 namespace weir::jobmanager::checkpoint {
 namespace {
@@ -16,6 +24,78 @@ TEST(PathInsideTest, TakesOnlyPathsInsideTheRoot) {
     EXPECT_EQ(path.status().code(), absl::StatusCode::kInvalidArgument) << outside;
   }
   EXPECT_EQ(PathInside("", "x", "state.savepoints.dir").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+class RestorePointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = weir::testing::MakeTempDir("restore-point-test");
+    job_dir_ = root_ + "/checkpoints/job-1";
+    absl::StatusOr<CheckpointStorage> storage = CheckpointStorage::Open(job_dir_);
+    ASSERT_TRUE(storage.ok()) << storage.status();
+    storage_.emplace(*std::move(storage));
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  // A complete checkpoint without tasks (nothing to verify but _metadata).
+  void Complete(int64_t id) {
+    ASSERT_TRUE(storage_->CreateCheckpointDir(id).ok());
+    v1::CheckpointMetadata metadata;
+    metadata.set_checkpoint_id(id);
+    metadata.set_job_id("job-1");
+    ASSERT_TRUE(storage_->WriteMetadata(metadata).ok());
+  }
+
+  std::string root_, job_dir_;
+  std::optional<CheckpointStorage> storage_;
+};
+
+TEST_F(RestorePointTest, AJobDirectoryMeansItsNewestCompleteCheckpoint) {
+  Complete(1);
+  Complete(2);
+  ASSERT_TRUE(storage_->CreateCheckpointDir(3).ok());  // in progress when the job ended
+  absl::StatusOr<RestorePoint> point = ReadRestorePoint(job_dir_);
+  ASSERT_TRUE(point.ok()) << point.status();
+  EXPECT_FALSE(point->is_savepoint);
+  EXPECT_EQ(point->metadata.checkpoint_id(), 2);
+  EXPECT_EQ(point->checkpoint_dir, job_dir_ + "/chk-2");
+  ASSERT_EQ(point->skipped.size(), 1u);
+  EXPECT_THAT(point->skipped[0], ::testing::HasSubstr("checkpoint 3"));
+}
+
+TEST_F(RestorePointTest, AChkDirectoryMeansThatCheckpoint) {
+  Complete(1);
+  Complete(2);
+  for (const std::string& path : {job_dir_ + "/chk-1", job_dir_ + "/chk-1/"}) {
+    absl::StatusOr<RestorePoint> point = ReadRestorePoint(path);
+    ASSERT_TRUE(point.ok()) << point.status();
+    EXPECT_EQ(point->metadata.checkpoint_id(), 1);
+    EXPECT_EQ(point->checkpoint_dir, job_dir_ + "/chk-1");
+  }
+}
+
+TEST_F(RestorePointTest, WhatIsNoCompleteCheckpointIsRefusedWithAReason) {
+  Complete(1);
+  ASSERT_TRUE(storage_->CreateCheckpointDir(2).ok());
+  absl::StatusOr<RestorePoint> incomplete = ReadRestorePoint(job_dir_ + "/chk-2");
+  EXPECT_EQ(incomplete.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(incomplete.status().message(), ::testing::HasSubstr("never completed"));
+  absl::StatusOr<RestorePoint> missing = ReadRestorePoint(root_ + "/nothing-here");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/nothing-here"));  // reading creates nothing
+  // A directory with neither a savepoint marker nor checkpoints in it.
+  absl::StatusOr<RestorePoint> other = ReadRestorePoint(root_ + "/checkpoints");
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(other.status().message(), ::testing::HasSubstr("neither a savepoint"));
+  // A job directory whose only checkpoint is corrupt.
+  std::filesystem::remove_all(job_dir_ + "/chk-2");
+  {
+    std::ofstream damage(job_dir_ + "/chk-1/_metadata", std::ios::binary | std::ios::trunc);
+    damage << "WEIRCKPT";
+  }
+  absl::StatusOr<RestorePoint> corrupt = ReadRestorePoint(job_dir_);
+  EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(corrupt.status().message(), ::testing::HasSubstr("checkpoint 1"));
 }
 
 }  // namespace
