@@ -160,7 +160,9 @@ absl::Status Dispatcher::StartJob(const std::string& job_id, const v1::SubmitJob
     };
   }
   SlotProvider slot_provider;
-  slot_provider.allocate = [this, job_id](int count) { return resource_manager_->AllocateSlots(job_id, count); };
+  slot_provider.allocate = [this, job_id](int count, const std::vector<std::string>& preferred) {
+    return resource_manager_->AllocateSlots(job_id, count, preferred);
+  };
   slot_provider.release = [this, job_id] { resource_manager_->ReleaseSlots(job_id); };
   absl::StatusOr<std::shared_ptr<JobMaster>> created = JobMaster::Create(
       job_id, request, std::move(graph), std::move(slots), std::move(settings), std::move(slot_provider),

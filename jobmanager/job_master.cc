@@ -229,6 +229,7 @@ absl::StatusOr<v1::TaskDeploymentDescriptor> JobMaster::Describe(
   }
   tdd.set_state_backend(settings_.state_backend);
   tdd.set_incremental_checkpoints(settings_.incremental_checkpoints);
+  tdd.set_local_recovery(settings_.local_recovery && coordinator_ != nullptr);
   if (restore.has_value()) {
     ASSIGN_OR_RETURN(std::vector<const v1::TaskStateHandle*> handles,
                      checkpoint::HandlesOfChain(*restore, chain.vertices));
@@ -423,8 +424,15 @@ absl::Status JobMaster::WaitForSlots() {
   const absl::Time deadline = absl::Now() + settings_.slot_request_timeout;
   absl::Status last;
   bool logged = false;
+  // Local recovery: subtask s back on the TaskManager that ran it, which
+  // keeps its last snapshot.
+  std::vector<std::string> preferred;
+  if (settings_.local_recovery) {
+    absl::MutexLock lock(&mu_);
+    for (const SlotAssignment& slot : slots_) preferred.push_back(slot.taskmanager_id);
+  }
   while (true) {
-    absl::StatusOr<std::vector<SlotAssignment>> slots = slot_provider_.allocate(graph_.slots_needed);
+    absl::StatusOr<std::vector<SlotAssignment>> slots = slot_provider_.allocate(graph_.slots_needed, preferred);
     if (slots.ok()) {
       absl::MutexLock lock(&mu_);
       slots_ = std::move(*slots);

@@ -80,7 +80,9 @@ struct JobSettings {
 
 // How a JobMaster gets slots and gives them back (the ResourceManager's).
 struct SlotProvider {
-  std::function<absl::StatusOr<std::vector<SlotAssignment>>(int count)> allocate;
+  // `preferred`: ResourceManager::AllocateSlots's.
+  std::function<absl::StatusOr<std::vector<SlotAssignment>>(int count, const std::vector<std::string>& preferred)>
+      allocate;
   std::function<void()> release;
 };
 

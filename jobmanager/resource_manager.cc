@@ -1,10 +1,10 @@
-#include "absl/strings/string_view.h"
 #include "jobmanager/resource_manager.h"
 
 #include <algorithm>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/logging/logging.h"
 #include "common/status_macros.h"
 #include "common/wire_limits.h"
@@ -155,7 +155,8 @@ std::vector<TaskManagerRecord> ResourceManager::List() const {
   return out;
 }
 
-absl::StatusOr<std::vector<SlotAssignment>> ResourceManager::AllocateSlots(const std::string& job_id, int count) {
+absl::StatusOr<std::vector<SlotAssignment>> ResourceManager::AllocateSlots(const std::string& job_id, int count,
+                                                                          const std::vector<std::string>& preferred) {
   absl::MutexLock lock(&mu_);
   int free = 0, total = 0;
   for (const auto& [id, entry] : members_) {
@@ -167,21 +168,32 @@ absl::StatusOr<std::vector<SlotAssignment>> ResourceManager::AllocateSlots(const
         "the job needs ", count, " slots but the cluster has ", free, " free (", members_.size(),
         " TaskManagers, ", total, " slots in all); lower the parallelism (-p) or add TaskManagers"));
   }
-  std::vector<SlotAssignment> out;
-  while (static_cast<int>(out.size()) < count) {
-    Entry* best = nullptr;
-    for (auto& [id, entry] : members_) {
-      int f = entry.record.free_slots();
-      if (f == 0) continue;
-      if (best == nullptr || f > best->record.free_slots() ||
-          (f == best->record.free_slots() && id < best->record.info.taskmanager_id())) {
-        best = &entry;
-      }
-    }
-    auto& jobs = best->record.slot_jobs;
+  auto take = [&job_id](Entry& entry) -> SlotAssignment {
+    auto& jobs = entry.record.slot_jobs;
     int index = static_cast<int>(std::find(jobs.begin(), jobs.end(), std::string()) - jobs.begin());
     jobs[index] = job_id;
-    out.push_back({best->record.info.taskmanager_id(), best->record.info.address(), index});
+    return {entry.record.info.taskmanager_id(), entry.record.info.address(), index};
+  };
+  std::vector<std::optional<SlotAssignment>> chosen(count);
+  for (int i = 0; i < count && i < static_cast<int>(preferred.size()); ++i) {
+    auto it = members_.find(preferred[i]);
+    if (it != members_.end() && it->second.record.free_slots() > 0) chosen[i] = take(it->second);
+  }
+  std::vector<SlotAssignment> out;
+  for (std::optional<SlotAssignment>& slot : chosen) {
+    if (!slot.has_value()) {
+      Entry* best = nullptr;
+      for (auto& [id, entry] : members_) {
+        int f = entry.record.free_slots();
+        if (f == 0) continue;
+        if (best == nullptr || f > best->record.free_slots() ||
+            (f == best->record.free_slots() && id < best->record.info.taskmanager_id())) {
+          best = &entry;
+        }
+      }
+      slot = take(*best);
+    }
+    out.push_back(*std::move(slot));
   }
   return out;
 }

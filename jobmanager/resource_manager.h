@@ -99,8 +99,12 @@ class ResourceManager {
 
   // Allocates `count` free slots to `job_id`, spread over the TaskManagers
   // (most free slots first). Fails with kResourceExhausted, saying how many
-  // are free, when there are not enough.
-  absl::StatusOr<std::vector<SlotAssignment>> AllocateSlots(const std::string& job_id, int count)
+  // are free, when there are not enough. Slot i is on TaskManager
+  // `preferred[i]` when that one is registered and has a free slot (local
+  // recovery: a restarted subtask goes back to its state); `preferred` may
+  // be shorter than `count` and hold "" for no preference.
+  absl::StatusOr<std::vector<SlotAssignment>> AllocateSlots(const std::string& job_id, int count,
+                                                            const std::vector<std::string>& preferred = {})
       ABSL_LOCKS_EXCLUDED(mu_);
   // Frees every slot of `job_id`.
   void ReleaseSlots(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);

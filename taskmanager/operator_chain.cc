@@ -169,6 +169,12 @@ absl::StatusOr<std::unique_ptr<KeyedStateBackend>> OperatorChain::CreateKeyedSta
   }
   rocks.instance_dir = absl::StrCat(options_.local_state_dir, "/", tdd_.job_id(), "/", task, "-v", vertex.id);
   rocks.incremental = tdd_.incremental_checkpoints();
+  if (tdd_.local_recovery()) {
+    // Named by what it holds, not by attempt: the next attempt's subtask
+    // with this key-group range finds it.
+    rocks.local_recovery_dir = absl::StrCat(options_.local_state_dir, "/", kLocalRecoveryDirName, "/", tdd_.job_id(),
+                                            "/v", vertex.id, "-kg", range.start, "-", range.end);
+  }
   auto opened = RocksDbKeyedState::Open(range, max_parallelism, std::move(rocks));
   if (!opened.ok()) return opened.status();
   return std::unique_ptr<KeyedStateBackend>(std::move(*opened));

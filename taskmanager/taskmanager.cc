@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging/logging.h"
 #include "common/process/fault_injection.h"
+#include "taskmanager/state/rocksdb_keyed_state.h"
 #include "common/random_id.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
@@ -293,6 +295,24 @@ void TaskManager::OnTaskState(const v1::TaskStateUpdate& update) {
   }
 }
 
+void TaskManager::SweepLocalRecovery() {
+  // Long enough for any restart to come back; a restart after that reads the
+  // checkpoint directory.
+  constexpr absl::Duration kLocalRecoveryKeep = absl::Minutes(10);
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(local_state_->path()) / kLocalRecoveryDirName;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(root, ec)) {
+    const std::string job = entry.path().filename().string();
+    auto seen = job_last_seen_.try_emplace(job, absl::Now()).first;
+    if (absl::Now() - seen->second < kLocalRecoveryKeep) continue;
+    fs::remove_all(entry.path(), ec);
+    log_->info("job {}: local recovery copies deleted (no task of it ran here for {})", job,
+               absl::FormatDuration(kLocalRecoveryKeep));
+    job_last_seen_.erase(seen);
+  }
+}
+
 void TaskManager::MaintenanceLoop() {
   while (true) {
     std::vector<std::unique_ptr<Task>> finished;
@@ -303,6 +323,7 @@ void TaskManager::MaintenanceLoop() {
       auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_) { return stopping_; };
       if (tasks_mu_.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(1))) return;
       for (auto it = tasks_.begin(); it != tasks_.end();) {
+        job_last_seen_[it->second->job_id()] = absl::Now();
         *report.add_tasks() = it->second->Metrics();
         if (it->second->done()) {
           finished.push_back(std::move(it->second));
@@ -314,6 +335,10 @@ void TaskManager::MaintenanceLoop() {
       UpdateSlotsLocked();
     }
     finished.clear();  // joins
+    if (absl::Now() - last_sweep_ > absl::Seconds(30)) {
+      SweepLocalRecovery();
+      last_sweep_ = absl::Now();
+    }
     if (report.tasks_size() > 0) {
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));

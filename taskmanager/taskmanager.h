@@ -52,6 +52,9 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   void OnTaskState(const v1::TaskStateUpdate& update) override;
   // Reports metrics of running tasks and reaps finished ones, every second.
   void MaintenanceLoop();
+  // Deletes <local state>/local-recovery/<job> of every job without a task
+  // here for kLocalRecoveryKeep.
+  void SweepLocalRecovery();
   // After a re-registration the JobManager has failed (or forgotten) every
   // task we ran: cancel them rather than let them run unsupervised.
   void OnRegistered(const std::string& jobmanager_session_id) ABSL_LOCKS_EXCLUDED(tasks_mu_);
@@ -81,6 +84,10 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   bool stopping_ ABSL_GUARDED_BY(tasks_mu_) = false;
   std::string jobmanager_session_ ABSL_GUARDED_BY(tasks_mu_);
   std::thread maintenance_;
+  // Maintenance thread only: when a task of each job last ran here, to
+  // delete the local recovery copies of jobs gone for a while.
+  std::map<std::string, absl::Time> job_last_seen_;
+  absl::Time last_sweep_ = absl::InfinitePast();
 };
 
 }  // namespace weir::taskmanager

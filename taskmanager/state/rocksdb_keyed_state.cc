@@ -13,7 +13,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/numbers.h"
 #include "common/io/atomic_file.h"
+#include "common/logging/logging.h"
 #include "common/random_id.h"
 #include "common/status_macros.h"
 #include "rocksdb/db.h"
@@ -102,6 +105,11 @@ int KeyGroupOf(const rocksdb::Slice& key) {
   return (static_cast<uint8_t>(key[0]) << 8) | static_cast<uint8_t>(key[1]);
 }
 
+const std::shared_ptr<spdlog::logger>& Log() {
+  static const std::shared_ptr<spdlog::logger> log = logging::Get("state");
+  return log;
+}
+
 void RemoveTree(const std::string& path) {
   std::error_code ec;
   fs::remove_all(path, ec);
@@ -117,11 +125,13 @@ struct SharedFile {
 class RocksDbSnapshot final : public KeyedStateSnapshot {
  public:
   RocksDbSnapshot(std::string instance_dir, std::string local_dir, state::KeyGroupRange range,
-                  std::map<std::string, SharedFile> shared)
+                  std::map<std::string, SharedFile> shared, int64_t checkpoint_id, std::string local_recovery_dir)
       : instance_dir_(std::move(instance_dir)),
         local_dir_(std::move(local_dir)),
         range_(range),
-        shared_(std::move(shared)) {}
+        shared_(std::move(shared)),
+        checkpoint_id_(checkpoint_id),
+        local_recovery_dir_(std::move(local_recovery_dir)) {}
   ~RocksDbSnapshot() override {
     RemoveTree(local_dir_);
     rmdir(instance_dir_.c_str());  // the last one out (fails while the backend lives)
@@ -182,15 +192,34 @@ class RocksDbSnapshot final : public KeyedStateSnapshot {
     if (ec) return absl::UnavailableError(absl::StrCat("listing ", local_dir_, ": ", ec.message()));
     RETURN_IF_ERROR(io::SyncDirectory(target));
     if (uploaded_shared) RETURN_IF_ERROR(io::SyncDirectory(shared_dir));
+    KeepLocally();
     RemoveTree(local_dir_);
     return absl::OkStatus();
   }
 
  private:
+  // Local recovery: the uploaded files stay, moved (a rename: they are hard
+  // links to the instance's own) to <local_recovery_dir>/chk-<n>. A failure
+  // here costs only the next restore's speed.
+  void KeepLocally() {
+    if (local_recovery_dir_.empty()) return;
+    const std::string kept = absl::StrCat(local_recovery_dir_, "/chk-", checkpoint_id_);
+    std::error_code ec;
+    fs::create_directories(local_recovery_dir_, ec);
+    RemoveTree(kept);  // an earlier attempt's copy of an id taken again
+    if (!ec) fs::rename(local_dir_, kept, ec);
+    if (ec) {
+      Log()->warn("keeping the snapshot of checkpoint {} for local recovery in {} failed: {}", checkpoint_id_, kept,
+                  ec.message());
+    }
+  }
+
   const std::string instance_dir_;
   const std::string local_dir_;
   const state::KeyGroupRange range_;
   const std::map<std::string, SharedFile> shared_;
+  const int64_t checkpoint_id_;
+  const std::string local_recovery_dir_;
 };
 
 }  // namespace
@@ -436,17 +465,33 @@ absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::Snapshot(
     }
     if (ec) return absl::UnavailableError(absl::StrCat("listing ", local, ": ", ec.message()));
   }
-  return std::make_unique<RocksDbSnapshot>(options_.instance_dir, local, range_, std::move(shared));
+  return std::make_unique<RocksDbSnapshot>(options_.instance_dir, local, range_, std::move(shared), checkpoint_id,
+                                           options_.local_recovery_dir);
 }
 
 void RocksDbKeyedState::NotifyCheckpointComplete(int64_t checkpoint_id) {
   auto it = in_flight_.find(checkpoint_id);
   if (it != in_flight_.end()) confirmed_ = std::move(it->second);
   in_flight_.erase(in_flight_.begin(), in_flight_.upper_bound(checkpoint_id));
+  // Local copies of older checkpoints will not be restored any more (a
+  // restore takes the newest complete one).
+  if (!options_.local_recovery_dir.empty()) {
+    std::error_code ec;
+    for (const fs::directory_entry& entry : fs::directory_iterator(options_.local_recovery_dir, ec)) {
+      absl::string_view name = entry.path().filename().native();
+      int64_t id = 0;
+      if (absl::ConsumePrefix(&name, "chk-") && absl::SimpleAtoi(name, &id) && id < checkpoint_id) {
+        RemoveTree(entry.path().string());
+      }
+    }
+  }
 }
 
 void RocksDbKeyedState::NotifyCheckpointAborted(int64_t checkpoint_id) {
   in_flight_.erase(checkpoint_id);
+  if (!options_.local_recovery_dir.empty()) {
+    RemoveTree(absl::StrCat(options_.local_recovery_dir, "/chk-", checkpoint_id));
+  }
   // It may have failed because a file it refers to is gone (this task missed
   // the news of a newer completed checkpoint, and the JobManager deleted what
   // only older ones held): the next snapshot uploads everything again.
@@ -516,7 +561,58 @@ absl::Status CopySnapshotFiles(const KeyedStateRestore& part, const std::string&
 
 }  // namespace
 
+absl::Status RocksDbKeyedState::RestoreLocally(const KeyedStateRestore& part, int64_t* bytes) {
+  absl::string_view id_text = fs::path(part.checkpoint_dir).filename().native();
+  int64_t id = 0;
+  if (!absl::ConsumePrefix(&id_text, "chk-") || !absl::SimpleAtoi(id_text, &id)) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint id in ", part.checkpoint_dir));
+  }
+  const std::string kept = absl::StrCat(options_.local_recovery_dir, "/chk-", id);
+  std::error_code ec;
+  if (!fs::is_directory(kept, ec)) return absl::NotFoundError(absl::StrCat("no local copy of checkpoint ", id));
+  // The copy must list exactly what the checkpoint recorded.
+  const v1::KeyedStateFilesProto& files = part.snapshot.keyed_files();
+  *bytes = 0;
+  for (const v1::StateFileProto& file : files.files()) {
+    if (!IsPlainName(file.name())) return absl::DataLossError(absl::StrCat("bad file name '", file.name(), "'"));
+    const auto size = fs::file_size(absl::StrCat(kept, "/", file.name()), ec);
+    if (ec || static_cast<int64_t>(size) != file.size_bytes()) {
+      return absl::DataLossError(absl::StrCat("the local copy's ", file.name(), " differs from the checkpoint's"));
+    }
+    *bytes += file.size_bytes();
+  }
+  CloseDb();
+  const std::string path = absl::StrCat(options_.instance_dir, "/db");
+  RemoveTree(path);
+  fs::create_directories(path, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("creating ", path, ": ", ec.message()));
+  for (const v1::StateFileProto& file : files.files()) {
+    const std::string from = absl::StrCat(kept, "/", file.name()), to = absl::StrCat(path, "/", file.name());
+    // Table files are immutable: linked. The rest (MANIFEST, CURRENT,
+    // OPTIONS) RocksDB may write to, so they are copied.
+    if (absl::EndsWith(file.name(), ".sst")) {
+      fs::create_hard_link(from, to, ec);
+      if (ec) return absl::UnavailableError(absl::StrCat("linking ", from, ": ", ec.message()));
+    } else {
+      RETURN_IF_ERROR(io::CopyFileDurably(from, to).status());
+    }
+  }
+  RETURN_IF_ERROR(OpenDb());
+  return FromRocks(db_->VerifyChecksum(), "verifying the local copy");
+}
+
 absl::Status RocksDbKeyedState::RestoreWhole(const KeyedStateRestore& part) {
+  if (!options_.local_recovery_dir.empty()) {
+    int64_t bytes = 0;
+    absl::Status local = RestoreLocally(part, &bytes);
+    if (local.ok()) {
+      Log()->info("keyed state {} restored from its local copy in {} ({} bytes not read from {})",
+                  range_.DebugString(), options_.local_recovery_dir, bytes, part.checkpoint_dir);
+      return absl::OkStatus();
+    }
+    Log()->info("keyed state {}: no usable local copy ({}); reading {}", range_.DebugString(), local.message(),
+                part.checkpoint_dir);
+  }
   CloseDb();
   const std::string path = absl::StrCat(options_.instance_dir, "/db");
   RemoveTree(path);

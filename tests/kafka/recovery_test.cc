@@ -125,6 +125,54 @@ TEST_F(RecoveryTest, KeyedStateIsExactlyOnceAcrossTaskManagerKills) {
   ASSERT_TRUE(cluster_->Weir({"cancel", job}).exit_code == 0);
 }
 
+// Local recovery (state.backend.local-recovery): keyed_count at parallelism
+// 2 on three one-slot TaskManagers; the TaskManager of one subtask is
+// SIGKILLed. The restart puts the other subtask back on its TaskManager,
+// which restores its keyed state from its own disk, while the lost one's
+// replacement on the idle TaskManager reads the checkpoint directory. The
+// counts stay exact.
+TEST_F(RecoveryTest, LocalRecoveryRestoresOnTheSameTaskManagerFromItsDisk) {
+  StartCluster(3);
+  const std::string in = NewTopic("local-recovery-in"), out = NewTopic("local-recovery-out");
+  const std::string job = Submit({"-p", "2", "-Dexecution.checkpointing.interval=300ms",
+                                  "-Dstate.backend.local-recovery=true", "-Drestart-strategy.type=fixed-delay",
+                                  "-Drestart-strategy.fixed-delay.attempts=5",
+                                  "-Drestart-strategy.fixed-delay.delay=200ms"},
+                                 in, out);
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  std::map<std::string, int64_t> truth;
+  constexpr int kBatch = 6000, kDistinct = 400;
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(WaitFor([&] { return LastCounts(out) == truth; }, absl::Seconds(60))) << cluster_->Logs();
+  ASSERT_TRUE(WaitForCompletedCheckpoint(job, 1)) << cluster_->Logs();
+  // Where each subtask of the keyed operator runs.
+  auto placement = [&] {
+    std::map<int, std::string> where;  // subtask -> TaskManager
+    const nlohmann::json status = cluster_->WeirJson({"status", job});
+    for (const auto& t : status["tasks"]) {
+      if (absl::StrContains(t["name"].get<std::string>(), "CountPerKey")) where[t["subtask"]] = t["taskmanager_id"];
+    }
+    return where;
+  };
+  const std::map<int, std::string> before = placement();
+  ASSERT_EQ(before.size(), 2u) << cluster_->WeirJson({"status", job}).dump(2);
+  ASSERT_NE(before.at(0), before.at(1));
+  int victim = 0, survivor = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(before.at(0).substr(3), &victim));  // "tm-<i>"
+  ASSERT_TRUE(absl::SimpleAtoi(before.at(1).substr(3), &survivor));
+  cluster_->KillTaskManager(victim);
+  ASSERT_TRUE(WaitUntilRunning(job, 2)) << cluster_->Logs();
+  EXPECT_EQ(placement().at(1), before.at(1)) << "subtask 1 went back to its TaskManager";
+
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(kBatch, kBatch, kDistinct, &truth)).ok());
+  EXPECT_TRUE(WaitFor([&] { return LastCounts(out) == truth; }, absl::Seconds(60), absl::Seconds(1)))
+      << cluster_->Logs();
+  const std::string survivor_log = cluster_->taskmanager(survivor).Log();
+  EXPECT_TRUE(absl::StrContains(survivor_log, "restored from its local copy")) << survivor_log;
+  EXPECT_TRUE(absl::StrContains(cluster_->Logs(), "no usable local copy")) << cluster_->Logs();
+  ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
+}
+
 // weir savepoint, cancel, weir submit -s: the new job's keyed state goes on
 // from the savepoint, so its counts continue where the first job's stopped.
 // A savepoint path outside state.savepoints.dir is refused with what to do.

@@ -83,5 +83,34 @@ TEST(ResourceManagerTest, ExpiryAfterARefusedRegistrationStillWorks) {
   rm.Stop();
 }
 
+// Slots spread over the TaskManagers (most free first); with local recovery,
+// slot i goes back to the TaskManager that held it when that one has room,
+// and the rest spread as usual.
+TEST(ResourceManagerTest, AllocationSpreadsAndHonoursPreferredTaskManagers) {
+  ResourceManager rm(absl::Seconds(30), "jm-test");
+  FakeSession a, b, c;
+  ASSERT_TRUE(rm.Register(Registration("tm-a", 2), &a).ok());
+  ASSERT_TRUE(rm.Register(Registration("tm-b", 2), &b).ok());
+  absl::StatusOr<std::vector<SlotAssignment>> spread = rm.AllocateSlots("job-1", 2);
+  ASSERT_TRUE(spread.ok()) << spread.status();
+  EXPECT_NE((*spread)[0].taskmanager_id, (*spread)[1].taskmanager_id);
+  rm.ReleaseSlots("job-1");
+
+  ASSERT_TRUE(rm.Register(Registration("tm-c", 4), &c).ok());
+  // Without preferences both would go to tm-c (most free); subtask 0 and 1
+  // return to tm-b and tm-a, an unknown TaskManager is no preference.
+  absl::StatusOr<std::vector<SlotAssignment>> preferred =
+      rm.AllocateSlots("job-1", 3, {"tm-b", "tm-a", "tm-gone"});
+  ASSERT_TRUE(preferred.ok()) << preferred.status();
+  EXPECT_EQ((*preferred)[0].taskmanager_id, "tm-b");
+  EXPECT_EQ((*preferred)[1].taskmanager_id, "tm-a");
+  EXPECT_EQ((*preferred)[2].taskmanager_id, "tm-c");
+  // A full preferred TaskManager falls back to spreading.
+  absl::StatusOr<std::vector<SlotAssignment>> full = rm.AllocateSlots("job-2", 2, {"tm-b", "tm-b"});
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ((*full)[0].taskmanager_id, "tm-b");
+  EXPECT_EQ((*full)[1].taskmanager_id, "tm-c");
+}
+
 }  // namespace
 }  // namespace weir::jobmanager

@@ -359,5 +359,68 @@ TEST_P(RocksDbSnapshotFilesTest, DamagedFilesFailTheRestore) {
 INSTANTIATE_TEST_SUITE_P(RocksDb, RocksDbSnapshotFilesTest, ::testing::Values("rocksdb"),
                          [](const auto& info) { return info.param; });
 
+// Local recovery: after its upload a snapshot stays in the local recovery
+// directory; a new instance of the same key-group range restores checkpoint
+// n from it without reading the checkpoint directory (which is gone here, so
+// only the local copy can succeed). Completed checkpoints prune older local
+// copies, aborted ones their own, and a local copy that does not match the
+// checkpoint is passed over for the checkpoint directory.
+TEST_P(RocksDbSnapshotFilesTest, LocalRecoveryRestoresFromTheTaskManagersDisk) {
+  const state::KeyGroupRange range = state::KeyGroupRangeForSubtask(kMaxParallelism, 1, 0);
+  const std::string kept = (root_ / "local-recovery" / "v1-kg0-128").string();
+  auto open = [&](const std::string& instance) {
+    RocksDbStateOptions options;
+    options.instance_dir = (root_ / instance).string();
+    options.write_buffer_bytes = 1 << 20;
+    options.incremental = true;
+    options.local_recovery_dir = kept;
+    auto backend = RocksDbKeyedState::Open(range, kMaxParallelism, options);
+    EXPECT_TRUE(backend.ok()) << backend.status();
+    return std::move(*backend);
+  };
+  const std::vector<std::string> keys = Keys(3000);
+  std::unique_ptr<RocksDbKeyedState> original = open("first");
+  Fill(*original, keys);
+  auto checkpoint = [&](int64_t id) {
+    KeyedStateRestore restore;
+    restore.checkpoint_dir = (root_ / "job" / absl::StrCat("chk-", id)).string();
+    fs::create_directories(restore.checkpoint_dir);
+    auto snapshot = original->Snapshot(id);
+    EXPECT_TRUE(snapshot.ok()) << snapshot.status();
+    absl::Status written = (*snapshot)->Write(restore.checkpoint_dir, "v1-s0", &restore.snapshot);
+    EXPECT_TRUE(written.ok()) << written;
+    return restore;
+  };
+  const KeyedStateRestore first = checkpoint(1);
+  EXPECT_TRUE(fs::is_directory(fs::path(kept) / "chk-1"));
+  original->NotifyCheckpointComplete(1);
+  const KeyedStateRestore second = checkpoint(2);
+  original->NotifyCheckpointComplete(2);
+  EXPECT_FALSE(fs::exists(fs::path(kept) / "chk-1")) << "a completed checkpoint prunes older local copies";
+  const KeyedStateRestore third = checkpoint(3);
+  original->NotifyCheckpointAborted(3);
+  EXPECT_FALSE(fs::exists(fs::path(kept) / "chk-3")) << "an aborted checkpoint's local copy goes";
+  original.reset();  // the task ends; its instance directory goes, the local copy stays
+
+  // Nothing of checkpoint 2 left but the local copy.
+  fs::remove_all(root_ / "job");
+  std::unique_ptr<RocksDbKeyedState> restored = open("second");
+  absl::Status status = restored->Restore({second});
+  ASSERT_TRUE(status.ok()) << status;
+  for (const std::string& key : keys) ExpectFilled(*restored, key);
+  restored.reset();
+
+  // A local copy that differs from what the checkpoint recorded is not used:
+  // the restore reads the checkpoint directory (gone, so it fails).
+  std::string sst;
+  for (const v1::StateFileProto& file : second.snapshot.keyed_files().files()) {
+    if (absl::EndsWith(file.name(), ".sst")) sst = file.name();
+  }
+  ASSERT_FALSE(sst.empty());
+  fs::resize_file(fs::path(kept) / "chk-2" / sst, 10);
+  absl::Status mismatched = open("third")->Restore({second});
+  EXPECT_EQ(mismatched.code(), absl::StatusCode::kDataLoss) << mismatched;
+}
+
 }  // namespace
 }  // namespace weir::taskmanager
