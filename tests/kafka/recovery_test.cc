@@ -299,7 +299,7 @@ TEST_F(RecoveryTest, StopWithSavepointAndRescaleKeepCountsExactlyOnce) {
   EXPECT_TRUE(absl::StrContains(log, "rescales the savepoint's state")) << log;
 }
 
-// Incremental checkpoints (the rocksdb default): with 100 000 keys loaded and
+// Incremental checkpoints (the rocksdb default): with 1 000 000 keys loaded and
 // then a few updated per interval, a checkpoint writes a small part of the
 // state (the savepoint at the end, a full copy, is the yardstick); after
 // many checkpoints the shared directory holds exactly the files the retained
@@ -315,7 +315,7 @@ TEST_F(RecoveryTest, IncrementalCheckpointsWriteLittleAndKeepOnlyWhatRetainedOne
                                  in, out);
   ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
   std::map<std::string, int64_t> truth;
-  constexpr int kKeys = 100000;
+  constexpr int kKeys = 1000000;
   ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, kKeys, kKeys, &truth)).ok());
   auto records_read = [&] { return SourceRecordsIn(cluster_->WeirJson({"status", job})); };
   auto completed = [&] {
@@ -350,7 +350,7 @@ TEST_F(RecoveryTest, IncrementalCheckpointsWriteLittleAndKeepOnlyWhatRetainedOne
   const int64_t median = written[written.size() / 2];
   std::printf("incremental checkpoints: %zu while few keys changed, median %lld bytes written; full state %lld bytes\n",
               written.size(), static_cast<long long>(median), static_cast<long long>(full_bytes));
-  EXPECT_LT(median * 5, full_bytes);
+  EXPECT_LT(median * 20, full_bytes);
 
   // The shared directory against what the retained checkpoints refer to.
   const std::string job_dir = absl::StrCat(cluster_->dir(), "/ha/checkpoints/", job);
