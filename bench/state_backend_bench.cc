@@ -7,7 +7,10 @@
 // Each record does what keyed_count does: read a ValueState<int64_t> of its
 // key, add one, write it back. Keys are "key-<i % K>" in a shuffled order.
 // Prints records/s of both backends, their ratio, and per snapshot the
-// synchronous (task thread) and asynchronous (copy) time.
+// synchronous (task thread) and asynchronous (copy) time. Then the rocksdb
+// state's last snapshot is restored into a new instance twice: from the
+// checkpoint directory, and from its local recovery copy
+// (state.backend.local-recovery), side by side.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -98,13 +101,43 @@ int main(int argc, char** argv) {
   const Result h = Run(heap, keys, records, snapshot_every, root + "/checkpoints");
   weir::taskmanager::RocksDbStateOptions options;
   options.instance_dir = root + "/instance";
+  options.local_recovery_dir = root + "/local-recovery";
   auto rocks = weir::taskmanager::RocksDbKeyedState::Open(all, weir::state::kDefaultMaxParallelism, options);
   if (!rocks.ok()) {
     std::fprintf(stderr, "%s\n", std::string(rocks.status().message()).c_str());
     return 1;
   }
   const Result r = Run(**rocks, keys, records, snapshot_every, root + "/checkpoints");
+
+  // The last snapshot, restored from the checkpoint directory and from the
+  // local copy.
+  const int64_t last = r.snapshots + 1;
+  weir::taskmanager::KeyedStateRestore part;
+  part.checkpoint_dir = absl::StrCat(root, "/checkpoints/chk-", last);
+  std::filesystem::create_directories(part.checkpoint_dir);
+  auto snapshot = (*rocks)->Snapshot(last);
+  if (!snapshot.ok() || !(*snapshot)->Write(part.checkpoint_dir, "v1-s0", &part.snapshot).ok()) {
+    std::fprintf(stderr, "the last snapshot failed\n");
+    return 1;
+  }
+  snapshot->reset();
   rocks->reset();
+  int64_t state_bytes = 0;
+  for (const auto& file : part.snapshot.keyed_files().files()) state_bytes += file.size_bytes();
+  auto timed_restore = [&](const std::string& instance, bool local) {
+    weir::taskmanager::RocksDbStateOptions o;
+    o.instance_dir = root + "/" + instance;
+    if (local) o.local_recovery_dir = options.local_recovery_dir;
+    auto restored = weir::taskmanager::RocksDbKeyedState::Open(all, weir::state::kDefaultMaxParallelism, o);
+    const auto t0 = Clock::now();
+    if (!restored.ok() || !(*restored)->Restore({part}).ok()) {
+      std::fprintf(stderr, "restore failed\n");
+      std::exit(1);
+    }
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  };
+  const double remote_ms = timed_restore("restored-remote", false);
+  const double local_ms = timed_restore("restored-local", true);
   std::filesystem::remove_all(root);
 
   std::printf("state backend benchmark: %lld read-modify-writes over %lld keys, a snapshot every %lld\n",
@@ -115,5 +148,8 @@ int main(int argc, char** argv) {
   std::printf("  rocksdb:            %10.0f records/s; snapshot sync %.1f ms, async %.1f ms\n", r.records_per_s,
               r.sync_ms, r.async_ms);
   std::printf("  ratio rocksdb/hashmap: %.3f\n", r.records_per_s / h.records_per_s);
+  std::printf("  rocksdb restore of the last snapshot (%lld bytes): from the checkpoint directory %.1f ms, from the "
+              "local recovery copy %.1f ms; ratio local/directory %.3f (both on this machine's disk)\n",
+              static_cast<long long>(state_bytes), remote_ms, local_ms, local_ms / remote_ms);
   return 0;
 }
