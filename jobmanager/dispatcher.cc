@@ -188,12 +188,14 @@ absl::Status Dispatcher::ApplySavepoint(const v1::SubmitJobRequest& request, con
   if (request.savepoint_path().empty()) return absl::OkStatus();
   // A savepoint (relative paths are under state.savepoints.dir) or a
   // retained checkpoint under state.checkpoints.dir; nothing else.
+  // A relative path is tried under both, savepoints first.
   absl::StatusOr<std::string> path =
       checkpoint::PathInside(options_.savepoints_dir, request.savepoint_path(), "state.savepoints.dir");
-  if (!path.ok() && !options_.checkpoints_dir.empty()) {
+  std::error_code exists_ec;
+  if ((!path.ok() || !std::filesystem::exists(*path, exists_ec)) && !options_.checkpoints_dir.empty()) {
     absl::StatusOr<std::string> retained =
         checkpoint::PathInside(options_.checkpoints_dir, request.savepoint_path(), "state.checkpoints.dir");
-    if (retained.ok()) path = std::move(retained);
+    if (retained.ok() && (!path.ok() || std::filesystem::exists(*retained, exists_ec))) path = std::move(retained);
   }
   if (!path.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -220,32 +222,26 @@ absl::Status Dispatcher::ApplySavepoint(const v1::SubmitJobRequest& request, con
         "the savepoint was taken with pipeline.max-parallelism ", m.max_parallelism(), " and this cluster has ",
         options_.max_parallelism, "; the number of key groups cannot change"));
   }
-  // Every piece of state must find its chain; the chain's parallelism may
-  // differ (the state is redistributed by key group and list entry).
-  std::set<std::vector<int>> chains;
-  for (const Chain& chain : graph.chains) chains.insert(chain.vertices);
-  std::set<std::vector<int>> held;
-  for (const v1::TaskStateHandle& handle : m.tasks()) {
-    held.emplace(handle.vertex_ids().begin(), handle.vertex_ids().end());
-  }
-  std::vector<std::string> rescaled;
-  for (const std::vector<int>& vertices : held) {
-    if (!chains.contains(vertices)) {
-      if (request.allow_non_restored_state()) continue;
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the savepoint holds state of vertices [", absl::StrJoin(vertices, ","), "] that this job has not "
-          "(chained the same way); submit with --allow-non-restored-state to drop it"));
-    }
-    ASSIGN_OR_RETURN(std::vector<const v1::TaskStateHandle*> handles, checkpoint::HandlesOfChain(m, vertices));
-    const int now = graph.vertex_parallelism[vertices.front()];
-    if (static_cast<int>(handles.size()) != now) {
-      rescaled.push_back(absl::StrCat("[", absl::StrJoin(vertices, ","), "] ", handles.size(), " -> ", now));
-    }
-  }
+  std::vector<std::vector<int>> chains;
+  for (const Chain& chain : graph.chains) chains.push_back(chain.vertices);
+  ASSIGN_OR_RETURN(checkpoint::StateFit fit,
+                   checkpoint::FitStateToGraph(m, request.graph(), chains, graph.vertex_parallelism,
+                                               request.allow_non_restored_state()));
+  for (const std::string& why : fit.dropped_why) log_->warn("submission drops state: {}", why);
+  const std::vector<std::string>& rescaled = fit.rescaled;
+  const std::set<std::vector<int>>& dropped = fit.dropped;
   if (!rescaled.empty()) {
     log_->info("submission rescales the savepoint's state: vertices {}", absl::StrJoin(rescaled, ", "));
   }
   settings->savepoint = m;
+  if (!dropped.empty()) {
+    settings->savepoint->clear_tasks();
+    for (const v1::TaskStateHandle& handle : m.tasks()) {
+      if (!dropped.contains(std::vector<int>(handle.vertex_ids().begin(), handle.vertex_ids().end()))) {
+        *settings->savepoint->add_tasks() = handle;
+      }
+    }
+  }
   settings->savepoint_checkpoint_dir = savepoint.checkpoint_dir;
   log_->info("submission starts from {} {} (checkpoint {}, {} tasks with state)",
              savepoint.is_savepoint ? "savepoint" : "retained checkpoint", savepoint.checkpoint_dir,
@@ -320,6 +316,19 @@ void Dispatcher::Housekeep() {
   }
 }
 
+namespace {
+
+// Whether `checkpoint_dir` holds a complete, intact checkpoint.
+bool HasOwnCheckpoint(const std::string& checkpoint_dir) {
+  if (checkpoint_dir.empty()) return false;
+  absl::StatusOr<checkpoint::CheckpointStorage> storage = checkpoint::CheckpointStorage::OpenExisting(checkpoint_dir);
+  if (!storage.ok()) return false;
+  absl::StatusOr<std::optional<v1::CheckpointMetadata>> latest = storage->LatestValid(nullptr);
+  return latest.ok() && latest->has_value();
+}
+
+}  // namespace
+
 void Dispatcher::Recover() {
   if (options_.store == nullptr) return;
   std::vector<std::string> problems;
@@ -341,7 +350,17 @@ void Dispatcher::Recover() {
         graph.ok() ? ResolveJobSettings(options_.cluster_config, request.config(), job.job_id)
                    : absl::StatusOr<JobSettings>(graph.status());
     absl::Status started = settings.status();
-    if (started.ok()) started = ApplySavepoint(request, *graph, &*settings);
+    if (started.ok() && !request.savepoint_path().empty()) {
+      // Needed only while the job has no complete checkpoint of its own (the
+      // savepoint may be gone by now, and that is fine then).
+      absl::Status from_savepoint = ApplySavepoint(request, *graph, &*settings);
+      if (!from_savepoint.ok() && HasOwnCheckpoint(settings->checkpoint_dir)) {
+        log_->warn("job {}: its savepoint {} is not usable any more ({}); it goes on from its own checkpoints",
+                   job.job_id, request.savepoint_path(), from_savepoint.message());
+      } else {
+        started = from_savepoint;
+      }
+    }
     if (started.ok()) {
       settings->recovered = true;
       settings->first_attempt = job.last_attempt + 1;

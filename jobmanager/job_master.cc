@@ -71,6 +71,11 @@ absl::StatusOr<JobSettings> ResolveJobSettings(const config::Configuration& clus
   if (checkpointing) {
     std::string root = config.GetString(k::kCheckpointsDir);
     if (root.empty()) root = absl::StrCat(config.GetString(k::kHaStorageDir), "/checkpoints");
+    // Absolute: the path goes to TaskManagers (another working directory)
+    // and into messages users act on (weir submit -s).
+    std::error_code ec;
+    const std::filesystem::path absolute = std::filesystem::absolute(root, ec);
+    if (!ec) root = absolute.lexically_normal().string();
     settings.checkpoint_dir = absl::StrCat(root, "/", job_id);
     checkpoint::CheckpointCoordinatorOptions& c = settings.checkpoint;
     c.interval = interval;
@@ -94,6 +99,11 @@ absl::StatusOr<std::shared_ptr<JobMaster>> JobMaster::Create(std::string job_id,
   std::optional<checkpoint::CheckpointStorage> storage;
   if (!settings.checkpoint_dir.empty()) {
     ASSIGN_OR_RETURN(storage, checkpoint::CheckpointStorage::Open(settings.checkpoint_dir));
+    std::vector<std::string>& signatures = settings.checkpoint.vertex_signatures;
+    for (const v1::JobVertex& v : request.graph().vertices()) {
+      if (v.id() >= static_cast<int>(signatures.size())) signatures.resize(v.id() + 1);
+      signatures[v.id()] = checkpoint::VertexSignature(v);
+    }
   }
   std::shared_ptr<JobMaster> master(new JobMaster(std::move(job_id), std::move(request), std::move(graph),
                                                   std::move(slots), std::move(settings), std::move(slot_provider),
@@ -636,8 +646,14 @@ void JobMaster::Run() {
     }
     if (ended.has_value()) {
       if (coordinator_ != nullptr) coordinator_->Stop();
-      if (*ended == v1::CANCELED) ApplyRetention(*ended);
+      const bool keep = KeepsCheckpoints(*ended);
+      if (keep && *ended == v1::FAILED) {
+        const std::string retained = NewestKeptCheckpoint();
+        absl::MutexLock lock(&mu_);
+        if (!retained.empty()) absl::StrAppend(&error_, "; its last checkpoint is kept: resubmit with -s ", retained);
+      }
       on_terminal_(job_id_, *ended);
+      if (!keep) DeleteCheckpoints(*ended);
       return;
     }
     absl::MutexLock lock(&mu_);
@@ -742,7 +758,8 @@ void JobMaster::Run() {
     }
   }
   if (coordinator_ != nullptr) coordinator_->Stop();
-  const std::string retained = ApplyRetention(final_state);
+  const bool keep = KeepsCheckpoints(final_state);
+  const std::string retained = keep ? NewestKeptCheckpoint() : "";
   {
     absl::MutexLock lock(&mu_);
     state_ = final_state;
@@ -756,36 +773,26 @@ void JobMaster::Run() {
     }
   }
   on_terminal_(job_id_, final_state);
+  // Only once the final state is stored: a JobManager that dies before
+  // would resume the job, and needs its checkpoints.
+  if (!keep) DeleteCheckpoints(final_state);
 }
 
-std::string JobMaster::ApplyRetention(v1::JobState final_state) {
-  if (coordinator_ == nullptr) return "";
-  const checkpoint::CheckpointStorage& storage = coordinator_->storage();
-  bool keep = false;
+bool JobMaster::KeepsCheckpoints(v1::JobState final_state) const {
   switch (settings_.retention) {
     case JobSettings::Retention::kRetainOnCancellation:
-      keep = true;
-      break;
+      return true;
     case JobSettings::Retention::kDeleteOnCancellation:
-      keep = final_state == v1::FAILED;
-      break;
+      return final_state == v1::FAILED;
     case JobSettings::Retention::kNever:
-      keep = false;
-      break;
+      return false;
   }
-  if (!keep) {
-    std::error_code ec;
-    std::filesystem::remove_all(storage.job_dir(), ec);
-    if (ec) {
-      log_->warn("job {}: deleting its checkpoints in {} failed: {}; delete them by hand", job_id_,
-                 storage.job_dir(), ec.message());
-    } else {
-      log_->info("job {}: checkpoints deleted ({} {})", job_id_, v1::JobState_Name(final_state),
-                 settings_.retention == JobSettings::Retention::kNever ? "and retention NO_EXTERNALIZED_CHECKPOINTS"
-                                                                       : "and retention DELETE_ON_CANCELLATION");
-    }
-    return "";
-  }
+  return true;
+}
+
+std::string JobMaster::NewestKeptCheckpoint() {
+  if (coordinator_ == nullptr) return "";
+  const checkpoint::CheckpointStorage& storage = coordinator_->storage();
   absl::StatusOr<std::optional<v1::CheckpointMetadata>> latest = storage.LatestValid(nullptr);
   if (!latest.ok() || !latest->has_value()) {
     log_->info("job {}: no complete checkpoint to keep in {}", job_id_, storage.job_dir());
@@ -795,6 +802,20 @@ std::string JobMaster::ApplyRetention(v1::JobState final_state) {
   log_->info("job {}: its checkpoints are kept in {}; submit with -s {} to go on from the newest", job_id_,
              storage.job_dir(), path);
   return path;
+}
+
+void JobMaster::DeleteCheckpoints(v1::JobState final_state) {
+  if (coordinator_ == nullptr) return;
+  const std::string& dir = coordinator_->storage().job_dir();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (ec) {
+    log_->warn("job {}: deleting its checkpoints in {} failed: {}; delete them by hand", job_id_, dir, ec.message());
+    return;
+  }
+  log_->info("job {}: checkpoints deleted ({} and retention {})", job_id_, v1::JobState_Name(final_state),
+             settings_.retention == JobSettings::Retention::kNever ? "NO_EXTERNALIZED_CHECKPOINTS"
+                                                                  : "DELETE_ON_CANCELLATION");
 }
 
 void JobMaster::OnTaskStateUpdate(const v1::TaskStateUpdate& update) {

@@ -170,10 +170,13 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Whether a sink of the job writes exactly-once (transactions).
   bool HasExactlyOnceSink() const;
-  // Keeps or deletes the job's checkpoints as its retention setting says for
-  // `final_state`; returns the newest kept checkpoint's directory, or "".
-  // Called on the worker thread once the coordinator stopped.
-  std::string ApplyRetention(v1::JobState final_state) ABSL_LOCKS_EXCLUDED(mu_);
+  // Checkpoint retention when the job ends in `final_state`
+  // (execution.checkpointing.externalized-checkpoint-retention): whether
+  // its checkpoints stay; the newest kept one's directory (logged) or "";
+  // deleting them all. Worker thread, once the coordinator stopped.
+  bool KeepsCheckpoints(v1::JobState final_state) const;
+  std::string NewestKeptCheckpoint() ABSL_LOCKS_EXCLUDED(mu_);
+  void DeleteCheckpoints(v1::JobState final_state) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<v1::TaskDeploymentDescriptor> Describe(const TaskRecord& task,
                                                         const std::optional<v1::CheckpointMetadata>& restore) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -263,13 +263,13 @@ void TaskManager::UpdateSlotsLocked() {
 
 void TaskManager::OnRegistered(const std::string& jobmanager_session_id) {
   absl::MutexLock lock(&tasks_mu_);
-  // Between two registrations the JobManager declared us lost (or it
-  // restarted and forgot its jobs): it has failed every task we ran, so none
-  // may go on unsupervised.
+  // Between two registrations the JobManager declared us lost, or it
+  // restarted (and resumes its jobs with new attempts): either way no task
+  // of an earlier attempt may go on unsupervised.
   if (!jobmanager_session_.empty()) {
     for (auto& [task_id, task] : tasks_) {
       task->Cancel(absl::StrCat("this TaskManager registered anew with JobManager ", jobmanager_session_id,
-                                ", which does not know its job any more"));
+                                ", which runs the job with a new attempt if it goes on"));
     }
   }
   jobmanager_session_ = jobmanager_session_id;
@@ -296,20 +296,33 @@ void TaskManager::OnTaskState(const v1::TaskStateUpdate& update) {
 }
 
 void TaskManager::SweepLocalRecovery() {
-  // Long enough for any restart to come back; a restart after that reads the
-  // checkpoint directory.
-  constexpr absl::Duration kLocalRecoveryKeep = absl::Minutes(10);
+  // A running subtask renames a new copy into its directory at every
+  // checkpoint; one untouched this long belongs to a subtask that moved,
+  // or to a job that ended.
+  constexpr auto kLocalRecoveryKeep = std::chrono::minutes(10);
   namespace fs = std::filesystem;
   const fs::path root = fs::path(local_state_->path()) / kLocalRecoveryDirName;
+  const auto now = fs::file_time_type::clock::now();
   std::error_code ec;
-  for (const fs::directory_entry& entry : fs::directory_iterator(root, ec)) {
-    const std::string job = entry.path().filename().string();
-    auto seen = job_last_seen_.try_emplace(job, absl::Now()).first;
-    if (absl::Now() - seen->second < kLocalRecoveryKeep) continue;
-    fs::remove_all(entry.path(), ec);
-    log_->info("job {}: local recovery copies deleted (no task of it ran here for {})", job,
-               absl::FormatDuration(kLocalRecoveryKeep));
-    job_last_seen_.erase(seen);
+  for (fs::directory_iterator job(root, ec), end; !ec && job != end; job.increment(ec)) {
+    bool any_left = false;
+    std::error_code inner;
+    for (fs::directory_iterator copy(job->path(), inner); !inner && copy != end; copy.increment(inner)) {
+      std::error_code time_ec;
+      const auto modified = fs::last_write_time(copy->path(), time_ec);
+      if (time_ec || now - modified < kLocalRecoveryKeep) {
+        any_left = true;
+        continue;
+      }
+      std::error_code remove_ec;
+      fs::remove_all(copy->path(), remove_ec);
+      log_->info("local recovery copy {} deleted (unused for {} min)", copy->path().string(),
+                 std::chrono::duration_cast<std::chrono::minutes>(kLocalRecoveryKeep).count());
+    }
+    if (!any_left && !inner) {
+      std::error_code remove_ec;
+      fs::remove(job->path(), remove_ec);  // only if empty
+    }
   }
 }
 
@@ -323,7 +336,6 @@ void TaskManager::MaintenanceLoop() {
       auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_) { return stopping_; };
       if (tasks_mu_.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(1))) return;
       for (auto it = tasks_.begin(); it != tasks_.end();) {
-        job_last_seen_[it->second->job_id()] = absl::Now();
         *report.add_tasks() = it->second->Metrics();
         if (it->second->done()) {
           finished.push_back(std::move(it->second));

@@ -52,8 +52,8 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   void OnTaskState(const v1::TaskStateUpdate& update) override;
   // Reports metrics of running tasks and reaps finished ones, every second.
   void MaintenanceLoop();
-  // Deletes <local state>/local-recovery/<job> of every job without a task
-  // here for kLocalRecoveryKeep.
+  // Deletes the local recovery copies (<local state>/local-recovery/<job>/
+  // <range>) that no checkpoint touched for 10 min.
   void SweepLocalRecovery();
   // After a re-registration the JobManager has failed (or forgotten) every
   // task we ran: cancel them rather than let them run unsupervised.
@@ -84,9 +84,7 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   bool stopping_ ABSL_GUARDED_BY(tasks_mu_) = false;
   std::string jobmanager_session_ ABSL_GUARDED_BY(tasks_mu_);
   std::thread maintenance_;
-  // Maintenance thread only: when a task of each job last ran here, to
-  // delete the local recovery copies of jobs gone for a while.
-  std::map<std::string, absl::Time> job_last_seen_;
+  // Maintenance thread only.
   absl::Time last_sweep_ = absl::InfinitePast();
 };
 

@@ -281,7 +281,8 @@ constexpr std::array kOptions = {
                .type = OptionType::kBool,
                .default_value = "false",
                .description = "The rocksdb backend keeps each subtask's last checkpointed state on the "
-                              "TaskManager's disk (hard links to its own files, so little extra space), and the "
+                              "TaskManager's disk (hard links to its own files: extra space only for files "
+                              "RocksDB has compacted away since, up to the state's size), and the "
                               "JobManager redeploys a restarted subtask to the TaskManager that ran it when that "
                               "one is still there: it then restores from its disk instead of reading the "
                               "checkpoint directory. Settable per job with -D.",

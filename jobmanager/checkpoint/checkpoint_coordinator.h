@@ -70,6 +70,8 @@ struct CheckpointCoordinatorOptions {
   // pipeline.max-parallelism of the job (its number of key groups), recorded
   // in the metadata.
   int max_parallelism = 0;
+  // VertexSignature of every vertex, by id, recorded in the metadata.
+  std::vector<std::string> vertex_signatures;
 
   // kInvalidArgument naming the key of the first bad value.
   absl::Status Validate() const;

@@ -1,9 +1,12 @@
 #include "jobmanager/checkpoint/state_assignment.h"
 
 #include <algorithm>
+#include <set>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace weir::jobmanager::checkpoint {
 
@@ -29,6 +32,56 @@ absl::StatusOr<std::vector<const v1::TaskStateHandle*>> HandlesOfChain(const v1:
     }
   }
   return handles;
+}
+
+std::string VertexSignature(const v1::JobVertex& vertex) {
+  return absl::StrCat(v1::JobVertex::Kind_Name(vertex.kind()), " ",
+                      vertex.connector().empty() ? "user" : vertex.connector(), vertex.keyed() ? " keyed" : "");
+}
+
+absl::StatusOr<StateFit> FitStateToGraph(const v1::CheckpointMetadata& metadata, const v1::JobGraphSpec& graph,
+                                         const std::vector<std::vector<int>>& chains,
+                                         const std::vector<int>& vertex_parallelism, bool allow_non_restored) {
+  const std::set<std::vector<int>> known(chains.begin(), chains.end());
+  std::map<int, std::string> signatures;  // this job's, by vertex id
+  for (const v1::JobVertex& v : graph.vertices()) signatures[v.id()] = VertexSignature(v);
+  std::set<std::vector<int>> held;
+  for (const v1::TaskStateHandle& handle : metadata.tasks()) {
+    held.emplace(handle.vertex_ids().begin(), handle.vertex_ids().end());
+  }
+  StateFit fit;
+  for (const std::vector<int>& vertices : held) {
+    std::string mismatch;
+    if (!known.contains(vertices)) {
+      mismatch = absl::StrCat("the savepoint holds state of vertices [", absl::StrJoin(vertices, ","),
+                              "] that this job has not (chained the same way)");
+    } else {
+      for (int id : vertices) {
+        if (id < 0 || id >= metadata.vertex_signatures_size()) continue;  // older metadata: not recorded
+        if (metadata.vertex_signatures(id) != signatures[id]) {
+          mismatch = absl::StrCat("the savepoint holds state of vertex ", id, " as ", metadata.vertex_signatures(id),
+                                  ", but this job's vertex ", id, " is ", signatures[id],
+                                  " (a savepoint of another job?)");
+          break;
+        }
+      }
+    }
+    if (!mismatch.empty()) {
+      if (!allow_non_restored) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(mismatch, "; submit with --allow-non-restored-state to drop that state"));
+      }
+      fit.dropped.insert(vertices);
+      fit.dropped_why.push_back(std::move(mismatch));
+      continue;
+    }
+    ASSIGN_OR_RETURN(std::vector<const v1::TaskStateHandle*> handles, HandlesOfChain(metadata, vertices));
+    const int now = vertex_parallelism.at(vertices.front());
+    if (static_cast<int>(handles.size()) != now) {
+      fit.rescaled.push_back(absl::StrCat("[", absl::StrJoin(vertices, ","), "] ", handles.size(), " -> ", now));
+    }
+  }
+  return fit;
 }
 
 }  // namespace weir::jobmanager::checkpoint

@@ -151,7 +151,8 @@ class RocksDbSnapshot final : public KeyedStateSnapshot {
     files->set_key_group_end(range_.end);
     const std::string shared_dir = (fs::path(checkpoint_dir).parent_path() / "shared").string();
     bool uploaded_shared = false;
-    for (const fs::directory_entry& entry : fs::directory_iterator(local_dir_, ec)) {
+    for (fs::directory_iterator it(local_dir_, ec), end; !ec && it != end; it.increment(ec)) {
+      const fs::directory_entry& entry = *it;
       const std::string name = entry.path().filename().string();
       v1::StateFileProto* file = files->add_files();
       file->set_name(name);
@@ -454,7 +455,8 @@ absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::Snapshot(
   if (options_.incremental) {
     std::map<std::string, std::string>& refers = in_flight_[checkpoint_id];
     std::error_code ec;
-    for (const fs::directory_entry& entry : fs::directory_iterator(local, ec)) {
+    for (fs::directory_iterator it(local, ec), end; !ec && it != end; it.increment(ec)) {
+      const fs::directory_entry& entry = *it;
       const std::string name = entry.path().filename().string();
       if (!absl::EndsWith(name, ".sst")) continue;
       SharedFile& file = shared[name];
@@ -477,11 +479,11 @@ void RocksDbKeyedState::NotifyCheckpointComplete(int64_t checkpoint_id) {
   // restore takes the newest complete one).
   if (!options_.local_recovery_dir.empty()) {
     std::error_code ec;
-    for (const fs::directory_entry& entry : fs::directory_iterator(options_.local_recovery_dir, ec)) {
-      absl::string_view name = entry.path().filename().native();
+    for (fs::directory_iterator it(options_.local_recovery_dir, ec), end; !ec && it != end; it.increment(ec)) {
+      absl::string_view name = it->path().filename().native();
       int64_t id = 0;
       if (absl::ConsumePrefix(&name, "chk-") && absl::SimpleAtoi(name, &id) && id < checkpoint_id) {
-        RemoveTree(entry.path().string());
+        RemoveTree(it->path().string());
       }
     }
   }

@@ -374,8 +374,8 @@ TEST_F(JobPipelineTest, TasksOfAJobManagerThatDiedAreCanceledWhenANewOneTakesOve
   ASSERT_FALSE(job.empty());
   ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
   cluster_->RestartJobManager();
-  // Jobs do not survive a JobManager restart yet, so the new JobManager does
-  // not know this one; its tasks must not keep running unsupervised.
+  // The new JobManager takes the job over with a new attempt: the tasks of
+  // the old one must not keep running unsupervised beside it.
   for (int i = 0; i < 2; ++i) {
     EXPECT_TRUE(WaitFor([&] { return absl::StrContains(cluster_->taskmanager(i).Log(), "TASK_CANCELED"); },
                         absl::Seconds(60)))

@@ -191,14 +191,18 @@ TEST_F(RecoveryTest, ASavepointCarriesStateIntoANewJob) {
   const std::string path = saved["savepoint_path"];
   EXPECT_TRUE(std::filesystem::exists(path + "/_savepoint")) << path;
   EXPECT_TRUE(absl::StrContains(path, cluster_->dir() + "/ha/savepoints/")) << path;
+  const std::vector<std::string> args = {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out};
+  std::string error;
+  // A running job's checkpoints are no starting point: they come and go.
+  const std::string job_dir = absl::StrCat(cluster_->dir(), "/ha/checkpoints/", job);
+  EXPECT_TRUE(cluster_->Submit(kJobs + "/keyed_count.so", {"-p", "2", "-s", job_dir}, args, &error).empty());
+  EXPECT_TRUE(absl::StrContains(error, "still running")) << error;
   ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
   ASSERT_EQ(cluster_->WaitForJobEnd(job, absl::Seconds(60))["state"], "CANCELED");
   // By default a canceled job's checkpoints go (the savepoint stays).
-  EXPECT_FALSE(std::filesystem::exists(absl::StrCat(cluster_->dir(), "/ha/checkpoints/", job)));
+  EXPECT_TRUE(WaitFor([&] { return !std::filesystem::exists(job_dir); }, absl::Seconds(30))) << job_dir;
   EXPECT_TRUE(std::filesystem::exists(path + "/_savepoint")) << path;
 
-  const std::vector<std::string> args = {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out};
-  std::string error;
   EXPECT_TRUE(cluster_->Submit(kJobs + "/keyed_count.so", {"-p", "2", "-s", "/etc"}, args, &error).empty());
   EXPECT_TRUE(absl::StrContains(error, "neither inside state.savepoints.dir")) << error;
 
@@ -421,6 +425,101 @@ TEST_F(RecoveryTest, EndedJobsStayListedAcrossAJobManagerRestartThenExpire) {
   EXPECT_NE(cluster_->Weir({"status", job}).exit_code, 0);
 }
 
+// The JobManager test with keyed_count: the JobManager is
+// SIGKILLed while the job runs and restarted on the same storage directory;
+// the job is listed before and after, resumes from its latest checkpoint,
+// and the last count of every key is exact.
+TEST_F(RecoveryTest, KeyedCountGoesOnAcrossAJobManagerKill) {
+  StartCluster(2);
+  const std::string in = NewTopic("jm-kill-in"), out = NewTopic("jm-kill-out");
+  const std::string job = Submit({"-p", "2", "-Dexecution.checkpointing.interval=300ms"}, in, out);
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  auto listed = [&] {
+    const nlohmann::json list = cluster_->WeirJson({"list"});
+    for (const auto& j : list["jobs"]) {
+      if (j["job_id"] == job) return j["state"].get<std::string>();
+    }
+    return std::string("(not listed)");
+  };
+  EXPECT_EQ(listed(), "RUNNING");
+  std::map<std::string, int64_t> truth;
+  constexpr int kBatch = 6000, kDistinct = 300;
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(WaitForCompletedCheckpoint(job, 1)) << cluster_->Logs();
+  cluster_->RestartJobManager();
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(kBatch, kBatch, kDistinct, &truth)).ok());
+  EXPECT_TRUE(WaitFor([&] { return LastCounts(out) == truth; }, absl::Seconds(90), absl::Seconds(1)))
+      << cluster_->Logs();
+  EXPECT_EQ(listed(), "RUNNING");
+  const nlohmann::json status = cluster_->WeirJson({"status", job});
+  EXPECT_GT(status["attempt"].get<int>(), 1) << status.dump(2);
+  EXPECT_GT(status["restored_checkpoint_id"].get<int64_t>(), 0) << status.dump(2);
+  ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
+}
+
+// What must not start a job, each refused with a message that says why, and
+// none changing anything (the savepoint's files stay byte for byte, no job
+// appears): a savepoint of another format version, one whose metadata is
+// truncated, and a good savepoint given to a job with another graph.
+TEST_F(RecoveryTest, BadSavepointsAreRefusedAndChangeNothing) {
+  StartCluster(2);
+  const std::string in = NewTopic("bad-savepoint-in"), out = NewTopic("bad-savepoint-out");
+  const std::string job = Submit({"-p", "2", "-Dexecution.checkpointing.interval=300ms"}, in, out);
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  std::map<std::string, int64_t> truth;
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, 2000, 100, &truth)).ok());
+  ASSERT_TRUE(WaitFor([&] { return LastCounts(out) == truth; }, absl::Seconds(60))) << cluster_->Logs();
+  nlohmann::json stopped = cluster_->WeirJson({"stop", job});
+  ASSERT_FALSE(stopped.is_null()) << cluster_->Logs();
+  const std::string good = stopped["savepoint_path"];
+
+  // Copies of it, each damaged one way.
+  auto copy_of = [&](const std::string& name) {
+    const std::string to = absl::StrCat(cluster_->dir(), "/ha/savepoints/", name);
+    std::filesystem::copy(good, to, std::filesystem::copy_options::recursive);
+    return to;
+  };
+  const std::string future = copy_of("future-version");
+  std::ofstream(future + "/_savepoint", std::ios::trunc) << "weir-savepoint 99\n";
+  const std::string truncated = copy_of("truncated-metadata");
+  std::string metadata;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(truncated)) {
+    if (entry.path().filename() == "_metadata") metadata = entry.path().string();
+  }
+  ASSERT_FALSE(metadata.empty());
+  std::filesystem::resize_file(metadata, std::filesystem::file_size(metadata) / 2);
+
+  auto fingerprint = [](const std::string& dir) {
+    std::map<std::string, std::string> files;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+      if (!entry.is_regular_file()) continue;
+      std::ifstream f(entry.path(), std::ios::binary);
+      files[entry.path().string()] = std::string(std::istreambuf_iterator<char>(f), {});
+    }
+    return files;
+  };
+  const auto before = fingerprint(cluster_->dir() + "/ha/savepoints");
+  const size_t jobs_before = cluster_->WeirJson({"list"})["jobs"].size();
+  const std::vector<std::string> args = {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out};
+  struct Case {
+    std::string binary, savepoint, expected;
+  };
+  for (const Case& c : {Case{"keyed_count.so", future, "format version 99"},
+                        Case{"keyed_count.so", truncated, "_metadata"},
+                        Case{"kafka_copy.so", good, "this job"}}) {
+    std::string error;
+    EXPECT_TRUE(cluster_->Submit(kJobs + "/" + c.binary, {"-p", "2", "-s", c.savepoint}, args, &error).empty())
+        << c.savepoint;
+    EXPECT_TRUE(absl::StrContains(error, c.expected)) << c.savepoint << ": " << error;
+  }
+  EXPECT_EQ(fingerprint(cluster_->dir() + "/ha/savepoints"), before);
+  EXPECT_EQ(cluster_->WeirJson({"list"})["jobs"].size(), jobs_before);
+  // The good one still starts the job it belongs to.
+  const std::string resumed = Submit({"-p", "2", "-Dexecution.checkpointing.interval=300ms", "-s", good}, in, out);
+  ASSERT_TRUE(WaitUntilRunning(resumed)) << cluster_->Logs();
+  ASSERT_EQ(cluster_->Weir({"cancel", resumed}).exit_code, 0);
+}
+
 // With restart-strategy.type none the first failure still ends the job, with
 // the reason.
 TEST_F(RecoveryTest, NoRestartStrategyFailsTheJobAtTheFirstFailure) {
@@ -429,11 +528,21 @@ TEST_F(RecoveryTest, NoRestartStrategyFailsTheJobAtTheFirstFailure) {
   const std::string job =
       Submit({"-p", "2", "-Dexecution.checkpointing.interval=300ms", "-Drestart-strategy.type=none"}, in, out);
   ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  ASSERT_TRUE(WaitForCompletedCheckpoint(job, 1)) << cluster_->Logs();
   cluster_->KillTaskManager(1);
   nlohmann::json status = cluster_->WaitForJobEnd(job, absl::Seconds(60));
   ASSERT_EQ(status["state"], "FAILED") << status.dump(2);
-  EXPECT_TRUE(absl::StrContains(status["error"].get<std::string>(), "TaskManager tm-1")) << status.dump(2);
+  const std::string error = status["error"];
+  EXPECT_TRUE(absl::StrContains(error, "TaskManager tm-1")) << status.dump(2);
   EXPECT_EQ(status["restarts"].get<int>(), 0);
+  // The default retention keeps a failed job's checkpoints, and the error
+  // says what to resubmit from.
+  const std::string hint = "resubmit with -s ";
+  ASSERT_TRUE(absl::StrContains(error, hint)) << error;
+  const std::string kept = error.substr(error.find(hint) + hint.size());
+  EXPECT_TRUE(std::filesystem::exists(kept + "/_metadata")) << kept;
+  absl::SleepFor(absl::Seconds(1));  // nothing deletes it after the end either
+  EXPECT_TRUE(std::filesystem::exists(kept + "/_metadata")) << kept;
 }
 
 // The newest checkpoint's metadata is damaged: recovery takes the previous

@@ -2,6 +2,7 @@
 // weir submit -s reads a savepoint, a retained checkpoint or a job's
 // checkpoint directory.
 #include "jobmanager/checkpoint/savepoint.h"
+#include "jobmanager/checkpoint/state_assignment.h"
 
 #include <filesystem>
 #include <fstream>
@@ -96,6 +97,77 @@ TEST_F(RestorePointTest, WhatIsNoCompleteCheckpointIsRefusedWithAReason) {
   absl::StatusOr<RestorePoint> corrupt = ReadRestorePoint(job_dir_);
   EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(corrupt.status().message(), ::testing::HasSubstr("checkpoint 1"));
+}
+
+// keyed_count's shape: a source [0], then a keyed operator chained with a
+// sink [1,2], each at parallelism 2.
+v1::JobGraphSpec KeyedCountGraph() {
+  v1::JobGraphSpec graph;
+  v1::JobVertex* source = graph.add_vertices();
+  source->set_id(0);
+  source->set_kind(v1::JobVertex::SOURCE);
+  source->set_connector("kafka-source");
+  v1::JobVertex* count = graph.add_vertices();
+  count->set_id(1);
+  count->set_kind(v1::JobVertex::OPERATOR);
+  count->set_keyed(true);
+  v1::JobVertex* sink = graph.add_vertices();
+  sink->set_id(2);
+  sink->set_kind(v1::JobVertex::SINK);
+  sink->set_connector("kafka-sink");
+  return graph;
+}
+
+v1::CheckpointMetadata MetadataOf(const v1::JobGraphSpec& graph, bool with_signatures) {
+  v1::CheckpointMetadata m;
+  for (const std::vector<int>& chain : {std::vector<int>{0}, std::vector<int>{1, 2}}) {
+    for (int s = 0; s < 2; ++s) {
+      v1::TaskStateHandle* h = m.add_tasks();
+      for (int v : chain) h->add_vertex_ids(v);
+      h->set_subtask_index(s);
+      h->set_parallelism(2);
+    }
+  }
+  if (with_signatures) {
+    for (const v1::JobVertex& v : graph.vertices()) m.add_vertex_signatures(VertexSignature(v));
+  }
+  return m;
+}
+
+TEST(FitStateToGraphTest, StateGoesOnlyToTheSameKindsOfOperators) {
+  const v1::JobGraphSpec graph = KeyedCountGraph();
+  const std::vector<std::vector<int>> chains = {{0}, {1, 2}};
+  const v1::CheckpointMetadata m = MetadataOf(graph, true);
+
+  absl::StatusOr<StateFit> same = FitStateToGraph(m, graph, chains, {2, 2, 2}, false);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_TRUE(same->rescaled.empty());
+  EXPECT_TRUE(same->dropped.empty());
+  absl::StatusOr<StateFit> rescaled = FitStateToGraph(m, graph, chains, {3, 1, 1}, false);
+  ASSERT_TRUE(rescaled.ok()) << rescaled.status();
+  EXPECT_THAT(rescaled->rescaled, ::testing::ElementsAre("[0] 2 -> 3", "[1,2] 2 -> 1"));
+
+  // Renaming keeps the state; another kind of operator in its place does not.
+  v1::JobGraphSpec renamed = graph;
+  renamed.mutable_vertices(1)->set_name("CountEveryKey");
+  EXPECT_TRUE(FitStateToGraph(m, renamed, chains, {2, 2, 2}, false).ok());
+  v1::JobGraphSpec other = graph;
+  other.mutable_vertices(1)->set_keyed(false);
+  absl::StatusOr<StateFit> refused = FitStateToGraph(m, other, chains, {2, 2, 2}, false);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("vertex 1 as OPERATOR user keyed"));
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("--allow-non-restored-state"));
+  absl::StatusOr<StateFit> dropped = FitStateToGraph(m, other, chains, {2, 2, 2}, true);
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_THAT(dropped->dropped, ::testing::ElementsAre(std::vector<int>{1, 2}));
+
+  // Chained differently: refused the same way.
+  absl::StatusOr<StateFit> unchained = FitStateToGraph(m, graph, {{0, 1, 2}}, {2, 2, 2}, false);
+  EXPECT_EQ(unchained.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(unchained.status().message(), ::testing::HasSubstr("chained the same way"));
+
+  // Metadata of a Weir that recorded no signatures: only the chains count.
+  EXPECT_TRUE(FitStateToGraph(MetadataOf(graph, false), other, chains, {2, 2, 2}, false).ok());
 }
 
 }  // namespace
