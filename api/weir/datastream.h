@@ -26,6 +26,7 @@
 #include "weir/operator.h"
 #include "weir/serializer.h"
 #include "weir/state.h"
+#include "weir/two_phase_commit.h"
 
 namespace weir {
 
@@ -303,6 +304,24 @@ class DataStream {
     spec.name = std::move(name);
     spec.kind = VertexSpec::Kind::kSink;
     spec.operator_factory = [fn] { return std::make_unique<internal::SinkFunctionOperator<T, F>>(fn); };
+    Attach(std::move(spec));
+  }
+
+  // An exactly-once sink (weir/two_phase_commit.h): `factory` makes one
+  // TwoPhaseCommitSink<T, ...> per subtask. The job needs checkpoints in
+  // EXACTLY_ONCE mode; the JobManager refuses it otherwise.
+  template <typename Factory>
+  void SinkTo(std::string name, Factory factory) const {
+    using Sink = typename std::invoke_result_t<Factory>::element_type;
+    static_assert(std::is_same_v<typename Sink::Record, T>, "the sink's record type differs from the stream's");
+    VertexSpec spec;
+    spec.name = std::move(name);
+    spec.kind = VertexSpec::Kind::kSink;
+    // The JobManager's check of exactly-once sinks reads this.
+    spec.properties["guarantee"] = "exactly-once";
+    spec.operator_factory = [factory] {
+      return std::make_unique<internal::TwoPhaseCommitOperator<Sink>>(factory());
+    };
     Attach(std::move(spec));
   }
 
