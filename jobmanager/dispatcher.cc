@@ -2,25 +2,32 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/random_id.h"
 #include "common/status_macros.h"
 #include "common/wire_limits.h"
-#include "connectors/kafka/connector_factory.h"
+#include "connectors/connector.h"
 #include "jobgraph/graph_spec.h"
 #include "jobmanager/checkpoint/savepoint.h"
 #include "jobmanager/checkpoint/state_assignment.h"
 
 namespace weir::jobmanager {
 Dispatcher::Dispatcher(DispatcherOptions options, ResourceManager* resource_manager, ArtifactStore* artifacts)
-    : options_(options), resource_manager_(resource_manager), artifacts_(artifacts), log_(logging::Get("dispatcher")) {
+    : options_(options),
+      connectors_(options_.connectors != nullptr ? options_.connectors
+                                                 : std::make_shared<const connectors::ConnectorRegistry>()),
+      resource_manager_(resource_manager),
+      artifacts_(artifacts),
+      log_(logging::Get("dispatcher")) {
   resource_manager_->AddLossListener([this](const v1::TaskManagerInfo& info, LossReason reason) {
     std::vector<std::shared_ptr<JobMaster>> masters;
     {
@@ -55,50 +62,34 @@ absl::Status CheckSubmissionLimits(const v1::SubmitJobRequest& request) {
   return absl::OkStatus();
 }
 
-// Exactly-once sinks commit when checkpoints complete: they need
-// checkpoints, aligned ones (an unaligned barrier lets records of the next
-// interval into the transaction it closes), and one transactional id
-// prefix each.
-absl::Status CheckExactlyOnceSinks(const v1::JobGraphSpec& graph, const JobSettings& settings) {
-  std::map<std::string, std::string> prefixes;  // prefix -> vertex name
+// A vertex's properties in the form connectors take.
+connectors::Properties PropertiesOf(const v1::JobVertex& v) {
+  return connectors::Properties(v.properties().begin(), v.properties().end());
+}
+
+std::string VertexText(const v1::JobVertex& v) { return absl::StrCat("vertex ", v.id(), " '", v.name(), "'"); }
+
+// A name one vertex claims (Connector::ExclusiveName) and the vertex.
+struct Claim {
+  connectors::ExclusiveNameClaim name;
+  const v1::JobVertex* vertex = nullptr;
+  connectors::Connector::Kind kind = connectors::Connector::Kind::kSink;
+};
+
+// The exclusive names the connector vertices of `graph` claim. Vertices
+// whose connector `registry` does not know claim nothing (submission
+// refused them).
+std::vector<Claim> ExclusiveNames(const v1::JobGraphSpec& graph, const connectors::ConnectorRegistry& registry) {
+  std::vector<Claim> claims;
   for (const v1::JobVertex& v : graph.vertices()) {
-    if (!connectors::WritesExactlyOnce(v.properties())) continue;
-    const std::string where = absl::StrCat("vertex ", v.id(), " '", v.name(), "'");
-    if (settings.checkpoint_dir.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, " writes exactly-once, which commits its output when checkpoints complete, but checkpoints are "
-                 "off; set execution.checkpointing.interval (e.g. -Dexecution.checkpointing.interval=1s)"));
-    }
-    if (settings.checkpoint.mode != v1::EXACTLY_ONCE) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, " writes exactly-once, which needs aligned checkpoints, but execution.checkpointing.mode is "
-                 "AT_LEAST_ONCE; set it to EXACTLY_ONCE or write at-least-once"));
-    }
-    // A pre-committed transaction stays open until its checkpoint completes
-    // or the next one does: the broker must not abort it before.
-    int64_t timeout_ms = 900000;  // the sink's default
-    if (auto t = v.properties().find("kafka.transaction.timeout.ms"); t != v.properties().end()) {
-      if (!absl::SimpleAtoi(t->second, &timeout_ms)) timeout_ms = 0;  // ValidateConnector named it
-    }
-    const absl::Duration needed = settings.checkpoint.interval + settings.checkpoint.timeout;
-    if (absl::Milliseconds(timeout_ms) <= needed) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          where, ": kafka.transaction.timeout.ms is ", timeout_ms, " ms, but a transaction can stay open for "
-          "execution.checkpointing.interval + execution.checkpointing.timeout = ", absl::ToInt64Milliseconds(needed),
-          " ms before its checkpoint completes, and the broker would abort it (losing its records); raise "
-          "kafka.transaction.timeout.ms (at most the broker's transaction.max.timeout.ms, 15 min by default) or "
-          "lower execution.checkpointing.timeout"));
-    }
-    auto prefix = v.properties().find("transactional.id.prefix");
-    if (prefix == v.properties().end()) continue;  // ValidateConnector said what is missing
-    auto [it, inserted] = prefixes.emplace(prefix->second, v.name());
-    if (!inserted) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, " and vertex '", it->second, "' both use the transactional id prefix '", prefix->second,
-          "': they would abort each other's transactions; give one of them its own transactional_id_prefix"));
+    if (v.connector().empty()) continue;
+    const connectors::Connector* connector = registry.Find(v.connector());
+    if (connector == nullptr) continue;
+    if (std::optional<connectors::ExclusiveNameClaim> name = connector->ExclusiveName(PropertiesOf(v))) {
+      claims.push_back(Claim{*std::move(name), &v, connector->kind()});
     }
   }
-  return absl::OkStatus();
+  return claims;
 }
 
 }  // namespace
@@ -108,9 +99,7 @@ absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& reque
   RETURN_IF_ERROR(Annotate(jobgraph::ValidateGraph(request.graph(), options_.max_parallelism), "invalid job graph"));
   for (const v1::JobVertex& v : request.graph().vertices()) {
     if (v.connector().empty()) continue;
-    std::map<std::string, std::string> properties(v.properties().begin(), v.properties().end());
-    RETURN_IF_ERROR(Annotate(connectors::ValidateConnector(v.connector(), properties, options_.kafka_policy),
-                             absl::StrCat("vertex ", v.id(), " '", v.name(), "'")));
+    RETURN_IF_ERROR(Annotate(connectors_->Validate(v.connector(), PropertiesOf(v)), VertexText(v)));
   }
   RETURN_IF_ERROR(artifacts_->PathOf(request.artifact_sha256()).status());
   if (request.parallelism() < 0 || request.parallelism() > options_.max_parallelism) {
@@ -129,8 +118,8 @@ absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& reque
 
   std::string job_id = RandomId();
   ASSIGN_OR_RETURN(JobSettings settings, ResolveJobSettings(options_.cluster_config, request.config(), job_id));
-  RETURN_IF_ERROR(CheckExactlyOnceSinks(request.graph(), settings));
-  RETURN_IF_ERROR(CheckPrefixesUnused(request.graph()));
+  RETURN_IF_ERROR(CheckConnectorsForJob(request.graph(), settings));
+  RETURN_IF_ERROR(CheckExclusiveNamesUnused(request.graph()));
   RETURN_IF_ERROR(ApplySavepoint(request, graph, &settings));
   ASSIGN_OR_RETURN(std::vector<SlotAssignment> slots, resource_manager_->AllocateSlots(job_id, graph.slots_needed));
   log_->info("job {} '{}' submitted: {} vertices, {} chains, parallelism {}, binary {}", job_id,
@@ -388,22 +377,49 @@ void Dispatcher::Recover() {
   }
 }
 
-namespace {
-
-// The transactional id prefixes of the graph's exactly-once sinks.
-std::set<std::string> ExactlyOncePrefixes(const v1::JobGraphSpec& graph) {
-  std::set<std::string> prefixes;
+absl::Status Dispatcher::CheckConnectorsForJob(const v1::JobGraphSpec& graph, const JobSettings& settings) const {
+  connectors::JobCheckpointing checkpointing;
+  checkpointing.enabled = !settings.checkpoint_dir.empty();
+  checkpointing.aligned = settings.checkpoint.mode == v1::EXACTLY_ONCE;
+  checkpointing.interval = settings.checkpoint.interval;
+  checkpointing.timeout = settings.checkpoint.timeout;
+  std::map<std::pair<std::string, std::string>, std::string> claimed;  // (what, name) -> vertex name
   for (const v1::JobVertex& v : graph.vertices()) {
-    const std::string prefix = connectors::PropertyOr(v.properties(), "transactional.id.prefix");
-    if (connectors::WritesExactlyOnce(v.properties()) && !prefix.empty()) prefixes.insert(prefix);
+    const std::string where = VertexText(v);
+    // Exactly-once sinks commit when checkpoints complete: they need
+    // checkpoints, and aligned ones (an unaligned barrier lets records of
+    // the next interval into the transaction it closes).
+    if (connectors::WritesExactlyOnce(v.properties())) {
+      if (!checkpointing.enabled) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            where, " writes exactly-once, which commits its output when checkpoints complete, but checkpoints are "
+                   "off; set execution.checkpointing.interval (e.g. -Dexecution.checkpointing.interval=1s)"));
+      }
+      if (!checkpointing.aligned) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            where, " writes exactly-once, which needs aligned checkpoints, but execution.checkpointing.mode is "
+                   "AT_LEAST_ONCE; set it to EXACTLY_ONCE or write at-least-once"));
+      }
+    }
+    if (v.connector().empty()) continue;
+    const connectors::Connector* connector = connectors_->Find(v.connector());
+    if (connector == nullptr) continue;  // Submit validated the connectors first
+    const connectors::Properties properties = PropertiesOf(v);
+    RETURN_IF_ERROR(Annotate(connector->ValidateForJob(properties, checkpointing), where));
+    std::optional<connectors::ExclusiveNameClaim> claim = connector->ExclusiveName(properties);
+    if (!claim.has_value()) continue;
+    auto [it, inserted] = claimed.emplace(std::make_pair(claim->what, claim->name), v.name());
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat(where, " and vertex '", it->second, "' both use the ",
+                                                     claim->what, " '", claim->name, "': they would ", claim->conflict,
+                                                     "; give one of them its own ", claim->setting));
+    }
   }
-  return prefixes;
+  return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status Dispatcher::CheckPrefixesUnused(const v1::JobGraphSpec& graph) const {
-  const std::set<std::string> mine = ExactlyOncePrefixes(graph);
+absl::Status Dispatcher::CheckExclusiveNamesUnused(const v1::JobGraphSpec& graph) const {
+  const std::vector<Claim> mine = ExclusiveNames(graph, *connectors_);
   if (mine.empty()) return absl::OkStatus();
   std::vector<std::shared_ptr<JobMaster>> masters;
   {
@@ -413,12 +429,15 @@ absl::Status Dispatcher::CheckPrefixesUnused(const v1::JobGraphSpec& graph) cons
   for (const auto& master : masters) {
     const v1::JobState state = master->Status().state();
     if (state == v1::FINISHED || state == v1::CANCELED || state == v1::FAILED) continue;
-    for (const std::string& prefix : ExactlyOncePrefixes(master->graph_spec())) {
-      if (mine.count(prefix) == 0) continue;
-      return absl::FailedPreconditionError(absl::StrCat(
-          "job ", master->job_id(), " ('", master->graph_spec().name(), "') already writes exactly-once with the "
-          "transactional id prefix '", prefix, "'; two jobs with one prefix abort each other's transactions. "
-          "Cancel that job first, or give this job's sink its own transactional_id_prefix"));
+    for (const Claim& theirs : ExclusiveNames(master->graph_spec(), *connectors_)) {
+      for (const Claim& claim : mine) {
+        if (claim.name.what != theirs.name.what || claim.name.name != theirs.name.name) continue;
+        return absl::FailedPreconditionError(absl::StrCat(
+            "job ", master->job_id(), " ('", master->graph_spec().name(), "') already ", theirs.name.use, " the ",
+            theirs.name.what, " '", theirs.name.name, "'; two jobs with one ", claim.name.what, " ",
+            claim.name.conflict, ". Cancel that job first, or give this job's ", connectors::KindName(claim.kind),
+            " '", claim.vertex->name(), "' its own ", claim.name.setting));
+      }
     }
   }
   return absl::OkStatus();

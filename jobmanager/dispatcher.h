@@ -1,5 +1,7 @@
 // Dispatcher: accepts jobs and keeps their JobMasters. Submission validates
-// the graph (structure and connector settings), checks that the binary was
+// the graph (structure, and connector settings through the connector
+// registry: each connector's own checks, the job's checkpointing, names that
+// only one vertex and one running job may hold), checks that the binary was
 // uploaded, builds the execution graph, allocates slots (failing at once,
 // with numbers, when there are too few) and starts a JobMaster.
 //
@@ -19,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/config/configuration.h"
-#include "connectors/kafka/kafka_properties.h"
+#include "connectors/registry.h"
 #include "jobmanager/artifact_store.h"
 #include "jobmanager/job_master.h"
 #include "jobmanager/job_store.h"
@@ -31,8 +33,9 @@ struct DispatcherOptions {
   int default_parallelism = 1;
   int max_parallelism = 128;
   absl::Duration cancel_timeout = absl::Seconds(30);
-  // Which kafka.<name> connector properties jobs may set.
-  connectors::KafkaPropertyPolicy kafka_policy;
+  // The connectors that jobs name (connectors/builtin.h): submissions are
+  // validated against them. Null: none.
+  std::shared_ptr<const connectors::ConnectorRegistry> connectors;
   // The JobManager's configuration: the defaults of every job's settings
   // (checkpoints, restart strategy), which a submission may override with -D.
   config::Configuration cluster_config;
@@ -82,9 +85,13 @@ class Dispatcher {
   absl::StatusOr<v1::ListCheckpointsResponse> Checkpoints(const std::string& job_id) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // kFailedPrecondition when a job that has not ended writes exactly-once
-  // with one of the transactional id prefixes of `graph`.
-  absl::Status CheckPrefixesUnused(const v1::JobGraphSpec& graph) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Checks every connector vertex of `graph` against the job's settings:
+  // an exactly-once sink needs aligned checkpoints, each connector's
+  // ValidateForJob, and no two vertices may claim one exclusive name.
+  absl::Status CheckConnectorsForJob(const v1::JobGraphSpec& graph, const JobSettings& settings) const;
+  // kFailedPrecondition when a job that has not ended holds one of the
+  // exclusive names of `graph` (e.g. a transactional id prefix).
+  absl::Status CheckExclusiveNamesUnused(const v1::JobGraphSpec& graph) const ABSL_LOCKS_EXCLUDED(mu_);
 
   std::shared_ptr<JobMaster> Find(const std::string& job_id) const ABSL_LOCKS_EXCLUDED(mu_);
   // Builds the JobMaster of `job_id` and starts it.
@@ -105,6 +112,8 @@ class Dispatcher {
   };
 
   const DispatcherOptions options_;
+  // options_.connectors, or an empty registry.
+  const std::shared_ptr<const connectors::ConnectorRegistry> connectors_;
   ResourceManager* const resource_manager_;
   ArtifactStore* const artifacts_;
   std::shared_ptr<spdlog::logger> log_;

@@ -11,7 +11,7 @@
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
 #include "common/wire_limits.h"
-#include "connectors/kafka/connector_factory.h"
+#include "connectors/connector.h"
 #include "jobmanager/checkpoint/savepoint.h"
 #include "jobmanager/checkpoint/state_assignment.h"
 

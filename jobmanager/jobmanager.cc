@@ -1,11 +1,13 @@
 #include "jobmanager/jobmanager.h"
 
+#include <memory>
 
 #include "absl/strings/str_format.h"
 #include "common/logging/logging.h"
 #include "common/random_id.h"
 #include "common/rpc/auth.h"
 #include "common/status_macros.h"
+#include "connectors/builtin.h"
 
 namespace weir::jobmanager {
 absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Configuration& config) {
@@ -32,8 +34,8 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   if (dispatcher_options.checkpoints_dir.empty()) dispatcher_options.checkpoints_dir = storage_dir + "/checkpoints";
   dispatcher_options.ended_job_expiration = config.GetDuration(k::kJobStoreExpirationTime);
   dispatcher_options.max_ended_jobs = static_cast<int>(config.GetInt(k::kJobStoreMaxCapacity));
-  dispatcher_options.kafka_policy =
-      connectors::KafkaPropertyPolicy::FromList(config.GetString(k::kKafkaAllowedProperties));
+  dispatcher_options.connectors =
+      std::make_shared<const connectors::ConnectorRegistry>(connectors::BuiltinConnectors(config));
   jm->dispatcher_ =
       std::make_unique<Dispatcher>(dispatcher_options, jm->resource_manager_.get(), jm->artifacts_.get());
   jm->job_service_ = std::make_unique<JobServiceImpl>(jm->dispatcher_.get());

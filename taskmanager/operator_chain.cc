@@ -6,7 +6,7 @@
 #include "common/logging/logging.h"
 #include "common/state/key_groups.h"
 #include "common/status_macros.h"
-#include "connectors/kafka/connector_factory.h"
+#include "connectors/connector.h"
 #include "taskmanager/state/in_memory_keyed_state.h"
 #include "taskmanager/state/rocksdb_keyed_state.h"
 
@@ -77,6 +77,12 @@ bool AllSinksAtMostOnce(const JobGraph& graph) {
     if (!connectors::WritesAtMostOnce(v.properties)) return false;
   }
   return sinks > 0;
+}
+
+// The registry of `options`, or an empty one (every connector is unknown).
+const connectors::ConnectorRegistry& ConnectorsOf(const OperatorChainOptions& options) {
+  static const connectors::ConnectorRegistry* const kNone = new connectors::ConnectorRegistry();
+  return options.connectors != nullptr ? *options.connectors : *kNone;
 }
 
 }  // namespace
@@ -210,17 +216,18 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
 
     std::map<std::string, std::string> props(v.properties.begin(), v.properties.end());
     if (i == 0 && v.kind == VertexSpec::Kind::kSource) {
-      // A job whose sinks are all at-most-once must not replay after a
-      // failure: its Kafka sources resume from the newest position reached.
-      if (v.connector == "kafka-source" && AllSinksAtMostOnce(job_.graph)) props.emplace("at-most-once", "true");
       if (!v.connector.empty()) {
-        ASSIGN_OR_RETURN(source_, connectors::CreateSource(v.connector, props, options_.kafka_policy));
+        // A job whose sinks are all at-most-once must not replay after a
+        // failure: its sources resume from the newest position reached.
+        connectors::SourceContext source_context;
+        source_context.job_at_most_once = AllSinksAtMostOnce(job_.graph);
+        ASSIGN_OR_RETURN(source_, ConnectorsOf(options_).CreateSource(v.connector, props, source_context));
       } else {
         source_ = v.source_factory();
       }
       operators_.push_back(nullptr);
     } else if (!v.connector.empty()) {
-      ASSIGN_OR_RETURN(auto sink, connectors::CreateSink(v.connector, props, options_.kafka_policy));
+      ASSIGN_OR_RETURN(auto sink, ConnectorsOf(options_).CreateSink(v.connector, props));
       operators_.push_back(std::move(sink));
     } else {
       operators_.push_back(v.operator_factory());

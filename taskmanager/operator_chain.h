@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "connectors/kafka/kafka_properties.h"
+#include "connectors/registry.h"
 #include "jobgraph/job_library.h"
 #include "taskmanager/network/record_writer.h"
 #include "taskmanager/network/result_partition.h"
@@ -46,7 +46,8 @@ struct OperatorChainOptions {
   absl::Duration buffer_timeout = absl::Milliseconds(100);
   // Used when the deployment descriptor carries none.
   int max_parallelism = 128;
-  connectors::KafkaPropertyPolicy kafka_policy;
+  // The connectors that vertices name (VertexSpec::connector); null: none.
+  std::shared_ptr<const connectors::ConnectorRegistry> connectors;
   // Where keyed state lives when the deployment descriptor does not say:
   // "rocksdb" or "hashmap".
   std::string state_backend = "rocksdb";

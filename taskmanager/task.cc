@@ -44,7 +44,7 @@ class Task::Execution {
     options.segment_size = env_.segment_size;
     options.buffer_timeout = env_.buffer_timeout;
     options.max_parallelism = env_.max_parallelism;
-    options.kafka_policy = env_.kafka_policy;
+    options.connectors = env_.connectors;
     options.state_backend = env_.state_backend;
     options.local_state_dir = env_.local_state_dir;
     options.on_partition = [task = task_](const std::shared_ptr<network::ResultPartition>& partition) {

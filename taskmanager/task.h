@@ -27,7 +27,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "common/logging/logging.h"
-#include "connectors/kafka/kafka_properties.h"
+#include "connectors/registry.h"
 #include "taskmanager/checkpointing/snapshot_uploader.h"
 #include "taskmanager/checkpointing/subtask_checkpointer.h"
 #include "taskmanager/job_artifacts.h"
@@ -55,8 +55,9 @@ struct TaskEnvironment {
   int segment_size = 32 * 1024;
   absl::Duration buffer_timeout = absl::Milliseconds(100);
   int max_parallelism = 128;
-  // Which kafka.<name> connector properties jobs may set.
-  connectors::KafkaPropertyPolicy kafka_policy;
+  // The connectors that jobs name (connectors/builtin.h); shared by every
+  // task. Null: none.
+  std::shared_ptr<const connectors::ConnectorRegistry> connectors;
   // Keyed state: the backend when the deployment does not name one, and the
   // local directory of the rocksdb backend's instances.
   std::string state_backend = "rocksdb";

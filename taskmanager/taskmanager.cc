@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,7 @@
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
 #include "common/version.h"
+#include "connectors/builtin.h"
 
 namespace weir::taskmanager {
 
@@ -118,8 +120,8 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   tm->task_env_.segment_size = static_cast<int>(config.GetMemorySize(k::kSegmentSize));
   tm->task_env_.buffer_timeout = config.GetDuration(k::kBufferTimeout);
   tm->task_env_.max_parallelism = static_cast<int>(config.GetInt(k::kMaxParallelism));
-  tm->task_env_.kafka_policy =
-      connectors::KafkaPropertyPolicy::FromList(config.GetString(k::kKafkaAllowedProperties));
+  tm->task_env_.connectors =
+      std::make_shared<const connectors::ConnectorRegistry>(connectors::BuiltinConnectors(config));
   tm->task_env_.state_backend = config.GetString(k::kStateBackendType);
   std::string local_state = config.GetString(k::kStateLocalRootDirs);
   if (local_state.empty()) local_state = absl::StrCat(config.GetString(k::kIoTmpDirs), "/weir-state-", tm->id());

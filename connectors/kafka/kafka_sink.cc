@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
 #include "common/logging/logging.h"
+#include "connectors/kafka/kafka_client.h"
 
 namespace weir::connectors {
 namespace {

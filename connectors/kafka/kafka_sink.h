@@ -8,7 +8,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "connectors/kafka/connector_factory.h"
+#include "connectors/connector.h"
+#include "connectors/kafka/kafka_client.h"
+#include "connectors/kafka/kafka_properties.h"
 #include "spdlog/logger.h"
 #include "weir/kafka.h"
 #include "weir/operator.h"
@@ -25,9 +27,9 @@ struct KafkaSinkConfig {
   std::string transactional_id_prefix;
   Properties kafka_properties;  // the kafka.* extras, without the prefix
 
-  // Parses `properties` (see connector_factory.h); kInvalidArgument naming
-  // the property that is missing or malformed. Defined in connector_factory.cc with the rest of
-  // the property checks.
+  // Parses `properties` (see kafka_connectors.h); kInvalidArgument naming
+  // the property that is missing or malformed. Defined in kafka_config.cc
+  // with the rest of the property checks.
   static absl::StatusOr<KafkaSinkConfig> FromProperties(const Properties& properties,
                                                            const KafkaPropertyPolicy& policy = {});
 };

@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "common/check.h"
 #include "common/logging/logging.h"
+#include "connectors/kafka/kafka_client.h"
 #include "weir/kafka.h"
 
 namespace weir::connectors {

@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "connectors/kafka/connector_factory.h"
+#include "connectors/connector.h"
+#include "connectors/kafka/kafka_client.h"
+#include "connectors/kafka/kafka_properties.h"
 #include "spdlog/logger.h"
 #include "weir/operator.h"
 
@@ -31,18 +33,19 @@ struct KafkaSourceConfig {
   std::string group_id;            // "" : a generated one (nothing is committed)
   bool read_committed = true;
   bool bounded = false;
-  // No replay (property 'at-most-once', which the runtime sets for a job
-  // whose sinks are all at-most-once): the next offsets of every batch are
-  // committed to the consumer group before the batch is emitted, and a
-  // restart resumes from them when they lie beyond the checkpoint's — a
-  // record is never emitted twice, and records in flight at a failure are
-  // lost. Needs a stable group: group.id, or "weir-<source name>-<topics>".
+  // No replay (SourceContext::job_at_most_once, for a job whose sinks are
+  // all at-most-once, or the property 'at-most-once'): the next offsets of
+  // every batch are committed to the consumer group before the batch is
+  // emitted, and a restart resumes from them when they lie beyond the
+  // checkpoint's — a record is never emitted twice, and records in flight
+  // at a failure are lost. Needs a stable group: group.id, or
+  // "weir-<source name>-<topics>".
   bool at_most_once = false;
   Properties kafka_properties;  // the kafka.* extras, without the prefix
 
-  // Parses `properties` (see connector_factory.h); kInvalidArgument naming
-  // the property that is missing or malformed. Defined in
-  // connector_factory.cc with the rest of the property checks.
+  // Parses `properties` (see kafka_connectors.h); kInvalidArgument naming
+  // the property that is missing or malformed. Defined in kafka_config.cc
+  // with the rest of the property checks.
   static absl::StatusOr<KafkaSourceConfig> FromProperties(const Properties& properties,
                                                            const KafkaPropertyPolicy& policy = {});
 };

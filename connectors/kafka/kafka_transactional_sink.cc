@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "common/check.h"
 #include "common/logging/logging.h"
+#include "connectors/kafka/kafka_client.h"
 #include "connectors/kafka/protocol/transaction_client.h"
 
 namespace weir::connectors {
@@ -22,10 +23,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr char kStateName[] = "kafka-sink-transactions";
 constexpr char kPoolStateName[] = "kafka-sink-transaction-pool";
-// Transactions must outlive a checkpoint interval, a checkpoint's timeout
-// and a restart; the broker's transaction.max.timeout.ms is 15 min by
-// default, so that is the default here too (librdkafka's own is 60 s).
-constexpr char kDefaultTransactionTimeoutMs[] = "900000";
 // How often a producer reports statistics: they carry its producer id and
 // epoch, which a committable needs.
 constexpr char kStatisticsIntervalMs[] = "250";
@@ -339,7 +336,7 @@ absl::Status KafkaTransactionalSink::Prepare(Slot& slot, bool learn_id) const {
     std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
     SetOrThrow(*conf, "client.id", "weir-kafka-sink");
     SetOrThrow(*conf, "partitioner", "murmur2_random");
-    SetOrThrow(*conf, "transaction.timeout.ms", kDefaultTransactionTimeoutMs);
+    SetOrThrow(*conf, "transaction.timeout.ms", absl::StrCat(kDefaultTransactionTimeoutMs));
     for (const auto& [name, value] : config_.kafka_properties) SetOrThrow(*conf, name, value);
     SetOrThrow(*conf, "bootstrap.servers", config_.brokers);
     SetOrThrow(*conf, "transactional.id", slot.transactional_id);

@@ -97,6 +97,11 @@ namespace weir::connectors {
 inline constexpr int kTransactionPoolSize = 5;
 inline constexpr int kTransactionPoolGrowth = 4;
 
+// Transactions must outlive a checkpoint interval, a checkpoint's timeout
+// and a restart; the broker's transaction.max.timeout.ms is 15 min by
+// default, so that is the default here too (librdkafka's own is 60 s).
+inline constexpr int64_t kDefaultTransactionTimeoutMs = 900000;
+
 // A pre-committed transaction, as the checkpoint keeps it.
 struct Committable {
   std::string transactional_id;

@@ -19,10 +19,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "connectors/kafka/connector_factory.h"
+#include "connectors/kafka/kafka_connectors.h"
 #include "connectors/kafka/kafka_sink.h"
-#include "connectors/kafka/kafka_transactional_sink.h"
 #include "connectors/kafka/kafka_source.h"
+#include "connectors/kafka/kafka_transactional_sink.h"
+#include "connectors/registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "taskmanager/state/operator_state.h"
@@ -41,6 +42,16 @@ using ::testing::HasSubstr;
 using ::weir::test::CreateTopic;
 using ::weir::test::DeliveryCounter;
 using ::weir::test::TestKafkaBootstrap;
+
+// The Kafka connectors as a cluster registers them.
+const ConnectorRegistry& Kafka() {
+  static const ConnectorRegistry* const registry = [] {
+    auto* r = new ConnectorRegistry();
+    EXPECT_TRUE(RegisterKafkaConnectors(r).ok());
+    return r;
+  }();
+  return *registry;
+}
 using ::weir::test::UniqueTopicName;
 
 using PartitionKey = std::pair<std::string, int32_t>;
@@ -96,7 +107,7 @@ Properties SinkProperties(const kafka::SinkOptions& options) {
 
 std::unique_ptr<KafkaSource> NewSource(const kafka::SourceOptions& options) {
   absl::StatusOr<std::unique_ptr<SourceOperator>> created =
-      CreateSource(kKafkaSourceConnector, SourceProperties(options));
+      Kafka().CreateSource(kKafkaSourceConnector, SourceProperties(options), {});
   if (!created.ok()) {
     ADD_FAILURE() << "CreateSource: " << created.status();
     return nullptr;
@@ -112,7 +123,7 @@ std::unique_ptr<KafkaSource> NewSource(const kafka::SourceOptions& options) {
 
 std::unique_ptr<KafkaSink> NewSink(const kafka::SinkOptions& options) {
   absl::StatusOr<std::unique_ptr<StreamOperator>> created =
-      CreateSink(kKafkaSinkConnector, SinkProperties(options));
+      Kafka().CreateSink(kKafkaSinkConnector, SinkProperties(options));
   if (!created.ok()) {
     ADD_FAILURE() << "CreateSink: " << created.status();
     return nullptr;
@@ -740,7 +751,7 @@ TEST_F(KafkaConnectorTest, AtLeastOnceSinkFailsWhenTheBrokerRejectsARecord) {
 }
 
 TEST(ConnectorValidationTest, AcceptsWhatTheJobApiWrites) {
-  EXPECT_TRUE(ValidateConnector(kKafkaSourceConnector,
+  EXPECT_TRUE(Kafka().Validate(kKafkaSourceConnector,
                                 SourceProperties({.brokers = "k1:9092,k2:9092",
                                                   .topics = {"a", "b.c_d-e"},
                                                   .start = "timestamp:1700000000000",
@@ -748,20 +759,20 @@ TEST(ConnectorValidationTest, AcceptsWhatTheJobApiWrites) {
                                                   .bounded = true,
                                                   .properties = {{"fetch.max.bytes", "1000000"}}}))
                   .ok());
-  EXPECT_TRUE(ValidateConnector(kKafkaSourceConnector,
+  EXPECT_TRUE(Kafka().Validate(kKafkaSourceConnector,
                                 SourceProperties({.brokers = "k1:9092",
                                                   .topics = {"a"},
                                                   .start = "committed",
                                                   .group_id = "g"}))
                   .ok());
-  EXPECT_TRUE(ValidateConnector(kKafkaSinkConnector,
+  EXPECT_TRUE(Kafka().Validate(kKafkaSinkConnector,
                                 SinkProperties({.brokers = "k1:9092",
                                                 .topic = "out",
                                                 .guarantee = kafka::Guarantee::kAtMostOnce,
                                                 .properties = {{"partitioner", "consistent_random"},
                                                                {"acks", "0"}}}))
                   .ok());
-  EXPECT_TRUE(ValidateConnector(kKafkaSinkConnector,
+  EXPECT_TRUE(Kafka().Validate(kKafkaSinkConnector,
                                 SinkProperties({.brokers = "k1:9092", .topic = "out"}))
                   .ok());
 }
@@ -771,8 +782,8 @@ TEST(ConnectorValidationTest, ExactlyOnceGetsATransactionalIdPrefix) {
   Properties properties =
       SinkProperties({.brokers = "k1:9092", .topic = "out", .guarantee = kafka::Guarantee::kExactlyOnce});
   EXPECT_EQ(properties["transactional.id.prefix"], "weir-KafkaSink-out");
-  EXPECT_TRUE(ValidateConnector(kKafkaSinkConnector, properties).ok());
-  absl::StatusOr<std::unique_ptr<StreamOperator>> sink = CreateSink(kKafkaSinkConnector, properties);
+  EXPECT_TRUE(Kafka().Validate(kKafkaSinkConnector, properties).ok());
+  absl::StatusOr<std::unique_ptr<StreamOperator>> sink = Kafka().CreateSink(kKafkaSinkConnector, properties);
   ASSERT_TRUE(sink.ok()) << sink.status();
   EXPECT_NE(dynamic_cast<KafkaTransactionalSink*>(sink->get()), nullptr);
   // ...or takes the user's.
@@ -784,25 +795,25 @@ TEST(ConnectorValidationTest, ExactlyOnceGetsATransactionalIdPrefix) {
 
   // A graph without one, or with one Kafka would not take, is refused.
   properties.erase("transactional.id.prefix");
-  absl::Status status = ValidateConnector(kKafkaSinkConnector, properties);
+  absl::Status status = Kafka().Validate(kKafkaSinkConnector, properties);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("transactional.id.prefix"));
   properties["transactional.id.prefix"] = "a b";
-  EXPECT_EQ(ValidateConnector(kKafkaSinkConnector, properties).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Kafka().Validate(kKafkaSinkConnector, properties).code(), absl::StatusCode::kInvalidArgument);
 
   // The sink names its transactions itself, and recovery speaks plaintext only.
   properties = SinkProperties({.brokers = "k1:9092",
                                .topic = "out",
                                .guarantee = kafka::Guarantee::kExactlyOnce,
                                .properties = {{"transactional.id", "mine"}}});
-  status = ValidateConnector(kKafkaSinkConnector, properties);
+  status = Kafka().Validate(kKafkaSinkConnector, properties);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("transactional id prefix"));
   properties = SinkProperties({.brokers = "k1:9092",
                                .topic = "out",
                                .guarantee = kafka::Guarantee::kExactlyOnce,
                                .properties = {{"security.protocol", "ssl"}}});
-  EXPECT_EQ(ValidateConnector(kKafkaSinkConnector, properties).code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(Kafka().Validate(kKafkaSinkConnector, properties).code(), absl::StatusCode::kUnimplemented);
 }
 
 TEST(CommittableTest, RoundTripsAndRefusesWhatItDidNotWrite) {
@@ -866,17 +877,19 @@ TEST(ConnectorValidationTest, RejectsMalformedPropertiesNamingThem) {
       {"kafka-sink", with(sink, "kafka.transactional.id", "t"), "property 'kafka.transactional.id'"},
       {"kafka-sink", with(with(sink, "guarantee", "at-most-once"), "kafka.retries", "3"), "property 'kafka.retries'"},
       {"kafka-sink", with(sink, "topics", "a"), "unknown property 'topics'"},
-      {"kafka-queue", source, "unknown connector 'kafka-queue'"},
+      {"kafka-queue", source, "unknown connector 'kafka-queue'; expected one of kafka-sink, kafka-source"},
   };
   for (const Case& c : cases) {
-    const absl::Status status = ValidateConnector(c.connector, c.properties);
+    const absl::Status status = Kafka().Validate(c.connector, c.properties);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.expected << ": " << status;
     EXPECT_THAT(status.message(), HasSubstr(c.expected));
   }
-  EXPECT_TRUE(ValidateConnector("kafka-source", source).ok());
-  EXPECT_TRUE(ValidateConnector("kafka-sink", sink).ok());
-  EXPECT_EQ(CreateSource("kafka-sink", sink).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(CreateSink("kafka-source", source).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Kafka().Validate("kafka-source", source).ok());
+  EXPECT_TRUE(Kafka().Validate("kafka-sink", sink).ok());
+  EXPECT_THAT(Kafka().CreateSource("kafka-sink", sink, {}).status().message(),
+              HasSubstr("connector 'kafka-sink' is a sink, not a source"));
+  EXPECT_THAT(Kafka().CreateSink("kafka-source", source).status().message(),
+              HasSubstr("connector 'kafka-source' is a source, not a sink"));
 }
 
 }  // namespace

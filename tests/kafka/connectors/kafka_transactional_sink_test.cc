@@ -11,7 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "connectors/kafka/connector_factory.h"
+#include "connectors/kafka/kafka_connectors.h"
 #include "connectors/kafka/kafka_transactional_sink.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -74,7 +74,7 @@ class TransactionalSinkTest : public ::testing::Test {
                  .guarantee = kafka::Guarantee::kExactlyOnce,
                  .transactional_id_prefix = prefix_});
     Properties properties = graph.vertices.at(1).properties;
-    auto created = CreateSink(kKafkaSinkConnector, properties);
+    auto created = KafkaSinkConnector().CreateSink(properties);
     EXPECT_TRUE(created.ok()) << created.status();
     std::unique_ptr<KafkaTransactionalSink> sink(dynamic_cast<KafkaTransactionalSink*>(created->release()));
     sink->InitializeState(context);

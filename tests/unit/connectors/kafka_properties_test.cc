@@ -8,7 +8,8 @@
 #include <string>
 
 #include "absl/strings/match.h"
-#include "connectors/kafka/connector_factory.h"
+#include "connectors/kafka/kafka_connectors.h"
+#include "connectors/registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
@@ -17,6 +18,13 @@ namespace weir::connectors {
 namespace {
 
 using ::testing::HasSubstr;
+
+// The Kafka connectors as a cluster registers them, with `policy`.
+ConnectorRegistry Kafka(const KafkaPropertyPolicy& policy = {}) {
+  ConnectorRegistry registry;
+  EXPECT_TRUE(RegisterKafkaConnectors(&registry, policy).ok());
+  return registry;
+}
 
 Properties SourceWith(const std::string& name, const std::string& value) {
   return {{"brokers", "127.0.0.1:9"}, {"topics", "in"}, {"kafka." + name, value}};
@@ -32,15 +40,15 @@ TEST(KafkaPropertiesTest, RefusesPropertiesThatNameFilesLibrariesOrCommands) {
       if (std::string(connector) == kKafkaSinkConnector) {
         properties = {{"brokers", "127.0.0.1:9"}, {"topic", "out"}, {std::string("kafka.") + name, "/tmp/x"}};
       }
-      const absl::Status status = ValidateConnector(connector, properties);
+      const absl::Status status = Kafka().Validate(connector, properties);
       EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << name << ": " << status;
       EXPECT_THAT(status.message(), HasSubstr(std::string("'kafka.") + name + "'"));
       EXPECT_THAT(status.message(), HasSubstr("security.kafka.allowed-properties"));
       // A TaskManager refuses it in the same way, before any client exists.
       if (std::string(connector) == kKafkaSourceConnector) {
-        EXPECT_EQ(CreateSource(connector, properties).status().code(), absl::StatusCode::kInvalidArgument);
+        EXPECT_EQ(Kafka().CreateSource(connector, properties, {}).status().code(), absl::StatusCode::kInvalidArgument);
       } else {
-        EXPECT_EQ(CreateSink(connector, properties).status().code(), absl::StatusCode::kInvalidArgument);
+        EXPECT_EQ(Kafka().CreateSink(connector, properties).status().code(), absl::StatusCode::kInvalidArgument);
       }
     }
   }
@@ -52,10 +60,10 @@ TEST(KafkaPropertiesTest, ValidatingAJobNeverLoadsAPluginEvenWhenAllowed) {
   ASSERT_EQ(setenv("WEIR_PLUGIN_MARKER", marker.c_str(), 1), 0);
   const Properties properties = SourceWith("plugin.library.paths", WEIR_PLUGIN_MARKER_LIBRARY);
 
-  EXPECT_FALSE(ValidateConnector(kKafkaSourceConnector, properties).ok());
+  EXPECT_FALSE(Kafka().Validate(kKafkaSourceConnector, properties).ok());
   // An operator allowed it: validation accepts the name, and still loads nothing.
   const KafkaPropertyPolicy allowed = KafkaPropertyPolicy::FromList("plugin.library.paths, debug");
-  EXPECT_TRUE(ValidateConnector(kKafkaSourceConnector, properties, allowed).ok());
+  EXPECT_TRUE(Kafka(allowed).Validate(kKafkaSourceConnector, properties).ok());
   EXPECT_FALSE(std::filesystem::exists(marker)) << "validation loaded the plugin library";
 
   // The check above can fail: librdkafka itself does load the library.
@@ -83,7 +91,7 @@ TEST(KafkaPropertiesTest, ChecksValuesFromTheTable) {
       {"client.id", "orders", true},
   };
   for (const Case& c : cases) {
-    const absl::Status status = ValidateConnector(kKafkaSourceConnector, SourceWith(c.name, c.value));
+    const absl::Status status = Kafka().Validate(kKafkaSourceConnector, SourceWith(c.name, c.value));
     EXPECT_EQ(status.ok(), c.ok) << c.name << "=" << c.value.substr(0, 40) << ": " << status;
     if (!c.ok) {
       EXPECT_THAT(status.message(), HasSubstr("'kafka." + c.name + "'"));
@@ -91,7 +99,7 @@ TEST(KafkaPropertiesTest, ChecksValuesFromTheTable) {
   }
   const Properties sink = {{"brokers", "127.0.0.1:9"}, {"topic", "out"}, {"guarantee", "at-most-once"},
                            {"kafka.acks", "all"}};
-  EXPECT_TRUE(ValidateConnector(kKafkaSinkConnector, sink).ok());
+  EXPECT_TRUE(Kafka().Validate(kKafkaSinkConnector, sink).ok());
 }
 
 TEST(KafkaPropertiesTest, TableIsSortedAndLibrdkafkaAcceptsEveryEntry) {

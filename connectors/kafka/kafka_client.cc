@@ -1,0 +1,217 @@
+#include "connectors/kafka/kafka_client.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging/logging.h"
+
+namespace weir::connectors::kafka_internal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kDefaultOpenTimeoutMs = 20000;
+
+}  // namespace
+
+int OpenTimeoutMs(const Properties& kafka_properties) {
+  auto it = kafka_properties.find("socket.timeout.ms");
+  int timeout_ms = 0;
+  if (it != kafka_properties.end() && absl::SimpleAtoi(it->second, &timeout_ms) &&
+      timeout_ms > 0) {
+    return timeout_ms;
+  }
+  return kDefaultOpenTimeoutMs;
+}
+
+std::string SecondsText(int64_t ms) {
+  if (ms % 1000 == 0) return absl::StrCat(ms / 1000, " s");
+  return absl::StrFormat("%.1f s", static_cast<double>(ms) / 1000.0);
+}
+
+RdKafka::ErrorCode ProduceRecord(RdKafka::Producer& producer, RdKafka::Topic& topic, const kafka::Record& r) {
+  const void* key = r.key.has_value() ? r.key->data() : nullptr;
+  const size_t key_size = r.key.has_value() ? r.key->size() : 0;
+  // librdkafka reads timestamp 0 as "now".
+  const int64_t timestamp = r.timestamp_ms > 0 ? r.timestamp_ms : 0;
+  // The C call: the C++ produce() that takes a timestamp copies the topic
+  // name for every record.
+  return static_cast<RdKafka::ErrorCode>(rd_kafka_producev(
+      producer.c_ptr(), RD_KAFKA_V_RKT(topic.c_ptr()), RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA),
+      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_VALUE(const_cast<char*>(r.value.data()), r.value.size()),
+      RD_KAFKA_V_KEY(key, key_size), RD_KAFKA_V_TIMESTAMP(timestamp), RD_KAFKA_V_END));
+}
+
+void SetOrThrow(RdKafka::Conf& conf, const std::string& name, const std::string& value) {
+  std::string error;
+  if (conf.set(name, value, error) != RdKafka::Conf::CONF_OK) {
+    throw std::runtime_error(
+        absl::StrCat("librdkafka rejects the setting ", name, "=", value, ": ", error));
+  }
+}
+
+ClientEvents::ClientEvents(std::string client) : client_(std::move(client)) {}
+
+void ClientEvents::event_cb(RdKafka::Event& event) {
+  static const std::shared_ptr<spdlog::logger> log = logging::Get("kafka");
+  switch (event.type()) {
+    case RdKafka::Event::EVENT_LOG: {
+      // Drop the "[thrd:<name>]: " prefix librdkafka puts on its lines.
+      std::string text = event.str();
+      if (absl::StartsWith(text, "[thrd:")) {
+        if (const size_t end = text.find("]: "); end != std::string::npos) text.erase(0, end + 3);
+      }
+      // syslog levels: 0-3 errors, 4 warnings, 5-7 notices, info and debug.
+      const int severity = static_cast<int>(event.severity());
+      if (severity <= RdKafka::Event::EVENT_SEVERITY_WARNING) {
+        log->warn("{}: librdkafka {}: {}", client_, event.fac(), text);
+      } else {
+        log->debug("{}: librdkafka {}: {}", client_, event.fac(), text);
+      }
+      if (severity <= RdKafka::Event::EVENT_SEVERITY_ERROR) {
+        absl::MutexLock lock(&mutex_);
+        last_error_ = std::move(text);
+      }
+      break;
+    }
+    case RdKafka::Event::EVENT_ERROR: {
+      const std::string text =
+          absl::StrCat(event.str(), " (", RdKafka::err2str(event.err()), ")");
+      if (event.fatal()) {
+        log->error("{}: fatal librdkafka error: {}", client_, text);
+      } else {
+        // Connection failures also arrive as log lines, which were logged.
+        log->debug("{}: librdkafka error: {}", client_, text);
+      }
+      absl::MutexLock lock(&mutex_);
+      last_error_ = text;
+      if (event.fatal() && fatal_error_.empty()) fatal_error_ = text;
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+std::string ClientEvents::last_error() const {
+  absl::MutexLock lock(&mutex_);
+  return last_error_;
+}
+
+void ClientEvents::ClearLastError() {
+  absl::MutexLock lock(&mutex_);
+  last_error_.clear();
+}
+
+std::string ClientEvents::fatal_error() const {
+  absl::MutexLock lock(&mutex_);
+  return fatal_error_;
+}
+
+absl::StatusOr<std::map<std::string, int32_t>> FetchPartitionCounts(
+    RdKafka::Handle& client, const std::vector<std::string>& topics, const std::string& brokers,
+    int timeout_ms, const ClientEvents& events) {
+  // Retries only what may clear up: no broker yet, a request timing out, a
+  // partition without a leader while a topic is being created or moved.
+  constexpr auto kRetryBackoff = std::chrono::milliseconds(100);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto remaining_ms = [&] {
+    return static_cast<int>(std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())
+               .count()));
+  };
+  auto unreachable = [&](const std::string& error) {
+    std::string message = absl::StrCat("cannot reach Kafka brokers at ", brokers, " within ",
+                                       SecondsText(timeout_ms), ": ", error);
+    if (const std::string last = events.last_error(); !last.empty() && last != error) {
+      absl::StrAppend(&message, " (last broker error: ", last, ")");
+    }
+    return absl::UnavailableError(message);
+  };
+
+  std::map<std::string, int32_t> counts;
+  for (const std::string& name : topics) {
+    std::string error;
+    std::unique_ptr<RdKafka::Topic> topic(RdKafka::Topic::create(&client, name, nullptr, error));
+    if (!topic) {
+      return absl::InternalError(
+          absl::StrCat("cannot create a librdkafka handle for topic '", name, "': ", error));
+    }
+    std::string last_problem;
+    while (true) {
+      const int wait_ms = remaining_ms();
+      if (wait_ms <= 0) {
+        if (last_problem.empty()) last_problem = "no metadata response";
+        return unreachable(last_problem);
+      }
+      RdKafka::Metadata* raw = nullptr;
+      const RdKafka::ErrorCode code = client.metadata(false, topic.get(), &raw, wait_ms);
+      std::unique_ptr<RdKafka::Metadata> metadata(raw);
+      if (code != RdKafka::ERR_NO_ERROR) {
+        last_problem = RdKafka::err2str(code);
+        // metadata() itself waits for a usable broker; pause only when it
+        // came back early.
+        if (remaining_ms() > 0) std::this_thread::sleep_for(kRetryBackoff);
+        continue;
+      }
+      const RdKafka::TopicMetadata* found = nullptr;
+      for (const RdKafka::TopicMetadata* t : *metadata->topics()) {
+        if (t->topic() == name) found = t;
+      }
+      const RdKafka::ErrorCode topic_code =
+          found == nullptr ? RdKafka::ERR_UNKNOWN_TOPIC_OR_PART : found->err();
+      if (topic_code == RdKafka::ERR_UNKNOWN_TOPIC_OR_PART ||
+          (topic_code == RdKafka::ERR_NO_ERROR && found->partitions()->empty())) {
+        return absl::NotFoundError(absl::StrCat("Kafka topic '", name,
+                                                "' does not exist on brokers ", brokers,
+                                                " (create it first)"));
+      }
+      if (topic_code == RdKafka::ERR_TOPIC_AUTHORIZATION_FAILED) {
+        return absl::PermissionDeniedError(
+            absl::StrCat("not authorized to describe Kafka topic '", name, "' on brokers ",
+                         brokers, ": grant the client Describe and Read/Write on it"));
+      }
+      bool ready = topic_code == RdKafka::ERR_NO_ERROR;
+      if (!ready) {
+        last_problem = absl::StrCat("topic '", name, "': ", RdKafka::err2str(topic_code));
+      }
+      for (const RdKafka::PartitionMetadata* p : *found->partitions()) {
+        if (ready && (p->err() == RdKafka::ERR_LEADER_NOT_AVAILABLE || p->leader() < 0)) {
+          last_problem = absl::StrCat("partition ", p->id(), " of topic '", name,
+                                      "' has no leader");
+          ready = false;
+        }
+      }
+      if (ready) {
+        counts[name] = static_cast<int32_t>(found->partitions()->size());
+        break;
+      }
+      if (remaining_ms() > 0) std::this_thread::sleep_for(kRetryBackoff);
+    }
+  }
+  return counts;
+}
+
+bool LogLimiter::ShouldLog(int64_t* suppressed) {
+  const auto now = Clock::now();
+  if (logged_once_ && now - last_ < interval_) {
+    ++suppressed_;
+    return false;
+  }
+  logged_once_ = true;
+  last_ = now;
+  *suppressed = suppressed_;
+  suppressed_ = 0;
+  return true;
+}
+
+}  // namespace weir::connectors::kafka_internal

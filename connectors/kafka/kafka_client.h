@@ -1,0 +1,100 @@
+// librdkafka plumbing shared by the Kafka source and sinks (KafkaSource,
+// KafkaSink, KafkaTransactionalSink): client events and their log lines,
+// partition counts, producing one record, configuration setters. Not for
+// callers outside connectors/kafka.
+//
+// Thread-safety: the functions are safe to call from any thread; the classes
+// state their own contracts.
+#ifndef WEIR_CONNECTORS_KAFKA_KAFKA_CLIENT_H_
+#define WEIR_CONNECTORS_KAFKA_KAFKA_CLIENT_H_
+
+#include <librdkafka/rdkafkacpp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "connectors/connector.h"
+#include "weir/kafka.h"
+
+namespace weir::connectors::kafka_internal {
+
+// How long Open waits for the brokers (metadata, offsets): the
+// kafka.socket.timeout.ms extra when given, else 20 s.
+int OpenTimeoutMs(const Properties& kafka_properties);
+
+// "20 s", "2.5 s".
+std::string SecondsText(int64_t ms);
+
+// Enqueues `record` on `producer` for `topic` (its key, value and
+// timestamp; the partitioner picks the partition) and returns librdkafka's
+// answer: ERR__QUEUE_FULL when the caller must poll and try again.
+RdKafka::ErrorCode ProduceRecord(RdKafka::Producer& producer, RdKafka::Topic& topic, const kafka::Record& record);
+
+// Sets `name`=`value` on `conf`, or throws std::runtime_error naming both.
+void SetOrThrow(RdKafka::Conf& conf, const std::string& name, const std::string& value);
+
+// Receives a client's librdkafka events: log lines go to the "kafka" logger
+// (warn for errors and warnings, debug below), error events are remembered
+// so that failures can say what librdkafka last complained about.
+//
+// Thread-safety: librdkafka calls event_cb from its own threads (log lines)
+// and from the thread in poll()/consume()/flush() (errors); every method is
+// safe from any thread.
+class ClientEvents : public RdKafka::EventCb {
+ public:
+  // `client` prefixes log lines, e.g. "KafkaSource 'orders' subtask 0".
+  explicit ClientEvents(std::string client);
+
+  void event_cb(RdKafka::Event& event) override;
+
+  // The last error librdkafka reported (log line at error level or error
+  // event) since the last ClearLastError(), or "".
+  std::string last_error() const ABSL_LOCKS_EXCLUDED(mutex_);
+  void ClearLastError() ABSL_LOCKS_EXCLUDED(mutex_);
+  // The first fatal error, or "": the client cannot be used any more.
+  std::string fatal_error() const ABSL_LOCKS_EXCLUDED(mutex_);
+
+ private:
+  const std::string client_;
+  mutable absl::Mutex mutex_;
+  std::string last_error_ ABSL_GUARDED_BY(mutex_);
+  std::string fatal_error_ ABSL_GUARDED_BY(mutex_);
+};
+
+// The partition count of each of `topics`, asking the brokers with bounded
+// retries for up to `timeout_ms`. Errors, with messages meant for users:
+// kNotFound "Kafka topic 'X' does not exist on brokers B (create it first)",
+// kUnavailable "cannot reach Kafka brokers at B within N s: ...",
+// kPermissionDenied for a topic the client may not describe.
+absl::StatusOr<std::map<std::string, int32_t>> FetchPartitionCounts(
+    RdKafka::Handle& client, const std::vector<std::string>& topics, const std::string& brokers,
+    int timeout_ms, const ClientEvents& events);
+
+// Admits one log line per interval and counts the ones it held back, so that
+// a failure repeating per record logs a few lines, not one per record.
+//
+// Thread-safety: not thread-safe; use from one thread.
+class LogLimiter {
+ public:
+  explicit LogLimiter(std::chrono::steady_clock::duration interval) : interval_(interval) {}
+
+  // Whether to log now; `*suppressed` gets how many were held back since the
+  // last line that was logged.
+  bool ShouldLog(int64_t* suppressed);
+
+ private:
+  const std::chrono::steady_clock::duration interval_;
+  std::chrono::steady_clock::time_point last_{};
+  bool logged_once_ = false;
+  int64_t suppressed_ = 0;
+};
+
+}  // namespace weir::connectors::kafka_internal
+
+#endif  // WEIR_CONNECTORS_KAFKA_KAFKA_CLIENT_H_
