@@ -351,6 +351,12 @@ TEST_F(ExactlyOnceTest, FileSinkIsExactlyOnceThroughCrashesAtEachStepOfTheCommit
     const std::string in = NewTopic("eo-files-in");
     const std::string directory = cluster_->dir() + "/files-out";
     std::string error;
+    // Without checkpoints nothing would ever commit: refused.
+    EXPECT_TRUE(cluster_
+                    ->Submit(kJobs + "/kafka_to_files.so", {"-p", "1"},
+                             {"--brokers", bootstrap_, "--input-topic", in, "--directory", directory}, &error)
+                    .empty());
+    EXPECT_TRUE(absl::StrContains(error, "'Files' writes exactly-once")) << error;
     const std::string job = cluster_->Submit(
         kJobs + "/kafka_to_files.so",
         {"-p", "2", "-Dexecution.checkpointing.interval=300ms", "-Drestart-strategy.type=fixed-delay",
