@@ -409,6 +409,80 @@ TEST_F(ExactlyOnceTest, FileSinkIsExactlyOnceThroughCrashesAtEachStepOfTheCommit
   }
 }
 
+// Threads and open file descriptors of a process (Linux /proc).
+int CountEntries(const std::string& dir) {
+  int n = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) ++n;
+  return n;
+}
+
+// Producers are closed on every path: flaky_copy (exactly-once sink, a map
+// that fails every attempt after a while) goes through nine attempts on the
+// same two TaskManagers, each opening its transactional producers, source
+// consumer and commit connections. Once the job has failed for good, each
+// TaskManager has as many threads and file descriptors as after a first,
+// single failed attempt (a few of slack for gRPC's own pools): a producer
+// left behind per attempt would leave several librdkafka threads and
+// sockets each time.
+TEST_F(ExactlyOnceTest, NothingLeaksAcrossManyRestarts) {
+  StartCluster(2);
+  const std::string in = NewTopic("leak-in"), out = NewTopic("leak-out");
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (int first = 0; !stop; first += 500) {
+      (void)test::ProduceMessages(bootstrap_, in, Sequence(first, 500));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  auto run = [&](int restarts) {
+    std::string error;
+    const std::string job = cluster_->Submit(
+        kJobs + "/test/flaky_copy.so",
+        {"-p", "2", "-Dexecution.checkpointing.interval=300ms", "-Drestart-strategy.type=fixed-delay",
+         absl::StrCat("-Drestart-strategy.fixed-delay.attempts=", restarts),
+         "-Drestart-strategy.fixed-delay.delay=100ms"},
+        {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out, "--fail-after-ms", "700"}, &error);
+    EXPECT_FALSE(job.empty()) << error << cluster_->Logs();
+    if (job.empty()) return nlohmann::json();
+    return cluster_->WaitForJobEnd(job, absl::Seconds(180));
+  };
+  auto usage = [&](int tm) {
+    const std::string proc = absl::StrCat("/proc/", cluster_->taskmanager(tm).pid());
+    return std::make_pair(CountEntries(proc + "/task"), CountEntries(proc + "/fd"));
+  };
+  // After its tasks are gone (the TaskManager reaps them within a second or
+  // two), each TaskManager at most `slack` above `base`.
+  auto settled_at = [&](const std::vector<std::pair<int, int>>& base, int slack) {
+    std::vector<std::pair<int, int>> now(2);
+    const bool settled = WaitFor([&] {
+      for (int tm = 0; tm < 2; ++tm) now[tm] = usage(tm);
+      for (int tm = 0; tm < 2; ++tm) {
+        if (now[tm].first > base[tm].first + slack || now[tm].second > base[tm].second + slack) return false;
+      }
+      return true;
+    }, absl::Seconds(30), absl::Milliseconds(500));
+    return std::make_pair(settled, now);
+  };
+
+  nlohmann::json warm = run(0);  // one attempt: every pool and cache warmed up
+  ASSERT_EQ(warm["state"], "FAILED") << warm.dump(2) << cluster_->Logs();
+  absl::SleepFor(absl::Seconds(3));
+  std::vector<std::pair<int, int>> base = {usage(0), usage(1)};
+  nlohmann::json status = run(8);
+  stop = true;
+  writer.join();
+  ASSERT_EQ(status["state"], "FAILED") << status.dump(2);
+  EXPECT_EQ(status["restarts"].get<int>(), 8) << status.dump(2);
+  EXPECT_TRUE(absl::StrContains(status["error"].get<std::string>(), "failing this attempt on purpose"));
+  const auto [settled, after] = settled_at(base, 4);
+  for (int tm = 0; tm < 2; ++tm) {
+    std::printf("TaskManager %d after 1 attempt: %d threads, %d fds; after 9 more: %d threads, %d fds\n", tm,
+                base[tm].first, base[tm].second, after[tm].first, after[tm].second);
+  }
+  EXPECT_TRUE(settled) << "threads or file descriptors grew across the attempts";
+}
+
 // At-least-once under the same TaskManager kills: nothing is lost; the
 // duplicates it may write are counted and printed.
 TEST_F(ExactlyOnceTest, AtLeastOnceLosesNothingAcrossTaskManagerKills) {
