@@ -604,7 +604,7 @@ TEST_F(ExactlyOnceTest, KeyedCountIsExactlyOnceAcrossTaskManagerKills) {
 // timeout shorter than a checkpoint may take, or with the prefix of a job
 // still running, the submission is refused with what to set.
 TEST_F(ExactlyOnceTest, SubmissionNeedsAlignedCheckpoints) {
-  StartCluster(1);
+  StartCluster(2);
   const std::string in = NewTopic("eo-refused-in"), out = NewTopic("eo-refused-out");
   std::string error;
   EXPECT_TRUE(SubmitCopy({"-p", "1"}, in, out, &error).empty());
@@ -633,6 +633,21 @@ TEST_F(ExactlyOnceTest, SubmissionNeedsAlignedCheckpoints) {
   EXPECT_TRUE(SubmitCopy({"-p", "1", "-Dexecution.checkpointing.interval=1s"}, in, out, &error).empty());
   EXPECT_TRUE(absl::StrContains(error, "already writes exactly-once with the transactional id prefix")) << error;
   ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
+
+  // A transaction timeout above the broker's transaction.max.timeout.ms
+  // (15 min by default): the JobManager does not contact brokers at
+  // submission, so the first attempt fails at once, saying which two
+  // settings.
+  error.clear();
+  const std::string over = cluster_->Submit(
+      kJobs + "/kafka_copy.so", {"-p", "1", "-Dexecution.checkpointing.interval=1s", "-Drestart-strategy.type=none"},
+      {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", NewTopic("eo-over-out"), "--guarantee",
+       "exactly-once", "--transaction-timeout-ms", "1000000"},
+      &error);
+  ASSERT_FALSE(over.empty()) << error;
+  const nlohmann::json failed = cluster_->WaitForJobEnd(over, absl::Seconds(60));
+  EXPECT_EQ(failed["state"], "FAILED") << failed.dump(2);
+  EXPECT_TRUE(absl::StrContains(failed["error"].get<std::string>(), "transaction.max.timeout.ms")) << failed.dump(2);
 }
 
 }  // namespace
