@@ -1,44 +1,62 @@
-#include "absl/strings/string_view.h"
 #include "common/logging/logging.h"
 
+#include <cmath>
+#include <cstdio>
 #include <mutex>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_sinks.h"
 
 namespace weir::logging {
 namespace {
 
+// `text` JSON-escaped (without quotes) onto `out`.
+template <typename Out>
+void AppendEscaped(Out& out, absl::string_view text) {
+  auto append = [&out](absl::string_view s) { out.append(s.data(), s.data() + s.size()); };
+  for (char c : text) {
+    switch (c) {
+      case '"': append("\\\""); break;
+      case '\\': append("\\\\"); break;
+      case '\n': append("\\n"); break;
+      case '\r': append("\\r"); break;
+      case '\t': append("\\t"); break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned char>(c));
+          append(buf);
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+}
+
 // Writes the message JSON-escaped, for the json format's "msg" field.
 class JsonEscapedMessage : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
-    for (char c : msg.payload) {
-      switch (c) {
-        case '"': Append(dest, "\\\""); break;
-        case '\\': Append(dest, "\\\\"); break;
-        case '\n': Append(dest, "\\n"); break;
-        case '\r': Append(dest, "\\r"); break;
-        case '\t': Append(dest, "\\t"); break;
-        default:
-          if (static_cast<unsigned char>(c) < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned char>(c));
-            Append(dest, buf);
-          } else {
-            dest.push_back(c);
-          }
-      }
-    }
+    AppendEscaped(dest, absl::string_view(msg.payload.data(), msg.payload.size()));
   }
   std::unique_ptr<custom_flag_formatter> clone() const override {
     return std::make_unique<JsonEscapedMessage>();
   }
+};
 
- private:
-  static void Append(spdlog::memory_buf_t& dest, absl::string_view s) { dest.append(s.data(), s.data() + s.size()); }
+// The fields of this thread's ScopedFields, rendered: `,"key":value...`.
+thread_local std::string t_fields;
+
+// Writes this thread's fields (the json format's keys beside "msg").
+class JsonFields : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg&, const std::tm&, spdlog::memory_buf_t& dest) override {
+    dest.append(t_fields.data(), t_fields.data() + t_fields.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonFields>(); }
 };
 
 std::mutex g_mu;
@@ -49,8 +67,9 @@ spdlog::sink_ptr g_sink;
 std::unique_ptr<spdlog::formatter> MakeFormatter() {
   auto formatter = std::make_unique<spdlog::pattern_formatter>();
   if (g_json) {
-    formatter->add_flag<JsonEscapedMessage>('*').set_pattern(
-        R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","logger":"%n","pid":%P,"thread":%t,"msg":"%*"})");
+    formatter->add_flag<JsonEscapedMessage>('*');
+    formatter->add_flag<JsonFields>('&').set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","logger":"%n","pid":%P,"thread":%t%&,"msg":"%*"})");
   } else {
     formatter->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ [%n] %v");
   }
@@ -92,5 +111,26 @@ std::shared_ptr<spdlog::logger> Get(absl::string_view component) {
   spdlog::register_logger(logger);
   return logger;
 }
+
+ScopedFields::ScopedFields(std::initializer_list<Field> fields) : previous_size_(t_fields.size()) {
+  for (const Field& field : fields) {
+    t_fields += ",\"";
+    AppendEscaped(t_fields, absl::string_view(field.key.data(), field.key.size()));
+    t_fields += "\":";
+    if (const std::string* text = std::get_if<std::string>(&field.value)) {
+      t_fields += '"';
+      AppendEscaped(t_fields, *text);
+      t_fields += '"';
+    } else if (const int64_t* number = std::get_if<int64_t>(&field.value)) {
+      t_fields += std::to_string(*number);
+    } else {
+      const double d = std::get<double>(field.value);
+      // JSON has no NaN or infinity.
+      t_fields += std::isfinite(d) ? absl::StrCat(d) : std::string("null");
+    }
+  }
+}
+
+ScopedFields::~ScopedFields() { t_fields.resize(previous_size_); }
 
 }  // namespace weir::logging

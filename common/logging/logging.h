@@ -3,15 +3,20 @@
 // formats: text for people, json (one object per line) for log shippers.
 //
 // Lifecycle lines (started, listening, registered, lost, ...) go at info and
-// carry their ids; nothing per record is logged above debug.
+// carry their ids; nothing per record is logged above debug. Lines a
+// machine will want to read (checkpoints) also carry their values as fields:
+// in the json format, keys of the line's object beside "msg".
 //
 // Thread-safety: Init must run once, before other threads log; Get is safe
 // from any thread.
 #pragma once
 
-#include "absl/strings/string_view.h"
+#include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <string>
 #include <string_view>
+#include <variant>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -44,5 +49,34 @@ absl::Status Init(absl::string_view level, absl::string_view format);
 
 // The logger of `component`, created on first use.
 std::shared_ptr<spdlog::logger> Get(absl::string_view component);
+
+// Fields for the lines this thread logs while it lives (the json format
+// writes them as keys, in order; the text format ignores them: its message
+// says the same). Nests: an inner one adds to the outer's.
+//
+//   logging::ScopedFields fields({{"job", job_id}, {"checkpoint_id", id}});
+//   log_->info("job {} checkpoint {} completed ...", job_id, id, ...);
+class ScopedFields {
+ public:
+  using Value = std::variant<std::string, int64_t, double>;
+  struct Field {
+    Field(std::string_view k, std::string_view v) : key(k), value(std::string(v)) {}
+    Field(std::string_view k, const std::string& v) : key(k), value(v) {}
+    Field(std::string_view k, const char* v) : key(k), value(std::string(v)) {}
+    Field(std::string_view k, absl::string_view v) : key(k), value(std::string(v)) {}
+    Field(std::string_view k, int64_t v) : key(k), value(v) {}
+    Field(std::string_view k, int v) : key(k), value(static_cast<int64_t>(v)) {}
+    Field(std::string_view k, double v) : key(k), value(v) {}
+    std::string_view key;
+    Value value;
+  };
+  explicit ScopedFields(std::initializer_list<Field> fields);
+  ~ScopedFields();
+  ScopedFields(const ScopedFields&) = delete;
+  ScopedFields& operator=(const ScopedFields&) = delete;
+
+ private:
+  size_t previous_size_;
+};
 
 }  // namespace weir::logging

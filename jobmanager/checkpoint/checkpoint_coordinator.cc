@@ -491,8 +491,15 @@ void CheckpointCoordinator::ExecuteTrigger(TriggerPlan plan) {
       return;
     }
   }
-  log_->info("job {} checkpoint {} triggered (attempt {}{})", job_id_, id, plan.attempt,
-             plan.stop ? ", stop-with-savepoint" : "");
+  {
+    logging::ScopedFields fields({{"event", "checkpoint_triggered"},
+                                  {"job", job_id_},
+                                  {"checkpoint_id", id},
+                                  {"attempt", plan.attempt},
+                                  {"trigger_time_unix_ms", plan.timestamp_unix_ms}});
+    log_->info("job {} checkpoint {} triggered (attempt {}{})", job_id_, id, plan.attempt,
+               plan.stop ? ", stop-with-savepoint" : "");
+  }
   for (const std::string& source : plan.sources) {
     const absl::Status status =
         gateway_->TriggerCheckpoint(plan.attempt, source, id, plan.timestamp_unix_ms, plan.stop);
@@ -576,17 +583,36 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
       AbortLocked(other, absl::StrCat("subsumed by checkpoint ", id), AbortKind::kNotCounted);
     }
   }
-  log_->info("job {} checkpoint {} completed: {} tasks, {} bytes written ({} bytes of state in all), {} ms, "
-             "longest alignment {} ms",
-             job_id_, id, metadata.tasks_size(), size_bytes, size_bytes + reused_bytes,
-             absl::ToInt64Milliseconds(end - trigger_time), longest_alignment_ms);
+  {
+    const int64_t duration_ms = absl::ToInt64Milliseconds(end - trigger_time);
+    logging::ScopedFields fields({{"event", "checkpoint_completed"},
+                                  {"job", job_id_},
+                                  {"checkpoint_id", id},
+                                  {"attempt", attempt},
+                                  {"tasks", metadata.tasks_size()},
+                                  {"bytes_written", static_cast<int64_t>(size_bytes)},
+                                  {"state_bytes", static_cast<int64_t>(size_bytes + reused_bytes)},
+                                  {"duration_ms", duration_ms},
+                                  {"longest_alignment_ms", static_cast<int64_t>(longest_alignment_ms)}});
+    log_->info("job {} checkpoint {} completed: {} tasks, {} bytes written ({} bytes of state in all), {} ms, "
+               "longest alignment {} ms",
+               job_id_, id, metadata.tasks_size(), size_bytes, size_bytes + reused_bytes, duration_ms,
+               longest_alignment_ms);
+  }
   fault::MaybeCrash(fault::Point::kJobManagerBeforeNotify, id);
   gateway_->NotifyCheckpoint(attempt, id, /*completed=*/true, "");
   Retain(id);
 }
 
 void CheckpointCoordinator::RunAbortAction(const AbortAction& action, bool stopping) {
-  log_->warn("job {} checkpoint {} aborted: {}", job_id_, action.id, action.reason);
+  {
+    logging::ScopedFields fields({{"event", "checkpoint_aborted"},
+                                  {"job", job_id_},
+                                  {"checkpoint_id", action.id},
+                                  {"attempt", action.attempt},
+                                  {"reason", action.reason}});
+    log_->warn("job {} checkpoint {} aborted: {}", job_id_, action.id, action.reason);
+  }
   if (action.discard) {
     if (absl::Status discarded = storage_.Discard(action.id); !discarded.ok()) {
       log_->warn("job {} checkpoint {}: discarding its directory failed: {}", job_id_, action.id,
