@@ -15,7 +15,9 @@
 //    incremental checkpoints off and on (rocksdb); the time and size of a
 //    savepoint of that state; and the time from a SIGKILL of the JobManager
 //    (restarted at once on the same storage directory) until the job
-//    processes records again. --phases big-state runs this phase only.
+//    processes records again. --phases big-state runs this phase only,
+//    --phases throughput phase 1 only. --cluster-config -Dk=v,... passes
+//    settings to every daemon.
 #include <signal.h>
 
 #include <algorithm>
@@ -45,6 +47,8 @@ struct Flags {
   int parallelism = 2;
   std::string state_backend = "rocksdb";
   int64_t state_keys = 1000000;
+  // -Dkey=value for every daemon (e.g. state.backend.rocksdb.writebuffer.size).
+  std::vector<std::string> cluster_config;
 };
 
 std::string NewTopic(const std::string& bootstrap, const std::string& prefix, int partitions = 4) {
@@ -85,7 +89,8 @@ struct RunResult {
 
 RunResult RunKeyedCount(const std::string& bootstrap, const std::string& in, const Flags& flags,
                         const std::vector<std::string>& config) {
-  LocalCluster cluster({.taskmanagers = flags.parallelism, .slots_per_taskmanager = 1});
+  LocalCluster cluster(
+      {.taskmanagers = flags.parallelism, .slots_per_taskmanager = 1, .config = flags.cluster_config});
   cluster.Start();
   const std::string out = NewTopic(bootstrap, "bench-ckpt-out");
   std::vector<std::string> options = {"-p", std::to_string(flags.parallelism)};
@@ -273,9 +278,17 @@ int main(int argc, char** argv) {
   parser.Int("--parallelism", &flags.parallelism);
   parser.String("--state-backend", &flags.state_backend);
   parser.Int("--state-keys", &flags.state_keys);
-  std::string phases = "all";  // or "big-state": phase 3 only
+  std::string phases = "all";  // or "big-state": phase 3 only; "throughput": phase 1 only
   parser.String("--phases", &phases);
+  std::string cluster_config;  // "-Dk=v,-Dk=v"
+  parser.String("--cluster-config", &cluster_config);
   if (!parser.Parse(argc, argv)) return 2;
+  for (size_t pos = 0; pos < cluster_config.size();) {
+    size_t end = cluster_config.find(',', pos);
+    if (end == std::string::npos) end = cluster_config.size();
+    if (end > pos) flags.cluster_config.push_back(cluster_config.substr(pos, end - pos));
+    pos = end + 1;
+  }
   const std::string bootstrap = weir::test::TestKafkaBootstrap();
   if (bootstrap.empty()) return 1;
   if (phases != "big-state") {
@@ -298,6 +311,7 @@ int main(int argc, char** argv) {
               on.durations_ms.size(), Percentile(on.durations_ms, 0.5), Percentile(on.durations_ms, 0.99),
               Percentile(on.sizes, 0.5), Percentile(on.alignments_ms, 0.5), Percentile(on.alignments_ms, 0.99));
 
+  if (phases == "throughput") return 0;
   const double default_recovery = MeasureRecovery(bootstrap, flags, {});
   const double tuned_recovery = MeasureRecovery(
       bootstrap, flags, {"-Drestart-strategy.type=fixed-delay", "-Drestart-strategy.fixed-delay.delay=0ms"});

@@ -51,6 +51,7 @@ struct OperatorChainOptions {
   // Where keyed state lives when the deployment descriptor does not say:
   // "rocksdb" or "hashmap".
   std::string state_backend = "rocksdb";
+  int64_t rocksdb_write_buffer_bytes = 32 << 20;
   // The rocksdb backend's instances go under <local_state_dir>/<job id>/.
   std::string local_state_dir = "/tmp/weir-state";
   // Called with each result partition as soon as it is registered.

@@ -46,6 +46,7 @@ class Task::Execution {
     options.max_parallelism = env_.max_parallelism;
     options.connectors = env_.connectors;
     options.state_backend = env_.state_backend;
+    options.rocksdb_write_buffer_bytes = env_.rocksdb_write_buffer_bytes;
     options.local_state_dir = env_.local_state_dir;
     options.on_partition = [task = task_](const std::shared_ptr<network::ResultPartition>& partition) {
       absl::MutexLock lock(&task->partitions_mu_);

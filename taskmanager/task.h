@@ -61,6 +61,8 @@ struct TaskEnvironment {
   // Keyed state: the backend when the deployment does not name one, and the
   // local directory of the rocksdb backend's instances.
   std::string state_backend = "rocksdb";
+  // state.backend.rocksdb.writebuffer.size.
+  int64_t rocksdb_write_buffer_bytes = 32 << 20;
   std::string local_state_dir = "/tmp/weir-state";
   // Checkpoints: the asynchronous part of snapshots runs on `uploader`, and
   // acknowledgements go to `checkpoint_responder`. Both null: a task that is

@@ -123,6 +123,7 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   tm->task_env_.connectors =
       std::make_shared<const connectors::ConnectorRegistry>(connectors::BuiltinConnectors(config));
   tm->task_env_.state_backend = config.GetString(k::kStateBackendType);
+  tm->task_env_.rocksdb_write_buffer_bytes = config.GetMemorySize(k::kRocksDbWriteBuffer);
   std::string local_state = config.GetString(k::kStateLocalRootDirs);
   if (local_state.empty()) local_state = absl::StrCat(config.GetString(k::kIoTmpDirs), "/weir-state-", tm->id());
   ASSIGN_OR_RETURN(tm->local_state_, LocalStateDirectory::Acquire(local_state));

@@ -287,6 +287,14 @@ constexpr std::array kOptions = {
                               "one is still there: it then restores from its disk instead of reading the "
                               "checkpoint directory. Settable per job with -D.",
                .scope = kJobManager | kClient},
+    OptionSpec{.key = keys::kRocksDbWriteBuffer,
+               .type = OptionType::kMemorySize,
+               .default_value = "32mb",
+               .description = "Memtable size of each state of a rocksdb instance. A checkpoint flushes the "
+                              "memtables on the task thread, so a smaller one shortens that pause (and the "
+                              "checkpoint) at some cost in reads (more files to look in); a larger one the "
+                              "reverse.",
+               .scope = kTaskManager},
     OptionSpec{.key = keys::kStateLocalRootDirs,
                .type = OptionType::kString,
                .default_value = "",

@@ -98,6 +98,7 @@ inline constexpr absl::string_view kSavepointsDir = "state.savepoints.dir";
 inline constexpr absl::string_view kCheckpointsRetained = "state.checkpoints.num-retained";
 inline constexpr absl::string_view kStateBackendType = "state.backend.type";
 inline constexpr absl::string_view kLocalRecovery = "state.backend.local-recovery";
+inline constexpr absl::string_view kRocksDbWriteBuffer = "state.backend.rocksdb.writebuffer.size";
 inline constexpr absl::string_view kStateLocalRootDirs = "taskmanager.state.local.root-dirs";
 inline constexpr absl::string_view kRestartStrategyType = "restart-strategy.type";
 inline constexpr absl::string_view kRestartFixedAttempts = "restart-strategy.fixed-delay.attempts";
