@@ -85,6 +85,8 @@ double Percentile(std::vector<int64_t> values, double p) {
 struct RunResult {
   double seconds = 0;
   std::vector<int64_t> durations_ms, alignments_ms, sizes;
+  // Per checkpoint, the longest synchronous / asynchronous part of a task.
+  std::vector<int64_t> sync_ms, async_ms;
 };
 
 RunResult RunKeyedCount(const std::string& bootstrap, const std::string& in, const Flags& flags,
@@ -118,6 +120,8 @@ RunResult RunKeyedCount(const std::string& bootstrap, const std::string& in, con
       if (c["status"] != "COMPLETED") continue;
       result.durations_ms.push_back(c["duration_ms"].get<int64_t>());
       result.alignments_ms.push_back(c["longest_alignment_ms"].get<int64_t>());
+      result.sync_ms.push_back(c["longest_sync_ms"].get<int64_t>());
+      result.async_ms.push_back(c["longest_async_ms"].get<int64_t>());
       result.sizes.push_back(c["size_bytes"].get<int64_t>());
     }
   }
@@ -310,6 +314,10 @@ int main(int argc, char** argv) {
               "longest alignment p50 %.0f ms, p99 %.0f ms\n",
               on.durations_ms.size(), Percentile(on.durations_ms, 0.5), Percentile(on.durations_ms, 0.99),
               Percentile(on.sizes, 0.5), Percentile(on.alignments_ms, 0.5), Percentile(on.alignments_ms, 0.99));
+  std::printf("  longest synchronous part p50 %.0f ms, p99 %.0f ms; longest asynchronous part p50 %.0f ms, "
+              "p99 %.0f ms\n",
+              Percentile(on.sync_ms, 0.5), Percentile(on.sync_ms, 0.99), Percentile(on.async_ms, 0.5),
+              Percentile(on.async_ms, 0.99));
 
   if (phases == "throughput") return 0;
   const double default_recovery = MeasureRecovery(bootstrap, flags, {});

@@ -301,6 +301,8 @@ int RunCheckpoints(const Options& options, std::ostream& out, std::ostream& err)
                       {"duration_ms", c.duration_ms()},
                       {"size_bytes", c.size_bytes()},
                       {"longest_alignment_ms", c.longest_alignment_ms()},
+                      {"longest_sync_ms", c.longest_sync_ms()},
+                      {"longest_async_ms", c.longest_async_ms()},
                       {"acknowledged_tasks", c.acknowledged_tasks()},
                       {"expected_tasks", c.expected_tasks()},
                       {"failure_reason", c.failure_reason()},

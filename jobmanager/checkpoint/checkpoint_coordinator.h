@@ -117,6 +117,10 @@ struct CheckpointRecord {
   // Sum of the acknowledged tasks' file sizes.
   int64_t size_bytes = 0;
   int64_t longest_alignment_ms = 0;
+  // The longest synchronous (task thread) and asynchronous (upload) part of
+  // any task's snapshot.
+  int64_t longest_sync_ms = 0;
+  int64_t longest_async_ms = 0;
   std::string failure_reason;
   int acknowledged_tasks = 0;
   int expected_tasks = 0;
@@ -233,6 +237,8 @@ class CheckpointCoordinator {
     int64_t size_bytes = 0;
     int64_t reused_bytes = 0;  // shared files referred to, not written again
     int64_t longest_alignment_ms = 0;
+    int64_t longest_sync_ms = 0;
+    int64_t longest_async_ms = 0;
     bool stop = false;
   };
 

@@ -20,6 +20,8 @@
 #include "common/random_id.h"
 #include "common/status_macros.h"
 #include "rocksdb/db.h"
+#include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
 #include "rocksdb/memtablerep.h"
 #include "rocksdb/slice_transform.h"
 #include "rocksdb/filter_policy.h"
@@ -113,6 +115,82 @@ const std::shared_ptr<spdlog::logger>& Log() {
 void RemoveTree(const std::string& path) {
   std::error_code ec;
   fs::remove_all(path, ec);
+}
+
+// RocksDB instances here are scratch space: no log, restored from
+// checkpoints, deleted when their task ends, and wiped with the whole local
+// state directory when a TaskManager starts. Nothing needs them durable on
+// the local disk (a SIGKILL loses no page cache; a host crash loses the
+// TaskManager too), so their files and directories are never fsynced: a
+// snapshot's memtable flush and local checkpoint no longer wait for the
+// disk on the task thread. What a checkpoint keeps is made durable where it
+// is kept, by the asynchronous part's copies.
+class UnsyncedFile final : public rocksdb::FSWritableFileOwnerWrapper {
+ public:
+  using rocksdb::FSWritableFileOwnerWrapper::FSWritableFileOwnerWrapper;
+  rocksdb::IOStatus Sync(const rocksdb::IOOptions&, rocksdb::IODebugContext*) override {
+    return rocksdb::IOStatus::OK();
+  }
+  rocksdb::IOStatus Fsync(const rocksdb::IOOptions&, rocksdb::IODebugContext*) override {
+    return rocksdb::IOStatus::OK();
+  }
+  rocksdb::IOStatus RangeSync(uint64_t, uint64_t, const rocksdb::IOOptions&, rocksdb::IODebugContext*) override {
+    return rocksdb::IOStatus::OK();
+  }
+};
+
+class UnsyncedDirectory final : public rocksdb::FSDirectoryWrapper {
+ public:
+  using rocksdb::FSDirectoryWrapper::FSDirectoryWrapper;
+  rocksdb::IOStatus Fsync(const rocksdb::IOOptions&, rocksdb::IODebugContext*) override {
+    return rocksdb::IOStatus::OK();
+  }
+  rocksdb::IOStatus FsyncWithDirOptions(const rocksdb::IOOptions&, rocksdb::IODebugContext*,
+                                        const rocksdb::DirFsyncOptions&) override {
+    return rocksdb::IOStatus::OK();
+  }
+};
+
+class UnsyncedFileSystem final : public rocksdb::FileSystemWrapper {
+ public:
+  UnsyncedFileSystem() : rocksdb::FileSystemWrapper(rocksdb::FileSystem::Default()) {}
+  const char* Name() const override { return "WeirUnsyncedFileSystem"; }
+
+  rocksdb::IOStatus NewWritableFile(const std::string& name, const rocksdb::FileOptions& options,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                    rocksdb::IODebugContext* dbg) override {
+    return Wrap(target()->NewWritableFile(name, options, result, dbg), result);
+  }
+  rocksdb::IOStatus ReopenWritableFile(const std::string& name, const rocksdb::FileOptions& options,
+                                       std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                       rocksdb::IODebugContext* dbg) override {
+    return Wrap(target()->ReopenWritableFile(name, options, result, dbg), result);
+  }
+  rocksdb::IOStatus ReuseWritableFile(const std::string& name, const std::string& old_name,
+                                      const rocksdb::FileOptions& options,
+                                      std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                      rocksdb::IODebugContext* dbg) override {
+    return Wrap(target()->ReuseWritableFile(name, old_name, options, result, dbg), result);
+  }
+  rocksdb::IOStatus NewDirectory(const std::string& name, const rocksdb::IOOptions& options,
+                                 std::unique_ptr<rocksdb::FSDirectory>* result,
+                                 rocksdb::IODebugContext* dbg) override {
+    rocksdb::IOStatus status = target()->NewDirectory(name, options, result, dbg);
+    if (status.ok()) *result = std::make_unique<UnsyncedDirectory>(std::move(*result));
+    return status;
+  }
+
+ private:
+  static rocksdb::IOStatus Wrap(rocksdb::IOStatus status, std::unique_ptr<rocksdb::FSWritableFile>* result) {
+    if (status.ok()) *result = std::make_unique<UnsyncedFile>(std::move(*result));
+    return status;
+  }
+};
+
+// One for the process; RocksDB keeps a pointer to it in every instance.
+rocksdb::Env* UnsyncedEnv() {
+  static const std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(std::make_shared<UnsyncedFileSystem>());
+  return env.get();
 }
 
 // Incremental snapshots: how a local SST file is written out.
@@ -239,6 +317,7 @@ RocksDbKeyedState::RocksDbKeyedState(state::KeyGroupRange range, int max_paralle
       options_(std::move(options)),
       impl_(std::make_unique<Impl>()),
       instance_id_(RandomId()) {
+  impl_->db_options.env = UnsyncedEnv();
   impl_->db_options.create_if_missing = true;
   impl_->db_options.create_missing_column_families = true;
   impl_->db_options.max_background_jobs = 2;
