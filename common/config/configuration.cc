@@ -254,7 +254,20 @@ absl::StatusOr<Configuration> Configuration::Load(const std::optional<std::strin
     }
     RETURN_IF_ERROR(config.Set(o.substr(0, eq), o.substr(eq + 1), ValueSource::kCommandLine));
   }
+  RETURN_IF_ERROR(config.CheckCombinations());
   return config;
+}
+
+absl::Status Configuration::CheckCombinations() const {
+  const absl::Duration interval = GetDuration(keys::kHeartbeatInterval);
+  const absl::Duration timeout = GetDuration(keys::kHeartbeatTimeout);
+  if (interval >= timeout) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        keys::kHeartbeatInterval, " (", config::FormatDuration(interval), ") must be shorter than ", keys::kHeartbeatTimeout,
+        " (", config::FormatDuration(timeout), "), or every TaskManager is declared lost between two heartbeats; "
+        "e.g. a timeout of five intervals or more"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Configuration> Configuration::FromCommandLine(int argc, const char* const* argv) {

@@ -50,6 +50,10 @@ class Configuration {
 
   // Loads `file` (when set) and then applies `overrides` ("key=value").
   // Errors name the key (or file and line) and what was expected.
+  // Keys whose values only make sense together (heartbeat.interval below
+  // heartbeat.timeout); Load runs it. kInvalidArgument naming both keys.
+  absl::Status CheckCombinations() const;
+
   static absl::StatusOr<Configuration> Load(const std::optional<std::string>& file,
                                             const std::vector<std::string>& overrides);
 

@@ -154,6 +154,13 @@ TEST(ConfigurationTest, FromCommandLine) {
   ASSERT_TRUE(Configuration::FromCommandLine(2, argv2).ok());
 }
 
+TEST(ConfigurationTest, ContradictorySettingsAreRefusedNamingBothKeys) {
+  absl::Status status = Configuration::Load(std::nullopt, {"heartbeat.interval=10s", "heartbeat.timeout=5s"}).status();
+  ExpectError(status, "heartbeat.interval (10 s) must be shorter than heartbeat.timeout (5 s)");
+  EXPECT_FALSE(Configuration::Load(std::nullopt, {"heartbeat.interval=5s", "heartbeat.timeout=5s"}).ok());
+  EXPECT_TRUE(Configuration::Load(std::nullopt, {"heartbeat.interval=1s", "heartbeat.timeout=5s"}).ok());
+}
+
 TEST(ConfigurationTest, FromCommandLineErrors) {
   const char* unknown[] = {"weir-jobmanager", "--port", "5"};
   ExpectError(Configuration::FromCommandLine(3, unknown).status(), "unknown argument '--port'");
