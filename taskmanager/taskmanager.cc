@@ -2,21 +2,26 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/config/configuration.h"
 #include "common/logging/logging.h"
 #include "common/process/fault_injection.h"
-#include "taskmanager/state/rocksdb_keyed_state.h"
 #include "common/random_id.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "connectors/builtin.h"
+#include "taskmanager/state/rocksdb_keyed_state.h"
 
 namespace weir::taskmanager {
 
@@ -123,6 +128,7 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   tm->task_env_.connectors =
       std::make_shared<const connectors::ConnectorRegistry>(connectors::BuiltinConnectors(config));
   tm->task_env_.state_backend = config.GetString(k::kStateBackendType);
+  tm->cancel_timeout_ = config.GetDuration(k::kCancelTimeout);
   tm->task_env_.rocksdb_write_buffer_bytes = config.GetMemorySize(k::kRocksDbWriteBuffer);
   std::string local_state = config.GetString(k::kStateLocalRootDirs);
   if (local_state.empty()) local_state = absl::StrCat(config.GetString(k::kIoTmpDirs), "/weir-state-", tm->id());
@@ -163,6 +169,25 @@ void TaskManager::Shutdown(const std::string& reason) {
     tasks.swap(tasks_);
   }
   for (auto& [id, task] : tasks) task->Cancel(reason);
+  // A task stuck in user code would hold the process forever: past
+  // task.cancellation.timeout it exits without it (systemd or Kubernetes
+  // restarts it; its jobs restart elsewhere).
+  const absl::Time deadline = absl::Now() + cancel_timeout_;
+  std::vector<std::string> stuck;
+  while (true) {
+    stuck.clear();
+    for (const auto& [id, task] : tasks) {
+      if (!task->done()) stuck.push_back(id);
+    }
+    if (stuck.empty() || absl::Now() >= deadline) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  if (!stuck.empty()) {
+    log_->error("TaskManager {}: tasks {} did not stop within task.cancellation.timeout ({}); exiting without them",
+                id(), absl::StrJoin(stuck, ", "), config::FormatDuration(cancel_timeout_));
+    std::fflush(nullptr);
+    std::_Exit(1);
+  }
   tasks.clear();  // joins the task threads
   uploader_->Stop();
   if (maintenance_.joinable()) maintenance_.join();

@@ -84,6 +84,8 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   bool stopping_ ABSL_GUARDED_BY(tasks_mu_) = false;
   std::string jobmanager_session_ ABSL_GUARDED_BY(tasks_mu_);
   std::thread maintenance_;
+  // task.cancellation.timeout: how long Shutdown waits for its tasks.
+  absl::Duration cancel_timeout_ = absl::Seconds(30);
   // Maintenance thread only.
   absl::Time last_sweep_ = absl::InfinitePast();
 };

@@ -159,8 +159,10 @@ constexpr std::array kOptions = {
                .type = OptionType::kDuration,
                .default_value = "30 s",
                .description = "How long the JobManager waits for tasks to acknowledge a cancellation "
-                              "before it declares them canceled anyway.",
-               .scope = kJobManager,
+                              "before it declares them canceled anyway; and how long a TaskManager that stops "
+                              "waits for its tasks to end (a task stuck in user code) before it exits without "
+                              "them.",
+               .scope = kJobManager | kTaskManager,
                .min_value = 100,
                .max_value = 3600000},
     OptionSpec{.key = keys::kAuthTokenFile,

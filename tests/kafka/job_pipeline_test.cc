@@ -366,6 +366,27 @@ TEST_F(JobPipelineTest, StoppingATaskManagerFailsItsJobs) {
   EXPECT_EQ(status["state"], "FAILED") << status.dump(2);
 }
 
+// A task stuck in user code (it ignores cancellation) does not hold a
+// stopping TaskManager forever: after task.cancellation.timeout it exits
+// without the task, saying which.
+TEST_F(JobPipelineTest, AStuckTaskDoesNotHoldAStoppingTaskManager) {
+  StartCluster({"-Dtask.cancellation.timeout=1s"});
+  std::string in = NewTopic("stuck-in"), out = NewTopic("stuck-out");
+  std::string job = SubmitOrFail(kJobs + "/test/stuck_map.so", {"-p", "1"},
+                                 {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out});
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, {{"k", "v"}}).ok());
+  const nlohmann::json status = cluster_->WeirJson({"status", job});
+  const std::string where = status["tasks"][0]["taskmanager_id"];
+  const int tm = where == cluster_->taskmanager_id(0) ? 0 : 1;
+  absl::SleepFor(absl::Seconds(2));  // the record reaches the map, which then never returns
+  cluster_->taskmanager(tm).Signal(SIGTERM);
+  EXPECT_EQ(cluster_->taskmanager(tm).Wait(absl::Seconds(30)), 1) << cluster_->taskmanager(tm).Log();
+  EXPECT_TRUE(absl::StrContains(cluster_->taskmanager(tm).Log(), "did not stop within task.cancellation.timeout"))
+      << cluster_->taskmanager(tm).Log();
+}
+
 TEST_F(JobPipelineTest, TasksOfAJobManagerThatDiedAreCanceledWhenANewOneTakesOver) {
   StartCluster();
   std::string in = NewTopic("orphan-in"), out = NewTopic("orphan-out");
