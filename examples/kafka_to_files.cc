@@ -6,8 +6,8 @@
 //   weir submit kafka_to_files.so -p 2 -Dexecution.checkpointing.interval=1s --
 //       --brokers HOST:PORT --input-topic in --directory DIR [--bounded]
 //
-// DIR is on the TaskManagers' hosts (or a file system they share); one job
-// per directory.
+// With TaskManagers on more than one host, DIR must be on a file system
+// they all share; one sink per directory.
 #include <string>
 
 #include "weir/file.h"

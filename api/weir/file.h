@@ -19,9 +19,14 @@
 // names are deleted: they belong to checkpoints that never completed, and
 // their records are written again from the restored source positions.
 //
-// One directory per job: two jobs writing into one directory would delete
-// each other's in-progress files on start. The directory is on the
-// TaskManagers' hosts (or a shared file system they all see).
+// One directory (or at least one prefix) per sink: two sinks writing one
+// directory with one prefix delete each other's in-progress files on start.
+// With TaskManagers on more than one host the directory must be on a file
+// system they all share: a subtask restarted on another host must find the
+// files its checkpoint names. Known leftovers: in-progress files of old
+// subtasks beyond a lower new parallelism when the restored checkpoint
+// listed none of theirs, and files a canceled attempt still wrote after the
+// next one started, stay hidden until deleted by hand.
 #pragma once
 
 #include <fcntl.h>
@@ -120,19 +125,13 @@ class ExactlyOnceFileSink final : public TwoPhaseCommitSink<T, std::string> {
     return name_;
   }
 
-  void Commit(const std::string& name) override {
-    const std::string from = InProgressPath(name), to = options_.directory + "/" + name;
-    if (::rename(from.c_str(), to.c_str()) == 0) {
-      internal::SyncDirectory(options_.directory);
-      return;
-    }
-    if (errno == ENOENT && ::access(to.c_str(), F_OK) == 0) return;  // committed before
-    if (errno == ENOENT) {
-      throw std::runtime_error("the file " + from + " of a completed checkpoint is gone: its records are lost "
-                               "(was the directory cleaned, or shared with another job?)");
-    }
-    internal::ThrowErrno("committing", from);
-  }
+  void Commit(const std::string& name) override { CommitFile(name, /*recovering=*/false); }
+
+  // After a restore the file may have been committed long ago and consumed
+  // since (moved or deleted by a reader, e.g. after weir stop): a missing
+  // file is then taken as committed, with a warning, instead of failing
+  // every restart.
+  void CommitOnRecovery(const std::string& name) override { CommitFile(name, /*recovering=*/true); }
 
   void Abort() override {
     CloseFile();
@@ -143,23 +142,52 @@ class ExactlyOnceFileSink final : public TwoPhaseCommitSink<T, std::string> {
   void AbortLingering(int old_subtask, const std::vector<std::string>& restored) override {
     const std::set<std::string> keep(restored.begin(), restored.end());
     const std::string mine = "." + options_.prefix + "-" + std::to_string(old_subtask) + "-";
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(options_.directory, ec)) {
-      const std::string file = entry.path().filename().string();
+    std::error_code ec, first_error;
+    for (std::filesystem::directory_iterator it(options_.directory, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string file = it->path().filename().string();
       constexpr std::string_view kSuffix = ".inprogress";
       if (file.rfind(mine, 0) != 0 || file.size() <= mine.size() + kSuffix.size() ||
           file.compare(file.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
         continue;
       }
       const std::string name = file.substr(1, file.size() - 1 - kSuffix.size());
-      if (keep.count(name) == 0) std::filesystem::remove(entry.path(), ec);
+      std::error_code removed;
+      if (keep.count(name) == 0) std::filesystem::remove(it->path(), removed);
+      if (removed && !first_error) first_error = removed;
     }
-    if (ec) throw std::runtime_error("cleaning " + options_.directory + ": " + ec.message());
+    if (ec && !first_error) first_error = ec;
+    if (first_error) throw std::runtime_error("cleaning " + options_.directory + ": " + first_error.message());
   }
 
   void Close() override { CloseFile(); }
 
  private:
+  void CommitFile(const std::string& name, bool recovering) {
+    const std::string from = InProgressPath(name), to = options_.directory + "/" + name;
+    if (::rename(from.c_str(), to.c_str()) == 0) {
+      internal::SyncDirectory(options_.directory);
+      return;
+    }
+    const int rename_errno = errno;
+    if (rename_errno != ENOENT) {
+      errno = rename_errno;
+      internal::ThrowErrno("committing", from);
+    }
+    if (::access(to.c_str(), F_OK) == 0) {
+      // Committed before; the rename may not be durable yet.
+      internal::SyncDirectory(options_.directory);
+      return;
+    }
+    if (recovering) {
+      std::fprintf(stderr, "ExactlyOnceFileSink: %s of the restored checkpoint is neither in progress nor "
+                   "committed in %s; taking it as committed and consumed since\n", name.c_str(),
+                   options_.directory.c_str());
+      return;
+    }
+    throw std::runtime_error("the file " + from + " of a completed checkpoint is gone: its records are lost "
+                             "(was the directory cleaned, or shared with another sink?)");
+  }
+
   std::string InProgressPath(const std::string& name) const {
     return options_.directory + "/." + name + ".inprogress";
   }

@@ -33,10 +33,11 @@
 // Rescaling: the committables of every old subtask o are committed, and its
 // leftovers aborted, by the new subtask o % parallelism.
 //
-// Bounded input: with no checkpoint after the input ends, EndInput commits
-// at once; a failure of any task of the job between that commit and the
-// job's end replays the records since the last checkpoint (at-least-once
-// for that window), as the Kafka sink does.
+// Bounded input: EndInput pre-commits the open transaction and commits
+// everything pending at once, also what checkpoints still in progress
+// cover; a failure of any task of the job between that commit and the
+// job's end replays the records since the last completed checkpoint
+// (at-least-once for that window), as the Kafka sink does.
 #pragma once
 
 #include <algorithm>
@@ -87,11 +88,16 @@ class TwoPhaseCommitSink {
   // Makes a pre-committed transaction visible. Idempotent; throws when it
   // cannot (the output would be lost).
   virtual void Commit(const Committable& committable) = 0;
+  // Commit of a restored committable, which may have been committed (and
+  // its output consumed) long before; the default is Commit.
+  virtual void CommitOnRecovery(const Committable& committable) { Commit(committable); }
   // Discards the open (not pre-committed) transaction.
   virtual void Abort() = 0;
   // On start, after the restored committables were committed: discards
   // whatever subtask `old_subtask` of an earlier run of this job left open
-  // that none of `restored` (every subtask's restored committables) covers.
+  // that none of `restored` covers (the restored committables this subtask
+  // was given: at an unchanged parallelism its own, after a rescale all;
+  // empty on a fresh start, when everything of `old_subtask` is a leftover).
   // Called for this subtask's own index, and on a restore also for the old
   // subtasks that map to it (o % parallelism == subtask_index).
   virtual void AbortLingering(int old_subtask, const std::vector<Committable>& restored) {}
@@ -131,7 +137,7 @@ class TwoPhaseCommitOperator final : public StreamOperator {
     for (const std::string& entry : state_->Get()) {
       Entry e = Decode(entry);
       old_parallelism = std::max(old_parallelism, e.parallelism);
-      if (e.subtask % parallelism_ == subtask_) sink_->Commit(e.committable);
+      if (e.subtask % parallelism_ == subtask_) sink_->CommitOnRecovery(e.committable);
       all.push_back(std::move(e.committable));
     }
     for (int o = subtask_; o < old_parallelism; o += parallelism_) sink_->AbortLingering(o, all);
@@ -182,7 +188,12 @@ class TwoPhaseCommitOperator final : public StreamOperator {
     opened_ = false;
     if (in_transaction_) {
       in_transaction_ = false;
-      sink_->Abort();
+      try {
+        sink_->Abort();
+      } catch (...) {
+        sink_->Close();
+        throw;
+      }
     }
     sink_->Close();
   }
