@@ -103,6 +103,19 @@ std::vector<KafkaMessage> Sequence(int first, int n) {
   return batch;
 }
 
+// Writes the values 0..records-1 (Sequence) to `in` on a thread, 1000 every
+// 100 ms, so that faults land while records flow; *failed when a write
+// failed. Join the thread.
+std::thread WriteSequenceSlowly(const std::string& bootstrap, const std::string& in, int records,
+                                std::atomic<bool>* failed) {
+  return std::thread([bootstrap, in, records, failed] {
+    for (int first = 0; first < records; first += 1000) {
+      if (!test::ProduceMessages(bootstrap, in, Sequence(first, 1000)).ok()) *failed = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+}
+
 // Reads `out` with read_committed into *output until `done(*output)` holds
 // or `timeout` passes; returns whether it held.
 template <typename Done>
@@ -279,12 +292,7 @@ TEST_F(ExactlyOnceTest, CrashesAtEachStepOfTheCommitLoseAndRepeatNothing) {
     }
     constexpr int kRecords = 30000;
     std::atomic<bool> writer_failed{false};
-    std::thread writer([&] {
-      for (int first = 0; first < kRecords; first += 1000) {
-        if (!test::ProduceMessages(bootstrap_, in, Sequence(first, 1000)).ok()) writer_failed = true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    });
+    std::thread writer = WriteSequenceSlowly(bootstrap_, in, kRecords, &writer_failed);
     // Wait for the injected crash.
     const bool crashed = WaitFor([&] {
       if (on_jobmanager) return !cluster_->jobmanager().running();
@@ -366,12 +374,7 @@ TEST_F(ExactlyOnceTest, FileSinkIsExactlyOnceThroughCrashesAtEachStepOfTheCommit
     ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
     constexpr int kRecords = 30000;
     std::atomic<bool> writer_failed{false};
-    std::thread writer([&] {
-      for (int first = 0; first < kRecords; first += 1000) {
-        if (!test::ProduceMessages(bootstrap_, in, Sequence(first, 1000)).ok()) writer_failed = true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    });
+    std::thread writer = WriteSequenceSlowly(bootstrap_, in, kRecords, &writer_failed);
     const bool crashed = WaitFor([&] { return !cluster_->taskmanager(faulty).running(); }, absl::Seconds(60));
     writer.join();
     ASSERT_TRUE(crashed) << "the fault did not fire\n" << cluster_->Logs();

@@ -18,6 +18,7 @@
 #include "taskmanager/state/operator_state.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
+#include "tests/testing/fake_operator_context.h"
 #include "tests/testing/process.h"
 #include "weir/datastream.h"
 #include "weir/job_graph.h"
@@ -30,28 +31,10 @@ using taskmanager::OperatorStateBackend;
 using taskmanager::OperatorStateSnapshot;
 
 // An operator context whose operator state starts from a snapshot.
-class RestoringContext : public OperatorContext {
+class RestoringContext : public testing::FakeOperatorContext {
  public:
   RestoringContext(OperatorStateSnapshot restored, int subtask = 0, int parallelism = 1)
-      : restored_(!restored.empty()), state_(std::move(restored)), subtask_(subtask), parallelism_(parallelism) {}
-
-  const std::string& operator_name() const override { return name_; }
-  int subtask_index() const override { return subtask_; }
-  int parallelism() const override { return parallelism_; }
-  KeyedStateStore* keyed_state() override { return nullptr; }
-  void SetCurrentKey(std::string_view) override {}
-  std::string JobConfig(std::string_view, std::string_view fallback) const override { return std::string(fallback); }
-  OperatorStateStore* operator_state() override { return &state_; }
-  bool is_restored() const override { return restored_; }
-
-  OperatorStateSnapshot Snapshot() const { return state_.Snapshot(); }
-
- private:
-  const std::string name_ = "transactional-sink-test";
-  const bool restored_;
-  OperatorStateBackend state_;
-  const int subtask_;
-  const int parallelism_;
+      : FakeOperatorContext(std::move(restored), subtask, parallelism, "transactional-sink-test") {}
 };
 
 class TransactionalSinkTest : public ::testing::Test {

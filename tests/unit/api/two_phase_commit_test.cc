@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "taskmanager/state/operator_state.h"
+#include "tests/testing/fake_operator_context.h"
 #include "tests/testing/process.h"
 #include "weir/file.h"
 
@@ -26,27 +27,7 @@ using taskmanager::OperatorStateSnapshot;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-class TestContext : public OperatorContext {
- public:
-  explicit TestContext(OperatorStateSnapshot restored = {}, int subtask = 0, int parallelism = 1)
-      : restored_(!restored.empty()), state_(std::move(restored)), subtask_(subtask), parallelism_(parallelism) {}
-  const std::string& operator_name() const override { return name_; }
-  int subtask_index() const override { return subtask_; }
-  int parallelism() const override { return parallelism_; }
-  KeyedStateStore* keyed_state() override { return nullptr; }
-  void SetCurrentKey(std::string_view) override {}
-  std::string JobConfig(std::string_view, std::string_view fallback) const override { return std::string(fallback); }
-  OperatorStateStore* operator_state() override { return &state_; }
-  bool is_restored() const override { return restored_; }
-  OperatorStateSnapshot Snapshot() const { return state_.Snapshot(); }
-
- private:
-  const std::string name_ = "2pc-test";
-  const bool restored_;
-  OperatorStateBackend state_;
-  const int subtask_;
-  const int parallelism_;
-};
+using TestContext = weir::testing::FakeOperatorContext;
 
 // Records every call; a transaction's committable is "<subtask>:<records>".
 class RecordingSink final : public TwoPhaseCommitSink<std::string, std::string> {
