@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <system_error>
 #include <utility>
@@ -193,6 +194,17 @@ rocksdb::Env* UnsyncedEnv() {
   return env.get();
 }
 
+// Local recovery copies and checkpoint directories are named chk-<n>.
+std::string CheckpointDirName(const std::string& parent, int64_t id) { return absl::StrCat(parent, "/chk-", id); }
+
+// The n of a directory named chk-<n>, or nullopt.
+std::optional<int64_t> CheckpointIdOf(const fs::path& dir) {
+  absl::string_view name = dir.filename().native();
+  int64_t id = 0;
+  if (!absl::ConsumePrefix(&name, "chk-") || !absl::SimpleAtoi(name, &id)) return std::nullopt;
+  return id;
+}
+
 // Incremental snapshots: how a local SST file is written out.
 struct SharedFile {
   std::string shared_name;
@@ -282,7 +294,7 @@ class RocksDbSnapshot final : public KeyedStateSnapshot {
   // here costs only the next restore's speed.
   void KeepLocally() {
     if (local_recovery_dir_.empty()) return;
-    const std::string kept = absl::StrCat(local_recovery_dir_, "/chk-", checkpoint_id_);
+    const std::string kept = CheckpointDirName(local_recovery_dir_, checkpoint_id_);
     std::error_code ec;
     fs::create_directories(local_recovery_dir_, ec);
     RemoveTree(kept);  // an earlier attempt's copy of an id taken again
@@ -521,7 +533,7 @@ void RocksDbKeyedState::ClearEntries(std::string_view state_name) {
 }
 
 absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::Snapshot(int64_t checkpoint_id) {
-  const std::string local = absl::StrCat(options_.instance_dir, "/chk-", checkpoint_id);
+  const std::string local = CheckpointDirName(options_.instance_dir, checkpoint_id);
   RemoveTree(local);  // CreateCheckpoint wants a directory that does not exist
   rocksdb::Checkpoint* raw = nullptr;
   RETURN_IF_ERROR(FromRocks(rocksdb::Checkpoint::Create(db_, &raw), "preparing a RocksDB checkpoint"));
@@ -559,11 +571,8 @@ void RocksDbKeyedState::NotifyCheckpointComplete(int64_t checkpoint_id) {
   if (!options_.local_recovery_dir.empty()) {
     std::error_code ec;
     for (fs::directory_iterator it(options_.local_recovery_dir, ec), end; !ec && it != end; it.increment(ec)) {
-      absl::string_view name = it->path().filename().native();
-      int64_t id = 0;
-      if (absl::ConsumePrefix(&name, "chk-") && absl::SimpleAtoi(name, &id) && id < checkpoint_id) {
-        RemoveTree(it->path().string());
-      }
+      const std::optional<int64_t> id = CheckpointIdOf(it->path());
+      if (id.has_value() && *id < checkpoint_id) RemoveTree(it->path().string());
     }
   }
 }
@@ -571,7 +580,7 @@ void RocksDbKeyedState::NotifyCheckpointComplete(int64_t checkpoint_id) {
 void RocksDbKeyedState::NotifyCheckpointAborted(int64_t checkpoint_id) {
   in_flight_.erase(checkpoint_id);
   if (!options_.local_recovery_dir.empty()) {
-    RemoveTree(absl::StrCat(options_.local_recovery_dir, "/chk-", checkpoint_id));
+    RemoveTree(CheckpointDirName(options_.local_recovery_dir, checkpoint_id));
   }
   // It may have failed because a file it refers to is gone (this task missed
   // the news of a newer completed checkpoint, and the JobManager deleted what
@@ -643,14 +652,11 @@ absl::Status CopySnapshotFiles(const KeyedStateRestore& part, const std::string&
 }  // namespace
 
 absl::Status RocksDbKeyedState::RestoreLocally(const KeyedStateRestore& part, int64_t* bytes) {
-  absl::string_view id_text = fs::path(part.checkpoint_dir).filename().native();
-  int64_t id = 0;
-  if (!absl::ConsumePrefix(&id_text, "chk-") || !absl::SimpleAtoi(id_text, &id)) {
-    return absl::NotFoundError(absl::StrCat("no checkpoint id in ", part.checkpoint_dir));
-  }
-  const std::string kept = absl::StrCat(options_.local_recovery_dir, "/chk-", id);
+  const std::optional<int64_t> id = CheckpointIdOf(part.checkpoint_dir);
+  if (!id.has_value()) return absl::NotFoundError(absl::StrCat("no checkpoint id in ", part.checkpoint_dir));
+  const std::string kept = CheckpointDirName(options_.local_recovery_dir, *id);
   std::error_code ec;
-  if (!fs::is_directory(kept, ec)) return absl::NotFoundError(absl::StrCat("no local copy of checkpoint ", id));
+  if (!fs::is_directory(kept, ec)) return absl::NotFoundError(absl::StrCat("no local copy of checkpoint ", *id));
   // The copy must list exactly what the checkpoint recorded.
   const v1::KeyedStateFilesProto& files = part.snapshot.keyed_files();
   *bytes = 0;

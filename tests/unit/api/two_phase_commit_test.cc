@@ -168,6 +168,13 @@ class FileSinkTest : public ::testing::Test {
         {.directory = dir_}, [](const std::string& s) { return s; })());
   }
 
+  // One record, then the barrier and snapshot of checkpoint `id`.
+  static void WriteAndCheckpoint(FileOperator& op, std::string record, int64_t id) {
+    op.Process(&record);
+    op.PrepareSnapshotPreBarrier(id);
+    op.SnapshotState({id, 0});
+  }
+
   // Committed lines, and the number of in-progress files.
   std::multiset<std::string> Committed(int* in_progress = nullptr) const {
     std::multiset<std::string> lines;
@@ -244,10 +251,7 @@ TEST_F(FileSinkTest, AMissingFileOfACompletedCheckpointFailsTheTask) {
   TestContext context;
   auto op = Make();
   op->InitializeState(context);
-  std::string r = "x";
-  op->Process(&r);
-  op->PrepareSnapshotPreBarrier(1);
-  op->SnapshotState({1, 0});
+  WriteAndCheckpoint(*op, "x", 1);
   for (const auto& entry : fs::directory_iterator(dir_)) fs::remove(entry.path());
   try {
     op->NotifyCheckpointComplete(1);
@@ -266,10 +270,7 @@ TEST_F(FileSinkTest, ARestoreTakesAFileConsumedSinceAsCommitted) {
     TestContext context;
     auto op = Make();
     op->InitializeState(context);
-    std::string r = "x";
-    op->Process(&r);
-    op->PrepareSnapshotPreBarrier(1);
-    op->SnapshotState({1, 0});
+    WriteAndCheckpoint(*op, "x", 1);
     savepoint = context.Snapshot();
     op->NotifyCheckpointComplete(1);
     op->Close();
