@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -34,6 +35,19 @@ class BenchFlags {
   void String(const std::string& name, std::string* target) {
     setters_[name] = [target](const std::string& text) {
       *target = text;
+      return true;
+    };
+  }
+  // A comma-separated list ("-Da=1,-Db=2"); empty items are dropped.
+  void List(const std::string& name, std::vector<std::string>* target) {
+    setters_[name] = [target](const std::string& text) {
+      target->clear();
+      for (size_t pos = 0; pos <= text.size();) {
+        size_t end = text.find(',', pos);
+        if (end == std::string::npos) end = text.size();
+        if (end > pos) target->push_back(text.substr(pos, end - pos));
+        pos = end + 1;
+      }
       return true;
     };
   }

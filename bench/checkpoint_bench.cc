@@ -289,15 +289,8 @@ int main(int argc, char** argv) {
   parser.Int("--rounds", &flags.rounds, 1);
   std::string phases = "all";  // or "big-state": phase 3 only; "throughput": phase 1 only
   parser.String("--phases", &phases);
-  std::string cluster_config;  // "-Dk=v,-Dk=v"
-  parser.String("--cluster-config", &cluster_config);
+  parser.List("--cluster-config", &flags.cluster_config);  // "-Dk=v,-Dk=v"
   if (!parser.Parse(argc, argv)) return 2;
-  for (size_t pos = 0; pos < cluster_config.size();) {
-    size_t end = cluster_config.find(',', pos);
-    if (end == std::string::npos) end = cluster_config.size();
-    if (end > pos) flags.cluster_config.push_back(cluster_config.substr(pos, end - pos));
-    pos = end + 1;
-  }
   const std::string bootstrap = weir::test::TestKafkaBootstrap();
   if (bootstrap.empty()) return 1;
   if (phases != "big-state") {

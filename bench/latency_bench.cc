@@ -4,6 +4,7 @@
 //
 //   bench/run.sh latency [--rate R] [--seconds S] [--checkpoint-ms M] [--parallelism P]
 //                        [--source-properties k=v,..] [--sink-properties k=v,..]
+//                        [--keep-logs DIR] [--cluster-config -Dk=v,...]
 //
 // A writer produces R records/s (each value carries its send time in µs);
 // a read_committed consumer of the output records now - send time for every
@@ -17,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -41,6 +43,8 @@ struct Flags {
   int64_t checkpoint_ms = 100;
   int64_t parallelism = 2;
   std::string source_properties, sink_properties;  // passed to kafka_copy
+  std::string keep_logs;  // copy the cluster's logs here at the end
+  std::vector<std::string> cluster_config;  // -Dk=v for both daemons
 };
 
 int64_t NowMicros() {
@@ -132,11 +136,13 @@ int main(int argc, char** argv) {
   parser.Int("--parallelism", &flags.parallelism);
   parser.String("--source-properties", &flags.source_properties);
   parser.String("--sink-properties", &flags.sink_properties);
+  parser.String("--keep-logs", &flags.keep_logs);
+  parser.List("--cluster-config", &flags.cluster_config);
   if (!parser.Parse(argc, argv)) return 2;
   const std::string bootstrap = weir::test::TestKafkaBootstrap();
   if (bootstrap.empty()) return 1;
   weir::testing::LocalCluster cluster(
-      {.taskmanagers = 1, .slots_per_taskmanager = static_cast<int>(flags.parallelism)});
+      {.taskmanagers = 1, .slots_per_taskmanager = static_cast<int>(flags.parallelism), .config = flags.cluster_config});
   cluster.Start();
   std::printf("latency benchmark: kafka_copy, %lld records/s for %lld s, checkpoints every %lld ms, parallelism %lld\n",
               static_cast<long long>(flags.rate), static_cast<long long>(flags.seconds),
@@ -189,6 +195,17 @@ int main(int argc, char** argv) {
     std::printf("    median per second (ms):%s\n", trend.c_str());
     cluster.Weir({"cancel", job});
     cluster.WaitForJobEnd(job, absl::Seconds(60));
+  }
+  if (!flags.keep_logs.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(flags.keep_logs, ec);
+    for (const auto& entry : std::filesystem::directory_iterator(cluster.dir(), ec)) {
+      if (entry.path().extension() == ".log") {
+        std::filesystem::copy_file(entry.path(), std::filesystem::path(flags.keep_logs) / entry.path().filename(),
+                                   std::filesystem::copy_options::overwrite_existing, ec);
+      }
+    }
+    std::printf("logs kept in %s\n", flags.keep_logs.c_str());
   }
   return 0;
 }

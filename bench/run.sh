@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs a benchmark against a fresh single-node Kafka broker:
 #   bench/run.sh [copy] [--records N] [--value-bytes B] [--partitions P] [--parallelism K] [--checkpoint-ms M]
-#   bench/run.sh latency [--rate R] [--seconds S] [--checkpoint-ms M] [--parallelism P]
+#   bench/run.sh latency [--rate R] [--seconds S] [--checkpoint-ms M] [--parallelism P] [--keep-logs DIR]
 #   bench/run.sh checkpoint [--records N] [--keys K] [--parallelism P] [--state-backend rocksdb|hashmap]
 #                            [--state-keys N] [--phases all|big-state]
 set -euo pipefail

@@ -237,7 +237,7 @@ log.cleaner.dedupe.buffer.size=16777216
 # Unfence the broker sooner after start (the default heartbeat is 2 s).
 broker.heartbeat.interval.ms=500
 EOF
-  # Broker log: DIR/kafka.log.
+  # Broker log: DIR/kafka.log; its GC pauses: DIR/gc.log.
   cat >"$dir/log4j2.properties" <<EOF
 status = warn
 name = weir-test-kafka
@@ -344,7 +344,7 @@ start() {
         [ "$fd" -gt 2 ] && eval "exec $fd>&-"
       done 2>/dev/null
       echo $$ >"$1"; shift; exec "$@"' kafka-launcher "$dir/kafka.pid" \
-    "$JAVA" -Xms256m -Xmx"$HEAP" "${JVM_FLAGS[@]}" -XX:MaxGCPauseMillis=20 \
+    "$JAVA" -Xms256m -Xmx"$HEAP" "${JVM_FLAGS[@]}" -XX:MaxGCPauseMillis=20 -Xlog:gc:file="$dir/gc.log":time \
     -Dlog4j2.configurationFile="$dir/log4j2.properties" \
     -cp "$cp" kafka.Kafka "$dir/server.properties" \
     </dev/null >"$dir/kafka.out" 2>&1 &

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/numbers.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/check.h"
@@ -29,6 +30,17 @@ constexpr char kStatisticsIntervalMs[] = "250";
 constexpr int kPollEveryRecords = 1024;
 constexpr int kQueueFullPollMs = 100;
 constexpr int kFlushStepMs = 1000;
+// linger.ms of the transactional producers unless the job sets
+// kafka.linger.ms. Records become visible only when their checkpoint's
+// transaction commits, and the barrier flushes, so a longer linger costs no
+// latency; it makes one request per partition every 100 ms instead of one
+// every 5 ms (librdkafka's default). That matters beyond the broker's load:
+// while a partition has the idempotent producer's maximum of 5 requests in
+// flight and records older than linger.ms wait, librdkafka 2.0's broker
+// thread wakes up without pause. With 5 ms, a broker GC pause of ~25 ms was
+// enough; two such threads then took both cores of a 2-core host with the
+// broker on it, and the pause grew to seconds (bench/README.md).
+constexpr char kTransactionalLingerMs[] = "100";
 constexpr int64_t kFlushBudgetMs = 300000 + 10000;  // message.timeout.ms + margin
 constexpr int kCommitTimeoutMs = 60000;
 constexpr int kAbortTimeoutMs = 5000;
@@ -240,10 +252,18 @@ void KafkaTransactionalSink::AbortLingering() {
   }
   // Scaled down: the ids of old subtasks that no longer exist are cleaned up
   // by the subtask that committed what they pre-committed (CommitRestored).
+  // Not the ids of those committables: initializing one bumps its epoch, and
+  // a failure before the next checkpoint completes restores the same
+  // checkpoint, whose commit by the old epoch would then be fenced and taken
+  // for data loss. By the reuse rule they carry nothing after that
+  // transaction, which is committed.
+  absl::flat_hash_set<std::string> restored_ids;
+  for (const Committable& c : restored_) restored_ids.insert(c.transactional_id);
   for (const auto& [old, size] : restored_pool_sizes_) {
     if (old < parallelism_ || old % parallelism_ != subtask_) continue;
     for (int k = 0; k < size + static_cast<int>(kTransactionPoolGrowth); ++k) {
-      ids.push_back(TransactionalId(prefix_, old, k));
+      std::string id = TransactionalId(prefix_, old, k);
+      if (!restored_ids.contains(id)) ids.push_back(std::move(id));
     }
   }
   std::vector<Slot> probes(ids.size());
@@ -337,6 +357,7 @@ absl::Status KafkaTransactionalSink::Prepare(Slot& slot, bool learn_id) const {
     SetOrThrow(*conf, "client.id", "weir-kafka-sink");
     SetOrThrow(*conf, "partitioner", "murmur2_random");
     SetOrThrow(*conf, "transaction.timeout.ms", absl::StrCat(kDefaultTransactionTimeoutMs));
+    SetOrThrow(*conf, "linger.ms", kTransactionalLingerMs);
     for (const auto& [name, value] : config_.kafka_properties) SetOrThrow(*conf, name, value);
     SetOrThrow(*conf, "bootstrap.servers", config_.brokers);
     SetOrThrow(*conf, "transactional.id", slot.transactional_id);
@@ -454,15 +475,17 @@ void KafkaTransactionalSink::PreCommit(int64_t checkpoint_id) {
   Slot& open = *current_;
   if (!open.in_transaction || open.records == 0) return;  // nothing to commit for this interval
   // Flush first: a failure leaves the pool as it was.
+  const auto flush_start = Clock::now();
   Flush(open);
+  const int64_t flush_ms = Millis(Clock::now() - flush_start);
   Slot* next = FreeSlot();
   if (next == nullptr) next = Grow(checkpoint_id);
   open.state = Slot::State::kPending;
   open.checkpoint_id = checkpoint_id;
   next->state = Slot::State::kOpen;
   current_ = next;
-  log_->debug("{}: pre-committed transaction '{}' ({} records) for checkpoint {}", client_, open.transactional_id,
-              open.records, checkpoint_id);
+  log_->debug("{}: pre-committed transaction '{}' ({} records, flushed in {} ms) for checkpoint {}", client_,
+              open.transactional_id, open.records, flush_ms, checkpoint_id);
 }
 
 void KafkaTransactionalSink::PrepareSnapshotPreBarrier(int64_t checkpoint_id) {
@@ -525,8 +548,13 @@ absl::Status KafkaTransactionalSink::Commit(Slot& slot) const {
   const auto deadline = Clock::now() + std::chrono::milliseconds(kCommitTimeoutMs);
   while (true) {
     const int remaining = static_cast<int>(std::max<int64_t>(1, Millis(deadline - Clock::now())));
+    const auto start = Clock::now();
     std::unique_ptr<RdKafka::Error> error(slot.producer->commit_transaction(remaining));
-    if (!error) return absl::OkStatus();
+    if (!error) {
+      log_->debug("{}: commit of '{}' (checkpoint {}) took {} ms", client_, slot.transactional_id, slot.checkpoint_id,
+                  Millis(Clock::now() - start));
+      return absl::OkStatus();
+    }
     if (error->is_retriable() && Clock::now() < deadline) {
       log_->debug("{}: retrying the commit of '{}': {}", client_, slot.transactional_id, error->str());
       continue;

@@ -149,6 +149,37 @@ TEST_F(TransactionalSinkTest, TransactionOfAnIncompleteCheckpointIsAbortedOnRest
   restored->Close();
 }
 
+// Scaled down from 2 to 1 after a crash between a checkpoint's completion
+// and its commit: the remaining subtask commits both old subtasks'
+// transactions. Then it fails again before any new checkpoint completes, and
+// the same checkpoint is restored a second time: committing the removed
+// subtask's transaction again must still succeed (its id must not have been
+// re-initialized, which bumps the epoch and fences the recovery commit).
+TEST_F(TransactionalSinkTest, ScaleDownRestoreCanBeRepeatedBeforeTheNextCheckpoint) {
+  std::vector<OperatorStateSnapshot> checkpoint1;
+  for (int subtask = 0; subtask < 2; ++subtask) {
+    RestoringContext context({}, subtask, 2);
+    auto sink = Start(context);
+    Write(*sink, subtask * 1000, 300);
+    checkpoint1.push_back(Checkpoint(*sink, context, 1));
+    sink->Close();
+  }
+  EXPECT_TRUE(Committed().empty());
+  std::vector<int> expected = Range(0, 300);
+  for (int v : Range(1000, 300)) expected.push_back(v);
+
+  const std::vector<OperatorStateSnapshot> scaled = taskmanager::RedistributeOperatorState(checkpoint1, 1);
+  ASSERT_EQ(scaled.size(), 1u);
+  for (int restore = 0; restore < 2; ++restore) {
+    RestoringContext again(scaled[0], 0, 1);
+    std::unique_ptr<KafkaTransactionalSink> restored;
+    ASSERT_NO_THROW(restored = Start(again)) << "restore " << restore;
+    EXPECT_EQ(Committed(), expected) << "restore " << restore;
+    restored->Close();
+  }
+  EXPECT_TRUE(NoTransactionOpen());
+}
+
 // Checkpoints that do not complete keep transactions pending: the pool
 // grows rather than letting a checkpoint pass records no transaction of it
 // covers. A restore from a checkpoint taken before the growth still aborts
