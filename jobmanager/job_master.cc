@@ -708,6 +708,18 @@ void JobMaster::Run() {
       attempt = attempt_;
       restarts = restarts_ + 1;
     }
+    std::string unrecoverable;
+    {
+      absl::MutexLock lock(&mu_);
+      unrecoverable = unrecoverable_;
+    }
+    if (!unrecoverable.empty()) {
+      absl::MutexLock lock(&mu_);
+      error_ = absl::StrCat(unrecoverable, " (not restarted: a restart cannot fix this failure)");
+      log_->error("job {} FAILED without a restart: {}", job_id_, error_);
+      final_state = v1::FAILED;
+      break;
+    }
     const std::optional<absl::Duration> delay = restart_strategy_->OnFailure(absl::Now());
     if (!delay.has_value()) {
       absl::MutexLock lock(&mu_);
@@ -834,7 +846,11 @@ void JobMaster::OnTaskStateUpdate(const v1::TaskStateUpdate& update) {
   if (update.state() == v1::TASK_FAILED) {
     // Error text from the wire is cut, not trusted to be small.
     task->error = update.error().substr(0, limits::kMaxErrorLength);
-    log_->warn("job {}: task {} {} failed: {}", job_id_, task->task_id, TaskLabel(*task), task->error);
+    log_->warn("job {}: task {} {} failed{}: {}", job_id_, task->task_id, TaskLabel(*task),
+               update.unrecoverable() ? " (unrecoverable)" : "", task->error);
+    if (update.unrecoverable() && unrecoverable_.empty()) {
+      unrecoverable_ = absl::StrCat("task ", TaskLabel(*task), " failed: ", task->error);
+    }
     FailLocked(absl::StrCat("task ", TaskLabel(*task), " failed: ", task->error));
   } else if (update.state() == v1::TASK_CANCELED && state_ != v1::CANCELING && !attempt_failed_) {
     // Nobody here asked for it: its TaskManager stopped it (e.g. shutting down).

@@ -231,6 +231,8 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   std::vector<TaskRecord> tasks_ ABSL_GUARDED_BY(mu_);
   // The current attempt failed (its tasks are being canceled).
   bool attempt_failed_ ABSL_GUARDED_BY(mu_) = false;
+  // A task of this attempt failed with weir::UnrecoverableError: no restart.
+  std::string unrecoverable_ ABSL_GUARDED_BY(mu_);
   // Set when the worker must send cancellations (failure or weir cancel).
   bool cancel_requested_ ABSL_GUARDED_BY(mu_) = false;
   std::string cancel_reason_ ABSL_GUARDED_BY(mu_);

@@ -292,13 +292,14 @@ v1::TaskMetrics Task::Metrics() const {
   return m;
 }
 
-void Task::Report(v1::TaskState state, const std::string& error) {
+void Task::Report(v1::TaskState state, const std::string& error, bool unrecoverable) {
   v1::TaskStateUpdate update;
   update.set_job_id(tdd_.job_id());
   update.set_attempt(tdd_.attempt());
   update.set_task_id(tdd_.task_id());
   update.set_state(state);
   update.set_error(error);
+  update.set_unrecoverable(unrecoverable);
   update.set_records_in(records_in_.load());
   update.set_records_out(records_out_.load());
   update.set_taskmanager_id(env_.taskmanager_id);
@@ -313,6 +314,7 @@ void Task::Run() {
   Report(v1::TASK_DEPLOYING, "");
   v1::TaskState final_state = v1::TASK_FINISHED;
   std::string error;
+  bool unrecoverable = false;
   // Holds the job's library until after the handlers below, which may still
   // touch an exception object thrown by the job's code.
   std::shared_ptr<jobgraph::LoadedJob> job;
@@ -328,6 +330,10 @@ void Task::Run() {
   } catch (const network::TaskCancelled&) {
     final_state = cancel_requested_.HasBeenNotified() ? v1::TASK_CANCELED : v1::TASK_FAILED;
     if (final_state == v1::TASK_FAILED) error = "its output was released";
+  } catch (const UnrecoverableError& e) {
+    final_state = v1::TASK_FAILED;
+    error = e.what();
+    unrecoverable = true;
   } catch (const std::exception& e) {
     final_state = cancel_requested_.HasBeenNotified() ? v1::TASK_CANCELED : v1::TASK_FAILED;
     error = e.what();
@@ -338,12 +344,12 @@ void Task::Run() {
   // No mail runs after this point; pending ones are dropped.
   mailbox_.Close();
   if (final_state == v1::TASK_FAILED) {
-    log_->error("task {} FAILED: {}", tdd_.task_id(), error);
+    log_->error("task {} FAILED{}: {}", tdd_.task_id(), unrecoverable ? " (unrecoverable)" : "", error);
   } else {
     log_->info("task {} {} (records in {}, out {})", tdd_.task_id(), v1::TaskState_Name(final_state),
                records_in_.load(), records_out_.load());
   }
-  Report(final_state, error);
+  Report(final_state, error, unrecoverable);
   if (job != nullptr) {
     job.reset();
     env_.artifacts->Release(tdd_.job_id());

@@ -107,7 +107,7 @@ class Task {
  private:
   class Execution;
   void Run();
-  void Report(v1::TaskState state, const std::string& error);
+  void Report(v1::TaskState state, const std::string& error, bool unrecoverable = false);
 
   const v1::TaskDeploymentDescriptor tdd_;
   const TaskEnvironment env_;

@@ -184,7 +184,7 @@ class ExactlyOnceFileSink final : public TwoPhaseCommitSink<T, std::string> {
                    options_.directory.c_str());
       return;
     }
-    throw std::runtime_error("the file " + from + " of a completed checkpoint is gone: its records are lost "
+    throw UnrecoverableError("the file " + from + " of a completed checkpoint is gone: its records are lost "
                              "(was the directory cleaned, or shared with another sink?)");
   }
 

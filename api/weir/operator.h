@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -33,6 +34,15 @@
 namespace weir {
 
 // Where an operator sends its output records.
+// Thrown by an operator (or any user code) for a failure that restarting
+// cannot fix, such as output that is already lost: the job then FAILS at
+// once, whatever its restart strategy, with this message. Any other
+// exception fails the attempt and the job restarts under its strategy.
+class UnrecoverableError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class RecordOutput {
  public:
   virtual ~RecordOutput() = default;

@@ -24,7 +24,9 @@
 // An interval without records opens no transaction. Commit must be
 // idempotent, and it must throw (failing the task) when a committable of a
 // completed checkpoint cannot be committed: that is lost output, never to
-// pass silently.
+// pass silently. Throw weir::UnrecoverableError when the transaction is
+// gone for good (the job then fails instead of restarting into the same
+// loss), anything else for a failure a retry may fix.
 //
 // Use: stream.SinkTo("files", [] { return std::make_unique<MySink>(...); });
 // The job then needs checkpoints (execution.checkpointing.interval) in
@@ -86,7 +88,8 @@ class TwoPhaseCommitSink {
   // `checkpoint_id` is 0 at the end of a bounded input.
   virtual Committable PreCommit(int64_t checkpoint_id) = 0;
   // Makes a pre-committed transaction visible. Idempotent; throws when it
-  // cannot (the output would be lost).
+  // cannot (the output would be lost): weir::UnrecoverableError when no
+  // retry can succeed.
   virtual void Commit(const Committable& committable) = 0;
   // Commit of a restored committable, which may have been committed (and
   // its output consumed) long before; the default is Commit.

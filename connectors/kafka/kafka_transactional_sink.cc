@@ -614,7 +614,8 @@ void KafkaTransactionalSink::ThrowDataLoss(const Committable& c, const absl::Sta
       "was down, or its checkpoints did not complete, for that long. Raise kafka.transaction.timeout.ms (up to the "
       "broker's transaction.max.timeout.ms) or fix what keeps checkpoints from completing.");
   log_->error("{}", message);
-  throw std::runtime_error(message);
+  // Restoring the same checkpoint again would meet the same loss.
+  throw UnrecoverableError(message);
 }
 
 void KafkaTransactionalSink::EndInput() {

@@ -52,7 +52,8 @@
 // committed with TransactionClient (EndTxn), then every other id of the pool
 // is initialized, which aborts whatever transaction a previous attempt left
 // open on it. A commit that fails with "aborted" / an epoch error is data
-// loss: the task fails with the id, the checkpoint and the likely cause.
+// loss: the task throws weir::UnrecoverableError with the id, the
+// checkpoint and the likely cause, and the job fails without a restart.
 //
 // Bounded input: EndInput pre-commits and commits everything at once (there
 // is no checkpoint after the input ends yet); a failure of any task of the

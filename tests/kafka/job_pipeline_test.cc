@@ -234,6 +234,34 @@ TEST_F(JobPipelineTest, ExceptionInUserCodeFailsTheJobWithItsMessage) {
       absl::Seconds(30)));
 }
 
+// An ordinary exception fails the attempt and the job restarts under its
+// strategy; weir::UnrecoverableError (a connector's DATA LOSS, say) fails
+// the job at once, with the same strategy.
+TEST_F(JobPipelineTest, UnrecoverableErrorFailsTheJobWithoutRestarts) {
+  StartCluster();
+  const std::vector<std::string> restarting = {"-p", "1", "-Drestart-strategy.type=fixed-delay",
+                                               "-Drestart-strategy.fixed-delay.attempts=2",
+                                               "-Drestart-strategy.fixed-delay.delay=100ms"};
+  for (const std::string value : {"poison", "unrecoverable"}) {
+    std::string in = NewTopic(absl::StrCat(value, "-in")), out = NewTopic(absl::StrCat(value, "-out"));
+    ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, {{"k", "fine"}, {"k", value}}).ok());
+    std::string job = SubmitOrFail(kJobs + "/test/throwing_map.so", restarting,
+                                   {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out});
+    ASSERT_FALSE(job.empty());
+    nlohmann::json status = cluster_->WaitForJobEnd(job);
+    ASSERT_EQ(status["state"], "FAILED") << status.dump(2);
+    const std::string error = status["error"].get<std::string>();
+    if (value == "poison") {
+      EXPECT_EQ(status["restarts"], 2) << status.dump(2);
+      EXPECT_TRUE(absl::StrContains(error, "no more restarts")) << error;
+    } else {
+      EXPECT_EQ(status["restarts"], 0) << status.dump(2);
+      EXPECT_TRUE(absl::StrContains(error, "cannot be handled by any attempt")) << error;
+      EXPECT_TRUE(absl::StrContains(error, "not restarted")) << error;
+    }
+  }
+}
+
 TEST_F(JobPipelineTest, CrashInUserCodeKillsOneTaskManagerAndFailsTheJob) {
   StartCluster();
   std::string in = NewTopic("crash-in", 2), out = NewTopic("crash-out");
