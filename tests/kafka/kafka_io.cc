@@ -143,4 +143,60 @@ absl::StatusOr<std::map<int32_t, int64_t>> EndOffsets(const std::string& bootstr
   return end;
 }
 
+LiveReader::LiveReader(std::string bootstrap, std::string topic)
+    : bootstrap_(std::move(bootstrap)), topic_(std::move(topic)), thread_([this] { Run(); }) {}
+
+LiveReader::~LiveReader() { Stop(); }
+
+std::vector<KafkaMessage> LiveReader::Stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  return read_;
+}
+
+std::string LiveReader::error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+void LiveReader::Run() {
+  auto fail = [&](std::string message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_.empty()) error_ = std::move(message);
+  };
+  auto conf = Conf({{"bootstrap.servers", bootstrap_},
+                    {"group.id", "weir-test-live-reader"},
+                    {"enable.auto.commit", "false"},
+                    {"isolation.level", "read_committed"},
+                    {"fetch.wait.max.ms", "100"}});
+  std::string err;
+  std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(conf.get(), err));
+  if (!consumer) return fail(absl::StrCat("creating consumer: ", err));
+  absl::StatusOr<std::map<int32_t, int64_t>> ends = PartitionEnds(*consumer, topic_);
+  if (!ends.ok()) return fail(std::string(ends.status().message()));
+  std::vector<RdKafka::TopicPartition*> partitions;
+  for (const auto& [partition, high] : *ends) {
+    partitions.push_back(RdKafka::TopicPartition::create(topic_, partition, RdKafka::Topic::OFFSET_BEGINNING));
+  }
+  consumer->assign(partitions);
+  RdKafka::TopicPartition::destroy(partitions);
+  while (!stop_) {
+    std::unique_ptr<RdKafka::Message> msg(consumer->consume(100));
+    if (msg->err() == RdKafka::ERR__TIMED_OUT || msg->err() == RdKafka::ERR__PARTITION_EOF) continue;
+    if (msg->err() != RdKafka::ERR_NO_ERROR) {
+      fail(msg->errstr());
+      continue;
+    }
+    KafkaMessage m;
+    if (msg->key() != nullptr) m.key = *msg->key();
+    m.value.assign(static_cast<const char*>(msg->payload()), msg->len());
+    m.partition = msg->partition();
+    m.offset = msg->offset();
+    std::lock_guard<std::mutex> lock(mu_);
+    read_.push_back(std::move(m));
+  }
+  consumer->close();
+}
+
 }  // namespace weir::test

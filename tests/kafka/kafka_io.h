@@ -4,9 +4,12 @@
 
 #include <librdkafka/rdkafkacpp.h>
 
+#include <atomic>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -56,5 +59,31 @@ void SortByPosition(std::vector<KafkaMessage>* messages);
 // transaction still open). They differ while a transaction is open.
 absl::StatusOr<std::map<int32_t, int64_t>> EndOffsets(const std::string& bootstrap, const std::string& topic,
                                                       bool read_committed);
+
+// A read_committed consumer of `topic` from its beginning, on its own
+// thread, as a downstream reader would be while a job runs and fails: what
+// it sees in the meantime is what users would see.
+class LiveReader {
+ public:
+  LiveReader(std::string bootstrap, std::string topic);
+  ~LiveReader();
+  LiveReader(const LiveReader&) = delete;
+  LiveReader& operator=(const LiveReader&) = delete;
+
+  // Stops reading; returns every message read, in arrival order.
+  std::vector<KafkaMessage> Stop();
+  // The first error the consumer met, or "".
+  std::string error() const;
+
+ private:
+  void Run();
+
+  const std::string bootstrap_, topic_;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mu_;
+  std::vector<KafkaMessage> read_;  // guarded by mu_
+  std::string error_;               // guarded by mu_
+  std::thread thread_;
+};
 
 }  // namespace weir::test
