@@ -35,6 +35,9 @@ struct JobCheckpointing {
   absl::Duration interval = absl::ZeroDuration();
   // execution.checkpointing.timeout.
   absl::Duration timeout = absl::ZeroDuration();
+  // The longest wait before a restart (restart-strategy.*: the fixed
+  // delay, or the exponential strategy's max backoff; 0 without restarts).
+  absl::Duration restart_delay = absl::ZeroDuration();
 };
 
 // What a TaskManager knows about a source's job when it creates the source.

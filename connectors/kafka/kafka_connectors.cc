@@ -32,8 +32,11 @@ absl::Status KafkaSinkConnector::ValidateForJob(const Properties& properties,
                                                 const JobCheckpointing& checkpointing) const {
   ASSIGN_OR_RETURN(KafkaSinkConfig config, KafkaSinkConfig::FromProperties(properties, policy_));
   if (config.guarantee != kafka::Guarantee::kExactlyOnce || !checkpointing.enabled) return absl::OkStatus();
-  // A pre-committed transaction stays open until its checkpoint completes
-  // or the next one does: the broker must not abort it before.
+  // A transaction is open from the first record after a barrier until the
+  // next checkpoint completes and it is committed — after a failure, until
+  // the restarted job commits it from the checkpoint: up to an interval, a
+  // checkpoint's timeout and the wait before a restart. The broker must not
+  // abort it before.
   int64_t timeout_ms = kDefaultTransactionTimeoutMs;
   if (auto t = config.kafka_properties.find("transaction.timeout.ms"); t != config.kafka_properties.end()) {
     if (!absl::SimpleAtoi(t->second, &timeout_ms)) {
@@ -41,14 +44,16 @@ absl::Status KafkaSinkConnector::ValidateForJob(const Properties& properties,
                                                      t->second, "'; expected milliseconds"));
     }
   }
-  const absl::Duration needed = checkpointing.interval + checkpointing.timeout;
+  const absl::Duration needed = checkpointing.interval + checkpointing.timeout + checkpointing.restart_delay;
   if (absl::Milliseconds(timeout_ms) <= needed) {
     return absl::FailedPreconditionError(absl::StrCat(
         "kafka.transaction.timeout.ms is ", timeout_ms, " ms, but a transaction can stay open for "
-        "execution.checkpointing.interval + execution.checkpointing.timeout = ", absl::ToInt64Milliseconds(needed),
-        " ms before its checkpoint completes, and the broker would abort it (losing its records); raise "
+        "execution.checkpointing.interval + execution.checkpointing.timeout + the longest restart delay "
+        "(restart-strategy.fixed-delay.delay or restart-strategy.exponential-delay.max-backoff) = ",
+        absl::ToInt64Milliseconds(needed),
+        " ms before it is committed, and the broker would abort it (losing its records); raise "
         "kafka.transaction.timeout.ms (at most the broker's transaction.max.timeout.ms, 15 min by default) or "
-        "lower execution.checkpointing.timeout"));
+        "lower execution.checkpointing.timeout or the restart delay"));
   }
   return absl::OkStatus();
 }

@@ -58,12 +58,20 @@ TEST(KafkaConnectorsTest, TransactionsMustOutliveACheckpoint) {
   const absl::Status status = sink.ValidateForJob(properties, Checkpoints(absl::Seconds(1), absl::Minutes(10)));
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(status.message(), HasSubstr("kafka.transaction.timeout.ms is 60000 ms"));
-  EXPECT_THAT(status.message(), HasSubstr("execution.checkpointing.interval + execution.checkpointing.timeout = "
-                                          "601000 ms"));
+  EXPECT_THAT(status.message(), HasSubstr("execution.checkpointing.interval + execution.checkpointing.timeout + "
+                                          "the longest restart delay"));
+  EXPECT_THAT(status.message(), HasSubstr("= 601000 ms"));
   EXPECT_TRUE(sink.ValidateForJob(properties, Checkpoints(absl::Seconds(1), absl::Seconds(50))).ok());
   // Equal is not enough: the broker aborts at the timeout.
   EXPECT_EQ(sink.ValidateForJob(properties, Checkpoints(absl::Seconds(10), absl::Seconds(50))).code(),
             absl::StatusCode::kFailedPrecondition);
+  // A failure keeps a completed checkpoint's transaction open through the
+  // wait before the restart, which then commits it.
+  JobCheckpointing slow_restart = Checkpoints(absl::Seconds(1), absl::Seconds(50));
+  slow_restart.restart_delay = absl::Seconds(30);
+  const absl::Status restart = sink.ValidateForJob(properties, slow_restart);
+  EXPECT_EQ(restart.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(restart.message(), HasSubstr("= 81000 ms"));
 
   // Nothing to check without transactions or without checkpoints (the
   // dispatcher refuses exactly-once without checkpoints by itself).
