@@ -236,6 +236,9 @@ absl::StatusOr<v1::TaskDeploymentDescriptor> JobMaster::Describe(
   if (coordinator_ != nullptr) {
     tdd.set_checkpoint_dir(settings_.checkpoint_dir);
     tdd.set_checkpointing_mode(settings_.checkpoint.mode);
+    // Exactly-once sinks commit with checkpoints: a bounded input ends with
+    // one, so that what they write last is committed the same way.
+    tdd.set_final_checkpoint(chain.input_edge < 0 && HasExactlyOnceSink());
   }
   tdd.set_state_backend(settings_.state_backend);
   tdd.set_incremental_checkpoints(settings_.incremental_checkpoints);
@@ -365,17 +368,23 @@ JobMaster::AttemptEnd JobMaster::WaitForAttempt() {
     bool start_checkpoints = false;
     std::vector<std::string> finished;
     int attempt = 0;
+    bool request_final_checkpoint = false;
     {
       absl::MutexLock lock(&mu_);
       auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return shutting_down_ || AllTasksTerminalLocked() || (cancel_requested_ && !cancel_sent) ||
-               start_checkpoints_ || !finished_tasks_.empty();
+               start_checkpoints_ || !finished_tasks_.empty() ||
+               (!final_checkpoint_requested_ && AllSourcesInputEndedLocked());
       };
       mu_.AwaitWithTimeout(absl::Condition(&wake), absl::Seconds(1));
       if (shutting_down_) return AttemptEnd::kShutdown;
       attempt = attempt_;
       start_checkpoints = start_checkpoints_ && !attempt_failed_;
       start_checkpoints_ = false;
+      if (!final_checkpoint_requested_ && !attempt_failed_ && AllSourcesInputEndedLocked()) {
+        final_checkpoint_requested_ = true;
+        request_final_checkpoint = true;
+      }
       finished.swap(finished_tasks_);
       if (AllTasksTerminalLocked()) {
         bool all_finished = true;
@@ -400,6 +409,10 @@ JobMaster::AttemptEnd JobMaster::WaitForAttempt() {
       if (cancel_requested_ && !cancel_sent) reason = cancel_reason_;
     }
     if (coordinator_ != nullptr) {
+      if (request_final_checkpoint) {
+        log_->info("job {}: every source reached the end of its input; triggering the final checkpoint", job_id_);
+        coordinator_->RequestTriggerSoon();
+      }
       for (const std::string& task_id : finished) coordinator_->OnTaskFinished(attempt, task_id);
       if (start_checkpoints) {
         std::vector<std::string> sources, all;
@@ -465,6 +478,16 @@ absl::Status JobMaster::WaitForSlots() {
       return absl::CancelledError("canceled while waiting for slots");
     }
   }
+}
+
+bool JobMaster::AllSourcesInputEndedLocked() const {
+  bool any = false;
+  for (const TaskRecord& t : tasks_) {
+    if (graph_.chains[t.chain].input_edge >= 0) continue;
+    if (!t.input_ended) return false;
+    any = true;
+  }
+  return any;
 }
 
 bool JobMaster::HasExactlyOnceSink() const {
@@ -762,6 +785,7 @@ void JobMaster::Run() {
       restored_checkpoint_id_ = restore.has_value() ? restore->checkpoint_id() : 0;
       ++attempt_;
       attempt_failed_ = false;
+      final_checkpoint_requested_ = false;
       cancel_requested_ = false;
       cancel_reason_.clear();
       log_->info("job {} attempt {} starting from {}", job_id_, attempt_,
@@ -841,6 +865,11 @@ void JobMaster::OnTaskStateUpdate(const v1::TaskStateUpdate& update) {
     return;
   }
   task->state = update.state();
+  if (update.input_ended() && update.state() == v1::TASK_RUNNING && !task->input_ended) {
+    task->input_ended = true;
+    log_->info("job {}: task {} {} reached the end of its input; it ends after the next checkpoint", job_id_,
+               task->task_id, TaskLabel(*task));
+  }
   task->records_in = std::max(task->records_in, update.records_in());
   task->records_out = std::max(task->records_out, update.records_out());
   if (update.state() == v1::TASK_FAILED) {

@@ -141,6 +141,9 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
     std::string error;
     int64_t records_in = 0;
     int64_t records_out = 0;
+    // A source task that reached the end of its input and waits for the
+    // final checkpoint.
+    bool input_ended = false;
   };
   // How an attempt ended.
   enum class AttemptEnd { kFinished, kCanceled, kFailed, kShutdown };
@@ -170,6 +173,7 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Whether a sink of the job writes exactly-once (transactions).
   bool HasExactlyOnceSink() const;
+  bool AllSourcesInputEndedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checkpoint retention when the job ends in `final_state`
   // (execution.checkpointing.externalized-checkpoint-retention): whether
   // its checkpoints stay; the newest kept one's directory (logged) or "";
@@ -231,6 +235,9 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   std::vector<TaskRecord> tasks_ ABSL_GUARDED_BY(mu_);
   // The current attempt failed (its tasks are being canceled).
   bool attempt_failed_ ABSL_GUARDED_BY(mu_) = false;
+  // Every source task of this attempt reported the end of its input, and the
+  // coordinator was asked for the final checkpoint.
+  bool final_checkpoint_requested_ ABSL_GUARDED_BY(mu_) = false;
   // A task of this attempt failed with weir::UnrecoverableError: no restart.
   std::string unrecoverable_ ABSL_GUARDED_BY(mu_);
   // Set when the worker must send cancellations (failure or weir cancel).

@@ -103,8 +103,10 @@ class Task::Execution {
     while (!cancelled()) {
       const uint64_t seen = wakeup.generation();
       RETURN_IF_ERROR(RunMails());
-      if (cancelled() || task_->end_after_stop_) break;
-      if (task_->stopped_at_.has_value()) {  // stop-with-savepoint: wait for its fate
+      if (cancelled() || task_->end_after_stop_ || task_->final_checkpoint_done_) break;
+      if (task_->stopped_at_.has_value() || task_->input_ended_) {
+        // Stop-with-savepoint: wait for its fate. End of input with a final
+        // checkpoint: wait for one taken after it to complete.
         chain_->FlushDue(absl::Now());
         wakeup.WaitForChange(seen, absl::Now() + kIdleSourceWait);
         continue;
@@ -112,7 +114,14 @@ class Task::Execution {
       const SourceStatus status = source->PollNext();
       const absl::Time now = absl::Now();
       chain_->FlushDue(now);
-      if (status == SourceStatus::kEndOfInput) break;
+      if (status == SourceStatus::kEndOfInput) {
+        if (!tdd_.final_checkpoint() || task_->checkpointer_ == nullptr || !task_->checkpointer_->enabled()) break;
+        task_->input_ended_ = true;
+        task_->log_->info("task {}: end of input; waiting for a checkpoint after it to complete before ending",
+                          tdd_.task_id());
+        task_->Report(v1::TASK_RUNNING, "", /*unrecoverable=*/false, /*input_ended=*/true);
+        continue;
+      }
       if (status == SourceStatus::kNothingAvailable) wakeup.WaitForChange(seen, now + kIdleSourceWait);
     }
     return absl::OkStatus();
@@ -238,6 +247,7 @@ absl::Status Task::TriggerCheckpoint(int64_t checkpoint_id, int64_t timestamp_ms
       return absl::OkStatus();
     }
     RETURN_IF_ERROR(checkpointer_->Checkpoint(*chain, checkpoint_id, timestamp_ms, absl::ZeroDuration()));
+    if (input_ended_ && !final_barrier_.has_value()) final_barrier_ = checkpoint_id;
     if (stop) {
       stopped_at_ = checkpoint_id;
       log_->info("task {}: stopping with savepoint {}: no records after its barrier", tdd_.task_id(), checkpoint_id);
@@ -255,6 +265,11 @@ void Task::NotifyCheckpoint(int64_t checkpoint_id, bool completed) {
            [this, checkpoint_id, completed](OperatorChain* chain) {
              if (completed) {
                chain->NotifyCheckpointComplete(checkpoint_id);
+               if (final_barrier_.has_value() && checkpoint_id >= *final_barrier_ && !final_checkpoint_done_) {
+                 final_checkpoint_done_ = true;
+                 log_->info("task {}: checkpoint {}, taken after the end of its input, completed; ending",
+                            tdd_.task_id(), checkpoint_id);
+               }
              } else {
                chain->NotifyCheckpointAborted(checkpoint_id);
                if (stopped_at_ == checkpoint_id) {
@@ -292,7 +307,7 @@ v1::TaskMetrics Task::Metrics() const {
   return m;
 }
 
-void Task::Report(v1::TaskState state, const std::string& error, bool unrecoverable) {
+void Task::Report(v1::TaskState state, const std::string& error, bool unrecoverable, bool input_ended) {
   v1::TaskStateUpdate update;
   update.set_job_id(tdd_.job_id());
   update.set_attempt(tdd_.attempt());
@@ -300,6 +315,7 @@ void Task::Report(v1::TaskState state, const std::string& error, bool unrecovera
   update.set_state(state);
   update.set_error(error);
   update.set_unrecoverable(unrecoverable);
+  update.set_input_ended(input_ended);
   update.set_records_in(records_in_.load());
   update.set_records_out(records_out_.load());
   update.set_taskmanager_id(env_.taskmanager_id);

@@ -107,7 +107,8 @@ class Task {
  private:
   class Execution;
   void Run();
-  void Report(v1::TaskState state, const std::string& error, bool unrecoverable = false);
+  void Report(v1::TaskState state, const std::string& error, bool unrecoverable = false,
+              bool input_ended = false);
 
   const v1::TaskDeploymentDescriptor tdd_;
   const TaskEnvironment env_;
@@ -126,6 +127,12 @@ class Task {
   // emitting after, and whether it was told to end its input.
   std::optional<int64_t> stopped_at_;
   bool end_after_stop_ = false;
+  // Final checkpoint (tdd.final_checkpoint): the source reached the end of
+  // its input; the first barrier it emitted after that; whether a
+  // checkpoint at or after that barrier completed (the source then ends).
+  bool input_ended_ = false;
+  std::optional<int64_t> final_barrier_;
+  bool final_checkpoint_done_ = false;
   std::atomic<int64_t> records_in_{0};
   std::atomic<int64_t> records_out_{0};
   // The partitions this task produces; released on cancel to unblock it.

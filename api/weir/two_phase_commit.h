@@ -19,7 +19,8 @@
 //                                    for what was opened after n
 //   cancel or failure                Abort() of the open transaction;
 //                                    pre-committed ones stay for recovery
-//   end of a bounded input           PreCommit(0) and Commit of everything
+//   end of a bounded input           (after the final checkpoint) PreCommit(0)
+//                                    and Commit of anything left
 //
 // An interval without records opens no transaction. Commit must be
 // idempotent, and it must throw (failing the task) when a committable of a
@@ -35,11 +36,11 @@
 // Rescaling: the committables of every old subtask o are committed, and its
 // leftovers aborted, by the new subtask o % parallelism.
 //
-// Bounded input: EndInput pre-commits the open transaction and commits
-// everything pending at once, also what checkpoints still in progress
-// cover; a failure of any task of the job between that commit and the
-// job's end replays the records since the last completed checkpoint
-// (at-least-once for that window), as the Kafka sink does.
+// Bounded input: a job with a two-phase-commit sink ends with a final
+// checkpoint (its sources wait for a checkpoint after their end before they
+// end their input), which commits the last transaction as any other. At
+// EndInput, what is still open or pending (nothing, normally) is
+// pre-committed and committed at once.
 #pragma once
 
 #include <algorithm>

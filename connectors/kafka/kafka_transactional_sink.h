@@ -55,10 +55,11 @@
 // loss: the task throws weir::UnrecoverableError with the id, the
 // checkpoint and the likely cause, and the job fails without a restart.
 //
-// Bounded input: EndInput pre-commits and commits everything at once (there
-// is no checkpoint after the input ends yet); a failure of any task of the
-// job between that commit and the job's end restarts it from the last
-// checkpoint and writes the records after it again.
+// Bounded input: the sources end with a final checkpoint (they wait for a
+// checkpoint after their end to complete before they end their input), so
+// the last transaction is pre-committed at its barrier and committed like
+// any other. EndInput then commits whatever is still pending — nothing
+// normally; it is a fallback for a chain that ends without that checkpoint.
 //
 // Producers report statistics (they carry the producer id and epoch) every
 // 250 ms into their queues; the task thread polls every producer it holds

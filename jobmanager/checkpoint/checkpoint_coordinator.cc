@@ -361,7 +361,8 @@ void CheckpointCoordinator::Run() {
         } else {
           trigger = PlanTriggerLocked(now, std::move(request));
         }
-      } else if (CheckCanTriggerLocked().ok() && now >= NextPeriodicTriggerLocked()) {
+      } else if (CheckCanTriggerLocked().ok() && (trigger_soon_ || now >= NextPeriodicTriggerLocked())) {
+        trigger_soon_ = false;
         trigger = PlanTriggerLocked(now, nullptr);
       }
     }
@@ -391,6 +392,12 @@ void CheckpointCoordinator::Run() {
   for (const AbortAction& action : actions) RunAbortAction(action, /*stopping=*/true);
 }
 
+void CheckpointCoordinator::RequestTriggerSoon() {
+  absl::MutexLock lock(&mu_);
+  trigger_soon_ = true;
+  wake_ = true;
+}
+
 bool CheckpointCoordinator::NoMetadataWriteLocked() const { return !writing_metadata_; }
 
 bool CheckpointCoordinator::HasWorkLocked() const {
@@ -403,7 +410,7 @@ absl::Time CheckpointCoordinator::NextWakeupLocked() const {
   for (const auto& [id, pending] : pending_) {
     if (pending.phase == Phase::kAwaitingAcks) next = std::min(next, pending.trigger_time + options_.timeout);
   }
-  if (CheckCanTriggerLocked().ok()) next = std::min(next, NextPeriodicTriggerLocked());
+  if (CheckCanTriggerLocked().ok()) next = std::min(next, trigger_soon_ ? absl::Now() : NextPeriodicTriggerLocked());
   return next;
 }
 

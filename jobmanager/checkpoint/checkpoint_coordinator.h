@@ -183,6 +183,11 @@ class CheckpointCoordinator {
   // until it is aborted or FinishStop(id, false) resumes the job.
   absl::StatusOr<int64_t> TriggerNow(bool stop = false) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Triggers a checkpoint as soon as one may be (none pending beyond
+  // max_concurrent), without waiting for the interval: the final checkpoint
+  // once every source reached the end of its input. Does not block.
+  void RequestTriggerSoon() ABSL_LOCKS_EXCLUDED(mu_);
+
   // After stop checkpoint `id` completed: tells the source tasks, on the
   // coordinator's thread and so after the tasks were told of the completion,
   // to end their input (`end_input`) or to resume.
@@ -323,6 +328,8 @@ class CheckpointCoordinator {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Set by calls that change when the thread must act next.
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  // RequestTriggerSoon was called and no checkpoint was triggered since.
+  bool trigger_soon_ ABSL_GUARDED_BY(mu_) = false;
   bool suspended_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_metadata_ ABSL_GUARDED_BY(mu_) = false;
 

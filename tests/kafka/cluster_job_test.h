@@ -31,9 +31,9 @@ class ClusterJobTest : public ::testing::Test {
   }
 
   // A new topic of 4 partitions.
-  std::string NewTopic(const std::string& prefix) {
+  std::string NewTopic(const std::string& prefix, int partitions = 4) {
     std::string topic = test::UniqueTopicName(prefix);
-    absl::Status created = test::CreateTopic(bootstrap_, topic, 4);
+    absl::Status created = test::CreateTopic(bootstrap_, topic, partitions);
     EXPECT_TRUE(created.ok()) << created;
     return topic;
   }

@@ -682,6 +682,63 @@ TEST_F(ExactlyOnceTest, KeyedCountIsExactlyOnceAcrossTaskManagerKills) {
   ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
 }
 
+// A bounded input ends with a final checkpoint. One subtask reaches the end
+// of its (small) partition long before the other; it must not commit then:
+// the other subtask's TaskManager is SIGKILLed after that, the job restarts
+// from its last checkpoint (at most one, before any record: the interval is
+// two minutes) and reads everything again. Every record is in the output
+// once, and the job ends FINISHED after its final checkpoint.
+TEST_F(ExactlyOnceTest, BoundedInputEndsWithAFinalCheckpoint) {
+  StartCluster(3);
+  const std::string in = NewTopic("eo-bounded-in", 2), out = NewTopic("eo-bounded-out");
+  std::vector<KafkaMessage> input;
+  constexpr int kSmall = 20, kLarge = 2000;
+  for (int i = 0; i < kSmall + kLarge; ++i) {
+    input.push_back({.key = absl::StrCat("k", i), .value = absl::StrCat(i), .partition = i < kSmall ? 0 : 1});
+  }
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, input).ok());
+  std::string error;
+  const std::string job = cluster_->Submit(
+      kJobs + "/test/slow_copy.so",
+      {"-p", "2", "-Dexecution.checkpointing.interval=2min", "-Drestart-strategy.type=fixed-delay",
+       "-Drestart-strategy.fixed-delay.attempts=5", "-Drestart-strategy.fixed-delay.delay=200ms"},
+      {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out, "--sleep-us", "2000"}, &error);
+  ASSERT_FALSE(job.empty()) << error << cluster_->Logs();
+
+  // The subtask of the small partition reaches its end and waits.
+  std::string ended_task;
+  ASSERT_TRUE(WaitFor([&] {
+    const std::string logs = cluster_->Logs();
+    const size_t at = logs.find(" reached the end of its input");
+    if (at == std::string::npos) return false;
+    const size_t task = logs.rfind("task ", at);
+    ended_task = logs.substr(task + 5, logs.find(' ', task + 5) - task - 5);
+    return true;
+  }, absl::Seconds(60), absl::Milliseconds(50))) << cluster_->Logs();
+  nlohmann::json status = cluster_->WeirJson({"status", job});
+  std::string busy_taskmanager;
+  for (const auto& t : status["tasks"]) {
+    if (t["task_id"] != ended_task) busy_taskmanager = t["taskmanager_id"];
+  }
+  ASSERT_FALSE(busy_taskmanager.empty()) << ended_task << "\n" << status.dump(2);
+  int index = -1;
+  ASSERT_TRUE(absl::SimpleAtoi(busy_taskmanager.substr(3), &index)) << busy_taskmanager;  // "tm-<i>"
+  cluster_->KillTaskManager(index);
+  cluster_->StartTaskManager();
+
+  status = cluster_->WaitForJobEnd(job, absl::Seconds(120));
+  ASSERT_EQ(status["state"], "FINISHED") << status.dump(2) << cluster_->Logs();
+  EXPECT_GE(status["attempt"].get<int>(), 2) << status.dump(2);
+  const std::string logs = cluster_->Logs();
+  EXPECT_TRUE(absl::StrContains(logs, "triggering the final checkpoint")) << logs;
+  ExpectEveryRecordOnce(bootstrap_, out, kSmall + kLarge, "bounded input, a kill after one subtask ended", logs);
+  EXPECT_TRUE(WaitFor([&] {
+    auto stable = test::EndOffsets(bootstrap_, out, true);
+    auto high = test::EndOffsets(bootstrap_, out, false);
+    return stable.ok() && high.ok() && *stable == *high;
+  }, absl::Seconds(30), absl::Milliseconds(200))) << "a transaction is still open on the output";
+}
+
 // Exactly-once output commits when checkpoints complete: without
 // checkpoints, with unaligned (AT_LEAST_ONCE) ones, with a transaction
 // timeout shorter than a checkpoint may take, or with the prefix of a job
