@@ -105,6 +105,8 @@ int RunSubmit(const Options& options, std::ostream& out, std::ostream& err) {
   auto job = jobgraph::LoadJob(binary, {request.args().begin(), request.args().end()});
   if (!job.ok()) return Fail(err, std::string(job.status().message()));
   *request.mutable_graph() = jobgraph::ToSpec((*job)->graph);
+  // Configuration from the job's code, where -D did not set the key.
+  for (const auto& [key, value] : (*job)->graph.config) request.mutable_config()->insert({key, value});
   absl::Status valid = jobgraph::ValidateGraph(request.graph(), 32768);
   if (!valid.ok()) return Fail(err, absl::StrCat("invalid job graph: ", valid.message()));
   request.set_parallelism(parallelism);

@@ -3,6 +3,8 @@
 //   weir submit kafka_copy.so -p 2 -- --brokers HOST:PORT --input-topic in
 //       --output-topic out [--guarantee exactly-once|at-least-once|at-most-once] [--bounded]
 //       [--transaction-timeout-ms MS]   (exactly-once: the producers' transaction.timeout.ms)
+//       [--checkpointing-mode exactly-once|at-least-once]   (barriers aligned or not; see
+//        StreamEnvironment::SetCheckpointingMode — a copy has no state to lose either way)
 //       [--source-properties k=v,k=v] [--sink-properties k=v,k=v]   (extra librdkafka settings)
 #include <map>
 #include <stdexcept>
@@ -31,6 +33,13 @@ std::map<std::string, std::string> Properties(const std::string& text) {
 void BuildJob(weir::StreamEnvironment& env, const weir::JobArgs& args) {
   std::string brokers = args.Require("--brokers");
   env.SetJobName("kafka_copy");
+  if (std::string mode = args.Get("--checkpointing-mode", ""); !mode.empty()) {
+    if (mode != "exactly-once" && mode != "at-least-once") {
+      throw std::invalid_argument("--checkpointing-mode is '" + mode + "'; expected exactly-once or at-least-once");
+    }
+    env.SetCheckpointingMode(mode == "exactly-once" ? weir::StreamEnvironment::CheckpointingMode::kExactlyOnce
+                                                    : weir::StreamEnvironment::CheckpointingMode::kAtLeastOnce);
+  }
   auto input = weir::kafka::Source(env, {.brokers = brokers,
                                          .topics = {args.Require("--input-topic")},
                                          .bounded = args.Flag("--bounded"),

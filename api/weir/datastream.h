@@ -222,6 +222,23 @@ class StreamEnvironment {
 
   void SetJobName(std::string name) { graph_->name = std::move(name); }
 
+  // Job-level configuration from the job's code: a job-level key of the
+  // configuration reference (execution.checkpointing.*, restart-strategy.*,
+  // state.backend.type, ...) or a key of the job's own, read in operators
+  // with OperatorContext::JobConfig. `weir submit -Dkey=value` overrides it;
+  // the cluster's configuration is the default for what neither sets.
+  void SetConfig(std::string key, std::string value) { graph_->config[std::move(key)] = std::move(value); }
+
+  // Checkpoint barriers aligned (kExactlyOnce, the default: keyed and
+  // operator state reflect every record exactly once) or not (kAtLeastOnce:
+  // no input is held back for a barrier, and after a restore a record may
+  // count twice in state). Jobs with an exactly-once sink need kExactlyOnce.
+  // Same as SetConfig("execution.checkpointing.mode", ...).
+  enum class CheckpointingMode { kExactlyOnce, kAtLeastOnce };
+  void SetCheckpointingMode(CheckpointingMode mode) {
+    SetConfig("execution.checkpointing.mode", mode == CheckpointingMode::kExactlyOnce ? "EXACTLY_ONCE" : "AT_LEAST_ONCE");
+  }
+
   template <typename T, typename S = Serializer<T>>
   DataStream<T> AddSource(std::string name, std::function<std::unique_ptr<SourceFunction<T>>()> factory);
 

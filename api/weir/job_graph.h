@@ -63,6 +63,9 @@ struct JobGraph {
   std::string name;
   std::vector<VertexSpec> vertices;  // vertices[i].id == i
   std::vector<EdgeSpec> edges;
+  // Job-level configuration set by the job's code (StreamEnvironment::
+  // SetConfig): submitted with the job unless `weir submit -D` sets the key.
+  std::map<std::string, std::string> config;
 };
 
 inline const char* PartitioningName(Partitioning p) {

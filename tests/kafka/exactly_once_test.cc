@@ -755,6 +755,27 @@ TEST_F(ExactlyOnceTest, SubmissionNeedsAlignedCheckpoints) {
                          in, out, &error)
                   .empty());
   EXPECT_TRUE(absl::StrContains(error, "EXACTLY_ONCE")) << error;
+  // The same mode set by the job's code (StreamEnvironment::
+  // SetCheckpointingMode) is refused alike; -D at submission overrides it.
+  error.clear();
+  const std::vector<std::string> unaligned_by_code = {"--brokers", bootstrap_, "--input-topic", in, "--output-topic",
+                                                      out, "--guarantee", "exactly-once", "--checkpointing-mode",
+                                                      "at-least-once"};
+  EXPECT_TRUE(cluster_
+                  ->Submit(kJobs + "/kafka_copy.so", {"-p", "1", "-Dexecution.checkpointing.interval=1s"},
+                           unaligned_by_code, &error)
+                  .empty());
+  EXPECT_TRUE(absl::StrContains(error, "EXACTLY_ONCE")) << error;
+  error.clear();
+  const std::string overridden = cluster_->Submit(
+      kJobs + "/kafka_copy.so",
+      {"-p", "1", "-Dexecution.checkpointing.interval=1s", "-Dexecution.checkpointing.mode=EXACTLY_ONCE"},
+      unaligned_by_code, &error);
+  EXPECT_FALSE(overridden.empty()) << error;
+  if (!overridden.empty()) {
+    ASSERT_EQ(cluster_->Weir({"cancel", overridden}).exit_code, 0);
+    cluster_->WaitForJobEnd(overridden);
+  }
   // A transaction timeout the broker would hit before the checkpoint ends.
   error.clear();
   EXPECT_TRUE(cluster_
