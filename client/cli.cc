@@ -7,7 +7,9 @@
 #include <iomanip>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "weir/version.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
@@ -18,7 +20,8 @@ namespace weir::client {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: weir [--jobmanager HOST:PORT] [--json] COMMAND [ARGS]\n"
+    "usage: weir [--jobmanager HOST[:PORT]] [--token-file FILE] [--json] COMMAND [ARGS]\n"
+    "       weir --version\n"
     "\n"
     "commands:\n"
     "  cluster                      list the TaskManagers with their slots\n"
@@ -33,7 +36,8 @@ constexpr char kUsage[] =
     "                               prints the savepoint's path\n"
     "  checkpoints JOB_ID           a job's recent checkpoints and the one it restored from\n"
     "\n"
-    "--jobmanager defaults to $WEIR_JOBMANAGER, else 127.0.0.1:6123.\n"
+    "--jobmanager (or -m) defaults to $WEIR_JOBMANAGER, else 127.0.0.1:6123; the port defaults to 6123.\n"
+    "Options take their value as --name VALUE or --name=VALUE, before or after the command.\n"
     "--token-file FILE (or $WEIR_AUTH_TOKEN_FILE): the cluster's shared secret, when it has one.\n";
 
 int RunCluster(const Options& options, std::ostream& out, std::ostream& err) {
@@ -77,34 +81,88 @@ int RunCluster(const Options& options, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
+// Normalizes --jobmanager: a host without a port gets the default port.
+std::string WithDefaultPort(const std::string& address) {
+  if (address.empty()) return address;
+  if (address.back() == ']') return address + ":6123";  // [::1]
+  if (address.find(':') == std::string::npos) return address + ":6123";
+  return address;  // HOST:PORT, or a bare IPv6 address (several colons)
+}
+
 }  // namespace
+
+absl::StatusOr<bool> ParseGlobalOption(const std::vector<std::string>& args, size_t* i, GlobalOptions* options) {
+  const std::string& arg = args[*i];
+  // "--name VALUE" or "--name=VALUE" for the options that take a value.
+  auto value_of = [&](std::initializer_list<const char*> names, std::string* value) -> absl::StatusOr<bool> {
+    for (const char* name : names) {
+      const std::string n(name);
+      if (arg == n) {
+        if (*i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(n, " needs a value"));
+        *value = args[++*i];
+        return true;
+      }
+      if (absl::StartsWith(arg, n + "=")) {
+        *value = arg.substr(n.size() + 1);
+        return true;
+      }
+    }
+    return false;
+  };
+  if (arg == "--json") {
+    options->json = true;
+    return true;
+  }
+  if (arg == "--version") {
+    options->version = true;
+    return true;
+  }
+  std::string value;
+  ASSIGN_OR_RETURN(bool is_jobmanager, value_of({"--jobmanager", "-m"}, &value));
+  if (is_jobmanager) {
+    if (value.empty()) return absl::InvalidArgumentError("--jobmanager needs HOST[:PORT]");
+    options->jobmanager = WithDefaultPort(value);
+    return true;
+  }
+  ASSIGN_OR_RETURN(bool is_token_file, value_of({"--token-file"}, &value));
+  if (is_token_file) {
+    if (value.empty()) return absl::InvalidArgumentError("--token-file needs a file");
+    options->token_file = value;
+    return true;
+  }
+  return false;
+}
 
 int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   Options options;
+  GlobalOptions global;
   const char* env = std::getenv("WEIR_JOBMANAGER");
-  options.jobmanager = env != nullptr && *env != '\0' ? env : "127.0.0.1:6123";
+  global.jobmanager = WithDefaultPort(env != nullptr && *env != '\0' ? env : "127.0.0.1:6123");
   const char* token_env = std::getenv("WEIR_AUTH_TOKEN_FILE");
-  std::string token_file = token_env != nullptr ? token_env : "";
+  global.token_file = token_env != nullptr ? token_env : "";
+  // Global options go before or after the command (`weir cluster --json`);
+  // job arguments after `--` are left alone.
+  std::vector<std::string> command_args;
+  bool after_dashes = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
+    if (after_dashes) {
+      command_args.push_back(arg);
+      continue;
+    }
+    if (arg == "--" && !options.command.empty()) {
+      after_dashes = true;
+      command_args.push_back(arg);
+      continue;
+    }
+    absl::StatusOr<bool> global_option = ParseGlobalOption(args, &i, &global);
+    if (!global_option.ok()) {
+      err << "weir: " << global_option.status().message() << "\n";
+      return 2;
+    }
+    if (*global_option) continue;
     if (!options.command.empty()) {
-      options.command_args.push_back(arg);
-    } else if (arg == "--json") {
-      options.json = true;
-    } else if (arg == "--jobmanager" || arg == "-m") {
-      if (i + 1 >= args.size()) {
-        err << "weir: " << arg << " needs HOST:PORT\n";
-        return 2;
-      }
-      options.jobmanager = args[++i];
-    } else if (arg == "--token-file") {
-      if (i + 1 >= args.size()) {
-        err << "weir: --token-file needs a file\n";
-        return 2;
-      }
-      token_file = args[++i];
-    } else if (arg.rfind("--jobmanager=", 0) == 0) {
-      options.jobmanager = arg.substr(strlen("--jobmanager="));
+      command_args.push_back(arg);
     } else if (arg == "--help" || arg == "-h" || arg == "help") {
       out << kUsage;
       return 0;
@@ -115,24 +173,14 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
       options.command = arg;
     }
   }
-  // Options may also follow the command: `weir cluster --json`. Job
-  // arguments after `--` are left alone.
-  std::vector<std::string> rest;
-  for (size_t i = 0; i < options.command_args.size(); ++i) {
-    const std::string& arg = options.command_args[i];
-    if (arg == "--") {
-      rest.insert(rest.end(), options.command_args.begin() + static_cast<long>(i), options.command_args.end());
-      break;
-    }
-    if (arg == "--json") {
-      options.json = true;
-    } else if ((arg == "--jobmanager" || arg == "-m") && i + 1 < options.command_args.size()) {
-      options.jobmanager = options.command_args[++i];
-    } else {
-      rest.push_back(arg);
-    }
+  if (global.version) {
+    out << "weir " << WEIR_VERSION_STRING << " (job API " << WEIR_JOB_API_VERSION << ")\n";
+    return 0;
   }
-  options.command_args = std::move(rest);
+  options.jobmanager = global.jobmanager;
+  options.json = global.json;
+  options.command_args = std::move(command_args);
+  const std::string token_file = global.token_file;
 
   if (options.command.empty()) {
     err << kUsage;

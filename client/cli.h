@@ -7,11 +7,28 @@
 // command failed (e.g. JobManager unreachable), 2 bad usage.
 #pragma once
 
+#include <cstddef>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+
 namespace weir::client {
+
+// The options every command takes.
+struct GlobalOptions {
+  std::string jobmanager;  // HOST:PORT
+  std::string token_file;
+  bool json = false;
+  bool version = false;
+};
+
+// If args[*i] is a global option (--jobmanager/-m, --token-file, as
+// "--name VALUE" or "--name=VALUE"; --json; --version), applies it, moves *i
+// past its value and returns true; false for anything else;
+// kInvalidArgument for a value that is missing.
+absl::StatusOr<bool> ParseGlobalOption(const std::vector<std::string>& args, size_t* i, GlobalOptions* options);
 
 int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

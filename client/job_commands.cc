@@ -102,7 +102,12 @@ int RunSubmit(const Options& options, std::ostream& out, std::ostream& err) {
 
   // Build the graph here, so that a bad binary or bad arguments fail before
   // anything reaches the cluster.
-  auto job = jobgraph::LoadJob(binary, {request.args().begin(), request.args().end()});
+  // A path without a slash would make dlopen search the library path, not
+  // the current directory: load what the shell named.
+  std::error_code absolute_error;
+  const std::string binary_path = std::filesystem::absolute(binary, absolute_error).string();
+  if (absolute_error) return Fail(err, absl::StrCat("cannot resolve ", binary, ": ", absolute_error.message()));
+  auto job = jobgraph::LoadJob(binary_path, {request.args().begin(), request.args().end()});
   if (!job.ok()) return Fail(err, std::string(job.status().message()));
   *request.mutable_graph() = jobgraph::ToSpec((*job)->graph);
   // Configuration from the job's code, where -D did not set the key.

@@ -1,0 +1,84 @@
+// The `weir` client's global options, parsed the same way before and after
+// the command, in both spellings.
+#include "client/cli.h"
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "weir/version.h"
+
+namespace weir::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+GlobalOptions Parse(const std::vector<std::string>& args) {
+  GlobalOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    absl::StatusOr<bool> parsed = ParseGlobalOption(args, &i, &options);
+    EXPECT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_TRUE(parsed.ok() && *parsed) << args[i] << " is not a global option";
+  }
+  return options;
+}
+
+TEST(CliTest, OptionsTakeTheirValueWithASpaceOrAnEqualsSign) {
+  EXPECT_EQ(Parse({"--jobmanager", "h:1"}).jobmanager, "h:1");
+  EXPECT_EQ(Parse({"--jobmanager=h:2"}).jobmanager, "h:2");
+  EXPECT_EQ(Parse({"-m", "h:3"}).jobmanager, "h:3");
+  EXPECT_EQ(Parse({"--token-file", "/a"}).token_file, "/a");
+  EXPECT_EQ(Parse({"--token-file=/b"}).token_file, "/b");
+  EXPECT_TRUE(Parse({"--json"}).json);
+  EXPECT_TRUE(Parse({"--version"}).version);
+}
+
+TEST(CliTest, AJobManagerWithoutAPortGetsTheDefaultPort) {
+  EXPECT_EQ(Parse({"--jobmanager", "127.0.0.1"}).jobmanager, "127.0.0.1:6123");
+  EXPECT_EQ(Parse({"--jobmanager=jm.example"}).jobmanager, "jm.example:6123");
+  EXPECT_EQ(Parse({"--jobmanager", "[::1]"}).jobmanager, "[::1]:6123");
+  EXPECT_EQ(Parse({"--jobmanager", "[::1]:7000"}).jobmanager, "[::1]:7000");
+}
+
+TEST(CliTest, AMissingValueIsAnError) {
+  GlobalOptions options;
+  std::vector<std::string> args = {"--token-file"};
+  size_t i = 0;
+  absl::StatusOr<bool> parsed = ParseGlobalOption(args, &i, &options);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(), HasSubstr("--token-file needs a value"));
+  args = {"--jobmanager="};
+  i = 0;
+  EXPECT_FALSE(ParseGlobalOption(args, &i, &options).ok());
+}
+
+TEST(CliTest, OtherArgumentsAreNotGlobalOptions) {
+  GlobalOptions options;
+  for (const std::string arg : {"-p", "submit", "-Dx=y", "--savepoint-path"}) {
+    std::vector<std::string> args = {arg, "v"};
+    size_t i = 0;
+    absl::StatusOr<bool> parsed = ParseGlobalOption(args, &i, &options);
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_FALSE(*parsed) << arg;
+    EXPECT_EQ(i, 0u);
+  }
+}
+
+TEST(CliTest, VersionAndOptionsAfterTheCommand) {
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCli({"--version"}, out, err), 0);
+  EXPECT_THAT(out.str(), HasSubstr(WEIR_VERSION_STRING));
+  // A global option after the command is taken as one; an unknown token
+  // file fails before any call, whichever side of the command it is on.
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"list", "--token-file=/nonexistent/t"},
+                                               std::vector<std::string>{"--token-file", "/nonexistent/t", "list"}}) {
+    std::ostringstream o, e;
+    EXPECT_EQ(RunCli(args, o, e), 2);
+    EXPECT_THAT(e.str(), HasSubstr("/nonexistent/t"));
+  }
+}
+
+}  // namespace
+}  // namespace weir::client
