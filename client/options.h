@@ -31,6 +31,15 @@ inline std::string DescribeRpcError(const Options& options, const grpc::Status& 
   if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
     return absl::StrCat("the JobManager at ", options.jobmanager, " refused the call: ", status.error_message());
   }
+  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    return absl::StrCat("the server at ", options.jobmanager,
+                        " does not serve this call: it is not a Weir JobManager of this version (a TaskManager's "
+                        "port?); the JobManager listens on jobmanager.rpc.port, 6123 by default");
+  }
+  if (status.error_message().empty()) {
+    return absl::StrCat("the call to the JobManager at ", options.jobmanager, " failed with gRPC status ",
+                        static_cast<int>(status.error_code()));
+  }
   return status.error_message();
 }
 

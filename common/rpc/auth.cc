@@ -2,11 +2,15 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/logging/logging.h"
 #include "common/rpc/rpc.h"
 
@@ -66,13 +70,28 @@ grpc::Status Authorize(const grpc::ServerContext* context) {
   if (Token().empty()) return grpc::Status::OK;
   const auto& metadata = context->client_metadata();
   auto it = metadata.find("authorization");
-  if (it != metadata.end()) {
+  const bool sent = it != metadata.end();
+  if (sent) {
     std::string value(it->second.data(), it->second.size());
     if (ConstantTimeEquals(value, "Bearer " + Token())) return grpc::Status::OK;
   }
+  // Said in this daemon's log too (at most every 10 s), so that an operator
+  // sees who is knocking with the wrong secret.
+  static std::atomic<int64_t> last_logged_ms{0};
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  int64_t last = last_logged_ms.load();
+  if (now_ms - last >= 10000 && last_logged_ms.compare_exchange_strong(last, now_ms)) {
+    logging::Get("security")->warn("refused a call from {}: {} (further refusals are logged every 10 s)",
+                                   context->peer(),
+                                   sent ? "its token does not match security.auth.token-file"
+                                        : "it carries no token, and this cluster requires one");
+  }
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                      "this Weir cluster requires its shared secret: give the client the cluster's token file "
-                      "(--token-file or WEIR_AUTH_TOKEN_FILE) or the daemon security.auth.token-file");
+                      sent ? "the token given does not match this cluster's: check that the client's --token-file "
+                             "(or WEIR_AUTH_TOKEN_FILE) and the daemons' security.auth.token-file hold the same secret"
+                           : "this Weir cluster requires its shared secret and none was given: pass the cluster's "
+                             "token file (--token-file or WEIR_AUTH_TOKEN_FILE), or set security.auth.token-file "
+                             "for a daemon");
 }
 
 absl::Status CheckExposure(const std::string& bind_host, const std::string& bind_key) {

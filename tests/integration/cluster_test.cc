@@ -126,6 +126,11 @@ TEST_F(ClusterTest, TwoTaskManagersJoinWithTheirSlots) {
   EXPECT_TRUE(absl::StrContains(text.out, "tm-a")) << text.out;
   EXPECT_TRUE(absl::StrContains(text.out, "2/2")) << text.out;
   EXPECT_TRUE(absl::StrContains(text.out, "3/3")) << text.out;
+
+  // A client pointed at a TaskManager's port by mistake says so.
+  auto wrong_port = RunCommand({BinDir() + "/weir", "--jobmanager", tm_a["address"].get<std::string>(), "list"});
+  EXPECT_EQ(wrong_port.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(wrong_port.err, "not a Weir JobManager")) << wrong_port.err;
 }
 
 TEST_F(ClusterTest, KilledTaskManagerIsLostWhenItsConnectionCloses) {
@@ -317,15 +322,19 @@ TEST_F(ClusterTest, WithATokenEveryCallMustCarryIt) {
     return r.exit_code == 0 && nlohmann::json::parse(r.out)["taskmanagers"].size() == 1;
   }, absl::Seconds(30))) << jm->Log();
   EXPECT_EQ(nlohmann::json::parse(with_token().out)["taskmanagers"][0]["id"], "tm-a");
-  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(intruder->Log(), "UNAUTHENTICATED") ||
-                                   absl::StrContains(intruder->Log(), "requires its shared secret"); },
+  // The intruder says why it cannot register, and so does the JobManager.
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(intruder->Log(), "does not match this cluster's"); },
                       absl::Seconds(30))) << intruder->Log();
+  EXPECT_TRUE(absl::StrContains(jm->Log(), "its token does not match security.auth.token-file")) << jm->Log();
 
+  // A missing token and a wrong one are told apart.
   auto without = RunCommand({BinDir() + "/weir", "--jobmanager", JobManagerAddress(), "cluster"});
   EXPECT_EQ(without.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(without.err, "refused the call")) << without.err;
+  EXPECT_TRUE(absl::StrContains(without.err, "none was given")) << without.err;
   auto bad = RunCommand({BinDir() + "/weir", "--jobmanager", JobManagerAddress(), "--token-file", wrong, "cluster"});
   EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(bad.err, "does not match this cluster's")) << bad.err;
   auto missing = RunCommand({BinDir() + "/weir", "--token-file", dir_ + "/none", "cluster"});
   EXPECT_EQ(missing.exit_code, 2);
 }
