@@ -112,8 +112,12 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
                                                     static_cast<int>(config.GetInt(k::kJobManagerRpcPort)));
   auto jm_channel = rpc::CreateChannel(connection.jobmanager_address);
   tm->job_master_ = v1::JobMasterService::NewStub(jm_channel);
-  tm->artifacts_ = std::make_unique<JobArtifacts>(
-      absl::StrCat(config.GetString(k::kIoTmpDirs), "/weir-", tm->id()), v1::ArtifactService::NewStub(jm_channel));
+  // io.tmp.dirs is a list, as in Flink; the first directory is used (an
+  // empty list means /tmp).
+  const std::vector<std::string> tmp_dirs = config::SplitPathList(config.GetString(k::kIoTmpDirs));
+  const std::string tmp_dir = tmp_dirs.empty() ? std::string("/tmp") : tmp_dirs.front();
+  tm->artifacts_ = std::make_unique<JobArtifacts>(absl::StrCat(tmp_dir, "/weir-", tm->id()),
+                                                  v1::ArtifactService::NewStub(jm_channel));
   tm->task_env_.taskmanager_id = tm->id();
   tm->task_env_.artifacts = tm->artifacts_.get();
   tm->task_env_.partitions = tm->partitions_.get();
@@ -130,8 +134,9 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   tm->task_env_.state_backend = config.GetString(k::kStateBackendType);
   tm->cancel_timeout_ = config.GetDuration(k::kCancelTimeout);
   tm->task_env_.rocksdb_write_buffer_bytes = config.GetMemorySize(k::kRocksDbWriteBuffer);
-  std::string local_state = config.GetString(k::kStateLocalRootDirs);
-  if (local_state.empty()) local_state = absl::StrCat(config.GetString(k::kIoTmpDirs), "/weir-state-", tm->id());
+  const std::vector<std::string> state_dirs = config::SplitPathList(config.GetString(k::kStateLocalRootDirs));
+  std::string local_state =
+      state_dirs.empty() ? absl::StrCat(tmp_dir, "/weir-state-", tm->id()) : state_dirs.front();
   ASSIGN_OR_RETURN(tm->local_state_, LocalStateDirectory::Acquire(local_state));
   tm->task_env_.local_state_dir = tm->local_state_->path();
 

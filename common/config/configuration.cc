@@ -142,6 +142,15 @@ absl::StatusOr<int64_t> ParseMemorySize(absl::string_view text) {
   return n * factor;
 }
 
+std::vector<std::string> SplitPathList(absl::string_view text) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(text, absl::ByAnyChar(":,"))) {
+    part = absl::StripAsciiWhitespace(part);
+    if (!part.empty()) out.emplace_back(part);
+  }
+  return out;
+}
+
 std::string FormatDuration(absl::Duration d) {
   int64_t ms = absl::ToInt64Milliseconds(d);
   if (ms != 0 && ms % 3600000 == 0) return absl::StrCat(ms / 3600000, " h");

@@ -34,6 +34,10 @@ absl::StatusOr<int64_t> ParseMemorySize(absl::string_view text);
 // Formats a duration the way the config accepts it back ("1500 ms", "5 s").
 std::string FormatDuration(absl::Duration d);
 
+// A list of directories, as Flink writes them: "/a:/b" or "/a,/b"
+// (surrounding spaces and empty entries dropped).
+std::vector<std::string> SplitPathList(absl::string_view text);
+
 enum class ValueSource { kDefault, kFile, kCommandLine };
 
 // Where an effective value came from; used to log the effective config.

@@ -129,7 +129,9 @@ constexpr std::array kOptions = {
     OptionSpec{.key = keys::kIoTmpDirs,
                .type = OptionType::kString,
                .default_value = "/tmp",
-               .description = "Where a TaskManager keeps downloaded job binaries and other local files.",
+               .description = "Where a TaskManager keeps downloaded job binaries and other local files: a list "
+                              "of directories as in Flink (\"/a:/b\" or \"/a,/b\"), of which Weir uses the "
+                              "first today.",
                .scope = kTaskManager},
     OptionSpec{.key = keys::kBufferTimeout,
                .type = OptionType::kDuration,
@@ -301,7 +303,8 @@ constexpr std::array kOptions = {
                .type = OptionType::kString,
                .default_value = "",
                .description = "Where a TaskManager keeps the rocksdb backend's instances (a local disk; "
-                              "<dir>/<job id>/<task>). Empty: <io.tmp.dirs>/weir-state-<resource id>. Nothing "
+                              "<dir>/<job id>/<task>): a list as io.tmp.dirs, of which the first is used today. "
+                              "Empty: <first io.tmp.dirs>/weir-state-<resource id>. Nothing "
                               "there survives the process: state comes back from checkpoints.",
                .scope = kTaskManager},
     OptionSpec{.key = keys::kRestartStrategyType,

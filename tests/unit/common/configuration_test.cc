@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
 
@@ -46,6 +47,13 @@ TEST(ParseDurationTest, RejectsWhatIsNotADuration) {
   ExpectError(ParseDuration("768614336404564651 d").status(), "too long a duration");
   ExpectError(ParseDuration("9223372036854775807 h").status(), "too long a duration");
   EXPECT_EQ(*ParseDuration("36500 d"), absl::Hours(24 * 36500));
+}
+
+TEST(SplitPathListTest, TakesFlinksListSpellings) {
+  EXPECT_THAT(SplitPathList("/a:/b"), ::testing::ElementsAre("/a", "/b"));
+  EXPECT_THAT(SplitPathList("/a, /b,"), ::testing::ElementsAre("/a", "/b"));
+  EXPECT_THAT(SplitPathList("/tmp"), ::testing::ElementsAre("/tmp"));
+  EXPECT_TRUE(SplitPathList("").empty());
 }
 
 TEST(ParseMemorySizeTest, AcceptsUnits) {
