@@ -341,17 +341,26 @@ std::vector<EffectiveValue> Configuration::Effective() const {
   return out;
 }
 
-std::string Configuration::EffectiveSummary() const {
-  std::vector<std::string> parts;
-  for (const EffectiveValue& v : Effective()) {
-    std::string shown = v.value.empty() ? "(unset)" : v.value;
-    if (v.source == ValueSource::kDefault) {
-      parts.push_back(absl::StrCat(v.key, "=", shown));
-    } else {
-      parts.push_back(absl::StrCat(v.key, "=", shown, " [", SourceName(v.source), "]"));
+std::vector<std::string> Configuration::StartupLines(unsigned scope) const {
+  std::vector<std::string> set;
+  int used = 0;
+  for (const OptionSpec& spec : AllOptions()) {
+    if ((spec.scope & scope) == 0) continue;
+    ++used;
+    const auto& [value, source] = values_.at(spec.key);
+    if (source == ValueSource::kDefault) continue;
+    std::string shown = value.empty() ? "(unset)" : value;
+    if (spec.type == OptionType::kDuration && !value.empty()) {
+      if (absl::StatusOr<absl::Duration> d = ParseDuration(value); d.ok()) shown = config::FormatDuration(*d);
     }
+    set.push_back(absl::StrCat("  ", spec.key, " = ", shown, " [", SourceName(source), "]"));
   }
-  return absl::StrJoin(parts, ", ");
+  std::vector<std::string> lines = {absl::StrCat(
+      "configuration: ", used, " keys apply to this daemon, ", set.size(),
+      set.empty() ? " set (all at their defaults, docs/configuration.md)"
+                  : " set as below (the rest at their defaults, docs/configuration.md)")};
+  lines.insert(lines.end(), set.begin(), set.end());
+  return lines;
 }
 
 std::string ConfigurationReferenceMarkdown() {

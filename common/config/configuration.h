@@ -77,8 +77,12 @@ class Configuration {
   // Every key with its effective value, in schema order.
   std::vector<EffectiveValue> Effective() const;
 
-  // "key=value, key=value" of the effective values, for the start-up log.
-  std::string EffectiveSummary() const;
+  // The start-up log's account of the keys a daemon of `scope` (OptionScope
+  // bits) uses: a line with how many there are and how many were set, then
+  // one line per key set in the file or on the command line,
+  // "key = value [file]", durations in the form the config accepts back
+  // ("5 s", not "5000").
+  std::vector<std::string> StartupLines(unsigned scope) const;
 
  private:
   const std::string& Raw(absl::string_view key) const;

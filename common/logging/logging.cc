@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -59,6 +60,32 @@ class JsonFields : public spdlog::custom_flag_formatter {
   std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonFields>(); }
 };
 
+// The level as log.level spells it ("warn", not spdlog's "warning").
+class LevelName : public spdlog::custom_flag_formatter {
+ public:
+  // `width`: padded with spaces to this many characters (the text format).
+  explicit LevelName(size_t width = 0) : width_(width) {}
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    const char* name = "info";
+    switch (msg.level) {
+      case spdlog::level::trace: name = "trace"; break;
+      case spdlog::level::debug: name = "debug"; break;
+      case spdlog::level::info: name = "info"; break;
+      case spdlog::level::warn: name = "warn"; break;
+      case spdlog::level::err: name = "error"; break;
+      case spdlog::level::critical: name = "critical"; break;
+      default: break;
+    }
+    const size_t length = std::strlen(name);
+    dest.append(name, name + length);
+    for (size_t i = length; i < width_; ++i) dest.push_back(' ');
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<LevelName>(width_); }
+
+ private:
+  size_t width_;
+};
+
 std::mutex g_mu;
 spdlog::level::level_enum g_level = spdlog::level::info;
 bool g_json = false;
@@ -68,10 +95,11 @@ std::unique_ptr<spdlog::formatter> MakeFormatter() {
   auto formatter = std::make_unique<spdlog::pattern_formatter>();
   if (g_json) {
     formatter->add_flag<JsonEscapedMessage>('*');
+    formatter->add_flag<LevelName>('#');
     formatter->add_flag<JsonFields>('&').set_pattern(
-        R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","logger":"%n","pid":%P,"thread":%t%&,"msg":"%*"})");
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%#","logger":"%n","pid":%P,"thread":%t%&,"msg":"%*"})");
   } else {
-    formatter->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ [%n] %v");
+    formatter->add_flag<LevelName>('#', 5).set_pattern("%Y-%m-%d %H:%M:%S.%e %^%#%$ [%n] %v");
   }
   return formatter;
 }

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging/logging.h"
@@ -51,7 +53,8 @@ int DaemonMain(int argc, char** argv, const char* program, const char* component
   }
   auto log = logging::Get(component);
   log->info("{} {} starting, pid {}", program, kWeirVersion, getpid());
-  log->info("effective configuration: {}", config->EffectiveSummary());
+  const unsigned scope = std::string_view(component) == "jobmanager" ? config::kJobManager : config::kTaskManager;
+  for (const std::string& line : config->StartupLines(scope)) log->info("{}", line);
   absl::StatusOr<ShutdownFn> shutdown = start(*config);
   if (!shutdown.ok()) {
     log->error("{} failed to start: {}", program, shutdown.status().message());

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/process.h"
@@ -98,10 +99,18 @@ TEST(ConfigurationTest, FileValuesAndCommandLineOverrides) {
   EXPECT_EQ(config->GetInt(k::kTaskManagerSlots), 4);
   EXPECT_EQ(config->GetString(k::kLogLevel), "debug");
 
-  std::string summary = config->EffectiveSummary();
-  EXPECT_TRUE(absl::StrContains(summary, "jobmanager.rpc.port=7001 [command line]")) << summary;
-  EXPECT_TRUE(absl::StrContains(summary, "heartbeat.timeout=10 s [file]")) << summary;
-  EXPECT_TRUE(absl::StrContains(summary, "jobmanager.rpc.address=127.0.0.1,")) << summary;
+  const std::vector<std::string> jm = config->StartupLines(kJobManager);
+  const std::string summary = absl::StrJoin(jm, "\n");
+  EXPECT_TRUE(absl::StrContains(jm[0], "keys apply to this daemon, 4 set as below")) << summary;
+  EXPECT_TRUE(absl::StrContains(summary, "  jobmanager.rpc.port = 7001 [command line]")) << summary;
+  EXPECT_TRUE(absl::StrContains(summary, "  heartbeat.timeout = 10 s [file]")) << summary;
+  // Durations read back in the config's own form, not as raw milliseconds.
+  EXPECT_TRUE(absl::StrContains(summary, "  heartbeat.interval = 250 ms [command line]")) << summary;
+  // Defaults are not listed; keys of the other daemon only in its own lines.
+  EXPECT_FALSE(absl::StrContains(summary, "jobmanager.rpc.address")) << summary;
+  EXPECT_FALSE(absl::StrContains(summary, "taskmanager.numberOfTaskSlots")) << summary;
+  EXPECT_TRUE(absl::StrContains(absl::StrJoin(config->StartupLines(kTaskManager), "\n"),
+                                "  taskmanager.numberOfTaskSlots = 4 [file]"));
 }
 
 TEST(ConfigurationTest, UnknownKeyInFileNamesFileLineAndKey) {

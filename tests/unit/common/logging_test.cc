@@ -41,7 +41,7 @@ TEST(LoggingTest, JsonLinesCarryTheScopedFields) {
   EXPECT_EQ(lines[0]["checkpoint_id"], 7);
   EXPECT_EQ(lines[0]["reason"], "task \"a\" declined\n");
   EXPECT_EQ(lines[0]["ratio"], 0.5);
-  EXPECT_EQ(lines[0]["level"], "warning");
+  EXPECT_EQ(lines[0]["level"], "warn");  // as log.level spells it
   EXPECT_EQ(lines[0]["msg"], "checkpoint 7 aborted");
   EXPECT_EQ(lines[1]["job"], "j-1");
   EXPECT_FALSE(lines[1].contains("reason"));
