@@ -99,6 +99,16 @@ int RunSubmit(const Options& options, std::ostream& out, std::ostream& err) {
     }
   }
   if (binary.empty()) return Fail(err, "submit needs a job binary: weir submit JOB_BINARY [-p N] [-- ARGS]", 2);
+  // -Dparallelism.default=N is the client's: the job's parallelism unless -p
+  // gives one (the JobManager's own default applies when neither does).
+  if (auto it = request.config().find("parallelism.default"); it != request.config().end()) {
+    int value = 0;
+    if (!absl::SimpleAtoi(it->second, &value) || value < 1) {
+      return Fail(err, absl::StrCat("-Dparallelism.default is '", it->second, "'; expected a positive number"), 2);
+    }
+    if (parallelism == 0) parallelism = value;
+    request.mutable_config()->erase("parallelism.default");
+  }
 
   // Build the graph here, so that a bad binary or bad arguments fail before
   // anything reaches the cluster.

@@ -83,12 +83,15 @@ TEST_F(JobPipelineTest, KafkaCopyCopiesEveryRecordAcrossTwoTaskManagers) {
   std::vector<KafkaMessage> input = NumberedInput(40000, 40000);
   ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, input).ok());
 
-  std::string job = SubmitOrFail(kJobs + "/kafka_copy.so", {"-p", "2"},
+  // The parallelism as -Dparallelism.default, which the client takes when
+  // -p is not given.
+  std::string job = SubmitOrFail(kJobs + "/kafka_copy.so", {"-Dparallelism.default=2"},
                                  {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out,
                                   "--guarantee", "at-least-once", "--bounded"});
   ASSERT_FALSE(job.empty());
   nlohmann::json status = cluster_->WaitForJobEnd(job);
   ASSERT_EQ(status["state"], "FINISHED") << status.dump(2) << cluster_->Logs();
+  EXPECT_EQ(status["parallelism"], 2) << status.dump(2);
 
   // Both TaskManagers ran a subtask.
   std::set<std::string> taskmanagers;
