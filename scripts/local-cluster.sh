@@ -45,6 +45,22 @@ start() {
   setsid "$bin/weir-jobmanager" -Djobmanager.rpc.port="$port" -Dhigh-availability.storageDir="$dir/ha" \
     >"$dir/jobmanager.log" 2>&1 < /dev/null &
   echo $! > "$dir/jobmanager.pid"
+  # TaskManagers only once this JobManager serves: with the port taken by
+  # another process they would join whatever listens there.
+  local serving=0
+  for _ in $(seq 1 100); do
+    if ! alive "$dir/jobmanager.pid"; then
+      log "the JobManager exited (is port $port taken? set WEIR_JOBMANAGER_PORT):"
+      tail -5 "$dir/jobmanager.log" >&2
+      stop >/dev/null; exit 1
+    fi
+    if grep -q "listening on" "$dir/jobmanager.log" 2>/dev/null; then serving=1; break; fi
+    sleep 0.1
+  done
+  if [ "$serving" = 0 ]; then
+    log "the JobManager did not start serving within 10 s; see $dir/jobmanager.log"
+    stop >/dev/null; exit 1
+  fi
   for i in $(seq 1 "$n"); do : > "$dir/taskmanager-$i.log"; start_taskmanager "$i"; done
   # Wait until every TaskManager has registered.
   for _ in $(seq 1 100); do
@@ -53,11 +69,12 @@ start() {
       return 0
     fi
     if ! alive "$dir/jobmanager.pid"; then
-      log "the JobManager exited:"; tail -5 "$dir/jobmanager.log" >&2; exit 1
+      log "the JobManager exited:"; tail -5 "$dir/jobmanager.log" >&2; stop >/dev/null; exit 1
     fi
     sleep 0.1
   done
-  log "TaskManagers did not all register within 10 s; see the logs in $dir"
+  log "TaskManagers did not all register within 10 s; see the logs in $dir; stopping what started"
+  stop >/dev/null
   exit 1
 }
 
