@@ -6,15 +6,15 @@
 #include <cstdlib>
 #include <iomanip>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "weir/version.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "weir/v1/cluster.grpc.pb.h"
+#include "weir/version.h"
 
 namespace weir::client {
 namespace {
@@ -180,13 +180,12 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   options.jobmanager = global.jobmanager;
   options.json = global.json;
   options.command_args = std::move(command_args);
-  const std::string token_file = global.token_file;
 
   if (options.command.empty()) {
     err << kUsage;
     return 2;
   }
-  if (absl::Status loaded = rpc::LoadAuthToken(token_file); !loaded.ok()) {
+  if (absl::Status loaded = rpc::LoadAuthToken(global.token_file); !loaded.ok()) {
     err << "weir: " << loaded.message() << "\n";
     return 2;
   }

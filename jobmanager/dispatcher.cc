@@ -383,16 +383,7 @@ absl::Status Dispatcher::CheckConnectorsForJob(const v1::JobGraphSpec& graph, co
   checkpointing.aligned = settings.checkpoint.mode == v1::EXACTLY_ONCE;
   checkpointing.interval = settings.checkpoint.interval;
   checkpointing.timeout = settings.checkpoint.timeout;
-  switch (settings.restart.type) {
-    case RestartStrategyOptions::Type::kNone:
-      break;
-    case RestartStrategyOptions::Type::kFixedDelay:
-      checkpointing.restart_delay = settings.restart.fixed_delay;
-      break;
-    case RestartStrategyOptions::Type::kExponentialDelay:
-      checkpointing.restart_delay = settings.restart.max_backoff;
-      break;
-  }
+  checkpointing.restart_delay = settings.restart.LongestDelay();
   std::map<std::pair<std::string, std::string>, std::string> claimed;  // (what, name) -> vertex name
   for (const v1::JobVertex& v : graph.vertices()) {
     const std::string where = VertexText(v);

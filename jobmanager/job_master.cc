@@ -723,6 +723,7 @@ void JobMaster::Run() {
     if (coordinator_ != nullptr) coordinator_->Suspend();
     slot_provider_.release();
     std::string failure;
+    std::string unrecoverable;  // a task threw weir::UnrecoverableError
     int attempt = 0;
     int restarts = 0;
     {
@@ -730,10 +731,6 @@ void JobMaster::Run() {
       failure = last_failure_;
       attempt = attempt_;
       restarts = restarts_ + 1;
-    }
-    std::string unrecoverable;
-    {
-      absl::MutexLock lock(&mu_);
       unrecoverable = unrecoverable_;
     }
     if (!unrecoverable.empty()) {

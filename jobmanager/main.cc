@@ -6,7 +6,7 @@
 int main(int argc, char** argv) {
   std::unique_ptr<weir::jobmanager::JobManager> jm;
   return weir::process::DaemonMain(
-      argc, argv, "weir-jobmanager", "jobmanager", "Runs a Weir JobManager.",
+      argc, argv, "weir-jobmanager", "jobmanager", weir::config::kJobManager, "Runs a Weir JobManager.",
       [&](const weir::config::Configuration& config) -> absl::StatusOr<weir::process::ShutdownFn> {
         if (absl::Status s = weir::fault::Configure(config, "JobManager"); !s.ok()) return s;
         auto started = weir::jobmanager::JobManager::Start(config);

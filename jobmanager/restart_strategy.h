@@ -40,6 +40,17 @@ struct RestartStrategyOptions {
   // type when restart-strategy.type is unset (exponential-delay with
   // checkpoints, none without). kInvalidArgument naming the key.
   static absl::StatusOr<RestartStrategyOptions> FromConfig(const config::Configuration& config, bool checkpointing);
+
+  // The longest wait before a restart: the fixed delay, the exponential
+  // strategy's max backoff, zero without restarts.
+  absl::Duration LongestDelay() const {
+    switch (type) {
+      case Type::kFixedDelay: return fixed_delay;
+      case Type::kExponentialDelay: return max_backoff;
+      case Type::kNone: break;
+    }
+    return absl::ZeroDuration();
+  }
 };
 
 class RestartStrategy {

@@ -6,7 +6,7 @@
 int main(int argc, char** argv) {
   std::unique_ptr<weir::taskmanager::TaskManager> tm;
   return weir::process::DaemonMain(
-      argc, argv, "weir-taskmanager", "taskmanager", "Runs a Weir TaskManager.",
+      argc, argv, "weir-taskmanager", "taskmanager", weir::config::kTaskManager, "Runs a Weir TaskManager.",
       [&](const weir::config::Configuration& config) -> absl::StatusOr<weir::process::ShutdownFn> {
         if (absl::Status s = weir::fault::Configure(config, "TaskManager"); !s.ok()) return s;
         auto started = weir::taskmanager::TaskManager::Start(config);

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging/logging.h"
@@ -15,8 +14,8 @@
 
 namespace weir::process {
 
-int DaemonMain(int argc, char** argv, const char* program, const char* component, const char* summary,
-               const StartFn& start) {
+int DaemonMain(int argc, char** argv, const char* program, const char* component, unsigned scope,
+               const char* summary, const StartFn& start) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
       std::printf(
@@ -53,7 +52,6 @@ int DaemonMain(int argc, char** argv, const char* program, const char* component
   }
   auto log = logging::Get(component);
   log->info("{} {} starting, pid {}", program, kWeirVersion, getpid());
-  const unsigned scope = std::string_view(component) == "jobmanager" ? config::kJobManager : config::kTaskManager;
   for (const std::string& line : config->StartupLines(scope)) log->info("{}", line);
   absl::StatusOr<ShutdownFn> shutdown = start(*config);
   if (!shutdown.ok()) {

@@ -16,8 +16,9 @@ namespace weir::process {
 using ShutdownFn = std::function<void(const std::string& reason)>;
 using StartFn = std::function<absl::StatusOr<ShutdownFn>(const config::Configuration&)>;
 
-// `program` is the executable's name, `component` its logger's name.
-int DaemonMain(int argc, char** argv, const char* program, const char* component, const char* summary,
-               const StartFn& start);
+// `program` is the executable's name, `component` its logger's name,
+// `scope` the config::OptionScope whose keys the start-up log accounts for.
+int DaemonMain(int argc, char** argv, const char* program, const char* component, unsigned scope,
+               const char* summary, const StartFn& start);
 
 }  // namespace weir::process

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 
 namespace weir::test {
 namespace {
@@ -42,6 +43,34 @@ absl::StatusOr<std::map<int32_t, int64_t>> PartitionEnds(RdKafka::KafkaConsumer&
     }
   }
   return end;
+}
+
+// A read_committed consumer (group `group`) assigned every partition of
+// `topic` from its beginning; *ends gets each partition's end offset now.
+absl::StatusOr<std::unique_ptr<RdKafka::KafkaConsumer>> ReadCommittedFromStart(
+    std::map<std::string, std::string> settings, const std::string& topic, std::map<int32_t, int64_t>* ends) {
+  settings.insert({{"enable.auto.commit", "false"}, {"isolation.level", "read_committed"}});
+  auto conf = Conf(settings);
+  std::string err;
+  std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(conf.get(), err));
+  if (!consumer) return absl::InternalError(absl::StrCat("creating consumer: ", err));
+  ASSIGN_OR_RETURN(*ends, PartitionEnds(*consumer, topic));
+  std::vector<RdKafka::TopicPartition*> partitions;
+  for (const auto& [partition, high] : *ends) {
+    partitions.push_back(RdKafka::TopicPartition::create(topic, partition, RdKafka::Topic::OFFSET_BEGINNING));
+  }
+  consumer->assign(partitions);
+  RdKafka::TopicPartition::destroy(partitions);
+  return consumer;
+}
+
+KafkaMessage ToMessage(const RdKafka::Message& msg) {
+  KafkaMessage m;
+  if (msg.key() != nullptr) m.key = *msg.key();
+  m.value.assign(static_cast<const char*>(msg.payload()), msg.len());
+  m.partition = msg.partition();
+  m.offset = msg.offset();
+  return m;
 }
 
 }  // namespace
@@ -80,23 +109,12 @@ void SortByPosition(std::vector<KafkaMessage>* messages) {
 
 absl::StatusOr<std::vector<KafkaMessage>> ReadTopic(const std::string& bootstrap, const std::string& topic,
                                                     absl::Duration timeout) {
-  auto conf = Conf({{"bootstrap.servers", bootstrap},
-                    {"group.id", "weir-test-reader"},
-                    {"enable.auto.commit", "false"},
-                    {"isolation.level", "read_committed"},
-                    {"enable.partition.eof", "true"}});
-  std::string err;
-  std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(conf.get(), err));
-  if (!consumer) return absl::InternalError(absl::StrCat("creating consumer: ", err));
-  absl::StatusOr<std::map<int32_t, int64_t>> ends = PartitionEnds(*consumer, topic);
-  if (!ends.ok()) return ends.status();
-  std::map<int32_t, int64_t> end = *std::move(ends);
-  std::vector<RdKafka::TopicPartition*> partitions;
-  for (const auto& [partition, high] : end) {
-    partitions.push_back(RdKafka::TopicPartition::create(topic, partition, RdKafka::Topic::OFFSET_BEGINNING));
-  }
-  consumer->assign(partitions);
-  RdKafka::TopicPartition::destroy(partitions);
+  std::map<int32_t, int64_t> end;
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<RdKafka::KafkaConsumer> consumer,
+      ReadCommittedFromStart(
+          {{"bootstrap.servers", bootstrap}, {"group.id", "weir-test-reader"}, {"enable.partition.eof", "true"}},
+          topic, &end));
   std::map<int32_t, bool> done;
   for (const auto& [p, high] : end) done[p] = high == 0;
   std::vector<KafkaMessage> out;
@@ -118,11 +136,7 @@ absl::StatusOr<std::vector<KafkaMessage>> ReadTopic(const std::string& bootstrap
       continue;
     }
     if (msg->err() != RdKafka::ERR_NO_ERROR) return absl::InternalError(msg->errstr());
-    KafkaMessage m;
-    if (msg->key() != nullptr) m.key = *msg->key();
-    m.value.assign(static_cast<const char*>(msg->payload()), msg->len());
-    m.partition = msg->partition();
-    m.offset = msg->offset();
+    KafkaMessage m = ToMessage(*msg);
     if (m.offset + 1 >= end[m.partition]) done[m.partition] = true;
     out.push_back(std::move(m));
   }
@@ -165,38 +179,23 @@ void LiveReader::Run() {
     std::lock_guard<std::mutex> lock(mu_);
     if (error_.empty()) error_ = std::move(message);
   };
-  auto conf = Conf({{"bootstrap.servers", bootstrap_},
-                    {"group.id", "weir-test-live-reader"},
-                    {"enable.auto.commit", "false"},
-                    {"isolation.level", "read_committed"},
-                    {"fetch.wait.max.ms", "100"}});
-  std::string err;
-  std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(conf.get(), err));
-  if (!consumer) return fail(absl::StrCat("creating consumer: ", err));
-  absl::StatusOr<std::map<int32_t, int64_t>> ends = PartitionEnds(*consumer, topic_);
-  if (!ends.ok()) return fail(std::string(ends.status().message()));
-  std::vector<RdKafka::TopicPartition*> partitions;
-  for (const auto& [partition, high] : *ends) {
-    partitions.push_back(RdKafka::TopicPartition::create(topic_, partition, RdKafka::Topic::OFFSET_BEGINNING));
-  }
-  consumer->assign(partitions);
-  RdKafka::TopicPartition::destroy(partitions);
+  std::map<int32_t, int64_t> ends;
+  absl::StatusOr<std::unique_ptr<RdKafka::KafkaConsumer>> opened = ReadCommittedFromStart(
+      {{"bootstrap.servers", bootstrap_}, {"group.id", "weir-test-live-reader"}, {"fetch.wait.max.ms", "100"}},
+      topic_, &ends);
+  if (!opened.ok()) return fail(std::string(opened.status().message()));
+  RdKafka::KafkaConsumer& consumer = **opened;
   while (!stop_) {
-    std::unique_ptr<RdKafka::Message> msg(consumer->consume(100));
+    std::unique_ptr<RdKafka::Message> msg(consumer.consume(100));
     if (msg->err() == RdKafka::ERR__TIMED_OUT || msg->err() == RdKafka::ERR__PARTITION_EOF) continue;
     if (msg->err() != RdKafka::ERR_NO_ERROR) {
       fail(msg->errstr());
       continue;
     }
-    KafkaMessage m;
-    if (msg->key() != nullptr) m.key = *msg->key();
-    m.value.assign(static_cast<const char*>(msg->payload()), msg->len());
-    m.partition = msg->partition();
-    m.offset = msg->offset();
     std::lock_guard<std::mutex> lock(mu_);
-    read_.push_back(std::move(m));
+    read_.push_back(ToMessage(*msg));
   }
-  consumer->close();
+  consumer.close();
 }
 
 }  // namespace weir::test
