@@ -77,7 +77,11 @@ KafkaMessage ToMessage(const RdKafka::Message& msg) {
 
 absl::Status ProduceMessages(const std::string& bootstrap, const std::string& topic,
                              const std::vector<KafkaMessage>& messages) {
-  auto conf = Conf({{"bootstrap.servers", bootstrap}, {"acks", "all"}, {"linger.ms", "5"}});
+  // Idempotent, so a retried request cannot reorder a partition.
+  auto conf = Conf({{"bootstrap.servers", bootstrap},
+                    {"acks", "all"},
+                    {"enable.idempotence", "true"},
+                    {"linger.ms", "5"}});
   std::string err;
   std::unique_ptr<RdKafka::Producer> producer(RdKafka::Producer::create(conf.get(), err));
   if (!producer) return absl::InternalError(absl::StrCat("creating producer: ", err));

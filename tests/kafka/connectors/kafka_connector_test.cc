@@ -198,8 +198,10 @@ void Produce(const std::string& bootstrap, const std::string& topic,
              const std::vector<TestRecord>& records,
              std::optional<bool> commit_transaction = std::nullopt) {
   DeliveryCounter counter;
-  std::vector<std::pair<std::string, std::string>> settings = {{"bootstrap.servers", bootstrap},
-                                                               {"acks", "all"}};
+  // Idempotent, so a retried request cannot reorder a partition: tests read
+  // records back by offset.
+  std::vector<std::pair<std::string, std::string>> settings = {
+      {"bootstrap.servers", bootstrap}, {"acks", "all"}, {"enable.idempotence", "true"}};
   if (commit_transaction.has_value()) {
     settings.emplace_back("transactional.id", UniqueTopicName("weir-test-txn"));
   }
