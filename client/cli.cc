@@ -58,6 +58,7 @@ int RunCluster(const Options& options, std::ostream& out, std::ostream& err) {
                      {"hostname", tm.info().hostname()},
                      {"pid", tm.info().pid()},
                      {"version", tm.info().version()},
+                     {"rest_port", tm.info().rest_port()},
                      {"slots_total", tm.slots().slots_total()},
                      {"slots_free", tm.slots().slots_free()},
                      {"seconds_since_heartbeat", tm.seconds_since_heartbeat()},
@@ -72,11 +73,17 @@ int RunCluster(const Options& options, std::ostream& out, std::ostream& err) {
   out << absl::StrFormat("JobManager %s at %s: %d TaskManager(s)\n", response.jobmanager_session_id(),
                          options.jobmanager, response.taskmanagers_size());
   if (response.taskmanagers_size() == 0) return 0;
-  out << absl::StrFormat("%-20s %-24s %-12s %s\n", "ID", "ADDRESS", "SLOTS FREE", "LAST HEARTBEAT");
+  out << absl::StrFormat("%-20s %-24s %-12s %-16s %s\n", "ID", "ADDRESS", "SLOTS FREE", "LAST HEARTBEAT", "HTTP");
   for (const auto& tm : response.taskmanagers()) {
-    out << absl::StrFormat("%-20s %-24s %-12s %.1f s ago\n", tm.info().taskmanager_id(), tm.info().address(),
+    // The HTTP endpoint listens on the host of the RPC address.
+    const std::string& address = tm.info().address();
+    const std::string http = tm.info().rest_port() == 0
+                                 ? "-"
+                                 : absl::StrCat("http://", address.substr(0, address.rfind(':')), ":",
+                                                tm.info().rest_port(), "/metrics");
+    out << absl::StrFormat("%-20s %-24s %-12s %-16s %s\n", tm.info().taskmanager_id(), address,
                            absl::StrCat(tm.slots().slots_free(), "/", tm.slots().slots_total()),
-                           tm.seconds_since_heartbeat());
+                           absl::StrFormat("%.1f s ago", tm.seconds_since_heartbeat()), http);
   }
   return 0;
 }

@@ -907,6 +907,7 @@ void JobMaster::OnTaskMetrics(const v1::TaskMetrics& metrics) {
   if (task == nullptr) return;
   task->records_in = std::max(task->records_in, metrics.records_in());
   task->records_out = std::max(task->records_out, metrics.records_out());
+  task->backpressured_ms = std::max(task->backpressured_ms, metrics.backpressured_ms());
 }
 
 void JobMaster::OnTaskManagerLost(const v1::TaskManagerInfo& info, absl::string_view reason) {
@@ -1046,6 +1047,7 @@ v1::JobStatus JobMaster::Status() const {
     ts->set_state(t.state);
     ts->set_records_in(t.records_in);
     ts->set_records_out(t.records_out);
+    ts->set_backpressured_ms(t.backpressured_ms);
     ts->set_error(t.error);
   }
   return status;

@@ -141,6 +141,7 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
     std::string error;
     int64_t records_in = 0;
     int64_t records_out = 0;
+    int64_t backpressured_ms = 0;
     // A source task that reached the end of its input and waits for the
     // final checkpoint.
     bool input_ended = false;

@@ -8,6 +8,7 @@
 #include "common/rpc/auth.h"
 #include "common/status_macros.h"
 #include "connectors/builtin.h"
+#include "jobmanager/rest/rest_api.h"
 
 namespace weir::jobmanager {
 absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Configuration& config) {
@@ -65,9 +66,23 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
                  jm->session_id(), rpc::JoinHostPort(options.bind_host, jm->port_), storage_dir,
                  config::FormatDuration(config.GetDuration(k::kHeartbeatInterval)),
                  config::FormatDuration(config.GetDuration(k::kHeartbeatTimeout)));
+  http::HttpServerOptions http_options;
+  http_options.name = "JobManager REST";
+  http_options.bind_host = config.GetString(k::kRestAddress);
+  http_options.bind_key = std::string(k::kRestAddress);
+  if (http_options.bind_host.empty()) {
+    http_options.bind_host = options.bind_host;
+    http_options.bind_key = "the address the JobManager's RPCs bind";
+  }
+  http_options.port = static_cast<int>(config.GetInt(k::kRestPort));
+  http_options.routes = rest::Routes(jm->dispatcher_.get(), jm->resource_manager_.get(), &jm->ready_);
+  auto http = http::HttpServer::Start(std::move(http_options));
+  if (!http.ok()) return Annotate(http.status(), "starting the JobManager's HTTP endpoint (rest.port)");
+  jm->http_ = *std::move(http);
   // Serving first: the recovered jobs wait for their TaskManagers to
   // re-register.
   jm->dispatcher_->Recover();
+  jm->ready_ = true;
   return jm;
 }
 
@@ -78,6 +93,8 @@ void JobManager::Shutdown() {
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
   log_->info("JobManager {} shutting down", session_id());
+  ready_ = false;
+  if (http_ != nullptr) http_->Stop();
   // Closing the membership sessions first lets the server drain at once.
   resource_manager_->Stop();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

@@ -6,11 +6,13 @@
 // daemon's main thread owns it; Shutdown may be called from any one thread.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/config/configuration.h"
+#include "common/http/http_server.h"
 #include "common/rpc/rpc.h"
 #include "jobmanager/artifact_store.h"
 #include "jobmanager/dispatcher.h"
@@ -33,6 +35,8 @@ class JobManager {
   void Shutdown();
 
   int port() const { return port_; }
+  // Port of the HTTP endpoint (rest.port, or the free one picked for 0).
+  int rest_port() const { return http_ == nullptr ? 0 : http_->port(); }
   const std::string& session_id() const { return resource_manager_->session_id(); }
 
  private:
@@ -50,6 +54,10 @@ class JobManager {
   std::unique_ptr<ArtifactServiceImpl> artifact_service_;
   std::unique_ptr<JobMasterServiceImpl> job_master_service_;
   std::unique_ptr<grpc::Server> server_;
+  // Uses the dispatcher and the resource manager: stopped before them.
+  std::unique_ptr<http::HttpServer> http_;
+  // /readyz: true once the RPCs are served and the stored jobs taken back.
+  std::atomic<bool> ready_{false};
   int port_ = 0;
   bool shut_down_ = false;
 };

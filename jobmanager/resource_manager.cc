@@ -27,6 +27,10 @@ absl::Status CheckRegistration(const v1::RegisterTaskManager& request) {
                                                    " slots; expected 1..", limits::kMaxSlotsPerTaskManager,
                                                    " (taskmanager.numberOfTaskSlots)"));
   }
+  if (info.rest_port() < 0 || info.rest_port() > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("registration with HTTP port ", info.rest_port(),
+                                                   "; expected 0..65535"));
+  }
   return CheckSlotReport(request.slots());
 }
 
@@ -106,9 +110,9 @@ absl::StatusOr<uint64_t> ResourceManager::Register(const v1::RegisterTaskManager
                LossReasonName(LossReason::kReplaced));
     NotifyLoss(*replaced, LossReason::kReplaced);
   }
-  log_->info("TaskManager {} at {} registered with {} slots (host {}, pid {}, version {})",
+  log_->info("TaskManager {} at {} registered with {} slots (host {}, pid {}, version {}, HTTP port {})",
              info.taskmanager_id(), info.address(), info.slots_total(), info.hostname(), info.pid(),
-             info.version());
+             info.version(), info.rest_port());
   return epoch;
 }
 

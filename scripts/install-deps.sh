@@ -8,6 +8,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librdkafka-dev librocksdb-dev libabsl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev googletest nlohmann-json3-dev libssl-dev
+  # The daemons' HTTP endpoints and Prometheus metrics.
+  libcpp-httplib-dev prometheus-cpp-dev
   # The test Kafka broker: a JRE and Maven to fetch Kafka from Maven Central.
   openjdk-17-jre-headless maven
   # Used by the test and demo scripts.

@@ -1,6 +1,7 @@
 #include "taskmanager/task.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/process/signals.h"
 #include "common/status_macros.h"
 #include "taskmanager/checkpointing/barrier_handler.h"
@@ -297,6 +298,14 @@ void Task::FinishStop(int64_t checkpoint_id, bool end_input) {
            });
 }
 
+std::string Task::name() const {
+  std::vector<std::string> names;
+  for (int v : tdd_.vertex_ids()) {
+    if (v >= 0 && v < tdd_.graph().vertices_size()) names.push_back(tdd_.graph().vertices(v).name());
+  }
+  return absl::StrJoin(names, " -> ");
+}
+
 v1::TaskMetrics Task::Metrics() const {
   v1::TaskMetrics m;
   m.set_job_id(tdd_.job_id());
@@ -304,6 +313,12 @@ v1::TaskMetrics Task::Metrics() const {
   m.set_task_id(tdd_.task_id());
   m.set_records_in(records_in_.load(std::memory_order_relaxed));
   m.set_records_out(records_out_.load(std::memory_order_relaxed));
+  absl::Duration backpressured;
+  {
+    absl::MutexLock lock(&partitions_mu_);
+    for (const auto& partition : partitions_) backpressured += partition->backpressured_time();
+  }
+  m.set_backpressured_ms(absl::ToInt64Milliseconds(backpressured));
   return m;
 }
 

@@ -102,6 +102,9 @@ class Task {
   const std::string& job_id() const { return tdd_.job_id(); }
   int attempt() const { return tdd_.attempt(); }
   int slot_index() const { return tdd_.slot_index(); }
+  int subtask_index() const { return tdd_.subtask_index(); }
+  // The chained operators' names, "Source -> Map".
+  std::string name() const;
   v1::TaskMetrics Metrics() const;
 
  private:
@@ -136,7 +139,7 @@ class Task {
   std::atomic<int64_t> records_in_{0};
   std::atomic<int64_t> records_out_{0};
   // The partitions this task produces; released on cancel to unblock it.
-  absl::Mutex partitions_mu_;
+  mutable absl::Mutex partitions_mu_;
   std::vector<std::shared_ptr<network::ResultPartition>> partitions_ ABSL_GUARDED_BY(partitions_mu_);
 };
 

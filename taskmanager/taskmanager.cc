@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/config/configuration.h"
+#include "common/http/metric_families.h"
 #include "common/logging/logging.h"
 #include "common/process/fault_injection.h"
 #include "common/random_id.h"
@@ -145,6 +146,31 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   if (!started.ok()) return Annotate(started.status(), "starting the TaskManager's RPC server");
   tm->server_ = std::move(started->server);
   tm->info_.set_address(rpc::JoinHostPort(host, started->port));
+  http::HttpServerOptions http_options;
+  http_options.name = "TaskManager HTTP";
+  http_options.bind_host = options.bind_host;
+  http_options.bind_key = "the address the TaskManager's RPCs bind";
+  http_options.port = static_cast<int>(config.GetInt(k::kTaskManagerRestPort));
+  TaskManager* raw = tm.get();
+  http_options.routes = {
+      {.pattern = "/healthz",
+       .handler = [](const http::Request&) { return http::Response{.content_type = "text/plain", .body = "ok\n"}; },
+       .probe = true},
+      // Ready once registered with the JobManager (slots offered).
+      {.pattern = "/readyz",
+       .handler =
+           [raw](const http::Request&) {
+             if (raw->Registered()) return http::Response{.content_type = "text/plain", .body = "ready\n"};
+             return http::Response{.status = 503, .content_type = "text/plain", .body = "not registered\n"};
+           },
+       .probe = true},
+      {.pattern = "/metrics", .handler = [raw](const http::Request&) {
+         return http::Response{.content_type = http::kMetricsContentType, .body = raw->MetricsText()};
+       }}};
+  auto http = http::HttpServer::Start(std::move(http_options));
+  if (!http.ok()) return Annotate(http.status(), "starting the TaskManager's HTTP endpoint (taskmanager.rest.port)");
+  tm->http_ = *std::move(http);
+  tm->info_.set_rest_port(tm->http_->port());
   tm->log_->info("TaskManager {} listening on {} with {} slots", tm->id(),
                  rpc::JoinHostPort(options.bind_host, started->port), tm->slots_->size());
   tm->maintenance_ = std::thread([raw = tm.get()] { raw->MaintenanceLoop(); });
@@ -157,16 +183,26 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
       std::move(connection), tm->info_, [slots] { return slots->Report(); },
       [raw = tm.get()](const std::string& session) { raw->OnRegistered(session); });
   tm->connection_->Start();
+  tm->probed_connection_ = tm->connection_.get();
   return tm;
 }
 
-TaskManager::~TaskManager() { Shutdown("shutdown"); }
+TaskManager::~TaskManager() {
+  Shutdown("shutdown");
+  if (http_ != nullptr) http_->Stop();  // also when Start failed half-way
+}
+
+bool TaskManager::Registered() const {
+  const ResourceManagerConnection* connection = probed_connection_.load();
+  return connection != nullptr && !connection->jobmanager_session_id().empty();
+}
 
 void TaskManager::Shutdown(const std::string& reason) {
   // A TaskManager that failed to start has nothing to shut down.
   if (shut_down_ || connection_ == nullptr) return;
   shut_down_ = true;
   log_->info("TaskManager {} shutting down ({})", id(), reason);
+  if (http_ != nullptr) http_->Stop();
   std::map<std::string, std::unique_ptr<Task>> tasks;
   {
     absl::MutexLock lock(&tasks_mu_);
@@ -357,6 +393,31 @@ void TaskManager::SweepLocalRecovery() {
       fs::remove(job->path(), remove_ec);  // only if empty
     }
   }
+}
+
+std::string TaskManager::MetricsText() {
+  http::MetricFamilies out;
+  const v1::SlotReport slots = slots_->Report();
+  out.Gauge("weir_taskmanager_slots", "Task slots this TaskManager offers.", {}, slots.slots_total());
+  out.Gauge("weir_taskmanager_slots_free", "Task slots of this TaskManager no job holds.", {}, slots.slots_free());
+  out.Gauge("weir_taskmanager_registered", "1 while registered with the JobManager, else 0.", {},
+            Registered() ? 1 : 0);
+  absl::MutexLock lock(&tasks_mu_);
+  out.Gauge("weir_taskmanager_tasks", "Tasks this TaskManager runs (or has not yet reaped).", {}, tasks_.size());
+  for (const auto& [task_id, task] : tasks_) {
+    const v1::TaskMetrics m = task->Metrics();
+    const http::MetricLabels labels = {{"job_id", task->job_id()},
+                                       {"task", task->name()},
+                                       {"subtask", absl::StrCat(task->subtask_index())},
+                                       {"attempt", absl::StrCat(task->attempt())}};
+    out.Counter("weir_task_records_in_total", "Records the task took in.", labels, m.records_in());
+    out.Counter("weir_task_records_out_total", "Records the task emitted.", labels, m.records_out());
+    out.Counter("weir_task_backpressured_seconds_total",
+                "Time the task spent blocked on full output buffers; its rate is the fraction of time "
+                "backpressured.",
+                labels, m.backpressured_ms() / 1000.0);
+  }
+  return out.Text();
 }
 
 void TaskManager::MaintenanceLoop() {

@@ -7,11 +7,13 @@
 // thread.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/config/configuration.h"
+#include "common/http/http_server.h"
 #include "taskmanager/job_artifacts.h"
 #include "taskmanager/network/data_exchange_service.h"
 #include "taskmanager/network/result_partition.h"
@@ -33,6 +35,8 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
 
   const std::string& id() const { return info_.taskmanager_id(); }
   const std::string& address() const { return info_.address(); }
+  // Port of the HTTP endpoint (taskmanager.rest.port, or the free one picked).
+  int rest_port() const { return info_.rest_port(); }
 
  private:
   class Service;
@@ -58,6 +62,10 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   // After a re-registration the JobManager has failed (or forgotten) every
   // task we ran: cancel them rather than let them run unsupervised.
   void OnRegistered(const std::string& jobmanager_session_id) ABSL_LOCKS_EXCLUDED(tasks_mu_);
+  // True while registered with the JobManager (from any thread).
+  bool Registered() const;
+  // /metrics: slots, registration and the running tasks' counters.
+  std::string MetricsText() ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // Tells the slot table which job each slot's tasks belong to.
   void UpdateSlotsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
 
@@ -67,6 +75,10 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<ResourceManagerConnection> connection_;
+  // Reads tasks_ and the connection: stopped before they go.
+  std::unique_ptr<http::HttpServer> http_;
+  // connection_ once it is started, for the HTTP threads.
+  std::atomic<const ResourceManagerConnection*> probed_connection_{nullptr};
   bool shut_down_ = false;
 
   TaskEnvironment task_env_;

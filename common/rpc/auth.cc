@@ -66,32 +66,51 @@ bool AuthEnabled() { return !Token().empty(); }
 
 const std::string& AuthToken() { return Token(); }
 
-grpc::Status Authorize(const grpc::ServerContext* context) {
-  if (Token().empty()) return grpc::Status::OK;
-  const auto& metadata = context->client_metadata();
-  auto it = metadata.find("authorization");
-  const bool sent = it != metadata.end();
-  if (sent) {
-    std::string value(it->second.data(), it->second.size());
-    if (ConstantTimeEquals(value, "Bearer " + Token())) return grpc::Status::OK;
+Credential CheckAuthorization(const std::string* authorization) {
+  if (Token().empty()) return Credential::kAccepted;
+  if (authorization == nullptr) return Credential::kMissing;
+  return ConstantTimeEquals(*authorization, "Bearer " + Token()) ? Credential::kAccepted : Credential::kWrong;
+}
+
+std::string RefusalMessage(Credential credential) {
+  switch (credential) {
+    case Credential::kAccepted:
+      return "";
+    case Credential::kWrong:
+      return "the token given does not match this cluster's: check that the client's --token-file "
+             "(or WEIR_AUTH_TOKEN_FILE) and the daemons' security.auth.token-file hold the same secret";
+    case Credential::kMissing:
+      break;
   }
-  // Said in this daemon's log too (at most every 10 s), so that an operator
-  // sees who is knocking with the wrong secret.
+  return "this Weir cluster requires its shared secret and none was given: pass the cluster's "
+         "token file (--token-file or WEIR_AUTH_TOKEN_FILE), or set security.auth.token-file "
+         "for a daemon; over HTTP, send it as \"Authorization: Bearer <secret>\"";
+}
+
+void LogRefusal(const std::string& peer, Credential credential) {
+  // Said in this daemon's log too, so that an operator sees who is knocking
+  // with the wrong secret.
   static std::atomic<int64_t> last_logged_ms{0};
   const int64_t now_ms = absl::ToUnixMillis(absl::Now());
   int64_t last = last_logged_ms.load();
   if (now_ms - last >= 10000 && last_logged_ms.compare_exchange_strong(last, now_ms)) {
-    logging::Get("security")->warn("refused a call from {}: {} (further refusals are logged every 10 s)",
-                                   context->peer(),
-                                   sent ? "its token does not match security.auth.token-file"
-                                        : "it carries no token, and this cluster requires one");
+    logging::Get("security")->warn("refused a call from {}: {} (further refusals are logged every 10 s)", peer,
+                                   credential == Credential::kWrong
+                                       ? "its token does not match security.auth.token-file"
+                                       : "it carries no token, and this cluster requires one");
   }
-  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                      sent ? "the token given does not match this cluster's: check that the client's --token-file "
-                             "(or WEIR_AUTH_TOKEN_FILE) and the daemons' security.auth.token-file hold the same secret"
-                           : "this Weir cluster requires its shared secret and none was given: pass the cluster's "
-                             "token file (--token-file or WEIR_AUTH_TOKEN_FILE), or set security.auth.token-file "
-                             "for a daemon");
+}
+
+grpc::Status Authorize(const grpc::ServerContext* context) {
+  if (Token().empty()) return grpc::Status::OK;
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find("authorization");
+  std::string value;
+  if (it != metadata.end()) value.assign(it->second.data(), it->second.size());
+  const Credential credential = CheckAuthorization(it != metadata.end() ? &value : nullptr);
+  if (credential == Credential::kAccepted) return grpc::Status::OK;
+  LogRefusal(context->peer(), credential);
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, RefusalMessage(credential));
 }
 
 absl::Status CheckExposure(const std::string& bind_host, const std::string& bind_key) {

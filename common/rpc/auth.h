@@ -29,6 +29,19 @@ void SetAuthToken(std::string token);
 
 bool AuthEnabled();
 
+// What a caller's "authorization" value says, for any transport.
+enum class Credential { kAccepted, kMissing, kWrong };
+
+// kAccepted when authentication is off or `authorization` (null: not sent)
+// is "Bearer <secret>"; compared in constant time.
+Credential CheckAuthorization(const std::string* authorization);
+
+// Why a call was refused, and what to do about it (for the caller).
+std::string RefusalMessage(Credential credential);
+
+// Says in this daemon's log that `peer` was refused (at most every 10 s).
+void LogRefusal(const std::string& peer, Credential credential);
+
 // OK when authentication is off or the call carries the secret.
 grpc::Status Authorize(const grpc::ServerContext* context);
 

@@ -31,9 +31,11 @@ bool ResultPartition::Add(int subpartition, Buffer buffer) {
       return released_ || static_cast<int>(sub.queue.size()) < capacity_;
     };
     if (!has_room()) {
-      ++blocked_producers_;
+      // Only the slow path reads the clock.
+      const absl::Time since = absl::Now();
+      if (blocked_producers_++ == 0) blocked_since_ = since;
       mu_.Await(absl::Condition(&has_room));
-      --blocked_producers_;
+      if (--blocked_producers_ == 0) blocked_time_ += absl::Now() - blocked_since_;
     }
     if (released_) return false;
     sub.queue.push_back(std::move(buffer));
@@ -95,6 +97,11 @@ int ResultPartition::buffered(int subpartition) const {
   CheckIndex(subpartition);
   absl::MutexLock lock(&mu_);
   return static_cast<int>(subpartitions_[subpartition].queue.size());
+}
+
+absl::Duration ResultPartition::backpressured_time() const {
+  absl::MutexLock lock(&mu_);
+  return blocked_producers_ > 0 ? blocked_time_ + (absl::Now() - blocked_since_) : blocked_time_;
 }
 
 bool ResultPartition::backpressured() const {

@@ -78,6 +78,9 @@ class ResultPartition {
   int buffered(int subpartition) const ABSL_LOCKS_EXCLUDED(mu_);
   // True while the producer is blocked in Add (backpressured).
   bool backpressured() const ABSL_LOCKS_EXCLUDED(mu_);
+  // How long producers have been blocked in Add in all, the current wait
+  // included.
+  absl::Duration backpressured_time() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Subpartition {
@@ -95,6 +98,9 @@ class ResultPartition {
   std::vector<Subpartition> subpartitions_ ABSL_GUARDED_BY(mu_);
   bool released_ ABSL_GUARDED_BY(mu_) = false;
   int blocked_producers_ ABSL_GUARDED_BY(mu_) = 0;
+  // Ended waits in Add, and when the current one started (while blocked).
+  absl::Duration blocked_time_ ABSL_GUARDED_BY(mu_);
+  absl::Time blocked_since_ ABSL_GUARDED_BY(mu_);
 };
 
 // One per TaskManager. Producer tasks register their partitions when they

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "weir/v1/job.grpc.pb.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/http_get.h"
 #include "tests/testing/process.h"
 
 namespace weir {
@@ -37,7 +38,8 @@ class ClusterTest : public ::testing::Test {
 
   std::unique_ptr<Subprocess> StartJobManager(std::vector<std::string> extra = {}) {
     std::vector<std::string> argv = {BinDir() + "/weir-jobmanager", absl::StrCat("-Djobmanager.rpc.port=", jm_port_),
-                                     "-Dlog.format=json", absl::StrCat("-Dhigh-availability.storageDir=", dir_, "/ha")};
+                                     "-Dlog.format=json", absl::StrCat("-Dhigh-availability.storageDir=", dir_, "/ha"),
+                                     "-Drest.port=0"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return std::make_unique<Subprocess>(argv, absl::StrCat(dir_, "/jobmanager-", ++jm_starts_, ".log"));
   }
@@ -337,6 +339,77 @@ TEST_F(ClusterTest, WithATokenEveryCallMustCarryIt) {
   EXPECT_TRUE(absl::StrContains(bad.err, "does not match this cluster's")) << bad.err;
   auto missing = RunCommand({BinDir() + "/weir", "--token-file", dir_ + "/none", "cluster"});
   EXPECT_EQ(missing.exit_code, 2);
+}
+
+// The HTTP endpoints: probes answer without the token, everything else
+// wants it (the JobManager listens beyond loopback here); the REST API and
+// both daemons' metrics describe the cluster; a taken REST port is a clear
+// start-up error.
+TEST_F(ClusterTest, HttpEndpointsServeProbesMetricsAndTheRestApi) {
+  const std::string token = dir_ + "/token";
+  std::ofstream(token) << "s3cret-of-the-cluster\n";
+  const std::string secret = "s3cret-of-the-cluster";
+  const int rest_port = testing::FreePort();
+  auto jm = StartJobManager({"-Dsecurity.auth.token-file=" + token, "-Djobmanager.bind-host=0.0.0.0",
+                             absl::StrCat("-Drest.port=", rest_port)});
+  auto tm = StartTaskManager("tm-a", 3, {"-Dsecurity.auth.token-file=" + token});
+
+  ASSERT_TRUE(WaitFor([&] { return testing::HttpGet(rest_port, "/readyz").status == 200; }, absl::Seconds(30)))
+      << jm->Log();
+  EXPECT_EQ(testing::HttpGet(rest_port, "/healthz").status, 200);
+  EXPECT_EQ(testing::HttpGet(rest_port, "/overview").status, 401);
+  nlohmann::json overview;
+  ASSERT_TRUE(WaitFor([&] {
+    testing::HttpResult r = testing::HttpGet(rest_port, "/overview", secret);
+    if (r.status != 200) return false;
+    overview = nlohmann::json::parse(r.body);
+    return overview["taskmanagers"] == 1;
+  }, absl::Seconds(30))) << jm->Log();
+  EXPECT_EQ(overview["slots-total"], 3);
+  EXPECT_EQ(overview["slots-available"], 3);
+  EXPECT_EQ(overview["jobs-running"], 0);
+
+  testing::HttpResult tms = testing::HttpGet(rest_port, "/taskmanagers", secret);
+  ASSERT_EQ(tms.status, 200);
+  const nlohmann::json listed = nlohmann::json::parse(tms.body)["taskmanagers"];
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0]["id"], "tm-a");
+  const int tm_port = listed[0]["restPort"].get<int>();
+  ASSERT_GT(tm_port, 0);
+  // `weir cluster` shows the same port.
+  auto cluster = RunCommand({BinDir() + "/weir", "--jobmanager", JobManagerAddress(), "--token-file", token, "--json",
+                             "cluster"});
+  ASSERT_EQ(cluster.exit_code, 0) << cluster.err;
+  EXPECT_EQ(nlohmann::json::parse(cluster.out)["taskmanagers"][0]["rest_port"], tm_port);
+
+  testing::HttpResult jm_metrics = testing::HttpGet(rest_port, "/metrics", secret);
+  ASSERT_EQ(jm_metrics.status, 200);
+  EXPECT_TRUE(absl::StartsWith(jm_metrics.content_type, "text/plain")) << jm_metrics.content_type;
+  EXPECT_TRUE(absl::StrContains(jm_metrics.body, "weir_taskmanagers 1\n")) << jm_metrics.body;
+  EXPECT_TRUE(absl::StrContains(jm_metrics.body, "weir_slots 3\n")) << jm_metrics.body;
+
+  EXPECT_EQ(testing::HttpGet(tm_port, "/healthz").status, 200);
+  EXPECT_EQ(testing::HttpGet(tm_port, "/readyz").status, 200);
+  EXPECT_EQ(testing::HttpGet(tm_port, "/metrics").status, 401);
+  testing::HttpResult tm_metrics = testing::HttpGet(tm_port, "/metrics", secret);
+  ASSERT_EQ(tm_metrics.status, 200);
+  EXPECT_TRUE(absl::StrContains(tm_metrics.body, "weir_taskmanager_registered 1\n")) << tm_metrics.body;
+  EXPECT_TRUE(absl::StrContains(tm_metrics.body, "weir_taskmanager_slots_free 3\n")) << tm_metrics.body;
+
+  testing::HttpResult unknown_job = testing::HttpGet(rest_port, "/jobs/no-such-job", secret);
+  EXPECT_EQ(unknown_job.status, 404);
+  EXPECT_EQ(nlohmann::json::parse(unknown_job.body)["errors"].size(), 1u) << unknown_job.body;
+
+  // A second JobManager whose RPC port is free but whose REST port is
+  // taken does not start, and says which port.
+  jm_port_ = testing::FreePort();
+  auto second = StartJobManager({absl::StrCat("-Dhigh-availability.storageDir=", dir_, "/ha-second"),
+                                 absl::StrCat("-Drest.port=", rest_port)});
+  EXPECT_EQ(second->Wait(absl::Seconds(30)), 1);
+  EXPECT_TRUE(absl::StrContains(second->Log(), absl::StrCat("cannot listen on 127.0.0.1:", rest_port)))
+      << second->Log();
+  EXPECT_TRUE(absl::StrContains(second->Log(), "rest.port")) << second->Log();
+  EXPECT_TRUE(jm->running());
 }
 
 }  // namespace

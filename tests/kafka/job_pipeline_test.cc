@@ -9,9 +9,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/local_cluster.h"
 
 namespace weir {
@@ -207,6 +209,90 @@ TEST_F(JobPipelineTest, SlowSinkSlowsTheSourceAndBuffersStayBounded) {
   ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
   nlohmann::json status = cluster_->WaitForJobEnd(job);
   EXPECT_EQ(status["state"], "CANCELED") << status.dump(2);
+}
+
+// The value of the first sample of `name` whose labels contain `label`
+// (e.g. job_id="..."), or -1.
+double MetricValue(const std::string& text, const std::string& name, const std::string& label) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::StartsWith(line, name + "{") || !absl::StrContains(line, label)) continue;
+    double value = -1;
+    if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) return value;
+  }
+  return -1;
+}
+
+// What an operator watches while a job runs: the REST API and /metrics of the
+// JobManager and the TaskManagers follow checkpoints, records and
+// backpressure as they happen.
+TEST_F(JobPipelineTest, RestApiAndMetricsFollowARunningJob) {
+  StartCluster({}, "metrics-secret");
+  std::string in = NewTopic("metrics-in", 1);
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, NumberedInput(50000, 50000)).ok());
+  // A slow sink keeps the job running and its source backpressured.
+  std::string job = SubmitOrFail(kJobs + "/test/slow_sink.so", {"-p", "1", "-Dexecution.checkpointing.interval=200ms"},
+                                 {"--brokers", bootstrap_, "--input-topic", in, "--sleep-us", "200"});
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  const std::string job_label = absl::StrCat("job_id=\"", job, "\"");
+
+  EXPECT_EQ(cluster_->RestGet("/metrics").status, 200);
+  EXPECT_EQ(testing::HttpGet(cluster_->rest_port(), "/metrics").status, 401);  // no token
+
+  // Checkpoints complete, and both the REST API and /metrics count them up.
+  auto completed = [&] {
+    testing::HttpResult r = cluster_->RestGet(absl::StrCat("/jobs/", job, "/checkpoints"));
+    return r.status == 200 ? nlohmann::json::parse(r.body)["counts"]["completed"].get<int64_t>() : -1;
+  };
+  int64_t first = -1;
+  ASSERT_TRUE(WaitFor([&] { return (first = completed()) >= 1; }, absl::Seconds(60))) << cluster_->Logs();
+  const double first_metric =
+      MetricValue(cluster_->RestGet("/metrics").body, "weir_job_checkpoints_completed_total", job_label);
+  EXPECT_GE(first_metric, 1);
+  ASSERT_TRUE(WaitFor([&] { return completed() >= first + 2; }, absl::Seconds(60))) << cluster_->Logs();
+  ASSERT_TRUE(WaitFor([&] {
+    return MetricValue(cluster_->RestGet("/metrics").body, "weir_job_checkpoints_completed_total", job_label) >
+           first_metric;
+  }, absl::Seconds(30)));
+  testing::HttpResult checkpoints = cluster_->RestGet(absl::StrCat("/jobs/", job, "/checkpoints"));
+  const nlohmann::json latest = nlohmann::json::parse(checkpoints.body)["latest"]["completed"];
+  ASSERT_FALSE(latest.is_null()) << checkpoints.body;
+  EXPECT_EQ(latest["status"], "COMPLETED");
+  EXPECT_GT(latest["state_size"].get<int64_t>(), 0) << latest.dump();  // the source's offsets at least
+  EXPECT_EQ(latest["num_acknowledged_subtasks"], latest["num_subtasks"]);
+
+  // The job and its vertices, with records moving.
+  nlohmann::json detail;
+  ASSERT_TRUE(WaitFor([&] {
+    detail = nlohmann::json::parse(cluster_->RestGet(absl::StrCat("/jobs/", job)).body);
+    return !detail["vertices"].empty() && detail["vertices"].back()["metrics"]["read-records"].get<int64_t>() > 0;
+  }, absl::Seconds(30))) << detail.dump(2);
+  EXPECT_EQ(detail["state"], "RUNNING");
+  EXPECT_EQ(detail["jid"], job);
+  nlohmann::json jobs = nlohmann::json::parse(cluster_->RestGet("/jobs").body)["jobs"];
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0]["status"], "RUNNING");
+
+  // The source waits for the slow sink: backpressured time grows, in the
+  // JobManager's metrics and in its TaskManager's own.
+  ASSERT_TRUE(WaitFor([&] {
+    return MetricValue(cluster_->RestGet("/metrics").body, "weir_task_backpressured_seconds_total", job_label) > 0;
+  }, absl::Seconds(60))) << cluster_->RestGet("/metrics").body;
+  nlohmann::json tms = nlohmann::json::parse(cluster_->RestGet("/taskmanagers").body)["taskmanagers"];
+  ASSERT_EQ(tms.size(), 2u);
+  double tm_records = 0;
+  for (const auto& tm : tms) {
+    testing::HttpResult metrics = testing::HttpGet(tm["restPort"].get<int>(), "/metrics", "metrics-secret");
+    ASSERT_EQ(metrics.status, 200);
+    tm_records += std::max(0.0, MetricValue(metrics.body, "weir_task_records_in_total", job_label));
+  }
+  EXPECT_GT(tm_records, 0);
+
+  ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
+  nlohmann::json status = cluster_->WaitForJobEnd(job);
+  EXPECT_EQ(status["state"], "CANCELED") << status.dump(2);
+  testing::HttpResult after = cluster_->RestGet("/overview");
+  EXPECT_EQ(nlohmann::json::parse(after.body)["jobs-cancelled"], 1) << after.body;
 }
 
 TEST_F(JobPipelineTest, ExceptionInUserCodeFailsTheJobWithItsMessage) {

@@ -12,6 +12,11 @@ namespace weir::testing {
 LocalCluster::LocalCluster(Options options) : options_(std::move(options)) {
   dir_ = MakeTempDir("weir-local-cluster");
   port_ = FreePort();
+  rest_port_ = FreePort();
+}
+
+HttpResult LocalCluster::RestGet(const std::string& path) const {
+  return HttpGet(rest_port_, path, options_.auth_token);
 }
 
 LocalCluster::~LocalCluster() {
@@ -30,7 +35,8 @@ void LocalCluster::Start() {
     common.push_back(absl::StrCat("-Dsecurity.auth.token-file=", dir_, "/token"));
   }
   common.insert(common.end(), options_.config.begin(), options_.config.end());
-  std::vector<std::string> jm = {BinDir() + "/weir-jobmanager", absl::StrCat("-Dhigh-availability.storageDir=", dir_, "/ha")};
+  std::vector<std::string> jm = {BinDir() + "/weir-jobmanager", absl::StrCat("-Dhigh-availability.storageDir=", dir_, "/ha"),
+                                 absl::StrCat("-Drest.port=", rest_port_)};
   jm.insert(jm.end(), common.begin(), common.end());
   jobmanager_argv_ = jm;
   jobmanager_ = std::make_unique<Subprocess>(jm, absl::StrCat(dir_, "/jobmanager-", ++jobmanager_starts_, ".log"));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/testing/http_get.h"
 #include "tests/testing/process.h"
 
 namespace weir::testing {
@@ -41,6 +42,10 @@ class LocalCluster {
   int StartTaskManager(const std::vector<std::string>& extra = {});
 
   std::string jobmanager_address() const;
+  // The JobManager's HTTP port (rest.port, a free one).
+  int rest_port() const { return rest_port_; }
+  // GET http://127.0.0.1:<rest_port><path>, with the cluster's token if any.
+  HttpResult RestGet(const std::string& path) const;
   const std::string& dir() const { return dir_; }
   Subprocess& jobmanager() { return *jobmanager_; }
   Subprocess& taskmanager(int i) { return *taskmanagers_.at(i); }
@@ -66,6 +71,7 @@ class LocalCluster {
   Options options_;
   std::string dir_;
   int port_ = 0;
+  int rest_port_ = 0;
   std::vector<std::string> jobmanager_argv_;
   int jobmanager_starts_ = 0;
   std::unique_ptr<Subprocess> jobmanager_;

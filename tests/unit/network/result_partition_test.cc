@@ -32,6 +32,7 @@ TEST(ResultPartitionTest, AddBlocksWhileFullAndResumesWhenPolled) {
   ASSERT_TRUE(partition.Add(0, DataBuffer("a")));
   ASSERT_TRUE(partition.Add(0, DataBuffer("b")));
   EXPECT_FALSE(partition.backpressured());
+  EXPECT_EQ(partition.backpressured_time(), absl::ZeroDuration());
   // The other subpartition is independent of the full one.
   ASSERT_TRUE(partition.Add(1, DataBuffer("x")));
 
@@ -43,6 +44,9 @@ TEST(ResultPartitionTest, AddBlocksWhileFullAndResumesWhenPolled) {
   ASSERT_TRUE(WaitFor([&] { return partition.backpressured(); }, kGuard));
   EXPECT_FALSE(added);
   EXPECT_EQ(partition.buffered(0), 2);
+  // The wait in progress counts.
+  absl::SleepFor(absl::Milliseconds(30));
+  EXPECT_GE(partition.backpressured_time(), absl::Milliseconds(30));
 
   std::optional<Buffer> first = partition.Poll(0);
   ASSERT_TRUE(first.has_value());
@@ -50,6 +54,11 @@ TEST(ResultPartitionTest, AddBlocksWhileFullAndResumesWhenPolled) {
   producer.join();
   EXPECT_TRUE(added);
   EXPECT_FALSE(partition.backpressured());
+  // Once the wait ended, the total stands still.
+  const absl::Duration total = partition.backpressured_time();
+  EXPECT_GE(total, absl::Milliseconds(30));
+  absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ(partition.backpressured_time(), total);
   EXPECT_EQ(OnlyRecord(*partition.Poll(0)), "b");
   EXPECT_EQ(OnlyRecord(*partition.Poll(0)), "c");
   EXPECT_FALSE(partition.Poll(0).has_value());

@@ -1,0 +1,86 @@
+// HttpServer: the HTTP endpoint of a Weir daemon (health probes, Prometheus
+// metrics, the JobManager's read-only REST API), on cpp-httplib.
+//
+// Only GET is served. Authentication is the RPCs' (common/rpc/auth.h): when
+// the cluster has a shared secret, every request must carry
+// "Authorization: Bearer <secret>" except the routes marked `probe`
+// (/healthz, /readyz), which kubelets and load balancers call without one;
+// and like the RPC server it refuses to listen beyond loopback without a
+// secret. Responses are small and computed per request; a few worker
+// threads serve them.
+//
+// Lifecycle: Start (binds, or fails naming the address) -> Stop (or the
+// destructor). Thread-safety: handlers run on the server's worker threads,
+// concurrently; they must be thread-safe.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace weir::http {
+
+struct Request {
+  std::string path;
+  // The pattern's capture groups, in order (e.g. the job id of /jobs/([^/]+)).
+  std::vector<std::string> params;
+};
+
+struct Response {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
+// {"errors": ["message"]} with `status`, the shape Flink's REST API uses.
+Response ErrorResponse(int status, const std::string& message);
+
+struct Route {
+  // An ECMAScript regular expression the whole path must match.
+  std::string pattern;
+  std::function<Response(const Request&)> handler;
+  // Served without the shared secret (health probes only).
+  bool probe = false;
+};
+
+struct HttpServerOptions {
+  // For logs and errors: "JobManager REST", "TaskManager HTTP".
+  std::string name;
+  std::string bind_host = "127.0.0.1";
+  // 0 picks a free port.
+  int port = 0;
+  // The configuration key that set bind_host, named when it is refused.
+  std::string bind_key;
+  std::vector<Route> routes;
+};
+
+class HttpServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(HttpServerOptions options);
+  ~HttpServer();
+
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Stops accepting and joins the listener. Idempotent.
+  void Stop();
+
+  int port() const { return port_; }
+
+ private:
+  HttpServer() = default;
+
+  std::unique_ptr<httplib::Server> server_;
+  std::thread listener_;
+  int port_ = 0;
+};
+
+}  // namespace weir::http
