@@ -29,8 +29,9 @@ Partitioning FromProto(v1::Partitioning p) {
 class OperatorChain::Context final : public OperatorContext {
  public:
   Context(std::string name, int subtask, int parallelism, const google::protobuf::Map<std::string, std::string>* config,
-          OperatorStateSnapshot restored_operator_state, bool restored)
-      : name_(std::move(name)),
+          OperatorStateSnapshot restored_operator_state, bool restored, std::unique_ptr<MetricGroup> metrics)
+      : metrics_(std::move(metrics)),
+        name_(std::move(name)),
         subtask_(subtask),
         parallelism_(parallelism),
         config_(config),
@@ -50,12 +51,14 @@ class OperatorChain::Context final : public OperatorContext {
   }
   OperatorStateStore* operator_state() override { return &operator_state_; }
   bool is_restored() const override { return restored_; }
+  MetricGroup& metrics() override { return *metrics_; }
 
   void EnableKeyedState(std::unique_ptr<KeyedStateBackend> keyed) { keyed_ = std::move(keyed); }
   KeyedStateBackend* keyed() { return keyed_.get(); }
   OperatorStateBackend& operator_state_backend() { return operator_state_; }
 
  private:
+  const std::unique_ptr<MetricGroup> metrics_;
   const std::string name_;
   const int subtask_;
   const int parallelism_;
@@ -133,7 +136,13 @@ class OperatorChain::Discard final : public RecordOutput {
 
 OperatorChain::OperatorChain(const v1::TaskDeploymentDescriptor& tdd, const jobgraph::LoadedJob& job,
                              OperatorChainOptions options, ChainCounters counters)
-    : tdd_(tdd), job_(job), options_(std::move(options)), counters_(counters), discard_(std::make_unique<Discard>()) {}
+    : tdd_(tdd),
+      job_(job),
+      options_(std::move(options)),
+      counters_(counters),
+      own_metrics_(options_.metrics == nullptr ? std::make_unique<TaskMetrics>() : nullptr),
+      metrics_(options_.metrics != nullptr ? options_.metrics : own_metrics_.get()),
+      discard_(std::make_unique<Discard>()) {}
 
 absl::StatusOr<std::unique_ptr<OperatorChain>> OperatorChain::Create(const v1::TaskDeploymentDescriptor& tdd,
                                                                     const jobgraph::LoadedJob& job,
@@ -202,7 +211,8 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
     OperatorStateSnapshot restored_operator_state;
     if (restored != nullptr) restored_operator_state = restored->operators[i].operator_state;
     auto context = std::make_unique<Context>(v.name, tdd_.subtask_index(), tdd_.parallelism(), &tdd_.config(),
-                                             std::move(restored_operator_state), restored != nullptr);
+                                             std::move(restored_operator_state), restored != nullptr,
+                                             metrics_->ForOperator(v.name));
     if (v.input_key) {
       const state::KeyGroupRange range =
           state::KeyGroupRangeForSubtask(max_parallelism, tdd_.parallelism(), tdd_.subtask_index());

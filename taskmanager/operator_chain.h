@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "connectors/registry.h"
 #include "jobgraph/job_library.h"
+#include "taskmanager/metrics/task_metrics.h"
 #include "taskmanager/network/record_writer.h"
 #include "taskmanager/network/result_partition.h"
 #include "taskmanager/state/keyed_state_backend.h"
@@ -54,6 +55,9 @@ struct OperatorChainOptions {
   int64_t rocksdb_write_buffer_bytes = 32 << 20;
   // The rocksdb backend's instances go under <local_state_dir>/<job id>/.
   std::string local_state_dir = "/tmp/weir-state";
+  // Where the operators' metrics go (the task's); null: a registry of the
+  // chain's own.
+  TaskMetrics* metrics = nullptr;
   // Called with each result partition as soon as it is registered.
   std::function<void(const std::shared_ptr<network::ResultPartition>&)> on_partition;
 };
@@ -142,6 +146,10 @@ class OperatorChain {
   const jobgraph::LoadedJob& job_;
   const OperatorChainOptions options_;
   const ChainCounters counters_;
+  // options_.metrics, or own_metrics_. Declared before the contexts, whose
+  // groups point into it.
+  std::unique_ptr<TaskMetrics> own_metrics_;
+  TaskMetrics* const metrics_;
 
   std::vector<std::unique_ptr<Context>> contexts_;
   std::unique_ptr<SourceOperator> source_;

@@ -49,6 +49,7 @@ class Task::Execution {
     options.state_backend = env_.state_backend;
     options.rocksdb_write_buffer_bytes = env_.rocksdb_write_buffer_bytes;
     options.local_state_dir = env_.local_state_dir;
+    options.metrics = &task_->operator_metrics_;
     options.on_partition = [task = task_](const std::shared_ptr<network::ResultPartition>& partition) {
       absl::MutexLock lock(&task->partitions_mu_);
       task->partitions_.push_back(partition);

@@ -32,6 +32,7 @@
 #include "taskmanager/checkpointing/subtask_checkpointer.h"
 #include "taskmanager/job_artifacts.h"
 #include "taskmanager/mailbox/mailbox.h"
+#include "taskmanager/metrics/task_metrics.h"
 #include "taskmanager/network/result_partition.h"
 #include "weir/v1/job.pb.h"
 
@@ -106,6 +107,8 @@ class Task {
   // The chained operators' names, "Source -> Map".
   std::string name() const;
   v1::TaskMetrics Metrics() const;
+  // What its operators registered (weir/metrics.h), for /metrics.
+  const TaskMetrics& operator_metrics() const { return operator_metrics_; }
 
  private:
   class Execution;
@@ -136,6 +139,8 @@ class Task {
   bool input_ended_ = false;
   std::optional<int64_t> final_barrier_;
   bool final_checkpoint_done_ = false;
+  // Outlives the chain, whose operators update it.
+  TaskMetrics operator_metrics_;
   std::atomic<int64_t> records_in_{0};
   std::atomic<int64_t> records_out_{0};
   // The partitions this task produces; released on cancel to unblock it.

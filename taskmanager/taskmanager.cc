@@ -416,6 +416,7 @@ std::string TaskManager::MetricsText() {
                 "Time the task spent blocked on full output buffers; its rate is the fraction of time "
                 "backpressured.",
                 labels, m.backpressured_ms() / 1000.0);
+    task->operator_metrics().Export(out, labels);
   }
   return out.Text();
 }

@@ -61,6 +61,13 @@ class KeyedContext {
   KeyedContext(const K& key, OperatorContext* context) : key_(key), context_(context) {}
   const K& key() const { return key_; }
   int subtask_index() const { return context_->subtask_index(); }
+  // This operator's counters and gauges (weir/metrics.h); ask once per name
+  // and keep the reference, e.g. in a static or a captured pointer.
+  MetricGroup& metrics() { return context_->metrics(); }
+  // A job-level configuration value (-Dkey=value at submission), or fallback.
+  std::string JobConfig(std::string_view key, std::string_view fallback) const {
+    return context_->JobConfig(key, fallback);
+  }
   // The state named `name` of the current key.
   template <typename V, typename S = Serializer<V>>
   ValueState<V, S> State(std::string name) {

@@ -31,6 +31,8 @@
 #include <utility>
 #include <vector>
 
+#include "weir/metrics.h"
+
 namespace weir {
 
 // Where an operator sends its output records.
@@ -125,6 +127,8 @@ class OperatorContext {
   virtual OperatorStateStore* operator_state() = 0;
   // True when the task started from a checkpoint (its state was restored).
   virtual bool is_restored() const = 0;
+  // Counters and gauges this operator exports (weir/metrics.h).
+  virtual MetricGroup& metrics() = 0;
 };
 
 // The checkpoint hooks every operator has (see the lifecycle above).

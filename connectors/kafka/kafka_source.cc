@@ -137,7 +137,27 @@ void KafkaSource::Open(OperatorContext& context, RecordOutput* output) {
 
   ResolveOffsets();
   AssignAndLog(index);
+  for (const PartitionState& p : partitions_) {
+    lag_.push_back(&context.metrics().gauge(
+        "weir_kafka_consumer_lag_records",
+        "Records between the source's position and the partition's high watermark as last fetched; "
+        "-1 until known.",
+        {{"topic", p.topic}, {"partition", absl::StrCat(p.partition)}}));
+    lag_.back()->Set(-1);
+  }
   last_progress_ = Clock::now();
+}
+
+void KafkaSource::UpdateLag() {
+  for (size_t i = 0; i < partitions_.size() && i < lag_.size(); ++i) {
+    const PartitionState& p = partitions_[i];
+    int64_t low = 0;
+    int64_t high = -1;
+    if (consumer_->get_watermark_offsets(p.topic, p.partition, &low, &high) != RdKafka::ERR_NO_ERROR || high < 0) {
+      continue;  // no fetch answered yet
+    }
+    lag_[i]->Set(static_cast<double>(std::max<int64_t>(0, high - p.next_offset)));
+  }
 }
 
 void KafkaSource::CreateConsumer() {
@@ -337,6 +357,10 @@ SourceStatus KafkaSource::PollNext() {
   }
   ThrowIfFatal();
   if (!batch.empty()) EmitAfterCommit(batch);
+  if (const auto now = Clock::now(); now - last_lag_update_ >= std::chrono::seconds(1)) {
+    last_lag_update_ = now;
+    UpdateLag();
+  }
 
   if (config_.bounded && partitions_left_ == 0) {
     if (!finished_logged_) {

@@ -119,6 +119,9 @@ class KafkaSource : public weir::SourceOperator {
   void ThrowIfFatal() const;
   void ThrowIfStalled();
   std::string Describe(const PartitionState& partition) const;
+  // Sets each partition's lag gauge from the high watermark the consumer
+  // last saw (cached by librdkafka; no request to the brokers).
+  void UpdateLag();
 
   const KafkaSourceConfig config_;
   // Checkpointed offsets: the state, and what was restored from it.
@@ -136,6 +139,10 @@ class KafkaSource : public weir::SourceOperator {
   int64_t records_read_ = 0;
   bool finished_logged_ = false;
   std::chrono::steady_clock::time_point last_progress_;
+  // weir_kafka_consumer_lag_records per partition (partitions_' order), and
+  // when it was last updated.
+  std::vector<Gauge*> lag_;
+  std::chrono::steady_clock::time_point last_lag_update_;
   kafka_internal::LogLimiter error_log_limiter_{std::chrono::seconds(10)};
 };
 

@@ -207,6 +207,16 @@ void KafkaTransactionalSink::Open(OperatorContext& context, RecordOutput* /*outp
   prefix_ = config_.transactional_id_prefix;
   client_ = absl::StrCat("KafkaSink '", context.operator_name(), "' subtask ", subtask_, "/", parallelism_);
   if (committables_state_ == nullptr) InitializeState(context);
+  const MetricLabels topic = {{"topic", config_.topic}};
+  committed_metric_ = &context.metrics().counter(
+      "weir_kafka_transactions_committed_total",
+      "Transactions the exactly-once Kafka sink committed when their checkpoint completed.", topic);
+  recovery_commits_metric_ = &context.metrics().counter(
+      "weir_kafka_transactions_recovery_commits_total",
+      "Transactions of a restored checkpoint the sink committed (again) after a restart.", topic);
+  aborted_metric_ = &context.metrics().counter(
+      "weir_kafka_transactions_aborted_total",
+      "Open transactions the sink aborted (at cancellation or failure; never pre-committed ones).", topic);
   int pool_size = kTransactionPoolSize;
   if (auto it = restored_pool_sizes_.find(subtask_); it != restored_pool_sizes_.end()) {
     pool_size = std::max(pool_size, it->second);
@@ -337,6 +347,7 @@ void KafkaTransactionalSink::CommitRestored() {
     }
     log_->info("{}: committed transaction '{}' (producer id {}, epoch {}) of restored checkpoint {}", client_,
                c->transactional_id, c->producer_id, c->producer_epoch, c->checkpoint_id);
+    recovery_commits_metric_->Inc();
     if (c->subtask != subtask_) continue;
     for (auto& slot : slots_) {
       if (slot->transactional_id != c->transactional_id) continue;
@@ -592,6 +603,7 @@ void KafkaTransactionalSink::DrainResults() {
                                               "; the job restarts and commits it again"));
       }
       ++committed_transactions_;
+      committed_metric_->Inc();
       log_->debug("{}: committed transaction '{}' ({} records) of checkpoint {}", client_, slot.transactional_id,
                   slot.records, slot.checkpoint_id);
       slot.state = Slot::State::kCommitted;
@@ -706,6 +718,7 @@ void KafkaTransactionalSink::Close() {
       current_->events->fatal_error().empty()) {
     current_->producer->purge(RdKafka::Producer::PURGE_QUEUE | RdKafka::Producer::PURGE_INFLIGHT);
     std::unique_ptr<RdKafka::Error> aborted(current_->producer->abort_transaction(kAbortTimeoutMs));
+    if (aborted == nullptr && aborted_metric_ != nullptr) aborted_metric_->Inc();
     if (aborted) {
       log_->warn("{}: could not abort the open transaction '{}' ({}); the next start aborts it", client_,
                  current_->transactional_id, aborted->str());

@@ -201,6 +201,10 @@ class KafkaTransactionalSink : public weir::StreamOperator {
   std::vector<std::unique_ptr<Slot>> slots_;
   Slot* current_ = nullptr;  // the slot taking records; null only before Open
   int64_t committed_transactions_ = 0;
+  // weir_kafka_transactions_*_total; set in Open.
+  Counter* committed_metric_ = nullptr;
+  Counter* recovery_commits_metric_ = nullptr;
+  Counter* aborted_metric_ = nullptr;
   int64_t records_since_poll_ = 0;
   size_t growth_limit_ = 0;                  // the pool may not grow past this
   std::map<int64_t, size_t> snapshot_sizes_;  // checkpoint -> pool size it recorded

@@ -6,10 +6,12 @@
 // Thread-safety: not thread-safe, like the task thread it stands in for.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 
+#include "taskmanager/metrics/task_metrics.h"
 #include "taskmanager/state/operator_state.h"
 #include "weir/operator.h"
 
@@ -33,8 +35,15 @@ class FakeOperatorContext : public OperatorContext {
   std::string JobConfig(std::string_view, std::string_view fallback) const override { return std::string(fallback); }
   OperatorStateStore* operator_state() override { return &state_; }
   bool is_restored() const override { return restored_; }
+  MetricGroup& metrics() override { return *metric_group_; }
 
   taskmanager::OperatorStateSnapshot Snapshot() const { return state_.Snapshot(); }
+  // What the operator registered, as /metrics would show it (no task labels).
+  std::string MetricsText() const {
+    http::MetricFamilies out;
+    metrics_.Export(out, {});
+    return out.Text();
+  }
 
  private:
   const std::string name_;
@@ -42,6 +51,8 @@ class FakeOperatorContext : public OperatorContext {
   taskmanager::OperatorStateBackend state_;
   const int subtask_;
   const int parallelism_;
+  taskmanager::TaskMetrics metrics_;
+  const std::unique_ptr<MetricGroup> metric_group_ = metrics_.ForOperator(name_);
 };
 
 }  // namespace weir::testing

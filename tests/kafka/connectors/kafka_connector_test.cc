@@ -26,6 +26,7 @@
 #include "connectors/registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "taskmanager/metrics/task_metrics.h"
 #include "taskmanager/state/operator_state.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
@@ -74,10 +75,19 @@ class FakeContext : public OperatorContext {
   }
   OperatorStateStore* operator_state() override { return &operator_state_; }
   bool is_restored() const override { return false; }
+  MetricGroup& metrics() override { return *metric_group_; }
+  // What the connector registered, as /metrics would show it.
+  std::string MetricsText() const {
+    http::MetricFamilies out;
+    metrics_.Export(out, {});
+    return out.Text();
+  }
 
  private:
   const std::string name_ = "kafka-connector-test";
   taskmanager::OperatorStateBackend operator_state_;
+  taskmanager::TaskMetrics metrics_;
+  const std::unique_ptr<MetricGroup> metric_group_ = metrics_.ForOperator(name_);
   const int subtask_index_;
   const int parallelism_;
 };

@@ -152,6 +152,13 @@ TEST(ConnectorRegistryTest, CreatesThroughTheConnectorWithItsContext) {
     std::string JobConfig(std::string_view, std::string_view fallback) const override { return std::string(fallback); }
     OperatorStateStore* operator_state() override { return nullptr; }
     bool is_restored() const override { return false; }
+    MetricGroup& metrics() override { return no_metrics; }
+    struct : MetricGroup {
+      Counter& counter(std::string_view, std::string_view, const MetricLabels&) override { return c; }
+      Gauge& gauge(std::string_view, std::string_view, const MetricLabels&) override { return g; }
+      Counter c;
+      Gauge g;
+    } no_metrics;
     std::string name = "counting";
   } context;
   (*source)->Open(context, &output);
