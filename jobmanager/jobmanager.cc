@@ -88,6 +88,8 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
 
 JobManager::~JobManager() { Shutdown(); }
 
+bool JobManager::Alive() const { return absl::Now() - resource_manager_->last_expiry_check() < absl::Seconds(30); }
+
 void JobManager::Shutdown() {
   // A JobManager that failed to start has nothing to shut down.
   if (shut_down_ || server_ == nullptr) return;

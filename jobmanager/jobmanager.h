@@ -35,6 +35,9 @@ class JobManager {
   void Shutdown();
 
   int port() const { return port_; }
+  // False when the membership loop (loss detection) has not come round for
+  // 30 s: something holds it. From any thread.
+  bool Alive() const;
   // Port of the HTTP endpoint (rest.port, or the free one picked for 0).
   int rest_port() const { return http_ == nullptr ? 0 : http_->port(); }
   const std::string& session_id() const { return resource_manager_->session_id(); }

@@ -67,7 +67,10 @@ ResourceManager::ResourceManager(absl::Duration heartbeat_timeout, std::string s
 
 ResourceManager::~ResourceManager() { Stop(); }
 
-void ResourceManager::Start() { expire_thread_ = std::thread([this] { ExpireLoop(); }); }
+void ResourceManager::Start() {
+  expiry_tick_ms_ = absl::ToUnixMillis(absl::Now());
+  expire_thread_ = std::thread([this] { ExpireLoop(); });
+}
 
 void ResourceManager::Stop() {
   {
@@ -240,6 +243,7 @@ void ResourceManager::ExpireLoop() {
   // timeout after it is due.
   const absl::Duration tick = std::clamp(heartbeat_timeout_ / 20, absl::Milliseconds(10), absl::Milliseconds(200));
   while (true) {
+    expiry_tick_ms_ = absl::ToUnixMillis(absl::Now());
     std::vector<std::pair<v1::TaskManagerInfo, absl::Duration>> expired;
     {
       absl::MutexLock lock(&mu_);

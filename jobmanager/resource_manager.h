@@ -12,6 +12,7 @@
 
 #include "absl/strings/string_view.h"
 #include <cstdint>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -112,6 +113,8 @@ class ResourceManager {
   void AddLossListener(LossListener listener) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string& session_id() const { return session_id_; }
+  // When the loop that declares silent TaskManagers lost last came round.
+  absl::Time last_expiry_check() const { return absl::FromUnixMillis(expiry_tick_ms_.load()); }
   absl::Duration heartbeat_timeout() const { return heartbeat_timeout_; }
 
  private:
@@ -137,6 +140,7 @@ class ResourceManager {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread expire_thread_;
+  std::atomic<int64_t> expiry_tick_ms_{0};
 };
 
 }  // namespace weir::jobmanager

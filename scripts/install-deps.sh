@@ -10,6 +10,8 @@ packages=(
   libgtest-dev libgmock-dev googletest nlohmann-json3-dev libssl-dev
   # The daemons' HTTP endpoints and Prometheus metrics.
   libcpp-httplib-dev prometheus-cpp-dev
+  # sd_notify for Type=notify units; systemd-analyze checks the unit files.
+  libsystemd-dev systemd
   # The test Kafka broker: a JRE and Maven to fetch Kafka from Maven Central.
   openjdk-17-jre-headless maven
   # Used by the test and demo scripts.

@@ -173,6 +173,7 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   tm->info_.set_rest_port(tm->http_->port());
   tm->log_->info("TaskManager {} listening on {} with {} slots", tm->id(),
                  rpc::JoinHostPort(options.bind_host, started->port), tm->slots_->size());
+  tm->maintenance_tick_ms_ = absl::ToUnixMillis(absl::Now());
   tm->maintenance_ = std::thread([raw = tm.get()] { raw->MaintenanceLoop(); });
   connection.heartbeat_interval = config.GetDuration(k::kHeartbeatInterval);
   connection.heartbeat_timeout = config.GetDuration(k::kHeartbeatTimeout);
@@ -190,6 +191,10 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
 TaskManager::~TaskManager() {
   Shutdown("shutdown");
   if (http_ != nullptr) http_->Stop();  // also when Start failed half-way
+}
+
+bool TaskManager::Alive() const {
+  return absl::ToUnixMillis(absl::Now()) - maintenance_tick_ms_.load() < 30'000;
 }
 
 bool TaskManager::Registered() const {
@@ -423,6 +428,7 @@ std::string TaskManager::MetricsText() {
 
 void TaskManager::MaintenanceLoop() {
   while (true) {
+    maintenance_tick_ms_ = absl::ToUnixMillis(absl::Now());
     std::vector<std::unique_ptr<Task>> finished;
     v1::ReportTaskMetricsRequest report;
     report.set_taskmanager_id(id());

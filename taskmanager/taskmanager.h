@@ -37,6 +37,11 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   const std::string& address() const { return info_.address(); }
   // Port of the HTTP endpoint (taskmanager.rest.port, or the free one picked).
   int rest_port() const { return info_.rest_port(); }
+  // True while registered with the JobManager (from any thread).
+  bool Registered() const;
+  // False when the maintenance loop (metrics, reaping finished tasks) has
+  // not come round for 30 s: something holds it (from any thread).
+  bool Alive() const;
 
  private:
   class Service;
@@ -62,8 +67,6 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   // After a re-registration the JobManager has failed (or forgotten) every
   // task we ran: cancel them rather than let them run unsupervised.
   void OnRegistered(const std::string& jobmanager_session_id) ABSL_LOCKS_EXCLUDED(tasks_mu_);
-  // True while registered with the JobManager (from any thread).
-  bool Registered() const;
   // /metrics: slots, registration and the running tasks' counters.
   std::string MetricsText() ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // Tells the slot table which job each slot's tasks belong to.
@@ -100,6 +103,8 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   absl::Duration cancel_timeout_ = absl::Seconds(30);
   // Maintenance thread only.
   absl::Time last_sweep_ = absl::InfinitePast();
+  // When the maintenance loop last came round (Unix ms), for Alive.
+  std::atomic<int64_t> maintenance_tick_ms_{0};
 };
 
 }  // namespace weir::taskmanager

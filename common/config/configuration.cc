@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/check.h"
@@ -234,6 +235,7 @@ absl::StatusOr<Configuration> Configuration::Load(const std::optional<std::strin
                                                   const std::vector<std::string>& overrides) {
   Configuration config;
   if (file.has_value()) {
+    config.file_ = *file;
     std::ifstream in(*file);
     if (!in) {
       return absl::InvalidArgumentError(absl::StrCat("cannot read configuration file '", *file,
@@ -299,6 +301,15 @@ absl::StatusOr<Configuration> Configuration::FromCommandLine(int argc, const cha
           "unknown argument '", arg, "'; expected --config FILE and -Dkey=value options"));
     }
   }
+  if (!file.has_value()) {
+    // Without --config: $WEIR_CONFIG_FILE, else the installed default when
+    // it exists.
+    if (const char* env = std::getenv("WEIR_CONFIG_FILE"); env != nullptr && env[0] != '\0') {
+      file = env;
+    } else if (std::ifstream(std::string(kDefaultConfigFile)).good()) {
+      file = std::string(kDefaultConfigFile);
+    }
+  }
   return Load(file, overrides);
 }
 
@@ -356,7 +367,8 @@ std::vector<std::string> Configuration::StartupLines(unsigned scope) const {
     set.push_back(absl::StrCat("  ", spec.key, " = ", shown, " [", SourceName(source), "]"));
   }
   std::vector<std::string> lines = {absl::StrCat(
-      "configuration: ", used, " keys apply to this daemon, ", set.size(),
+      "configuration", file_.empty() ? std::string(" (no file)") : absl::StrCat(" from ", file_), ": ", used,
+      " keys apply to this daemon, ", set.size(),
       set.empty() ? " set (all at their defaults, docs/configuration.md)"
                   : " set as below (the rest at their defaults, docs/configuration.md)")};
   lines.insert(lines.end(), set.begin(), set.end());

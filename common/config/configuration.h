@@ -63,6 +63,8 @@ class Configuration {
 
   // Parses a daemon's command line: --config FILE (or --config=FILE) and any
   // number of -Dkey=value (or -D key=value). Any other argument is an error.
+  // Without --config the file is $WEIR_CONFIG_FILE, else kDefaultConfigFile
+  // if it exists, else none.
   static absl::StatusOr<Configuration> FromCommandLine(int argc, const char* const* argv);
 
   // Sets one value after validating it against the schema.
@@ -87,8 +89,13 @@ class Configuration {
  private:
   const std::string& Raw(absl::string_view key) const;
 
+  // The file the values came from ("" = none).
+  std::string file_;
   absl::flat_hash_map<std::string, std::pair<std::string, ValueSource>> values_;
 };
+
+// Where installed daemons look for their configuration without --config.
+inline constexpr absl::string_view kDefaultConfigFile = "/etc/weir/weir.yaml";
 
 // Checks `value` against `spec`; the error names the key and what it expects.
 absl::Status ValidateValue(const OptionSpec& spec, absl::string_view value);

@@ -10,6 +10,7 @@
 #include "common/logging/logging.h"
 #include "common/rpc/auth.h"
 #include "common/process/signals.h"
+#include "common/process/systemd_notify.h"
 #include "common/version.h"
 
 namespace weir::process {
@@ -53,15 +54,17 @@ int DaemonMain(int argc, char** argv, const char* program, const char* component
   auto log = logging::Get(component);
   log->info("{} {} starting, pid {}", program, kWeirVersion, getpid());
   for (const std::string& line : config->StartupLines(scope)) log->info("{}", line);
-  absl::StatusOr<ShutdownFn> shutdown = start(*config);
-  if (!shutdown.ok()) {
-    log->error("{} failed to start: {}", program, shutdown.status().message());
+  absl::StatusOr<StartedDaemon> started = start(*config);
+  if (!started.ok()) {
+    log->error("{} failed to start: {}", program, started.status().message());
     // kInvalidArgument: the configuration cannot work; a restart will not help.
-    return shutdown.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    return started.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
+  SystemdNotifier systemd(started->ready, started->alive, started->status);
   int sig = WaitForTerminationSignal();
   log->info("received {}, shutting down", strsignal(sig));
-  (*shutdown)(absl::StrCat("received ", strsignal(sig)));
+  systemd.Stopping();
+  started->shutdown(absl::StrCat("received ", strsignal(sig)));
   return 0;
 }
 

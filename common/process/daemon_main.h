@@ -14,7 +14,22 @@ namespace weir::process {
 
 // Started daemon; called with the reason when a termination signal arrives.
 using ShutdownFn = std::function<void(const std::string& reason)>;
-using StartFn = std::function<absl::StatusOr<ShutdownFn>(const config::Configuration&)>;
+
+// What a started daemon tells DaemonMain (and through it systemd, see
+// systemd_notify.h).
+struct StartedDaemon {
+  ShutdownFn shutdown;
+  // True once the daemon does what it is for (serves; is registered):
+  // systemd's READY=1. Null: ready at once.
+  std::function<bool()> ready;
+  // False while one of its main loops is stuck: the systemd watchdog is
+  // then no longer fed. Null: always alive.
+  std::function<bool()> alive;
+  // A one-line status for `systemctl status`.
+  std::function<std::string()> status;
+};
+
+using StartFn = std::function<absl::StatusOr<StartedDaemon>(const config::Configuration&)>;
 
 // `program` is the executable's name, `component` its logger's name,
 // `scope` the config::OptionScope whose keys the start-up log accounts for.

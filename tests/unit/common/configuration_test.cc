@@ -171,6 +171,25 @@ TEST(ConfigurationTest, FromCommandLine) {
   ASSERT_TRUE(Configuration::FromCommandLine(2, argv2).ok());
 }
 
+TEST(ConfigurationTest, WithoutConfigTheFileIsTakenFromTheEnvironment) {
+  std::string path = WriteFile("taskmanager.numberOfTaskSlots: 5\n");
+  setenv("WEIR_CONFIG_FILE", path.c_str(), 1);
+  const char* argv[] = {"weir-taskmanager", "-Dlog.level=warn"};
+  auto config = Configuration::FromCommandLine(2, argv);
+  std::string other = WriteFile("taskmanager.numberOfTaskSlots: 7\n");
+  std::string flag = "--config=" + other;
+  const char* explicit_argv[] = {"weir-taskmanager", flag.c_str()};
+  auto explicit_config = Configuration::FromCommandLine(2, explicit_argv);
+  unsetenv("WEIR_CONFIG_FILE");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->GetInt(k::kTaskManagerSlots), 5);
+  EXPECT_TRUE(absl::StrContains(config->StartupLines(config::kTaskManager)[0], "from " + path))
+      << config->StartupLines(config::kTaskManager)[0];
+  // --config wins over the environment.
+  ASSERT_TRUE(explicit_config.ok()) << explicit_config.status();
+  EXPECT_EQ(explicit_config->GetInt(k::kTaskManagerSlots), 7);
+}
+
 TEST(ConfigurationTest, ContradictorySettingsAreRefusedNamingBothKeys) {
   absl::Status status = Configuration::Load(std::nullopt, {"heartbeat.interval=10s", "heartbeat.timeout=5s"}).status();
   ExpectError(status, "heartbeat.interval (10 s) must be shorter than heartbeat.timeout (5 s)");
