@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "yaml-cpp/yaml.h"
 
 namespace weir::config {
 namespace {
@@ -62,25 +63,71 @@ absl::Status UnknownKey(absl::string_view key) {
       "'; see docs/configuration.md for the keys Weir understands"));
 }
 
-// "key: value" (or "key=value"); strips quotes and trailing comments.
-absl::StatusOr<std::pair<std::string, std::string>> ParseFileLine(absl::string_view line) {
-  size_t sep = line.find(':');
-  if (sep == absl::string_view::npos) {
-    return absl::InvalidArgumentError("expected 'key: value'");
-  }
-  std::string key(absl::StripAsciiWhitespace(line.substr(0, sep)));
-  absl::string_view value = absl::StripAsciiWhitespace(line.substr(sep + 1));
-  if (key.empty()) return absl::InvalidArgumentError("expected 'key: value' (the key is empty)");
-  if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'')) {
-    if (value.back() != value.front()) {
-      return absl::InvalidArgumentError(absl::StrCat("unterminated quote in the value of '", key, "'"));
+// One value of the file, flattened: "a.b.c" for a: {b: {c: ...}}.
+struct FileEntry {
+  std::string key;
+  std::string value;
+  int line = 0;  // 1-based
+};
+
+int LineOf(const YAML::Node& node) { return node.Mark().line + 1; }
+
+// Flattens the map `node` under `prefix` into `out`. Scalars are taken as
+// written (quotes removed); a list of scalars becomes one comma-separated
+// value (path lists); null is an empty value.
+absl::Status Flatten(const YAML::Node& node, const std::string& prefix, std::vector<FileEntry>* out) {
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const YAML::Node& key_node = it->first;
+    const YAML::Node& value = it->second;
+    const int line = LineOf(key_node);
+    if (!key_node.IsScalar() || key_node.Scalar().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(line, ": expected 'key: value' (the key is empty)"));
     }
-    value = value.substr(1, value.size() - 2);
-  } else {
-    size_t comment = value.find(" #");
-    if (comment != absl::string_view::npos) value = absl::StripAsciiWhitespace(value.substr(0, comment));
+    const std::string key = prefix.empty() ? key_node.Scalar() : absl::StrCat(prefix, ".", key_node.Scalar());
+    switch (value.Type()) {
+      case YAML::NodeType::Map:
+        RETURN_IF_ERROR(Flatten(value, key, out));
+        break;
+      case YAML::NodeType::Sequence: {
+        std::vector<std::string> items;
+        for (const YAML::Node& item : value) {
+          if (!item.IsScalar()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat(LineOf(item), ": the list of '", key, "' may only hold plain values"));
+          }
+          items.push_back(item.Scalar());
+        }
+        out->push_back({key, absl::StrJoin(items, ","), line});
+        break;
+      }
+      case YAML::NodeType::Scalar:
+        out->push_back({key, value.Scalar(), line});
+        break;
+      default:  // null or undefined: the key without a value
+        out->push_back({key, "", line});
+    }
   }
-  return std::make_pair(std::move(key), std::string(value));
+  return absl::OkStatus();
+}
+
+// Reads the YAML file `path` into flat entries; errors start with "LINE: ".
+absl::StatusOr<std::vector<FileEntry>> ReadYaml(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    return absl::NotFoundError(std::strerror(errno));
+  } catch (const YAML::ParserException& e) {
+    return absl::InvalidArgumentError(absl::StrCat(e.mark.line + 1, ": not valid YAML: ", e.msg));
+  }
+  std::vector<FileEntry> entries;
+  if (root.IsNull()) return entries;  // empty, or only comments
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        LineOf(root), ": expected 'key: value' lines (or nested maps, as in 'taskmanager: {numberOfTaskSlots: 4}')"));
+  }
+  RETURN_IF_ERROR(Flatten(root, "", &entries));
+  return entries;
 }
 
 }  // namespace
@@ -236,25 +283,16 @@ absl::StatusOr<Configuration> Configuration::Load(const std::optional<std::strin
   Configuration config;
   if (file.has_value()) {
     config.file_ = *file;
-    std::ifstream in(*file);
-    if (!in) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot read configuration file '", *file,
-                                                     "': ", std::strerror(errno)));
+    absl::StatusOr<std::vector<FileEntry>> entries = ReadYaml(*file);
+    if (absl::IsNotFound(entries.status())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot read configuration file '", *file, "': ", entries.status().message()));
     }
-    std::string line;
-    int line_number = 0;
-    while (std::getline(in, line)) {
-      ++line_number;
-      absl::string_view stripped = absl::StripAsciiWhitespace(line);
-      if (stripped.empty() || stripped.front() == '#') continue;
-      auto kv = ParseFileLine(stripped);
-      absl::Status status = kv.ok() ? config.Set(kv->first, kv->second, ValueSource::kFile) : kv.status();
-      if (!status.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(*file, ":", line_number, ": ", status.message()));
+    if (!entries.ok()) return absl::InvalidArgumentError(absl::StrCat(*file, ":", entries.status().message()));
+    for (const FileEntry& entry : *entries) {
+      if (absl::Status status = config.Set(entry.key, entry.value, ValueSource::kFile); !status.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(*file, ":", entry.line, ": ", status.message()));
       }
-    }
-    if (in.bad()) {
-      return absl::InvalidArgumentError(absl::StrCat("error reading configuration file '", *file, "'"));
     }
   }
   for (const std::string& o : overrides) {

@@ -153,7 +153,40 @@ TEST(ConfigurationTest, UnreadableFile) {
 TEST(ConfigurationTest, MalformedFileLines) {
   ExpectError(Configuration::Load(WriteFile("just some words\n"), {}).status(), ":1: expected 'key: value'");
   ExpectError(Configuration::Load(WriteFile(": 5\n"), {}).status(), ":1: expected 'key: value' (the key is empty)");
-  ExpectError(Configuration::Load(WriteFile("log.level: \"info\n"), {}).status(), "unterminated quote");
+  // yaml-cpp reads an unclosed quote to the end of the file: the value is
+  // then wrong, and the error says which and where.
+  ExpectError(Configuration::Load(WriteFile("log.level: \"info\n"), {}).status(),
+              ":1: bad value 'info ' for 'log.level'");
+  ExpectError(Configuration::Load(WriteFile("log.level: info\ntaskmanager: [1, 2\n"), {}).status(),
+              ":3: not valid YAML");
+  ExpectError(Configuration::Load(WriteFile("log.level: info\n  bad indent: 1\n"), {}).status(), "not valid YAML");
+}
+
+TEST(ConfigurationTest, TheFileIsYamlWithNestedMapsListsAndQuoting) {
+  std::string path = WriteFile(
+      "# Flink 2.x style: nested maps and flat dotted keys both work\n"
+      "taskmanager:\n"
+      "  numberOfTaskSlots: 4\n"
+      "  rpc: {port: 7200}\n"
+      "jobmanager.rpc.address: 'jm.example'   # quoted\n"
+      "heartbeat:\n"
+      "  timeout: \"10 s\"\n"
+      "io.tmp.dirs:\n"
+      "  - /data/1\n"
+      "  - /data/2\n"
+      "security.auth.token-file:\n");  // no value: unset
+  auto config = Configuration::Load(path, {});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->GetInt(k::kTaskManagerSlots), 4);
+  EXPECT_EQ(config->GetInt(k::kTaskManagerRpcPort), 7200);
+  EXPECT_EQ(config->GetString(k::kJobManagerRpcAddress), "jm.example");
+  EXPECT_EQ(config->GetDuration(k::kHeartbeatTimeout), absl::Seconds(10));
+  EXPECT_THAT(SplitPathList(config->GetString(k::kIoTmpDirs)), ::testing::ElementsAre("/data/1", "/data/2"));
+  EXPECT_EQ(config->GetString(k::kAuthTokenFile), "");
+
+  // A nested key that does not exist is named in full, with its line.
+  ExpectError(Configuration::Load(WriteFile("log.level: info\ntaskmanager:\n  numberOfSlots: 2\n"), {}).status(),
+              ":3: unknown configuration key 'taskmanager.numberOfSlots'");
 }
 
 TEST(ConfigurationTest, FromCommandLine) {
