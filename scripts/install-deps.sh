@@ -17,8 +17,10 @@ packages=(
   # The test Kafka broker: a JRE and Maven to fetch Kafka from Maven Central.
   openjdk-17-jre-headless maven
   # Used by the test and demo scripts.
-  python3 procps curl
+  python3 python3-yaml procps curl
 )
+# Renders the Kubernetes manifests in tests/kubernetes (any kubectl will do).
+command -v kubectl >/dev/null 2>&1 || packages+=(kubernetes-client)
 
 missing=()
 for p in "${packages[@]}"; do

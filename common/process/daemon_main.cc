@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging/logging.h"
@@ -21,9 +22,10 @@ int DaemonMain(int argc, char** argv, const char* program, const char* component
     if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
       std::printf(
           "usage: %s [--config FILE] [-Dkey=value ...]\n"
+          "       %s --check-config [--config FILE] [-Dkey=value ...]\n"
           "       %s --print-config-reference\n"
           "%s\nSee docs/configuration.md for the configuration keys.\n",
-          program, program, summary);
+          program, program, program, summary);
       return 0;
     }
     if (std::strcmp(argv[i], "--version") == 0) {
@@ -34,6 +36,27 @@ int DaemonMain(int argc, char** argv, const char* program, const char* component
       std::fputs(config::ConfigurationReferenceMarkdown().c_str(), stdout);
       return 0;
     }
+  }
+  // --check-config: validate the configuration as a start would, then exit
+  // (0, or 2 with the error) without starting anything.
+  bool check_only = false;
+  std::vector<const char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0 && std::strcmp(argv[i], "--check-config") == 0) {
+      check_only = true;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  if (check_only) {
+    auto checked = config::Configuration::FromCommandLine(static_cast<int>(args.size()), args.data());
+    if (!checked.ok()) {
+      std::fprintf(stderr, "%s: configuration error: %s\n", program, std::string(checked.status().message()).c_str());
+      return 2;
+    }
+    for (const std::string& line : checked->StartupLines(scope)) std::printf("%s\n", line.c_str());
+    std::printf("%s: configuration OK\n", program);
+    return 0;
   }
   BlockTerminationSignals();
   InstallCrashHandler(program);

@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""The Kubernetes manifests cannot drift from the code.
+
+No cluster runs here. The test renders deploy/kubernetes/base and every
+overlay with `kubectl kustomize` (offline) and checks that names, labels,
+selectors, ports, probe paths, configuration keys and mounts agree with each
+other, with deploy/docker/Dockerfile, and with the daemons themselves: the
+rendered configuration passes `--check-config` of the real binaries, and a
+JobManager and a TaskManager started on it (ports and directories moved to
+this machine) answer the probes the manifests use.
+
+Usage: manifest_test.py SOURCE_DIR BIN_DIR
+"""
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import yaml
+
+SOURCE, BIN = sys.argv[1], sys.argv[2]
+KUBE = os.path.join(SOURCE, "deploy", "kubernetes")
+failures = []
+
+
+def check(condition, message):
+    if not condition:
+        failures.append(message)
+    return condition
+
+
+def render(directory):
+    out = subprocess.run(["kubectl", "kustomize", directory], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"manifest_test: kubectl kustomize {directory} failed:\n{out.stderr}")
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def one(docs, kind, name_prefix):
+    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"].startswith(name_prefix)]
+    check(len(found) == 1, f"expected one {kind} {name_prefix}*, found {len(found)}")
+    return found[0] if found else None
+
+
+def matches(selector, labels):
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_status(port, path):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return 0
+
+
+def substitute_env(arg, env):
+    for name, value in env.items():
+        arg = arg.replace(f"$({name})", value)
+    return arg
+
+
+def check_pod(where, deployment, config, docs):
+    spec = deployment["spec"]["template"]["spec"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    check(matches(deployment["spec"]["selector"]["matchLabels"], labels),
+          f"{where}: the Deployment's selector does not match its pods' labels")
+    pod_security = spec.get("securityContext", {})
+    check(pod_security.get("runAsNonRoot") is True, f"{where}: pods must run as non-root")
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    (container,) = spec["containers"]
+    security = container.get("securityContext", {})
+    check(security.get("readOnlyRootFilesystem") is True, f"{where}: the root file system must be read-only")
+    check(security.get("allowPrivilegeEscalation") is False, f"{where}: privilege escalation must be off")
+    check("ALL" in security.get("capabilities", {}).get("drop", []), f"{where}: capabilities must be dropped")
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    for m in container["volumeMounts"]:
+        check(m["name"] in volumes, f"{where}: volumeMount {m['name']} has no volume")
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    args = container.get("args", []) or container.get("command", [])
+
+    # --config points at the ConfigMap's file.
+    check("--config" in args, f"{where}: no --config in {args}")
+    config_path = args[args.index("--config") + 1] if "--config" in args else ""
+    config_dir = os.path.dirname(config_path)
+    check(config_dir in mounts and "configMap" in volumes.get(mounts[config_dir]["name"], {}),
+          f"{where}: --config {config_path} is not on the ConfigMap's mount")
+    if config_dir in mounts:
+        cm_name = volumes[mounts[config_dir]["name"]]["configMap"]["name"]
+        cm = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == cm_name]
+        check(len(cm) == 1 and os.path.basename(config_path) in cm[0]["data"],
+              f"{where}: ConfigMap {cm_name} does not hold {os.path.basename(config_path)}")
+
+    # The token file is on the Secret's mount.
+    token_dir = os.path.dirname(config.get("security.auth.token-file", ""))
+    check(token_dir in mounts and "secret" in volumes.get(mounts[token_dir]["name"], {}),
+          f"{where}: security.auth.token-file is not on a Secret's mount")
+
+    # Everything the daemon writes is on a mounted volume, under a writable one.
+    def writable(path):
+        for mount_path, m in mounts.items():
+            if (path == mount_path or path.startswith(mount_path + "/")) and not m.get("readOnly"):
+                return volumes[m["name"]]
+        return None
+
+    for key in ("high-availability.storageDir", "state.checkpoints.dir", "state.savepoints.dir"):
+        volume = writable(config[key])
+        check(volume is not None and "persistentVolumeClaim" in volume,
+              f"{where}: {key} ({config[key]}) is not on the shared volume")
+        if volume is not None and "persistentVolumeClaim" in volume:
+            claim = volume["persistentVolumeClaim"]["claimName"]
+            pvc = [d for d in docs if d["kind"] == "PersistentVolumeClaim" and d["metadata"]["name"] == claim]
+            check(len(pvc) == 1 and "ReadWriteMany" in pvc[0]["spec"]["accessModes"],
+                  f"{where}: claim {claim} missing or not ReadWriteMany")
+    for key in ("io.tmp.dirs", "taskmanager.state.local.root-dirs"):
+        check(writable(config[key]) is not None, f"{where}: {key} ({config[key]}) is not on a writable volume")
+
+    # Environment variables the arguments use are all defined, and vice versa.
+    env = {e["name"]: e for e in container.get("env", [])}
+    for arg in args:
+        for name in [part.split(")")[0] for part in arg.split("$(")[1:]]:
+            check(name in env, f"{where}: argument {arg} uses undefined $({name})")
+    return container, ports, args, env
+
+
+def check_probes(where, container, ports, rest_port):
+    check(ports.get("http") == rest_port, f"{where}: container port http {ports.get('http')} != {rest_port}")
+    ready = container.get("readinessProbe", {}).get("httpGet", {})
+    live = container.get("livenessProbe", {}).get("httpGet", {})
+    check(ready.get("path") == "/readyz" and ready.get("port") in ("http", rest_port),
+          f"{where}: readiness probe {ready} is not /readyz on the HTTP port")
+    check(live.get("path") == "/healthz" and live.get("port") in ("http", rest_port),
+          f"{where}: liveness probe {live} is not /healthz on the HTTP port")
+    return [ready.get("path"), live.get("path")]
+
+
+def check_rendering(where, docs, work):
+    cm = one(docs, "ConfigMap", "weir-config")
+    svc = one(docs, "Service", "weir-jobmanager")
+    jm = one(docs, "Deployment", "weir-jobmanager")
+    tm = one(docs, "Deployment", "weir-taskmanager")
+    pdb = one(docs, "PodDisruptionBudget", "weir-taskmanager")
+    one(docs, "PersistentVolumeClaim", "weir-shared")
+    if None in (cm, svc, jm, tm, pdb):
+        return
+    config_text = cm["data"]["weir.yaml"]
+    config = {k: str(v) for k, v in yaml.safe_load(config_text).items()}
+
+    check(jm["spec"]["replicas"] == 1, f"{where}: the JobManager must have one replica")
+    check(jm["spec"]["strategy"]["type"] == "Recreate", f"{where}: the JobManager must be replaced, not rolled")
+    jm_labels = jm["spec"]["template"]["metadata"]["labels"]
+    tm_labels = tm["spec"]["template"]["metadata"]["labels"]
+    check(matches(svc["spec"]["selector"], jm_labels), f"{where}: the Service does not select the JobManager")
+    check(not matches(svc["spec"]["selector"], tm_labels), f"{where}: the Service also selects TaskManagers")
+    check(matches(pdb["spec"]["selector"]["matchLabels"], tm_labels) and
+          not matches(pdb["spec"]["selector"]["matchLabels"], jm_labels),
+          f"{where}: the PodDisruptionBudget must select the TaskManagers only")
+    check(config["jobmanager.rpc.address"] == svc["metadata"]["name"],
+          f"{where}: jobmanager.rpc.address is not the Service's name")
+
+    jm_container, jm_ports, jm_args, _ = check_pod(f"{where} JobManager", jm, config, docs)
+    tm_container, tm_ports, tm_args, tm_env = check_pod(f"{where} TaskManager", tm, config, docs)
+    svc_ports = {p["name"]: p for p in svc["spec"]["ports"]}
+    rpc_port, rest_port = int(config["jobmanager.rpc.port"]), int(config["rest.port"])
+    check(svc_ports.get("rpc", {}).get("port") == rpc_port, f"{where}: Service rpc port != jobmanager.rpc.port")
+    check(svc_ports.get("http", {}).get("port") == rest_port, f"{where}: Service http port != rest.port")
+    for name, port in svc_ports.items():
+        check(jm_ports.get(port["targetPort"]) == port["port"] if isinstance(port["targetPort"], str) else True,
+              f"{where}: Service port {name} targets {port['targetPort']}, not the container's {name} port")
+    check(jm_ports.get("rpc") == rpc_port, f"{where}: JobManager container port rpc != jobmanager.rpc.port")
+    check(tm_ports.get("rpc") == int(config["taskmanager.rpc.port"]),
+          f"{where}: TaskManager container port rpc != taskmanager.rpc.port")
+    jm_probes = check_probes(f"{where} JobManager", jm_container, jm_ports, rest_port)
+    tm_probes = check_probes(f"{where} TaskManager", tm_container, tm_ports, int(config["taskmanager.rest.port"]))
+
+    cancel = config.get("task.cancellation.timeout", "30 s").split()[0]
+    check(tm["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > int(cancel),
+          f"{where}: terminationGracePeriodSeconds leaves no room for task.cancellation.timeout")
+
+    # The image: binaries where the manifests run them, the same user.
+    dockerfile = open(os.path.join(SOURCE, "deploy", "docker", "Dockerfile")).read()
+    for args in (jm_args, tm_args):
+        check(args[0] in dockerfile, f"{where}: {args[0]} is not in the image (deploy/docker/Dockerfile)")
+    uid = str(jm["spec"]["template"]["spec"]["securityContext"]["runAsUser"])
+    check(f"USER {uid}" in dockerfile and f"--uid {uid}" in dockerfile,
+          f"{where}: the image's user is not {uid}")
+
+    # The daemons accept the configuration as the pods give it to them.
+    config_file = os.path.join(work, f"{where.replace(' ', '_')}.yaml")
+    with open(config_file, "w") as f:
+        f.write(config_text)
+    env = {"POD_IP": "10.0.0.7", "POD_NAME": "weir-taskmanager-0"}
+    for e in tm_env.values():
+        if "value" in e:
+            env[e["name"]] = e["value"]
+    for args in (jm_args, tm_args):
+        argv = [os.path.join(BIN, os.path.basename(args[0])), "--check-config"]
+        argv += [config_file if a.startswith("/etc/weir/") and a.endswith(".yaml") else substitute_env(a, env)
+                 for a in args[1:]]
+        out = subprocess.run(argv, capture_output=True, text=True)
+        check(out.returncode == 0, f"{where}: {' '.join(argv)} refused the configuration: {out.stderr.strip()}")
+
+    # Started on it (ports and directories moved here), they serve the
+    # probes the manifests use.
+    jm_rest, tm_rest, jm_rpc = free_port(), free_port(), free_port()
+    token = os.path.join(work, "token")
+    with open(token, "w") as f:
+        f.write("manifest-test-secret\n")
+    os.chmod(token, 0o600)
+    moved = [f"-Drest.port={jm_rest}", f"-Djobmanager.rpc.port={jm_rpc}", "-Djobmanager.rpc.address=127.0.0.1",
+             f"-Dsecurity.auth.token-file={token}", f"-Dhigh-availability.storageDir={work}/ha",
+             f"-Dstate.checkpoints.dir={work}/checkpoints", f"-Dstate.savepoints.dir={work}/savepoints",
+             f"-Dio.tmp.dirs={work}/local", f"-Dtaskmanager.state.local.root-dirs={work}/local/state"]
+    logs = [open(os.path.join(work, f"{where}-{n}.log".replace(" ", "_")), "w") for n in ("jm", "tm")]
+    procs = [subprocess.Popen([os.path.join(BIN, "weir-jobmanager"), "--config", config_file] + moved,
+                              stdout=logs[0], stderr=subprocess.STDOUT)]
+    tm_argv = [os.path.join(BIN, "weir-taskmanager"), "--config", config_file] + \
+              [substitute_env(a, dict(env, POD_IP="127.0.0.1")) for a in tm_args[3:]] + moved + \
+              [f"-Dtaskmanager.rest.port={tm_rest}", "-Dtaskmanager.rpc.port=0"]
+    procs.append(subprocess.Popen(tm_argv, stdout=logs[1], stderr=subprocess.STDOUT))
+    try:
+        deadline = time.time() + 30
+        want = {(jm_rest, p) for p in jm_probes} | {(tm_rest, p) for p in tm_probes}
+        while want and time.time() < deadline:
+            want = {(port, path) for port, path in want if http_status(port, path) != 200}
+            time.sleep(0.2)
+        check(not want, f"{where}: probes not answering 200: {sorted(want)}")
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        for log in logs:
+            log.close()
+
+
+def main():
+    if shutil.which("kubectl") is None:
+        sys.exit("manifest_test: kubectl is missing (Debian: kubernetes-client; scripts/install-deps.sh installs it)")
+    work = tempfile.mkdtemp(prefix="weir-manifest-test-")
+    try:
+        targets = [("base", os.path.join(KUBE, "base"))]
+        overlays = os.path.join(KUBE, "overlays")
+        targets += [(f"overlay {o}", os.path.join(overlays, o)) for o in sorted(os.listdir(overlays))]
+        for where, directory in targets:
+            docs = render(directory)
+            before = len(failures)
+            check_rendering(where, docs, work)
+            print(f"manifest_test: {where}: {len(docs)} objects, "
+                  f"{'consistent' if len(failures) == before else 'INCONSISTENT'}")
+        # The production overlay sets replicas and slots in one place.
+        prod = render(os.path.join(overlays, "production"))
+        tm = [d for d in prod if d["kind"] == "Deployment" and d["metadata"]["name"] == "weir-taskmanager"][0]
+        slots = [e["value"] for e in tm["spec"]["template"]["spec"]["containers"][0]["env"] if e["name"] == "TASK_SLOTS"]
+        check(tm["spec"]["replicas"] == 4 and slots == ["2"], "overlay production: not 4 TaskManagers of 2 slots")
+    finally:
+        if failures:
+            for name in sorted(os.listdir(work)):
+                if name.endswith(".log"):
+                    print(f"--- {name}\n" + open(os.path.join(work, name)).read()[-2000:])
+        shutil.rmtree(work, ignore_errors=True)
+    if failures:
+        print("manifest_test: FAIL\n  " + "\n  ".join(failures))
+        sys.exit(1)
+    print("manifest_test: PASS")
+
+
+main()
