@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <cerrno>
@@ -413,6 +414,20 @@ std::vector<std::string> Configuration::StartupLines(unsigned scope) const {
   return lines;
 }
 
+namespace {
+
+// "64 mb" for 64 MiB: the largest unit that divides the size.
+std::string FormatMemorySize(int64_t bytes) {
+  constexpr std::pair<int64_t, const char*> kUnits[] = {
+      {1LL << 40, "tb"}, {1LL << 30, "gb"}, {1LL << 20, "mb"}, {1LL << 10, "kb"}};
+  for (const auto& [size, unit] : kUnits) {
+    if (bytes != 0 && bytes % size == 0) return absl::StrCat(bytes / size, " ", unit);
+  }
+  return absl::StrCat(bytes, " b");
+}
+
+}  // namespace
+
 std::string ConfigurationReferenceMarkdown() {
   std::ostringstream out;
   out << "| key | type | default | used by | description |\n|---|---|---|---|---|\n";
@@ -424,6 +439,21 @@ std::string ConfigurationReferenceMarkdown() {
     std::string type(TypeName(spec.type));
     if (spec.type == OptionType::kEnum) {
       type = absl::StrJoin(absl::StrSplit(spec.allowed_values, ','), " \\| ");
+    }
+    // The bounds ValidateValue enforces, in the value's own units.
+    constexpr int64_t kNoMin = std::numeric_limits<int64_t>::min();
+    constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
+    if (spec.min_value != kNoMin || spec.max_value != kNoMax) {
+      auto fmt = [&](int64_t v) -> std::string {
+        if (spec.type == OptionType::kDuration) return config::FormatDuration(absl::Milliseconds(v));
+        if (spec.type == OptionType::kMemorySize) return FormatMemorySize(v);
+        return absl::StrCat(v);
+      };
+      if (spec.max_value == kNoMax) {
+        absl::StrAppend(&type, ", at least ", fmt(spec.min_value));
+      } else {
+        absl::StrAppend(&type, ", ", fmt(spec.min_value), " to ", fmt(spec.max_value));
+      }
     }
     out << "| `" << spec.key << "` | " << type << " | "
         << (spec.default_value.empty() ? "(unset)" : absl::StrCat("`", spec.default_value, "`")) << " | "
