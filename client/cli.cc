@@ -4,11 +4,17 @@
 #include "client/options.h"
 
 #include <cstdlib>
+#include <fstream>
 #include <iomanip>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/str_join.h"
+#include "common/config/configuration.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
@@ -20,7 +26,7 @@ namespace weir::client {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: weir [--jobmanager HOST[:PORT]] [--token-file FILE] [--json] COMMAND [ARGS]\n"
+    "usage: weir [--jobmanager HOST[:PORT]] [--token-file FILE] [--config FILE] [--json] COMMAND [ARGS]\n"
     "       weir --version\n"
     "\n"
     "commands:\n"
@@ -38,7 +44,10 @@ constexpr char kUsage[] =
     "\n"
     "--jobmanager (or -m) defaults to $WEIR_JOBMANAGER, else 127.0.0.1:6123; the port defaults to 6123.\n"
     "Options take their value as --name VALUE or --name=VALUE, before or after the command.\n"
-    "--token-file FILE (or $WEIR_AUTH_TOKEN_FILE): the cluster's shared secret, when it has one.\n";
+    "--token-file FILE (or $WEIR_AUTH_TOKEN_FILE): the cluster's shared secret, when it has one.\n"
+    "--config FILE (or $WEIR_CONFIG_FILE, else /etc/weir/weir.yaml if it exists): the cluster's configuration\n"
+    "file; its jobmanager.rpc.address/port and security.auth.token-file apply unless given as above.\n"
+    "--json: output, and errors ({\"error\": ..., \"exit_code\": N} on stderr), as JSON.\n";
 
 int RunCluster(const Options& options, std::ostream& out, std::ostream& err) {
   auto stub = v1::ClusterService::NewStub(rpc::CreateChannel(options.jobmanager));
@@ -129,24 +138,66 @@ absl::StatusOr<bool> ParseGlobalOption(const std::vector<std::string>& args, siz
   if (is_jobmanager) {
     if (value.empty()) return absl::InvalidArgumentError("--jobmanager needs HOST[:PORT]");
     options->jobmanager = WithDefaultPort(value);
+    options->jobmanager_given = true;
     return true;
   }
   ASSIGN_OR_RETURN(bool is_token_file, value_of({"--token-file"}, &value));
   if (is_token_file) {
     if (value.empty()) return absl::InvalidArgumentError("--token-file needs a file");
     options->token_file = value;
+    options->token_file_given = true;
+    return true;
+  }
+  ASSIGN_OR_RETURN(bool is_config, value_of({"--config"}, &value));
+  if (is_config) {
+    if (value.empty()) return absl::InvalidArgumentError("--config needs a file");
+    options->config_file = value;
     return true;
   }
   return false;
 }
 
-int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+absl::Status ApplyConfigFile(GlobalOptions* options) {
+  std::string file = options->config_file;
+  if (file.empty()) {
+    // As the daemons: $WEIR_CONFIG_FILE, else the installed default.
+    const char* env = std::getenv("WEIR_CONFIG_FILE");
+    if (env != nullptr && env[0] != '\0') {
+      file = env;
+    } else if (std::ifstream(std::string(config::kDefaultConfigFile)).good()) {
+      file = std::string(config::kDefaultConfigFile);
+    }
+  }
+  if (file.empty()) return absl::OkStatus();
+  absl::StatusOr<config::Configuration> config = config::Configuration::Load(file, {});
+  if (!config.ok()) return config.status();
+  namespace k = config::keys;
+  if (!options->jobmanager_given && !options->jobmanager_from_env) {
+    options->jobmanager = rpc::JoinHostPort(config->GetString(k::kJobManagerRpcAddress),
+                                            static_cast<int>(config->GetInt(k::kJobManagerRpcPort)));
+  }
+  if (!options->token_file_given && !options->token_file_from_env) {
+    options->token_file = config->GetString(k::kAuthTokenFile);
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+int RunCommandLine(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, bool* json) {
   Options options;
   GlobalOptions global;
   const char* env = std::getenv("WEIR_JOBMANAGER");
-  global.jobmanager = WithDefaultPort(env != nullptr && *env != '\0' ? env : "127.0.0.1:6123");
+  global.jobmanager_from_env = env != nullptr && *env != '\0';
+  global.jobmanager = WithDefaultPort(global.jobmanager_from_env ? env : "127.0.0.1:6123");
   const char* token_env = std::getenv("WEIR_AUTH_TOKEN_FILE");
+  global.token_file_from_env = token_env != nullptr && *token_env != '\0';
   global.token_file = token_env != nullptr ? token_env : "";
+  // --json anywhere shapes the errors, also those of parsing.
+  for (const std::string& arg : args) {
+    if (arg == "--") break;
+    if (arg == "--json") *json = true;
+  }
   // Global options go before or after the command (`weir cluster --json`);
   // job arguments after `--` are left alone.
   std::vector<std::string> command_args;
@@ -184,6 +235,10 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
     out << "weir " << WEIR_VERSION_STRING << " (job API " << WEIR_JOB_API_VERSION << ")\n";
     return 0;
   }
+  if (absl::Status applied = ApplyConfigFile(&global); !applied.ok()) {
+    err << "weir: " << applied.message() << "\n";
+    return 2;
+  }
   options.jobmanager = global.jobmanager;
   options.json = global.json;
   options.command_args = std::move(command_args);
@@ -212,6 +267,30 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (options.command == "checkpoints") return RunCheckpoints(options, out, err);
   err << "weir: unknown command '" << options.command << "'\n" << kUsage;
   return 2;
+}
+
+}  // namespace
+
+int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  bool json = false;
+  std::ostringstream errors;
+  const int code = RunCommandLine(args, out, errors, &json);
+  std::string text = errors.str();
+  if (!json || text.empty()) {
+    err << text;
+    return code;
+  }
+  // One JSON object: the message's lines without their "weir: " prefix,
+  // up to the usage text that follows a usage error.
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (absl::StartsWith(line, "usage:")) break;
+    absl::ConsumePrefix(&line, "weir: ");
+    lines.emplace_back(line);
+  }
+  std::string message = lines.empty() ? "bad usage; run weir --help" : absl::StrJoin(lines, "\n");
+  err << nlohmann::json{{"error", message}, {"exit_code", code}}.dump() << "\n";
+  return code;
 }
 
 }  // namespace weir::client

@@ -3,7 +3,8 @@
 // call it in-process.
 //
 // Output: human-readable text on stdout, or JSON with --json; errors go to
-// stderr as one line starting with "weir: ". Exit codes: 0 success, 1 the
+// stderr as one line starting with "weir: ", or with --json as one JSON
+// object {"error": "...", "exit_code": N}. Exit codes: 0 success, 1 the
 // command failed (e.g. JobManager unreachable), 2 bad usage.
 #pragma once
 
@@ -20,15 +21,28 @@ namespace weir::client {
 struct GlobalOptions {
   std::string jobmanager;  // HOST:PORT
   std::string token_file;
+  // --config FILE: the cluster's configuration file, for the JobManager's
+  // address and the token file when not given otherwise.
+  std::string config_file;
+  bool jobmanager_given = false;  // by --jobmanager
+  bool token_file_given = false;  // by --token-file
+  bool jobmanager_from_env = false;  // by $WEIR_JOBMANAGER
+  bool token_file_from_env = false;  // by $WEIR_AUTH_TOKEN_FILE
   bool json = false;
   bool version = false;
 };
 
-// If args[*i] is a global option (--jobmanager/-m, --token-file, as
+// If args[*i] is a global option (--jobmanager/-m, --token-file, --config, as
 // "--name VALUE" or "--name=VALUE"; --json; --version), applies it, moves *i
 // past its value and returns true; false for anything else;
 // kInvalidArgument for a value that is missing.
 absl::StatusOr<bool> ParseGlobalOption(const std::vector<std::string>& args, size_t* i, GlobalOptions* options);
+
+// Fills in the JobManager's address and the token file from the
+// configuration file (--config, else $WEIR_CONFIG_FILE, else
+// /etc/weir/weir.yaml if it exists) where neither an option nor the
+// environment gave them. kInvalidArgument for a file that cannot be read.
+absl::Status ApplyConfigFile(GlobalOptions* options);
 
 int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

@@ -102,7 +102,11 @@ std::string LocalCluster::Submit(const std::string& binary, const std::vector<st
   args.insert(args.end(), job_args.begin(), job_args.end());
   CommandResult result = Weir(args);
   if (result.exit_code != 0) {
-    if (error != nullptr) *error = result.err;
+    // --json: the error is {"error": ..., "exit_code": N}.
+    if (error != nullptr) {
+      nlohmann::json parsed = nlohmann::json::parse(result.err, nullptr, /*allow_exceptions=*/false);
+      *error = parsed.is_object() && parsed.contains("error") ? parsed["error"].get<std::string>() : result.err;
+    }
     return "";
   }
   return nlohmann::json::parse(result.out)["job_id"];

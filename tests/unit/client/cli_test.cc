@@ -2,12 +2,15 @@
 // the command, in both spellings.
 #include "client/cli.h"
 
+#include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "weir/version.h"
 
 namespace weir::client {
@@ -78,6 +81,46 @@ TEST(CliTest, VersionAndOptionsAfterTheCommand) {
     EXPECT_EQ(RunCli(args, o, e), 2);
     EXPECT_THAT(e.str(), HasSubstr("/nonexistent/t"));
   }
+}
+
+TEST(CliTest, TheConfigFileGivesTheJobManagerAndTheTokenUnlessGivenOtherwise) {
+  char dir[] = "/tmp/weir-cli-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/weir.yaml";
+  std::ofstream(file) << "jobmanager:\n  rpc: {address: jm.example, port: 7123}\n"
+                         "security.auth.token-file: /etc/weir/token\n";
+  GlobalOptions from_file = Parse({"--config", file});
+  ASSERT_TRUE(ApplyConfigFile(&from_file).ok());
+  EXPECT_EQ(from_file.jobmanager, "jm.example:7123");
+  EXPECT_EQ(from_file.token_file, "/etc/weir/token");
+
+  GlobalOptions flags_win = Parse({"--config=" + file, "--jobmanager", "other:1", "--token-file", "/t"});
+  ASSERT_TRUE(ApplyConfigFile(&flags_win).ok());
+  EXPECT_EQ(flags_win.jobmanager, "other:1");
+  EXPECT_EQ(flags_win.token_file, "/t");
+
+  GlobalOptions missing = Parse({"--config", std::string(dir) + "/none.yaml"});
+  absl::Status status = ApplyConfigFile(&missing);
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), HasSubstr("cannot read configuration file"));
+}
+
+TEST(CliTest, WithJsonErrorsAreJsonToo) {
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCli({"--json", "frobnicate"}, out, err), 2);
+  nlohmann::json error = nlohmann::json::parse(err.str());
+  EXPECT_EQ(error["error"], "unknown command 'frobnicate'");
+  EXPECT_EQ(error["exit_code"], 2);
+  EXPECT_TRUE(out.str().empty());
+
+  std::ostringstream out2, err2;
+  EXPECT_EQ(RunCli({"status", "--json"}, out2, err2), 2);  // no job id
+  EXPECT_EQ(nlohmann::json::parse(err2.str())["exit_code"], 2) << err2.str();
+
+  // Without --json: the plain line.
+  std::ostringstream out3, err3;
+  EXPECT_EQ(RunCli({"frobnicate"}, out3, err3), 2);
+  EXPECT_THAT(err3.str(), HasSubstr("weir: unknown command 'frobnicate'"));
 }
 
 }  // namespace
