@@ -276,7 +276,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   std::ostringstream errors;
   const int code = RunCommandLine(args, out, errors, &json);
   std::string text = errors.str();
-  if (!json || text.empty()) {
+  // Warnings of a command that succeeded stay plain lines.
+  if (!json || text.empty() || code == 0) {
     err << text;
     return code;
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "common/crypto/sha256.h"
 #include "common/rpc/rpc.h"
+#include "client/topic_check.h"
 #include "jobgraph/graph_spec.h"
 #include "jobgraph/job_library.h"
 #include "nlohmann/json.hpp"
@@ -124,6 +125,10 @@ int RunSubmit(const Options& options, std::ostream& out, std::ostream& err) {
   for (const auto& [key, value] : (*job)->graph.config) request.mutable_config()->insert({key, value});
   absl::Status valid = jobgraph::ValidateGraph(request.graph(), 32768);
   if (!valid.ok()) return Fail(err, absl::StrCat("invalid job graph: ", valid.message()));
+  // A topic that does not exist fails here, naming it, not in the job.
+  if (absl::Status topics = CheckKafkaTopics((*job)->graph, err); !topics.ok()) {
+    return Fail(err, std::string(topics.message()));
+  }
   request.set_parallelism(parallelism);
 
   auto channel = rpc::CreateChannel(options.jobmanager);

@@ -428,16 +428,29 @@ TEST_F(JobPipelineTest, CrashInUserCodeKillsOneTaskManagerAndFailsTheJob) {
   }, absl::Seconds(30)));
 }
 
-TEST_F(JobPipelineTest, MissingTopicFailsTheJobNamingTheTopic) {
+// A topic that does not exist is found by `weir submit`, which names it and
+// submits nothing (the source's own check at run time is in
+// kafka_connector_test).
+TEST_F(JobPipelineTest, MissingTopicIsRefusedAtSubmissionNamingTheTopic) {
   StartCluster();
-  std::string out = NewTopic("missing-out");
-  std::string job = SubmitOrFail(kJobs + "/kafka_copy.so", {"-p", "1"},
-                                 {"--brokers", bootstrap_, "--input-topic", "no-such-topic-here", "--output-topic", out,
-                                  "--bounded"});
-  ASSERT_FALSE(job.empty());
-  nlohmann::json status = cluster_->WaitForJobEnd(job);
-  ASSERT_EQ(status["state"], "FAILED") << status.dump(2);
-  EXPECT_TRUE(absl::StrContains(status["error"].get<std::string>(), "no-such-topic-here")) << status.dump(2);
+  std::string in = NewTopic("missing-in"), out = NewTopic("missing-out");
+  std::string error;
+  std::string job = cluster_->Submit(kJobs + "/kafka_copy.so", {"-p", "1"},
+                                     {"--brokers", bootstrap_, "--input-topic", "no-such-topic-here", "--output-topic",
+                                      out, "--bounded"},
+                                     &error);
+  EXPECT_TRUE(job.empty());
+  EXPECT_TRUE(absl::StrContains(error, "Kafka topic 'no-such-topic-here' does not exist")) << error;
+  EXPECT_TRUE(absl::StrContains(error, "the job's source")) << error;
+  EXPECT_TRUE(absl::StrContains(error, "nothing was submitted")) << error;
+
+  job = cluster_->Submit(kJobs + "/kafka_copy.so", {"-p", "1"},
+                         {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", "no-such-output", "--bounded"},
+                         &error);
+  EXPECT_TRUE(job.empty());
+  EXPECT_TRUE(absl::StrContains(error, "Kafka topic 'no-such-output' does not exist")) << error;
+  EXPECT_TRUE(absl::StrContains(error, "the job's sink")) << error;
+  EXPECT_TRUE(cluster_->WeirJson({"list"})["jobs"].empty()) << cluster_->WeirJson({"list"}).dump();
 }
 
 TEST_F(JobPipelineTest, BrokerDownFailsTheJobClearly) {
@@ -453,6 +466,8 @@ TEST_F(JobPipelineTest, BrokerDownFailsTheJobClearly) {
 
 TEST_F(JobPipelineTest, BadJobBinariesAreRejectedAtSubmission) {
   StartCluster();
+  // Topics that exist: the client checks them before submitting.
+  const std::string a = NewTopic("bad-a", 1), b = NewTopic("bad-b", 1);
   std::string not_elf = cluster_->dir() + "/not-a-job.so";
   std::ofstream(not_elf) << "#!/bin/sh\necho hello\n";
   struct Case {
@@ -468,7 +483,7 @@ TEST_F(JobPipelineTest, BadJobBinariesAreRejectedAtSubmission) {
       {kJobs + "/test/no_sink.so", {}, "is not a sink"},
       {kJobs + "/kafka_copy.so", {"--input-topic", "x"}, "missing required job argument --brokers"},
       {kJobs + "/kafka_copy.so",
-       {"--brokers", bootstrap_, "--input-topic", "a", "--output-topic", "b", "--guarantee", "exactly-once"},
+       {"--brokers", bootstrap_, "--input-topic", a, "--output-topic", b, "--guarantee", "exactly-once"},
        "exactly-once"},
   };
   for (const Case& c : cases) {
@@ -481,7 +496,7 @@ TEST_F(JobPipelineTest, BadJobBinariesAreRejectedAtSubmission) {
   // Too few slots: a clear error, not a wait.
   std::string error;
   std::string job = cluster_->Submit(kJobs + "/kafka_copy.so", {"-p", "3"},
-                                     {"--brokers", bootstrap_, "--input-topic", "a", "--output-topic", "b"}, &error);
+                                     {"--brokers", bootstrap_, "--input-topic", a, "--output-topic", b}, &error);
   EXPECT_TRUE(job.empty());
   EXPECT_TRUE(absl::StrContains(error, "needs 3 slots but the cluster has 2 free")) << error;
   // Nothing was harmed: both TaskManagers still run with all slots free.
