@@ -1,11 +1,13 @@
 #include "client/cli.h"
 
 #include "client/job_commands.h"
+#include "client/kafka_commands.h"
 #include "client/options.h"
 
 #include <cstdlib>
 #include <fstream>
 #include <iomanip>
+#include <iostream>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -41,6 +43,11 @@ constexpr char kUsage[] =
     "                               take a final savepoint, let the sinks commit, end the job FINISHED;\n"
     "                               prints the savepoint's path\n"
     "  checkpoints JOB_ID           a job's recent checkpoints and the one it restored from\n"
+    "  kafka create-topic --brokers B TOPIC [--partitions N] [--replication-factor R]\n"
+    "  kafka produce --brokers B TOPIC [--keyed]\n"
+    "                               write stdin's lines as records (KEY<TAB>VALUE with --keyed)\n"
+    "  kafka consume --brokers B TOPIC [--keyed] [--max N]\n"
+    "                               print what a read_committed consumer sees, from the beginning to now\n"
     "\n"
     "--jobmanager (or -m) defaults to $WEIR_JOBMANAGER, else 127.0.0.1:6123; the port defaults to 6123.\n"
     "Options take their value as --name VALUE or --name=VALUE, before or after the command.\n"
@@ -265,6 +272,7 @@ int RunCommandLine(const std::vector<std::string>& args, std::ostream& out, std:
   if (options.command == "savepoint") return RunSavepoint(options, out, err);
   if (options.command == "stop") return RunStop(options, out, err);
   if (options.command == "checkpoints") return RunCheckpoints(options, out, err);
+  if (options.command == "kafka") return RunKafka(options, std::cin, out, err);
   err << "weir: unknown command '" << options.command << "'\n" << kUsage;
   return 2;
 }

@@ -171,9 +171,9 @@ absl::StatusOr<std::map<std::string, int32_t>> FetchPartitionCounts(
           found == nullptr ? RdKafka::ERR_UNKNOWN_TOPIC_OR_PART : found->err();
       if (topic_code == RdKafka::ERR_UNKNOWN_TOPIC_OR_PART ||
           (topic_code == RdKafka::ERR_NO_ERROR && found->partitions()->empty())) {
-        return absl::NotFoundError(absl::StrCat("Kafka topic '", name,
-                                                "' does not exist on brokers ", brokers,
-                                                " (create it first)"));
+        return absl::NotFoundError(absl::StrCat("Kafka topic '", name, "' does not exist on brokers ", brokers,
+                                                " (create it first, e.g. weir kafka create-topic --brokers ",
+                                                brokers, " ", name, " --partitions 4)"));
       }
       if (topic_code == RdKafka::ERR_TOPIC_AUTHORIZATION_FAILED) {
         return absl::PermissionDeniedError(

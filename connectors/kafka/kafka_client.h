@@ -69,7 +69,8 @@ class ClientEvents : public RdKafka::EventCb {
 
 // The partition count of each of `topics`, asking the brokers with bounded
 // retries for up to `timeout_ms`. Errors, with messages meant for users:
-// kNotFound "Kafka topic 'X' does not exist on brokers B (create it first)",
+// kNotFound "Kafka topic 'X' does not exist on brokers B (create it first,
+// e.g. weir kafka create-topic ...)",
 // kUnavailable "cannot reach Kafka brokers at B within N s: ...",
 // kPermissionDenied for a topic the client may not describe.
 absl::StatusOr<std::map<std::string, int32_t>> FetchPartitionCounts(

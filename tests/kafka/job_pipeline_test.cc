@@ -347,6 +347,41 @@ TEST_F(JobPipelineTest, ExactlyOnceSinkCountsItsCommittedTransactions) {
   EXPECT_EQ(cluster_->WaitForJobEnd(job)["state"], "CANCELED");
 }
 
+// `weir kafka`: a new user's topic chores without Kafka's tools.
+TEST_F(JobPipelineTest, WeirKafkaCreatesWritesAndReadsTopics) {
+  const std::string weir = testing::BinDir() + "/weir";
+  const std::string topic = test::UniqueTopicName("weir-kafka-cli");
+  auto run = [&](const std::string& command) { return testing::RunCommand({"/bin/sh", "-c", command}); };
+  testing::CommandResult created =
+      testing::RunCommand({weir, "kafka", "create-topic", "--brokers", bootstrap_, topic, "--partitions", "3"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  EXPECT_EQ(created.out, absl::StrCat("created topic ", topic, " (3 partitions, replication factor 1)\n"));
+  testing::CommandResult again = testing::RunCommand({weir, "kafka", "create-topic", "--brokers", bootstrap_, topic});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(again.err, "already exists")) << again.err;
+
+  testing::CommandResult produced = run(absl::StrCat("printf 'k1\\tv1\\nk2\\tv2\\nk3\\tv3\\n' | ", weir,
+                                                     " kafka produce --brokers ", bootstrap_, " ", topic, " --keyed"));
+  ASSERT_EQ(produced.exit_code, 0) << produced.err;
+  EXPECT_EQ(produced.out, absl::StrCat("wrote 3 records to ", topic, "\n"));
+
+  // Read back by the test's own reader, and by weir kafka consume.
+  absl::StatusOr<std::vector<KafkaMessage>> read = test::ReadTopic(bootstrap_, topic);
+  ASSERT_TRUE(read.ok()) << read.status();
+  std::set<std::pair<std::string, std::string>> records;
+  for (const KafkaMessage& m : *read) records.insert({m.key.value_or(""), m.value});
+  EXPECT_EQ(records, (std::set<std::pair<std::string, std::string>>{{"k1", "v1"}, {"k2", "v2"}, {"k3", "v3"}}));
+  testing::CommandResult consumed =
+      testing::RunCommand({weir, "kafka", "consume", "--brokers", bootstrap_, topic, "--keyed"});
+  ASSERT_EQ(consumed.exit_code, 0) << consumed.err;
+  std::vector<std::string> lines = absl::StrSplit(consumed.out, '\n', absl::SkipEmpty());
+  EXPECT_EQ(std::set<std::string>(lines.begin(), lines.end()), (std::set<std::string>{"k1\tv1", "k2\tv2", "k3\tv3"}));
+
+  testing::CommandResult missing = testing::RunCommand({weir, "kafka", "consume", "--brokers", bootstrap_, "no-such"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(missing.err, "weir kafka create-topic")) << missing.err;
+}
+
 TEST_F(JobPipelineTest, ExceptionInUserCodeFailsTheJobWithItsMessage) {
   StartCluster();
   std::string in = NewTopic("throw-in"), out = NewTopic("throw-out");
