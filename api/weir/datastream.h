@@ -54,6 +54,29 @@ class Collector {
   RecordOutput* output_;
 };
 
+// What Map, Filter, FlatMap and Sink functions may take as their last
+// argument: fn(T, RuntimeContext&) -> Out, fn(const T&, RuntimeContext&),
+// fn(T, Collector<Out>&, RuntimeContext&), fn(const T&, RuntimeContext&).
+// Functions without it work as before.
+class RuntimeContext {
+ public:
+  explicit RuntimeContext(OperatorContext* context = nullptr) : context_(context) {}
+  const std::string& operator_name() const { return context_->operator_name(); }
+  int subtask_index() const { return context_->subtask_index(); }
+  int parallelism() const { return context_->parallelism(); }
+  // A job-level configuration value (-Dkey=value at submission, or
+  // StreamEnvironment::SetConfig), or fallback.
+  std::string JobConfig(std::string_view key, std::string_view fallback) const {
+    return context_->JobConfig(key, fallback);
+  }
+  // This operator's counters and gauges (weir/metrics.h); ask once per name
+  // and keep the reference.
+  MetricGroup& metrics() { return context_->metrics(); }
+
+ private:
+  OperatorContext* context_;
+};
+
 // What a keyed Process function sees besides the record.
 template <typename K>
 class KeyedContext {
@@ -112,16 +135,35 @@ class SourceFunction {
 
 namespace internal {
 
+// The result of fn(args..., RuntimeContext&) when fn takes the context,
+// else of fn(args...).
+template <typename F, typename... Args>
+using ResultWithContext =
+    typename std::conditional_t<std::is_invocable_v<F, Args..., RuntimeContext&>,
+                                std::invoke_result<F, Args..., RuntimeContext&>, std::invoke_result<F, Args...>>::type;
+
+// Calls fn(args..., context) when fn takes the context, else fn(args...).
+template <typename F, typename... Args>
+decltype(auto) CallWithContext(F& fn, RuntimeContext& context, Args&&... args) {
+  if constexpr (std::is_invocable_v<F&, Args&&..., RuntimeContext&>) {
+    return fn(std::forward<Args>(args)..., context);
+  } else {
+    return fn(std::forward<Args>(args)...);
+  }
+}
+
 // Base of the typed operators below: keeps the output and context.
 class OperatorBase : public StreamOperator {
  public:
   void Open(OperatorContext& context, RecordOutput* output) override {
     context_ = &context;
+    runtime_ = RuntimeContext(&context);
     output_ = output;
   }
 
  protected:
   OperatorContext* context_ = nullptr;
+  RuntimeContext runtime_;
   RecordOutput* output_ = nullptr;
 };
 
@@ -130,7 +172,7 @@ class MapOperator final : public OperatorBase {
  public:
   explicit MapOperator(F fn) : fn_(std::move(fn)) {}
   void Process(void* record) override {
-    Out out = fn_(std::move(*static_cast<In*>(record)));
+    Out out = CallWithContext(fn_, runtime_, std::move(*static_cast<In*>(record)));
     output_->Emit(&out);
   }
 
@@ -143,7 +185,7 @@ class FilterOperator final : public OperatorBase {
  public:
   explicit FilterOperator(F fn) : fn_(std::move(fn)) {}
   void Process(void* record) override {
-    if (fn_(*static_cast<const In*>(record))) output_->Emit(record);
+    if (CallWithContext(fn_, runtime_, *static_cast<const In*>(record))) output_->Emit(record);
   }
 
  private:
@@ -156,7 +198,7 @@ class FlatMapOperator final : public OperatorBase {
   explicit FlatMapOperator(F fn) : fn_(std::move(fn)) {}
   void Process(void* record) override {
     Collector<Out> out(output_);
-    fn_(std::move(*static_cast<In*>(record)), out);
+    CallWithContext(fn_, runtime_, std::move(*static_cast<In*>(record)), out);
   }
 
  private:
@@ -188,7 +230,7 @@ template <typename In, typename F>
 class SinkFunctionOperator final : public OperatorBase {
  public:
   explicit SinkFunctionOperator(F fn) : fn_(std::move(fn)) {}
-  void Process(void* record) override { fn_(*static_cast<const In*>(record)); }
+  void Process(void* record) override { CallWithContext(fn_, runtime_, *static_cast<const In*>(record)); }
 
  private:
   F fn_;
@@ -285,15 +327,17 @@ class DataStream {
     return *this;
   }
 
-  // One output record per input record: fn(T) -> Out.
-  template <typename F, typename Out = std::decay_t<std::invoke_result_t<F, T>>, typename S = Serializer<Out>>
+  // One output record per input record: fn(T) -> Out, or
+  // fn(T, RuntimeContext&) -> Out.
+  template <typename F, typename Out = std::decay_t<internal::ResultWithContext<F, T>>, typename S = Serializer<Out>>
   DataStream<Out> Map(F fn) const {
     return Then<Out>("Map", TypeOpsOf<Out, S>(), [fn] {
       return std::make_unique<internal::MapOperator<T, Out, F>>(fn);
     });
   }
 
-  // Keeps the records for which fn(const T&) is true.
+  // Keeps the records for which fn(const T&) (or fn(const T&,
+  // RuntimeContext&)) is true.
   template <typename F>
   DataStream<T> Filter(F fn) const {
     return Then<T>("Filter", env_->vertex(vertex_).output_type, [fn] {
@@ -301,7 +345,8 @@ class DataStream {
     });
   }
 
-  // Any number of output records per input: fn(T, Collector<Out>&).
+  // Any number of output records per input: fn(T, Collector<Out>&), or
+  // fn(T, Collector<Out>&, RuntimeContext&).
   template <typename Out, typename S = Serializer<Out>, typename F>
   DataStream<Out> FlatMap(F fn) const {
     return Then<Out>("FlatMap", TypeOpsOf<Out, S>(), [fn] {
@@ -321,7 +366,8 @@ class DataStream {
   // Sends every record to every subtask of the next vertex.
   DataStream Broadcast() const { return DataStream(env_, vertex_, Partitioning::kBroadcast); }
 
-  // A user-defined sink: fn(const T&) for every record.
+  // A user-defined sink: fn(const T&) (or fn(const T&, RuntimeContext&)) for
+  // every record.
   template <typename F>
   void Sink(std::string name, F fn) const {
     VertexSpec spec;
