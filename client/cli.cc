@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -28,7 +29,7 @@ namespace weir::client {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: weir [--jobmanager HOST[:PORT]] [--token-file FILE] [--config FILE] [--json] COMMAND [ARGS]\n"
+    "usage: weir [--jobmanager HOST[:PORT]] [--token-file FILE] [--config FILE] [-Dkey=value] [--json] COMMAND [ARGS]\n"
     "       weir --version\n"
     "\n"
     "commands:\n"
@@ -54,6 +55,7 @@ constexpr char kUsage[] =
     "--token-file FILE (or $WEIR_AUTH_TOKEN_FILE): the cluster's shared secret, when it has one.\n"
     "--config FILE (or $WEIR_CONFIG_FILE, else /etc/weir/weir.yaml if it exists): the cluster's configuration\n"
     "file; its jobmanager.rpc.address/port and security.auth.token-file apply unless given as above.\n"
+    "-Dkey=value before the command overrides the file, as for the daemons (after `submit`: the job's settings).\n"
     "--json: output, and errors ({\"error\": ..., \"exit_code\": N} on stderr), as JSON.\n";
 
 int RunCluster(const Options& options, std::ostream& out, std::ostream& err) {
@@ -175,8 +177,21 @@ absl::Status ApplyConfigFile(GlobalOptions* options) {
       file = std::string(config::kDefaultConfigFile);
     }
   }
-  if (file.empty()) return absl::OkStatus();
-  absl::StatusOr<config::Configuration> config = config::Configuration::Load(file, {});
+  // -D before the command is for the client's own keys; job settings go
+  // after `submit`, where the JobManager checks them.
+  for (const std::string& o : options->overrides) {
+    const std::string key = o.substr(0, o.find('='));
+    if (key != config::keys::kJobManagerRpcAddress && key != config::keys::kJobManagerRpcPort &&
+        key != config::keys::kAuthTokenFile) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "-D", o, " before the command: the client itself uses only jobmanager.rpc.address, "
+          "jobmanager.rpc.port and security.auth.token-file; put a job's settings after `submit` "
+          "(weir submit job.so -D", o, ")"));
+    }
+  }
+  if (file.empty() && options->overrides.empty()) return absl::OkStatus();
+  absl::StatusOr<config::Configuration> config = config::Configuration::Load(
+      file.empty() ? std::nullopt : std::optional<std::string>(file), options->overrides);
   if (!config.ok()) return config.status();
   namespace k = config::keys;
   if (!options->jobmanager_given && !options->jobmanager_from_env) {
@@ -231,6 +246,17 @@ int RunCommandLine(const std::vector<std::string>& args, std::ostream& out, std:
     } else if (arg == "--help" || arg == "-h" || arg == "help") {
       out << kUsage;
       return 0;
+    } else if (absl::StartsWith(arg, "-D")) {
+      // Before the command: the client's own settings, as the daemons'.
+      if (arg == "-D") {
+        if (i + 1 >= args.size()) {
+          err << "weir: -D needs key=value\n";
+          return 2;
+        }
+        global.overrides.push_back(args[++i]);
+      } else {
+        global.overrides.push_back(arg.substr(2));
+      }
     } else if (!arg.empty() && arg[0] == '-') {
       err << "weir: unknown option '" << arg << "'\n" << kUsage;
       return 2;

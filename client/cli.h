@@ -24,6 +24,8 @@ struct GlobalOptions {
   // --config FILE: the cluster's configuration file, for the JobManager's
   // address and the token file when not given otherwise.
   std::string config_file;
+  // -Dkey=value before the command: override the file's values.
+  std::vector<std::string> overrides;
   bool jobmanager_given = false;  // by --jobmanager
   bool token_file_given = false;  // by --token-file
   bool jobmanager_from_env = false;  // by $WEIR_JOBMANAGER

@@ -99,6 +99,16 @@ TEST(CliTest, TheConfigFileGivesTheJobManagerAndTheTokenUnlessGivenOtherwise) {
   EXPECT_EQ(flags_win.jobmanager, "other:1");
   EXPECT_EQ(flags_win.token_file, "/t");
 
+  // -D before the command overrides the file, as for the daemons.
+  GlobalOptions overridden = Parse({"--config", file});
+  overridden.overrides = {"jobmanager.rpc.port=7124"};
+  ASSERT_TRUE(ApplyConfigFile(&overridden).ok());
+  EXPECT_EQ(overridden.jobmanager, "jm.example:7124");
+  GlobalOptions job_key;
+  job_key.overrides = {"parallelism.default=2"};
+  absl::Status refused = ApplyConfigFile(&job_key);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("put a job's settings after `submit`"));
+
   GlobalOptions missing = Parse({"--config", std::string(dir) + "/none.yaml"});
   absl::Status status = ApplyConfigFile(&missing);
   EXPECT_FALSE(status.ok());
