@@ -367,11 +367,11 @@ std::string RenderMetrics(const std::vector<TaskManagerRecord>& taskmanagers, co
       http::MetricLabels task_labels = labels;
       task_labels.push_back({"task", task.name()});
       task_labels.push_back({"subtask", absl::StrCat(task.subtask_index())});
-      out.Counter("weir_task_records_in_total", "Records a task took in (as last reported, about every second).",
+      out.Counter("weir_job_task_records_in_total", "Records a task took in (as last reported, about every second).",
                   task_labels, task.records_in());
-      out.Counter("weir_task_records_out_total", "Records a task emitted (as last reported, about every second).",
+      out.Counter("weir_job_task_records_out_total", "Records a task emitted (as last reported, about every second).",
                   task_labels, task.records_out());
-      out.Counter("weir_task_backpressured_seconds_total",
+      out.Counter("weir_job_task_backpressured_seconds_total",
                   "Time a task spent blocked on full output buffers; its rate is the fraction of time "
                   "backpressured.",
                   task_labels, task.backpressured_ms() / 1000.0);

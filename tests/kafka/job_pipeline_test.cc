@@ -276,7 +276,7 @@ TEST_F(JobPipelineTest, RestApiAndMetricsFollowARunningJob) {
   // The source waits for the slow sink: backpressured time grows, in the
   // JobManager's metrics and in its TaskManager's own.
   ASSERT_TRUE(WaitFor([&] {
-    return MetricValue(cluster_->RestGet("/metrics").body, "weir_task_backpressured_seconds_total", job_label) > 0;
+    return MetricValue(cluster_->RestGet("/metrics").body, "weir_job_task_backpressured_seconds_total", job_label) > 0;
   }, absl::Seconds(60))) << cluster_->RestGet("/metrics").body;
   // Each TaskManager serves its own tasks' figures; the source's Kafka lag
   // is there, first behind the input, then down to zero once the slow sink

@@ -158,8 +158,8 @@ TEST(RestApiTest, MetricsCoverClusterJobsCheckpointsAndTasks) {
            "weir_job_last_checkpoint_id{job_id=\"j1\",job_name=\"copy\"} 8\n",
            "weir_job_last_checkpoint_duration_seconds{job_id=\"j1\",job_name=\"copy\"} 0.12\n",
            "weir_job_last_checkpoint_size_bytes{job_id=\"j1\",job_name=\"copy\"} 4000\n",
-           "weir_task_records_in_total{job_id=\"j1\",job_name=\"copy\",task=\"Kafka Source -> Map\",subtask=\"1\"} 101\n",
-           "weir_task_backpressured_seconds_total{job_id=\"j1\",job_name=\"copy\",task=\"Kafka Source -> Map\","
+           "weir_job_task_records_in_total{job_id=\"j1\",job_name=\"copy\",task=\"Kafka Source -> Map\",subtask=\"1\"} 101\n",
+           "weir_job_task_backpressured_seconds_total{job_id=\"j1\",job_name=\"copy\",task=\"Kafka Source -> Map\","
            "subtask=\"0\"} 1.5\n",
        }) {
     EXPECT_TRUE(absl::StrContains(text, line)) << "missing: " << line << "in:\n" << text;
