@@ -38,6 +38,7 @@ install(CODE [[
   if(EXISTS "$ENV{DESTDIR}${confdir}/weir.yaml")
     message(STATUS "Keeping: $ENV{DESTDIR}${confdir}/weir.yaml (an existing configuration is never overwritten)")
   else()
-    file(INSTALL "${WEIR_SOURCE_DIR}/deploy/systemd/weir.yaml" DESTINATION "$ENV{DESTDIR}${confdir}")
+    # file(INSTALL) adds DESTDIR itself.
+    file(INSTALL "${WEIR_SOURCE_DIR}/deploy/systemd/weir.yaml" DESTINATION "${confdir}")
   endif()
 ]])

@@ -14,6 +14,10 @@ root="$(pwd)"
 bin="${WEIR_BIN_DIR:-$root/build/bin}"
 dir="${WEIR_LOCAL_DIR:-$root/.weir-local}"
 port="${WEIR_JOBMANAGER_PORT:-6123}"
+# The JobManager's HTTP port: any free one unless set (8081 is often taken).
+rest_port="${WEIR_REST_PORT:-0}"
+# This is a throwaway cluster: not the host's installed /etc/weir/weir.yaml.
+export WEIR_CONFIG_FILE="${WEIR_CONFIG_FILE:-/dev/null}"
 
 log() { echo "local-cluster: $*" >&2; }
 
@@ -42,7 +46,8 @@ start() {
     exit 1
   fi
   [ -x "$bin/weir-jobmanager" ] || { log "no binaries in $bin; run scripts/build.sh first"; exit 1; }
-  setsid "$bin/weir-jobmanager" -Djobmanager.rpc.port="$port" -Dhigh-availability.storageDir="$dir/ha" \
+  setsid "$bin/weir-jobmanager" -Djobmanager.rpc.port="$port" -Drest.port="$rest_port" \
+    -Dhigh-availability.storageDir="$dir/ha" \
     >"$dir/jobmanager.log" 2>&1 < /dev/null &
   echo $! > "$dir/jobmanager.pid"
   # TaskManagers only once this JobManager serves: with the port taken by
@@ -50,7 +55,7 @@ start() {
   local serving=0
   for _ in $(seq 1 100); do
     if ! alive "$dir/jobmanager.pid"; then
-      log "the JobManager exited (is port $port taken? set WEIR_JOBMANAGER_PORT):"
+      log "the JobManager exited (a port taken? WEIR_JOBMANAGER_PORT sets the RPC port, WEIR_REST_PORT the HTTP one):"
       tail -5 "$dir/jobmanager.log" >&2
       stop >/dev/null; exit 1
     fi
@@ -65,7 +70,9 @@ start() {
   # Wait until every TaskManager has registered.
   for _ in $(seq 1 100); do
     if [ "$("$bin/weir" --jobmanager "127.0.0.1:$port" --json cluster 2>/dev/null | grep -c '"id"')" = "$n" ]; then
-      log "JobManager on 127.0.0.1:$port with $n TaskManagers; logs in $dir"
+      local http
+      http=$(grep -o "JobManager REST listening on http://[^ ]*" "$dir/jobmanager.log" | head -1 | sed 's/.* on //')
+      log "JobManager on 127.0.0.1:$port (HTTP $http) with $n TaskManagers; logs in $dir"
       return 0
     fi
     if ! alive "$dir/jobmanager.pid"; then

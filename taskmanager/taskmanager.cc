@@ -83,6 +83,7 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   namespace k = config::keys;
   std::unique_ptr<TaskManager> tm(new TaskManager());
   tm->log_ = logging::Get("taskmanager");
+  tm->maintenance_tick_ms_ = absl::ToUnixMillis(absl::Now());  // alive from the start
   tm->slots_ = std::make_unique<SlotTable>(static_cast<int>(config.GetInt(k::kTaskManagerSlots)));
   tm->service_ = std::make_unique<Service>(tm.get());
   tm->partitions_ = std::make_unique<network::PartitionManager>();
@@ -153,9 +154,7 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   http_options.port = static_cast<int>(config.GetInt(k::kTaskManagerRestPort));
   TaskManager* raw = tm.get();
   http_options.routes = {
-      {.pattern = "/healthz",
-       .handler = [](const http::Request&) { return http::Response{.content_type = "text/plain", .body = "ok\n"}; },
-       .probe = true},
+      {.pattern = "/healthz", .handler = http::HealthHandler([raw] { return raw->Alive(); }), .probe = true},
       // Ready once registered with the JobManager (slots offered).
       {.pattern = "/readyz",
        .handler =
@@ -173,7 +172,6 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   tm->info_.set_rest_port(tm->http_->port());
   tm->log_->info("TaskManager {} listening on {} with {} slots", tm->id(),
                  rpc::JoinHostPort(options.bind_host, started->port), tm->slots_->size());
-  tm->maintenance_tick_ms_ = absl::ToUnixMillis(absl::Now());
   tm->maintenance_ = std::thread([raw = tm.get()] { raw->MaintenanceLoop(); });
   connection.heartbeat_interval = config.GetDuration(k::kHeartbeatInterval);
   connection.heartbeat_timeout = config.GetDuration(k::kHeartbeatTimeout);

@@ -85,7 +85,8 @@ class KeyedContext {
   const K& key() const { return key_; }
   int subtask_index() const { return context_->subtask_index(); }
   // This operator's counters and gauges (weir/metrics.h); ask once per name
-  // and keep the reference, e.g. in a static or a captured pointer.
+  // and keep the reference in the function object (a mutable lambda's
+  // capture), never in a static: it lives as long as the task.
   MetricGroup& metrics() { return context_->metrics(); }
   // A job-level configuration value (-Dkey=value at submission), or fallback.
   std::string JobConfig(std::string_view key, std::string_view fallback) const {

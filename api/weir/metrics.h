@@ -8,7 +8,7 @@
 //   late.Inc();
 //
 // Ask for a metric once (in Open) and keep the reference: it stays valid
-// until the operator is closed. Updating one is a relaxed atomic operation,
+// until the operator is closed (not longer: never keep it in a static). Updating one is a relaxed atomic operation,
 // safe from any thread; asking again with the same name and labels returns
 // the same object.
 //

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include <cerrno>
@@ -75,7 +76,7 @@ int LineOf(const YAML::Node& node) { return node.Mark().line + 1; }
 
 // Flattens the map `node` under `prefix` into `out`. Scalars are taken as
 // written (quotes removed); a list of scalars becomes one comma-separated
-// value (path lists); null is an empty value.
+// value (path lists); a key without a value (null) is left out.
 absl::Status Flatten(const YAML::Node& node, const std::string& prefix, std::vector<FileEntry>* out) {
   for (auto it = node.begin(); it != node.end(); ++it) {
     const YAML::Node& key_node = it->first;
@@ -104,8 +105,8 @@ absl::Status Flatten(const YAML::Node& node, const std::string& prefix, std::vec
       case YAML::NodeType::Scalar:
         out->push_back({key, value.Scalar(), line});
         break;
-      default:  // null or undefined: the key without a value
-        out->push_back({key, "", line});
+      default:  // null: the key without a value keeps its default
+        break;
     }
   }
   return absl::OkStatus();
@@ -128,6 +129,16 @@ absl::StatusOr<std::vector<FileEntry>> ReadYaml(const std::string& path) {
         LineOf(root), ": expected 'key: value' lines (or nested maps, as in 'taskmanager: {numberOfTaskSlots: 4}')"));
   }
   RETURN_IF_ERROR(Flatten(root, "", &entries));
+  // YAML forbids a key twice; nested and flat spellings of one key count
+  // too.
+  std::map<std::string, int> first_line;
+  for (const FileEntry& entry : entries) {
+    auto [it, inserted] = first_line.emplace(entry.key, entry.line);
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat(entry.line, ": '", entry.key,
+                                                     "' is set twice (first on line ", it->second, ")"));
+    }
+  }
   return entries;
 }
 

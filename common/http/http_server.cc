@@ -35,6 +35,13 @@ Response ErrorResponse(int status, const std::string& message) {
                   .body = nlohmann::json{{"errors", nlohmann::json::array({message})}}.dump()};
 }
 
+std::function<Response(const Request&)> HealthHandler(std::function<bool()> alive) {
+  return [alive = std::move(alive)](const Request&) {
+    if (alive == nullptr || alive()) return Response{.content_type = "text/plain", .body = "ok\n"};
+    return Response{.status = 503, .content_type = "text/plain", .body = "a main loop is stuck\n"};
+  };
+}
+
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options) {
   if (absl::Status exposed = rpc::CheckExposure(options.bind_host, options.bind_key); !exposed.ok()) {
     return exposed;

@@ -43,6 +43,10 @@ struct Response {
 // {"errors": ["message"]} with `status`, the shape Flink's REST API uses.
 Response ErrorResponse(int status, const std::string& message);
 
+// /healthz: 200 "ok" while `alive` holds (or when it is null), else 503 —
+// a liveness probe then restarts the process, as systemd's watchdog would.
+std::function<Response(const Request&)> HealthHandler(std::function<bool()> alive);
+
 struct Route {
   // An ECMAScript regular expression the whole path must match.
   std::string pattern;

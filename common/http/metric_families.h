@@ -20,7 +20,8 @@ using MetricLabels = std::vector<prometheus::ClientMetric::Label>;
 class MetricFamilies {
  public:
   // Adds one sample; the family is created with `help` the first time its
-  // name is used. Names follow Prometheus' conventions: weir_..., base
+  // name is used, and keeps that type (a sample of the other type is left
+  // out: one name, one type). Names follow Prometheus' conventions: weir_..., base
   // units, counters end in _total.
   void Gauge(const std::string& name, const std::string& help, MetricLabels labels, double value);
   void Counter(const std::string& name, const std::string& help, MetricLabels labels, double value);
@@ -29,7 +30,8 @@ class MetricFamilies {
   std::string Text() const;
 
  private:
-  prometheus::MetricFamily& Family(const std::string& name, const std::string& help, prometheus::MetricType type);
+  // Null when `name` exists with another type.
+  prometheus::MetricFamily* Family(const std::string& name, const std::string& help, prometheus::MetricType type);
 
   std::vector<prometheus::MetricFamily> families_;
 };

@@ -137,14 +137,9 @@ void KafkaSource::Open(OperatorContext& context, RecordOutput* output) {
 
   ResolveOffsets();
   AssignAndLog(index);
-  for (const PartitionState& p : partitions_) {
-    lag_.push_back(&context.metrics().gauge(
-        "weir_kafka_consumer_lag_records",
-        "Records between the source's position and the partition's high watermark as last fetched; "
-        "-1 until known.",
-        {{"topic", p.topic}, {"partition", absl::StrCat(p.partition)}}));
-    lag_.back()->Set(-1);
-  }
+  // The lag gauges appear once the first fetch tells the high watermark.
+  metrics_ = &context.metrics();
+  lag_.assign(partitions_.size(), nullptr);
   last_progress_ = Clock::now();
 }
 
@@ -155,6 +150,12 @@ void KafkaSource::UpdateLag() {
     int64_t high = -1;
     if (consumer_->get_watermark_offsets(p.topic, p.partition, &low, &high) != RdKafka::ERR_NO_ERROR || high < 0) {
       continue;  // no fetch answered yet
+    }
+    if (lag_[i] == nullptr) {
+      lag_[i] = &metrics_->gauge("weir_kafka_consumer_lag_records",
+                                 "Records between the source's position and the partition's high watermark as "
+                                 "last fetched.",
+                                 {{"topic", p.topic}, {"partition", absl::StrCat(p.partition)}});
     }
     lag_[i]->Set(static_cast<double>(std::max<int64_t>(0, high - p.next_offset)));
   }

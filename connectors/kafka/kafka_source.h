@@ -139,8 +139,9 @@ class KafkaSource : public weir::SourceOperator {
   int64_t records_read_ = 0;
   bool finished_logged_ = false;
   std::chrono::steady_clock::time_point last_progress_;
-  // weir_kafka_consumer_lag_records per partition (partitions_' order), and
-  // when it was last updated.
+  // weir_kafka_consumer_lag_records per partition (partitions_' order; null
+  // until its high watermark is known), and when it was last updated.
+  MetricGroup* metrics_ = nullptr;
   std::vector<Gauge*> lag_;
   std::chrono::steady_clock::time_point last_lag_update_;
   kafka_internal::LogLimiter error_log_limiter_{std::chrono::seconds(10)};

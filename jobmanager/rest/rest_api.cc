@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/version.h"
 #include "common/http/metric_families.h"
@@ -65,8 +66,15 @@ std::vector<const v1::TaskStatus*> AllTasks(const v1::JobStatus& job) {
   return tasks;
 }
 
+// Flink's /jobs/overview spells the task counts in lower case.
+json LowerCaseCounts(const json& counts) {
+  json lower = json::object();
+  for (const auto& [state, n] : counts.items()) lower[absl::AsciiStrToLower(state)] = n;
+  return lower;
+}
+
 json JobSummary(const v1::JobStatus& job, absl::Time now) {
-  json tasks = TaskCounts(AllTasks(job));
+  json tasks = LowerCaseCounts(TaskCounts(AllTasks(job)));
   tasks["total"] = job.tasks_size();
   return json{{"jid", job.job_id()},
               {"name", job.name()},
@@ -96,7 +104,8 @@ json CheckpointJson(const v1::CheckpointSummary& c) {
               {"longest_alignment_ms", c.longest_alignment_ms()},
               {"longest_sync_ms", c.longest_sync_ms()},
               {"longest_async_ms", c.longest_async_ms()},
-              {"failure_message", c.failure_reason()}};
+              {"failure_message", c.failure_reason()},
+              {"failure_timestamp", c.status() == "FAILED" ? c.trigger_time_unix_ms() + c.duration_ms() : -1}};
 }
 
 json MinMaxAvg(const std::vector<int64_t>& values) {
@@ -164,7 +173,10 @@ json RenderTaskManagers(const std::vector<TaskManagerRecord>& taskmanagers, absl
   for (const TaskManagerRecord& tm : taskmanagers) {
     list.push_back(json{{"id", tm.info.taskmanager_id()},
                         {"path", tm.info.address()},
-                        {"timeSinceLastHeartbeat", absl::ToInt64Milliseconds(now - tm.last_heartbeat)},
+                        // As Flink: despite the name, the last heartbeat's
+                        // time (Unix ms); msSinceLastHeartbeat is the age.
+                        {"timeSinceLastHeartbeat", absl::ToUnixMillis(tm.last_heartbeat)},
+                        {"msSinceLastHeartbeat", absl::ToInt64Milliseconds(now - tm.last_heartbeat)},
                         {"slotsNumber", tm.info.slots_total()},
                         {"freeSlots", tm.free_slots()},
                         {"hostname", tm.info.hostname()},
@@ -192,7 +204,7 @@ json RenderJob(const v1::JobStatus& job, absl::Time now) {
   json document = JobSummary(job, now);
   document["isStoppable"] = false;
   document["now"] = NowMs(now);
-  document["status-counts"] = document["tasks"];
+  document["status-counts"] = TaskCounts(AllTasks(job));
   document.erase("tasks");
   // Vertices as Weir runs them: one per operator chain, named after the
   // chained operators.
@@ -289,23 +301,35 @@ json RenderCheckpoints(const v1::ListCheckpointsResponse& checkpoints) {
 }
 
 json RenderExceptions(const v1::JobStatus& job) {
+  // The tasks' errors: Flink's legacy list (exception, task, location,
+  // timestamp) and its exception history (exceptionName, stacktrace,
+  // timestamp, taskName, location). Weir keeps no time per task error: the
+  // job's end, or -1 while it runs.
+  const int64_t timestamp = job.ended_at_unix_ms() > 0 ? job.ended_at_unix_ms() : -1;
+  json all = json::array();
   json entries = json::array();
   for (const v1::TaskStatus& task : job.tasks()) {
     if (task.error().empty()) continue;
+    const std::string name =
+        absl::StrCat(task.name(), " (", task.subtask_index() + 1, "/", task.parallelism(), ")");
+    all.push_back(json{{"exception", task.error()},
+                       {"task", name},
+                       {"location", task.taskmanager_address()},
+                       {"timestamp", timestamp}});
     entries.push_back(json{{"exceptionName", "TaskFailure"},
                            {"stacktrace", task.error()},
-                           {"taskName", absl::StrCat(task.name(), " (", task.subtask_index() + 1, "/",
-                                                     task.parallelism(), ")")},
+                           {"timestamp", timestamp},
+                           {"taskName", name},
                            {"location", task.taskmanager_address()},
                            {"taskManagerId", task.taskmanager_id()}});
   }
   const std::string root = !job.error().empty() ? job.error() : job.last_failure();
   json document{{"root-exception", root.empty() ? json(nullptr) : json(root)},
-                {"all-exceptions", entries},
+                {"timestamp", root.empty() ? json(nullptr) : json(timestamp)},
+                {"all-exceptions", all},
                 {"truncated", false},
                 {"exceptionHistory", {{"entries", entries}, {"truncated", false}}},
                 {"restarts", job.restarts()}};
-  if (!root.empty() && job.ended_at_unix_ms() > 0) document["timestamp"] = job.ended_at_unix_ms();
   return document;
 }
 
@@ -381,11 +405,9 @@ std::string RenderMetrics(const std::vector<TaskManagerRecord>& taskmanagers, co
 }
 
 std::vector<http::Route> Routes(const Dispatcher* dispatcher, const ResourceManager* resource_manager,
-                                const std::atomic<bool>* ready) {
+                                const std::atomic<bool>* ready, std::function<bool()> alive) {
   std::vector<http::Route> routes;
-  routes.push_back({.pattern = "/healthz",
-                    .handler = [](const http::Request&) { return http::Response{.content_type = "text/plain", .body = "ok\n"}; },
-                    .probe = true});
+  routes.push_back({.pattern = "/healthz", .handler = http::HealthHandler(std::move(alive)), .probe = true});
   routes.push_back({.pattern = "/readyz",
                     .handler =
                         [ready](const http::Request&) {

@@ -2,7 +2,7 @@
 // read-only REST API on Flink's paths and field names, so that scripts and
 // dashboards written for Flink's REST API read a Weir cluster too.
 //
-//   GET /healthz                 200 while the process serves
+//   GET /healthz                 200 while its main loop runs; 503 when stuck
 //   GET /readyz                  200 once it serves RPCs and has taken back
 //                                its jobs; 503 before
 //   GET /metrics                 Prometheus text format (docs/operations.md)
@@ -23,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -52,8 +53,9 @@ std::string RenderMetrics(const std::vector<TaskManagerRecord>& taskmanagers,
                           const std::vector<v1::JobStatus>& jobs,
                           const std::map<std::string, v1::ListCheckpointsResponse>& checkpoints);
 
-// The routes above. `ready` turns true once the JobManager serves.
+// The routes above. `ready` turns true once the JobManager serves; `alive`
+// is false while its membership loop is stuck.
 std::vector<http::Route> Routes(const Dispatcher* dispatcher, const ResourceManager* resource_manager,
-                                const std::atomic<bool>* ready);
+                                const std::atomic<bool>* ready, std::function<bool()> alive);
 
 }  // namespace weir::jobmanager::rest

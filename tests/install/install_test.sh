@@ -37,6 +37,14 @@ echo "# edited by the operator" >> "$prefix/etc/weir/weir.yaml"
 cmake --install "$build" --prefix "$prefix" > "$work/install2.log" || fail "second cmake --install failed"
 grep -q "edited by the operator" "$prefix/etc/weir/weir.yaml" || fail "a second install overwrote weir.yaml"
 
+# DESTDIR stages everything, the configuration file included, under it.
+DESTDIR="$work/stage" cmake --install "$build" --prefix /opt/weir > "$work/install3.log" || fail "DESTDIR install failed"
+for f in opt/weir/bin/weir-jobmanager opt/weir/etc/weir/weir.yaml opt/weir/lib/systemd/system/weir-jobmanager.service; do
+  [ -e "$work/stage/$f" ] || fail "DESTDIR install did not stage $f"
+done
+grep -q "^ExecStart=/opt/weir/bin/weir-jobmanager --config /opt/weir/etc/weir/weir.yaml" \
+  "$work/stage/opt/weir/lib/systemd/system/weir-jobmanager.service" || fail "the staged unit names the wrong paths"
+
 units="$prefix/lib/systemd/system"
 step "systemd-analyze verify and security"
 for unit in weir-jobmanager.service weir-taskmanager@.service; do
@@ -51,7 +59,9 @@ done
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 rpc_port=$(free_port); rest_port=$(free_port)
 # The configuration file, not the command line, is what differs from a real
-# host: free ports and this test's directories.
+# host: free ports and this test's directories (a key may appear once).
+sed -i -E '/^(jobmanager\.rpc\.port|rest\.port|high-availability\.storageDir|log\.format):/d' \
+  "$prefix/etc/weir/weir.yaml"
 cat >> "$prefix/etc/weir/weir.yaml" <<YAML
 jobmanager.rpc.port: $rpc_port
 rest.port: $rest_port

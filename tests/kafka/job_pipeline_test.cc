@@ -228,13 +228,34 @@ double MetricValue(const std::string& text, const std::string& name, const std::
 TEST_F(JobPipelineTest, RestApiAndMetricsFollowARunningJob) {
   StartCluster({}, "metrics-secret");
   std::string in = NewTopic("metrics-in", 1);
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, NumberedInput(20000, 20000)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, NumberedInput(30000, 30000)).ok());
   // A slow sink keeps the job running and its source backpressured.
   std::string job = SubmitOrFail(kJobs + "/test/slow_sink.so", {"-p", "1", "-Dexecution.checkpointing.interval=200ms"},
                                  {"--brokers", bootstrap_, "--input-topic", in, "--sleep-us", "200"});
   ASSERT_FALSE(job.empty());
   ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
   const std::string job_label = absl::StrCat("job_id=\"", job, "\"");
+
+  // Each TaskManager serves its own tasks' figures; the source's Kafka lag
+  // is there, first behind the input, then down to zero once the slow sink
+  // has taken everything.
+  nlohmann::json tms = nlohmann::json::parse(cluster_->RestGet("/taskmanagers").body)["taskmanagers"];
+  ASSERT_EQ(tms.size(), 2u);
+  auto scrape_taskmanagers = [&] {
+    std::string all;
+    for (const auto& tm : tms) {
+      testing::HttpResult metrics = testing::HttpGet(tm["restPort"].get<int>(), "/metrics", "metrics-secret");
+      EXPECT_EQ(metrics.status, 200);
+      all += metrics.body;
+    }
+    return all;
+  };
+  const std::string lag_label = absl::StrCat("topic=\"", in, "\",partition=\"0\"");
+  double lag = -1;
+  ASSERT_TRUE(WaitFor([&] {
+    lag = MetricValue(scrape_taskmanagers(), "weir_kafka_consumer_lag_records", lag_label);
+    return lag > 0;
+  }, absl::Seconds(30))) << "lag " << lag << "\n" << scrape_taskmanagers();
 
   EXPECT_EQ(cluster_->RestGet("/metrics").status, 200);
   EXPECT_EQ(testing::HttpGet(cluster_->rest_port(), "/metrics").status, 401);  // no token
@@ -278,28 +299,8 @@ TEST_F(JobPipelineTest, RestApiAndMetricsFollowARunningJob) {
   ASSERT_TRUE(WaitFor([&] {
     return MetricValue(cluster_->RestGet("/metrics").body, "weir_job_task_backpressured_seconds_total", job_label) > 0;
   }, absl::Seconds(60))) << cluster_->RestGet("/metrics").body;
-  // Each TaskManager serves its own tasks' figures; the source's Kafka lag
-  // is there, first behind the input, then down to zero once the slow sink
-  // has taken everything.
-  nlohmann::json tms = nlohmann::json::parse(cluster_->RestGet("/taskmanagers").body)["taskmanagers"];
-  ASSERT_EQ(tms.size(), 2u);
-  auto scrape_taskmanagers = [&] {
-    std::string all;
-    for (const auto& tm : tms) {
-      testing::HttpResult metrics = testing::HttpGet(tm["restPort"].get<int>(), "/metrics", "metrics-secret");
-      EXPECT_EQ(metrics.status, 200);
-      all += metrics.body;
-    }
-    return all;
-  };
-  const std::string lag_label = absl::StrCat("topic=\"", in, "\",partition=\"0\"");
-  const std::string first_scrape = scrape_taskmanagers();
-  EXPECT_GT(MetricValue(first_scrape, "weir_task_records_in_total", job_label), 0) << first_scrape;
-  double lag = -1;
-  ASSERT_TRUE(WaitFor([&] {
-    lag = MetricValue(scrape_taskmanagers(), "weir_kafka_consumer_lag_records", lag_label);
-    return lag > 0;
-  }, absl::Seconds(30))) << "lag " << lag << "\n" << scrape_taskmanagers();
+  const std::string later_scrape = scrape_taskmanagers();
+  EXPECT_GT(MetricValue(later_scrape, "weir_task_records_in_total", job_label), 0) << later_scrape;
   ASSERT_TRUE(WaitFor([&] {
     lag = MetricValue(scrape_taskmanagers(), "weir_kafka_consumer_lag_records", lag_label);
     return lag == 0;

@@ -17,6 +17,17 @@
 #include "absl/time/clock.h"
 
 namespace weir::testing {
+namespace {
+
+// Every weir process a test starts (daemons, client) ignores the host's
+// installed configuration (/etc/weir/weir.yaml): tests say what they want
+// with -D. Set before any process starts; children inherit it.
+const bool kIsolatedFromHostConfig = [] {
+  setenv("WEIR_CONFIG_FILE", "/dev/null", /*overwrite=*/0);
+  return true;
+}();
+
+}  // namespace
 
 int FreePort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -166,7 +166,6 @@ TEST(ConfigurationTest, TheFileIsYamlWithNestedMapsListsAndQuoting) {
   std::string path = WriteFile(
       "# Flink 2.x style: nested maps and flat dotted keys both work\n"
       "taskmanager:\n"
-      "  numberOfTaskSlots: 4\n"
       "  rpc: {port: 7200}\n"
       "jobmanager.rpc.address: 'jm.example'   # quoted\n"
       "heartbeat:\n"
@@ -174,15 +173,19 @@ TEST(ConfigurationTest, TheFileIsYamlWithNestedMapsListsAndQuoting) {
       "io.tmp.dirs:\n"
       "  - /data/1\n"
       "  - /data/2\n"
-      "security.auth.token-file:\n");  // no value: unset
+      "taskmanager.numberOfTaskSlots:\n");  // no value: the default
   auto config = Configuration::Load(path, {});
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->GetInt(k::kTaskManagerSlots), 4);
+  EXPECT_EQ(config->GetInt(k::kTaskManagerSlots), 1);  // the default, the key had no value
   EXPECT_EQ(config->GetInt(k::kTaskManagerRpcPort), 7200);
   EXPECT_EQ(config->GetString(k::kJobManagerRpcAddress), "jm.example");
   EXPECT_EQ(config->GetDuration(k::kHeartbeatTimeout), absl::Seconds(10));
   EXPECT_THAT(SplitPathList(config->GetString(k::kIoTmpDirs)), ::testing::ElementsAre("/data/1", "/data/2"));
-  EXPECT_EQ(config->GetString(k::kAuthTokenFile), "");
+
+  // One key twice, nested and flat, is an error naming both lines.
+  ExpectError(Configuration::Load(WriteFile("taskmanager:\n  numberOfTaskSlots: 2\ntaskmanager.numberOfTaskSlots: 3\n"),
+                                  {}).status(),
+              ":3: 'taskmanager.numberOfTaskSlots' is set twice (first on line 2)");
 
   // A nested key that does not exist is named in full, with its line.
   ExpectError(Configuration::Load(WriteFile("log.level: info\ntaskmanager:\n  numberOfSlots: 2\n"), {}).status(),

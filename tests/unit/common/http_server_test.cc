@@ -97,6 +97,12 @@ TEST_F(HttpServerTest, ATakenPortIsAClearError) {
       << second.status();
 }
 
+TEST(HealthHandlerTest, StuckMeans503) {
+  EXPECT_EQ(HealthHandler(nullptr)(Request{}).status, 200);
+  EXPECT_EQ(HealthHandler([] { return true; })(Request{}).status, 200);
+  EXPECT_EQ(HealthHandler([] { return false; })(Request{}).status, 503);
+}
+
 TEST(MetricFamiliesTest, WritesThePrometheusTextFormat) {
   MetricFamilies metrics;
   metrics.Gauge("weir_slots", "Slots.", {}, 4);

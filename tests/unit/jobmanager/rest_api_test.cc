@@ -104,6 +104,10 @@ TEST(RestApiTest, JobGroupsSubtasksIntoVertices) {
   EXPECT_EQ(job["vertices"][1]["status"], "DEPLOYING");
   EXPECT_EQ(job["status-counts"]["RUNNING"], 2);
   EXPECT_EQ(job["status-counts"]["DEPLOYING"], 1);
+  // /jobs/overview spells its counts in lower case, as Flink's does.
+  json overview = RenderJobsOverview({RunningJob()}, absl::FromUnixMillis(1'010'000));
+  EXPECT_EQ(overview["jobs"][0]["tasks"]["running"], 2);
+  EXPECT_EQ(overview["jobs"][0]["tasks"]["total"], 3);
 }
 
 TEST(RestApiTest, CheckpointsCarryCountsLatestAndHistory) {
@@ -134,6 +138,9 @@ TEST(RestApiTest, ExceptionsNameTheLastFailure) {
   ASSERT_EQ(e["exceptionHistory"]["entries"].size(), 1u);
   EXPECT_EQ(e["exceptionHistory"]["entries"][0]["stacktrace"], "poison record at offset 17");
   EXPECT_EQ(e["exceptionHistory"]["entries"][0]["taskName"], "Kafka Source -> Map (2/2)");
+  ASSERT_EQ(e["all-exceptions"].size(), 1u);
+  EXPECT_EQ(e["all-exceptions"][0]["exception"], "poison record at offset 17");
+  EXPECT_EQ(e["all-exceptions"][0]["task"], "Kafka Source -> Map (2/2)");
 }
 
 TEST(RestApiTest, MetricsCoverClusterJobsCheckpointsAndTasks) {
