@@ -700,7 +700,7 @@ TEST_F(KafkaConnectorTest, SourceOnMissingTopicFailsOpenNamingIt) {
   CollectingOutput output;
   const std::string error = ErrorOf([&] { source->Open(context, &output); });
   EXPECT_THAT(error, HasSubstr(absl::StrCat("Kafka topic '", topic, "' does not exist on brokers ",
-                                            bootstrap_, " (create it first)")));
+                                            bootstrap_, " (create it first, e.g. weir kafka create-topic --brokers ")));
   source->Close();
 }
 
@@ -711,7 +711,7 @@ TEST_F(KafkaConnectorTest, SinkOnMissingTopicFailsOpenNamingIt) {
   FakeContext context(0, 1);
   const std::string error = ErrorOf([&] { sink->Open(context, nullptr); });
   EXPECT_THAT(error, HasSubstr(absl::StrCat("Kafka topic '", topic, "' does not exist on brokers ",
-                                            bootstrap_, " (create it first)")));
+                                            bootstrap_, " (create it first, e.g. weir kafka create-topic --brokers ")));
   sink->Close();
 }
 
