@@ -5,7 +5,6 @@
 #include "client/options.h"
 
 #include <cstdlib>
-#include <fstream>
 #include <optional>
 #include <iomanip>
 #include <iostream>
@@ -167,16 +166,9 @@ absl::StatusOr<bool> ParseGlobalOption(const std::vector<std::string>& args, siz
 }
 
 absl::Status ApplyConfigFile(GlobalOptions* options) {
-  std::string file = options->config_file;
-  if (file.empty()) {
-    // As the daemons: $WEIR_CONFIG_FILE, else the installed default.
-    const char* env = std::getenv("WEIR_CONFIG_FILE");
-    if (env != nullptr && env[0] != '\0') {
-      file = env;
-    } else if (std::ifstream(std::string(config::kDefaultConfigFile)).good()) {
-      file = std::string(config::kDefaultConfigFile);
-    }
-  }
+  // As the daemons: --config, else $WEIR_CONFIG_FILE or the installed default.
+  const std::string file =
+      !options->config_file.empty() ? options->config_file : config::DefaultConfigFile().value_or("");
   // -D before the command is for the client's own keys; job settings go
   // after `submit`, where the JobManager checks them.
   for (const std::string& o : options->overrides) {
@@ -194,11 +186,11 @@ absl::Status ApplyConfigFile(GlobalOptions* options) {
       file.empty() ? std::nullopt : std::optional<std::string>(file), options->overrides);
   if (!config.ok()) return config.status();
   namespace k = config::keys;
-  if (!options->jobmanager_given && !options->jobmanager_from_env) {
+  if (!options->jobmanager_given) {
     options->jobmanager = rpc::JoinHostPort(config->GetString(k::kJobManagerRpcAddress),
                                             static_cast<int>(config->GetInt(k::kJobManagerRpcPort)));
   }
-  if (!options->token_file_given && !options->token_file_from_env) {
+  if (!options->token_file_given) {
     options->token_file = config->GetString(k::kAuthTokenFile);
   }
   return absl::OkStatus();
@@ -210,10 +202,10 @@ int RunCommandLine(const std::vector<std::string>& args, std::ostream& out, std:
   Options options;
   GlobalOptions global;
   const char* env = std::getenv("WEIR_JOBMANAGER");
-  global.jobmanager_from_env = env != nullptr && *env != '\0';
-  global.jobmanager = WithDefaultPort(global.jobmanager_from_env ? env : "127.0.0.1:6123");
+  global.jobmanager_given = env != nullptr && *env != '\0';
+  global.jobmanager = WithDefaultPort(global.jobmanager_given ? env : "127.0.0.1:6123");
   const char* token_env = std::getenv("WEIR_AUTH_TOKEN_FILE");
-  global.token_file_from_env = token_env != nullptr && *token_env != '\0';
+  global.token_file_given = token_env != nullptr && *token_env != '\0';
   global.token_file = token_env != nullptr ? token_env : "";
   // --json anywhere shapes the errors, also those of parsing.
   for (const std::string& arg : args) {

@@ -26,10 +26,10 @@ struct GlobalOptions {
   std::string config_file;
   // -Dkey=value before the command: override the file's values.
   std::vector<std::string> overrides;
-  bool jobmanager_given = false;  // by --jobmanager
-  bool token_file_given = false;  // by --token-file
-  bool jobmanager_from_env = false;  // by $WEIR_JOBMANAGER
-  bool token_file_from_env = false;  // by $WEIR_AUTH_TOKEN_FILE
+  // Given by an option or the environment ($WEIR_JOBMANAGER,
+  // $WEIR_AUTH_TOKEN_FILE): the configuration file does not override them.
+  bool jobmanager_given = false;
+  bool token_file_given = false;
   bool json = false;
   bool version = false;
 };

@@ -58,11 +58,6 @@ std::unique_ptr<v1::JobService::Stub> JobStub(const Options& options) {
   return v1::JobService::NewStub(rpc::CreateChannel(options.jobmanager));
 }
 
-int Fail(std::ostream& err, const std::string& message, int code = 1) {
-  err << "weir: " << message << "\n";
-  return code;
-}
-
 }  // namespace
 
 int RunSubmit(const Options& options, std::ostream& out, std::ostream& err) {

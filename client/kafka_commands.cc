@@ -18,11 +18,6 @@ namespace {
 
 constexpr int kTimeoutMs = 30000;
 
-int Fail(std::ostream& err, const std::string& message, int code = 1) {
-  err << "weir: " << message << "\n";
-  return code;
-}
-
 struct KafkaArgs {
   std::string subcommand;
   std::string brokers;
@@ -82,19 +77,22 @@ absl::StatusOr<KafkaArgs> Parse(const std::vector<std::string>& args) {
   return parsed;
 }
 
-std::unique_ptr<RdKafka::Conf> Conf(const std::map<std::string, std::string>& settings) {
+// `settings`, with `events` taking librdkafka's logs and errors.
+std::unique_ptr<RdKafka::Conf> Conf(const std::map<std::string, std::string>& settings,
+                                    connectors::kafka_internal::ClientEvents* events) {
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
   std::string error;
   for (const auto& [k, v] : settings) conf->set(k, v, error);
+  conf->set("event_cb", static_cast<RdKafka::EventCb*>(events), error);
   return conf;
 }
 
 int Produce(const KafkaArgs& args, std::istream& in, std::ostream& out, std::ostream& err) {
   connectors::kafka_internal::ClientEvents events("weir kafka produce");
   auto conf = Conf({{"bootstrap.servers", args.brokers}, {"enable.idempotence", "true"}, {"acks", "all"},
-                    {"linger.ms", "5"}, {"client.id", "weir-kafka-produce"}, {"log_level", "0"}});
+                    {"linger.ms", "5"}, {"client.id", "weir-kafka-produce"}, {"log_level", "0"}},
+                   &events);
   std::string error;
-  conf->set("event_cb", static_cast<RdKafka::EventCb*>(&events), error);
   std::unique_ptr<RdKafka::Producer> producer(RdKafka::Producer::create(conf.get(), error));
   if (producer == nullptr) return Fail(err, absl::StrCat("cannot create a Kafka producer: ", error));
   // The topic must exist: a typo is not created silently.
@@ -140,9 +138,9 @@ int Consume(const KafkaArgs& args, bool json, std::ostream& out, std::ostream& e
   auto conf = Conf({{"bootstrap.servers", args.brokers}, {"group.id", "weir-kafka-consume"},
                     {"enable.auto.commit", "false"}, {"enable.partition.eof", "true"},
                     {"isolation.level", "read_committed"}, {"client.id", "weir-kafka-consume"},
-                    {"log_level", "0"}});
+                    {"log_level", "0"}},
+                   &events);
   std::string error;
-  conf->set("event_cb", static_cast<RdKafka::EventCb*>(&events), error);
   std::unique_ptr<RdKafka::KafkaConsumer> consumer(RdKafka::KafkaConsumer::create(conf.get(), error));
   if (consumer == nullptr) return Fail(err, absl::StrCat("cannot create a Kafka consumer: ", error));
   absl::StatusOr<std::map<std::string, int32_t>> counts =

@@ -18,6 +18,12 @@ struct Options {
   std::vector<std::string> command_args;
 };
 
+// Writes "weir: <message>" and returns the exit code `code`.
+inline int Fail(std::ostream& err, const std::string& message, int code = 1) {
+  err << "weir: " << message << "\n";
+  return code;
+}
+
 // Turns an RPC failure into the one line the user sees.
 inline std::string DescribeRpcError(const Options& options, const grpc::Status& status) {
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {

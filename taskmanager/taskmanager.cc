@@ -157,11 +157,7 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
       {.pattern = "/healthz", .handler = http::HealthHandler([raw] { return raw->Alive(); }), .probe = true},
       // Ready once registered with the JobManager (slots offered).
       {.pattern = "/readyz",
-       .handler =
-           [raw](const http::Request&) {
-             if (raw->Registered()) return http::Response{.content_type = "text/plain", .body = "ready\n"};
-             return http::Response{.status = 503, .content_type = "text/plain", .body = "not registered\n"};
-           },
+       .handler = http::ReadyHandler([raw] { return raw->Registered(); }, "not registered"),
        .probe = true},
       {.pattern = "/metrics", .handler = [raw](const http::Request&) {
          return http::Response{.content_type = http::kMetricsContentType, .body = raw->MetricsText()};

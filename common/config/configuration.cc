@@ -331,6 +331,12 @@ absl::Status Configuration::CheckCombinations() const {
   return absl::OkStatus();
 }
 
+std::optional<std::string> DefaultConfigFile() {
+  if (const char* env = std::getenv("WEIR_CONFIG_FILE"); env != nullptr && env[0] != '\0') return std::string(env);
+  if (std::ifstream(std::string(kDefaultConfigFile)).good()) return std::string(kDefaultConfigFile);
+  return std::nullopt;
+}
+
 absl::StatusOr<Configuration> Configuration::FromCommandLine(int argc, const char* const* argv) {
   std::optional<std::string> file;
   std::vector<std::string> overrides;
@@ -351,15 +357,7 @@ absl::StatusOr<Configuration> Configuration::FromCommandLine(int argc, const cha
           "unknown argument '", arg, "'; expected --config FILE and -Dkey=value options"));
     }
   }
-  if (!file.has_value()) {
-    // Without --config: $WEIR_CONFIG_FILE, else the installed default when
-    // it exists.
-    if (const char* env = std::getenv("WEIR_CONFIG_FILE"); env != nullptr && env[0] != '\0') {
-      file = env;
-    } else if (std::ifstream(std::string(kDefaultConfigFile)).good()) {
-      file = std::string(kDefaultConfigFile);
-    }
-  }
+  if (!file.has_value()) file = DefaultConfigFile();
   return Load(file, overrides);
 }
 

@@ -97,6 +97,10 @@ class Configuration {
 // Where installed daemons look for their configuration without --config.
 inline constexpr absl::string_view kDefaultConfigFile = "/etc/weir/weir.yaml";
 
+// The file a daemon or the client reads without --config: $WEIR_CONFIG_FILE,
+// else kDefaultConfigFile when it exists, else none.
+std::optional<std::string> DefaultConfigFile();
+
 // Checks `value` against `spec`; the error names the key and what it expects.
 absl::Status ValidateValue(const OptionSpec& spec, absl::string_view value);
 

@@ -42,6 +42,13 @@ std::function<Response(const Request&)> HealthHandler(std::function<bool()> aliv
   };
 }
 
+std::function<Response(const Request&)> ReadyHandler(std::function<bool()> ready, std::string not_ready) {
+  return [ready = std::move(ready), not_ready = std::move(not_ready)](const Request&) {
+    if (ready()) return Response{.content_type = "text/plain", .body = "ready\n"};
+    return Response{.status = 503, .content_type = "text/plain", .body = not_ready + "\n"};
+  };
+}
+
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options) {
   if (absl::Status exposed = rpc::CheckExposure(options.bind_host, options.bind_key); !exposed.ok()) {
     return exposed;

@@ -47,6 +47,9 @@ Response ErrorResponse(int status, const std::string& message);
 // a liveness probe then restarts the process, as systemd's watchdog would.
 std::function<Response(const Request&)> HealthHandler(std::function<bool()> alive);
 
+// /readyz: 200 "ready" once `ready` holds, else 503 with `not_ready`.
+std::function<Response(const Request&)> ReadyHandler(std::function<bool()> ready, std::string not_ready);
+
 struct Route {
   // An ECMAScript regular expression the whole path must match.
   std::string pattern;

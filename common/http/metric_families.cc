@@ -14,22 +14,22 @@ prometheus::MetricFamily* MetricFamilies::Family(const std::string& name, const 
   return &families_.back();
 }
 
-void MetricFamilies::Gauge(const std::string& name, const std::string& help, MetricLabels labels, double value) {
+void MetricFamilies::Add(const std::string& name, const std::string& help, prometheus::MetricType type,
+                         MetricLabels labels, double value) {
+  prometheus::MetricFamily* family = Family(name, help, type);
+  if (family == nullptr) return;
   prometheus::ClientMetric metric;
   metric.label = std::move(labels);
-  metric.gauge.value = value;
-  if (prometheus::MetricFamily* family = Family(name, help, prometheus::MetricType::Gauge)) {
-    family->metric.push_back(std::move(metric));
-  }
+  (type == prometheus::MetricType::Counter ? metric.counter.value : metric.gauge.value) = value;
+  family->metric.push_back(std::move(metric));
+}
+
+void MetricFamilies::Gauge(const std::string& name, const std::string& help, MetricLabels labels, double value) {
+  Add(name, help, prometheus::MetricType::Gauge, std::move(labels), value);
 }
 
 void MetricFamilies::Counter(const std::string& name, const std::string& help, MetricLabels labels, double value) {
-  prometheus::ClientMetric metric;
-  metric.label = std::move(labels);
-  metric.counter.value = value;
-  if (prometheus::MetricFamily* family = Family(name, help, prometheus::MetricType::Counter)) {
-    family->metric.push_back(std::move(metric));
-  }
+  Add(name, help, prometheus::MetricType::Counter, std::move(labels), value);
 }
 
 std::string MetricFamilies::Text() const { return prometheus::TextSerializer().Serialize(families_); }

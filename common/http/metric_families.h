@@ -30,6 +30,8 @@ class MetricFamilies {
   std::string Text() const;
 
  private:
+  void Add(const std::string& name, const std::string& help, prometheus::MetricType type, MetricLabels labels,
+           double value);
   // Null when `name` exists with another type.
   prometheus::MetricFamily* Family(const std::string& name, const std::string& help, prometheus::MetricType type);
 

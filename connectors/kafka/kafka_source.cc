@@ -358,7 +358,8 @@ SourceStatus KafkaSource::PollNext() {
   }
   ThrowIfFatal();
   if (!batch.empty()) EmitAfterCommit(batch);
-  if (const auto now = Clock::now(); now - last_lag_update_ >= std::chrono::seconds(1)) {
+  const auto now = Clock::now();
+  if (now - last_lag_update_ >= std::chrono::seconds(1)) {
     last_lag_update_ = now;
     UpdateLag();
   }
@@ -371,7 +372,7 @@ SourceStatus KafkaSource::PollNext() {
     return SourceStatus::kEndOfInput;
   }
   if (progress) {
-    last_progress_ = Clock::now();
+    last_progress_ = now;
     events_->ClearLastError();
     return SourceStatus::kMoreAvailable;
   }

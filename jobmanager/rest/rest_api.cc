@@ -28,6 +28,16 @@ int64_t DurationMs(const v1::JobStatus& job, absl::Time now) {
   return std::max<int64_t>(0, end - job.submitted_at_unix_ms());
 }
 
+// Slots offered and slots free over `taskmanagers`.
+std::pair<int, int> SlotTotals(const std::vector<TaskManagerRecord>& taskmanagers) {
+  int slots = 0, free = 0;
+  for (const TaskManagerRecord& tm : taskmanagers) {
+    slots += tm.info.slots_total();
+    free += tm.free_slots();
+  }
+  return {slots, free};
+}
+
 // Flink's task-state names, counted per job or vertex.
 std::string TaskStateName(v1::TaskState state) {
   switch (state) {
@@ -136,12 +146,7 @@ std::string JobStateName(v1::JobState state) {
 }
 
 json RenderOverview(const std::vector<TaskManagerRecord>& taskmanagers, const std::vector<v1::JobStatus>& jobs) {
-  int slots = 0;
-  int free = 0;
-  for (const TaskManagerRecord& tm : taskmanagers) {
-    slots += tm.info.slots_total();
-    free += tm.free_slots();
-  }
+  const auto [slots, free] = SlotTotals(taskmanagers);
   int running = 0, finished = 0, canceled = 0, failed = 0;
   for (const v1::JobStatus& job : jobs) {
     switch (job.state()) {
@@ -336,11 +341,7 @@ json RenderExceptions(const v1::JobStatus& job) {
 std::string RenderMetrics(const std::vector<TaskManagerRecord>& taskmanagers, const std::vector<v1::JobStatus>& jobs,
                           const std::map<std::string, v1::ListCheckpointsResponse>& checkpoints) {
   http::MetricFamilies out;
-  int slots = 0, free = 0;
-  for (const TaskManagerRecord& tm : taskmanagers) {
-    slots += tm.info.slots_total();
-    free += tm.free_slots();
-  }
+  const auto [slots, free] = SlotTotals(taskmanagers);
   out.Gauge("weir_taskmanagers", "TaskManagers registered with the JobManager.", {}, taskmanagers.size());
   out.Gauge("weir_slots", "Task slots the registered TaskManagers offer.", {}, slots);
   out.Gauge("weir_slots_free", "Task slots no job holds.", {}, free);
@@ -409,11 +410,7 @@ std::vector<http::Route> Routes(const Dispatcher* dispatcher, const ResourceMana
   std::vector<http::Route> routes;
   routes.push_back({.pattern = "/healthz", .handler = http::HealthHandler(std::move(alive)), .probe = true});
   routes.push_back({.pattern = "/readyz",
-                    .handler =
-                        [ready](const http::Request&) {
-                          if (ready->load()) return http::Response{.content_type = "text/plain", .body = "ready\n"};
-                          return http::Response{.status = 503, .content_type = "text/plain", .body = "starting\n"};
-                        },
+                    .handler = http::ReadyHandler([ready] { return ready->load(); }, "starting"),
                     .probe = true});
   routes.push_back({.pattern = "/metrics", .handler = [dispatcher, resource_manager](const http::Request&) {
                       std::vector<v1::JobStatus> jobs = dispatcher->List();
