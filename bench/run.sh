@@ -4,6 +4,7 @@
 #   bench/run.sh latency [--rate R] [--seconds S] [--checkpoint-ms M] [--parallelism P] [--keep-logs DIR]
 #   bench/run.sh checkpoint [--records N] [--keys K] [--parallelism P] [--state-backend rocksdb|hashmap]
 #                            [--state-keys N] [--phases all|big-state]
+#   bench/run.sh sinks [--records N] [--keys K] [--parallelism P] [--checkpoint-ms M] [--probes N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh >/dev/null
@@ -16,5 +17,6 @@ case "${1:-}" in
   copy) shift ;;
   checkpoint) bench=checkpoint_bench; shift ;;
   latency) bench=latency_bench; shift ;;
+  sinks) bench=sink_bench; shift ;;
 esac
 WEIR_TEST_KAFKA_DIR="$dir/kafka" "build/bin/$bench" "$@"

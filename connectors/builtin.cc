@@ -3,6 +3,8 @@
 #include "common/check.h"
 #include "connectors/kafka/kafka_connectors.h"
 #include "connectors/kafka/kafka_properties.h"
+#include "connectors/postgres/postgres_sink.h"
+#include "connectors/redis/redis_sink.h"
 
 namespace weir::connectors {
 
@@ -13,6 +15,10 @@ ConnectorRegistry BuiltinConnectors(const config::Configuration& cluster) {
       &registry, KafkaPropertyPolicy::FromList(cluster.GetString(k::kKafkaAllowedProperties)));
   // Only a clash of built-in names can fail: a programming error.
   WEIR_CHECK(kafka.ok(), kafka.ToString());
+  const absl::Status redis = registry.Register(kRedisSinkConnector, std::make_unique<RedisSinkConnector>());
+  WEIR_CHECK(redis.ok(), redis.ToString());
+  const absl::Status postgres = registry.Register(kPostgresSinkConnector, std::make_unique<PostgresSinkConnector>());
+  WEIR_CHECK(postgres.ok(), postgres.ToString());
   return registry;
 }
 

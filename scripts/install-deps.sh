@@ -16,6 +16,8 @@ packages=(
   libyaml-cpp-dev
   # The test Kafka broker: a JRE and Maven to fetch Kafka from Maven Central.
   openjdk-17-jre-headless maven
+  # The Redis and PostgreSQL sinks (hiredis, libpq) and the throw-away servers their tests start.
+  redis-server libhiredis-dev postgresql libpq-dev
   # Used by the test and demo scripts.
   python3 python3-yaml procps curl
 )

@@ -343,6 +343,11 @@ void OperatorChain::FlushDue(absl::Time now) {
   for (auto& writer : writers_) writer->FlushIfDue(now);
 }
 
+void OperatorChain::Idle(absl::Time now) {
+  for (size_t i = source_ != nullptr ? 1 : 0; i < operators_.size(); ++i) operators_[i]->OnIdle();
+  FlushDue(now);
+}
+
 void OperatorChain::PrepareSnapshotPreBarrier(int64_t checkpoint_id) {
   for (CheckpointListener* listener : Listeners()) listener->PrepareSnapshotPreBarrier(checkpoint_id);
 }

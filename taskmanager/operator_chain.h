@@ -107,6 +107,9 @@ class OperatorChain {
 
   // Sends buffers whose buffer timeout has passed.
   void FlushDue(absl::Time now);
+  // The task is about to wait for input: StreamOperator::OnIdle of every
+  // operator, then the buffers whose timeout has passed.
+  void Idle(absl::Time now);
 
   // The checkpoint hooks, head to tail.
   void PrepareSnapshotPreBarrier(int64_t checkpoint_id);

@@ -124,7 +124,10 @@ class Task::Execution {
         task_->Report(v1::TASK_RUNNING, "", /*unrecoverable=*/false, /*input_ended=*/true);
         continue;
       }
-      if (status == SourceStatus::kNothingAvailable) wakeup.WaitForChange(seen, now + kIdleSourceWait);
+      if (status == SourceStatus::kNothingAvailable) {
+        chain_->Idle(now);
+        wakeup.WaitForChange(seen, now + kIdleSourceWait);
+      }
     }
     return absl::OkStatus();
   }
@@ -169,7 +172,7 @@ class Task::Execution {
         continue;
       }
       if (gate_->finished()) break;
-      chain_->FlushDue(now);
+      chain_->Idle(now);
       wakeup.WaitForChange(seen, now + env_.buffer_timeout);
     }
     return absl::OkStatus();

@@ -27,6 +27,7 @@
 #include "weir/serializer.h"
 #include "weir/state.h"
 #include "weir/two_phase_commit.h"
+#include "weir/write_ahead.h"
 
 namespace weir {
 
@@ -135,6 +136,18 @@ class SourceFunction {
 };
 
 namespace internal {
+
+// `name` with every character other than letters, digits, '.', '_' and '-'
+// replaced by '_': a default name for transactions a sink names after
+// itself.
+inline std::string LegalName(std::string name) {
+  for (char& c : name) {
+    const bool legal = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                       c == '_' || c == '-';
+    if (!legal) c = '_';
+  }
+  return name;
+}
 
 // The result of fn(args..., RuntimeContext&) when fn takes the context,
 // else of fn(args...).
@@ -378,9 +391,10 @@ class DataStream {
     Attach(std::move(spec));
   }
 
-  // An exactly-once sink (weir/two_phase_commit.h): `factory` makes one
-  // TwoPhaseCommitSink<T, ...> per subtask. The job needs checkpoints in
-  // EXACTLY_ONCE mode; the JobManager refuses it otherwise.
+  // A sink that writes when checkpoints complete: `factory` makes one
+  // TwoPhaseCommitSink<T, ...> (weir/two_phase_commit.h: exactly-once) or
+  // WriteAheadSink<T, ...> (weir/write_ahead.h) per subtask. The job needs
+  // checkpoints in EXACTLY_ONCE mode; the JobManager refuses it otherwise.
   template <typename Factory>
   void SinkTo(std::string name, Factory factory) const {
     using Sink = typename std::invoke_result_t<Factory>::element_type;
@@ -390,8 +404,12 @@ class DataStream {
     spec.kind = VertexSpec::Kind::kSink;
     // The JobManager's check of exactly-once sinks reads this.
     spec.properties["guarantee"] = "exactly-once";
-    spec.operator_factory = [factory] {
-      return std::make_unique<internal::TwoPhaseCommitOperator<Sink>>(factory());
+    spec.operator_factory = [factory]() -> std::unique_ptr<StreamOperator> {
+      if constexpr (std::is_base_of_v<internal::WriteAheadSinkTag, Sink>) {
+        return std::make_unique<internal::WriteAheadOperator<Sink>>(factory());
+      } else {
+        return std::make_unique<internal::TwoPhaseCommitOperator<Sink>>(factory());
+      }
     };
     Attach(std::move(spec));
   }

@@ -163,12 +163,7 @@ inline void Sink(const DataStream<Record>& stream, const SinkOptions& options, s
   if (options.guarantee == Guarantee::kExactlyOnce) {
     std::string prefix = options.transactional_id_prefix;
     if (prefix.empty()) {
-      prefix = "weir-" + spec.name + "-" + options.topic;
-      for (char& c : prefix) {
-        const bool legal = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                           c == '_' || c == '-';
-        if (!legal) c = '_';
-      }
+      prefix = weir::internal::LegalName("weir-" + spec.name + "-" + options.topic);
     }
     spec.properties["transactional.id.prefix"] = prefix;
   }

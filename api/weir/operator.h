@@ -10,7 +10,8 @@
 //   InitializeState   register operator state (restored when the task
 //                     starts from a checkpoint) — before Open
 //   Open
-//   Process / PollNext, and between two records, per checkpoint n:
+//   Process / PollNext (OnIdle whenever the input runs dry), and between
+//   two records, per checkpoint n:
 //     PrepareSnapshotPreBarrier(n)  emit or flush what must precede barrier n
 //                                   (sinks flush here)
 //     SnapshotState(n)              bring operator state up to date for n
@@ -154,6 +155,10 @@ class StreamOperator : public CheckpointListener {
   virtual void Process(void* record) = 0;
   // Every input has ended (bounded jobs): emit what is pending and flush.
   virtual void EndInput() {}
+  // The task has nothing to process right now and is about to wait for
+  // input: send what is buffered (a sink that batches writes flushes here),
+  // so that output never waits for the next record or barrier.
+  virtual void OnIdle() {}
   virtual void Close() {}
 };
 

@@ -64,9 +64,9 @@ struct SinkContext {
   int parallelism = 1;
   // The task started from a checkpoint or savepoint.
   bool restored = false;
-  // For -D job settings (OperatorContext::JobConfig); valid while the sink
-  // is open.
-  const OperatorContext* operator_context = nullptr;
+  // For -D job settings (OperatorContext::JobConfig) and metrics; valid
+  // while the sink is open.
+  OperatorContext* operator_context = nullptr;
 };
 
 // `Committable` describes one pre-committed transaction (e.g. a file name

@@ -426,7 +426,7 @@ constexpr std::array kOptions = {
                               "protocol (common/process/fault_injection.h). Never set it in production.",
                .scope = kDaemons,
                .allowed_values = "none,taskmanager-after-pre-commit,taskmanager-before-commit,"
-                                 "jobmanager-before-notify"},
+                                 "jobmanager-before-notify,taskmanager-mid-write-ahead-batch"},
     OptionSpec{.key = keys::kFaultInjectionCheckpoint,
                .type = OptionType::kInt,
                .default_value = "1",

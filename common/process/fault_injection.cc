@@ -18,6 +18,7 @@ const char* Name(Point p) {
     case Point::kTaskManagerAfterPreCommit: return "taskmanager-after-pre-commit";
     case Point::kTaskManagerBeforeCommit: return "taskmanager-before-commit";
     case Point::kJobManagerBeforeNotify: return "jobmanager-before-notify";
+    case Point::kTaskManagerMidWriteAheadBatch: return "taskmanager-mid-write-ahead-batch";
     case Point::kNone: break;
   }
   return "none";
@@ -30,7 +31,7 @@ absl::Status Configure(const config::Configuration& config, const char* daemon) 
   const std::string point = config.GetString(k::kFaultInjectionPoint);
   Point p = Point::kNone;
   for (Point candidate : {Point::kTaskManagerAfterPreCommit, Point::kTaskManagerBeforeCommit,
-                          Point::kJobManagerBeforeNotify}) {
+                          Point::kJobManagerBeforeNotify, Point::kTaskManagerMidWriteAheadBatch}) {
     if (point == Name(candidate)) p = candidate;
   }
   configured_point.store(p);

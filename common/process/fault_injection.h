@@ -13,6 +13,9 @@
 //   jobmanager-before-notify         the JobManager wrote a checkpoint's
 //                                    metadata (it is complete), before it
 //                                    tells any task
+//   taskmanager-mid-write-ahead-batch  a write-ahead sink wrote part of a
+//                                    completed checkpoint's batch, before
+//                                    the rest
 //
 // Thread-safety: Configure once at start, before other threads call
 // MaybeCrash; MaybeCrash from any thread.
@@ -25,7 +28,13 @@
 
 namespace weir::fault {
 
-enum class Point { kNone, kTaskManagerAfterPreCommit, kTaskManagerBeforeCommit, kJobManagerBeforeNotify };
+enum class Point {
+  kNone,
+  kTaskManagerAfterPreCommit,
+  kTaskManagerBeforeCommit,
+  kJobManagerBeforeNotify,
+  kTaskManagerMidWriteAheadBatch,
+};
 
 // Reads the test.fault-injection.* keys; logs a warning when a point is set.
 absl::Status Configure(const config::Configuration& config, const char* daemon);

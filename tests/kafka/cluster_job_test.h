@@ -3,15 +3,21 @@
 // for a job's attempts and checkpoints as `weir --json` reports them.
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
 #include "tests/testing/local_cluster.h"
 
@@ -85,6 +91,86 @@ class ClusterJobTest : public ::testing::Test {
     int index = 0;
     EXPECT_TRUE(absl::SimpleAtoi(id.substr(3), &index)) << id;  // "tm-<i>"
     return index;
+  }
+
+  // Produces `make(first, n)` batches of `batch` records up to `records`
+  // on a writer thread while SIGKILLing a busy TaskManager `kills` times
+  // (a replacement started each time; each kill waits for a checkpoint of
+  // the attempt before it). False (with a test failure) when the
+  // job did not come back. Kill k waits until (k+1)/(kills+2) of the
+  // records are written, and the writer holds the last tenth back until the
+  // kills are over: every kill lands while input flows and more is to come.
+  // Prints how much had been written at each kill.
+  template <typename MakeBatch>
+  bool WriteWhileKilling(const std::string& job, const std::string& in, int records, int batch, int kills,
+                         MakeBatch make, bool then_kill_jobmanager = false) {
+    std::atomic<bool> writer_failed{false};
+    std::atomic<bool> kills_done{false};
+    std::atomic<int> written{0};
+    std::thread writer([&] {
+      for (int first = 0; first < records; first += batch) {
+        if (first >= records - records / 10) {
+          while (!kills_done) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        if (!test::ProduceMessages(bootstrap_, in, make(first, batch)).ok()) writer_failed = true;
+        written = first + batch;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+    struct KillsDone {
+      std::atomic<bool>* flag;
+      ~KillsDone() { *flag = true; }
+    } mark_done{&kills_done};
+    std::string written_at_kills;
+    std::mt19937 random(std::random_device{}());
+    // Attempts are counted from the one running now.
+    const nlohmann::json now = cluster_->WeirJson({"status", job});
+    const int base = now.is_null() ? 1 : now["attempt"].get<int>();
+    bool ok = true;
+    for (int kill = 0; kill < kills && ok; ++kill) {
+      if (!WaitForCompletedCheckpoint(job, base + kill)) {
+        ADD_FAILURE() << "no checkpoint completed before kill " << kill + 1;
+        ok = false;
+        break;
+      }
+      // Spread over the input: kill k once (k+1)/(kills+2) of it is written.
+      const int due = static_cast<int>(static_cast<int64_t>(records) * (kill + 1) / (kills + 2));
+      if (!WaitFor([&] { return written.load() >= due || writer_failed.load(); }, absl::Seconds(120),
+                   absl::Milliseconds(20))) {
+        ADD_FAILURE() << "the writer did not reach " << due << " records before kill " << kill + 1;
+        ok = false;
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(std::uniform_int_distribution<int>(0, 500)(random)));
+      absl::StrAppend(&written_at_kills, " ", written.load());
+      cluster_->KillTaskManager(BusyTaskManager(job, random));
+      cluster_->StartTaskManager();
+      if (!WaitUntilRunning(job, base + kill + 1)) {
+        ADD_FAILURE() << "the job did not come back after kill " << kill + 1;
+        ok = false;
+      }
+    }
+    if (ok && then_kill_jobmanager) {
+      // The JobManager too: SIGKILL and restart, as systemd would. It takes
+      // the job back from high-availability.storageDir and restores it from
+      // its newest checkpoint once the TaskManagers re-registered.
+      if (!WaitForCompletedCheckpoint(job, base + kills)) {
+        ADD_FAILURE() << "no checkpoint completed before the JobManager kill";
+        ok = false;
+      } else {
+        absl::StrAppend(&written_at_kills, " ", written.load(), " (JobManager)");
+        cluster_->RestartJobManager();
+        if (!WaitUntilRunning(job, base + kills + 1)) {
+          ADD_FAILURE() << "the job did not come back after the JobManager restart";
+          ok = false;
+        }
+      }
+    }
+    kills_done = true;
+    writer.join();
+    std::printf("records written (of %d) at each kill:%s\n", records, written_at_kills.c_str());
+    EXPECT_FALSE(writer_failed.load());
+    return ok && !writer_failed.load();
   }
 
   std::string bootstrap_;

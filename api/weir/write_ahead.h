@@ -1,0 +1,240 @@
+// Write-ahead-log sinks: output into any system, written only once the
+// checkpoint covering it has completed.
+//
+// A sink subclasses WriteAheadSink and says how to write one batch; the
+// runtime keeps the records between two barriers in the checkpoint and
+// hands them over when their checkpoint completes:
+//
+//   every record                   kept (serialized) in the open batch
+//   barrier of checkpoint n        the open batch becomes batch n; the
+//                                  batches not yet written go into the
+//                                  checkpoint (operator state)
+//   checkpoint n completed         WriteBatch then MarkWritten for every
+//                                  batch <= n, oldest first
+//   checkpoint n aborted/expired   nothing: its batch is written with the
+//                                  next completed checkpoint
+//   restart from checkpoint n      the batches n lists are written again,
+//                                  except those IsWritten says are written
+//   fresh start (no checkpoint)    subtask 0 calls ForgetWritten() first
+//   end of a bounded input         (after the final checkpoint) whatever is
+//                                  left is written at once
+//
+// The checkpoint committer (IsWritten / MarkWritten) records in the external
+// system which batches are written, so that a restart does not write a
+// completed batch again. Without one (the defaults), every batch of the
+// restored checkpoint is written again after a failure.
+//
+// What this strategy cannot rule out: a crash in the middle of WriteBatch,
+// after part of the batch reached the external system and before
+// MarkWritten. The restart writes the whole batch again, so that part is
+// written twice (docs/exactly-once.md measures how much). A system that can
+// write a batch and its MarkWritten atomically should use a two-phase-commit
+// sink (weir/two_phase_commit.h) instead, which has no such window.
+//
+// Records wait in memory from their arrival until their checkpoint
+// completes, and every batch not yet written is stored in each checkpoint.
+//
+// Use: stream.SinkTo("name", [] { return std::make_unique<MySink>(...); });
+// The job then needs checkpoints (execution.checkpointing.interval) in
+// EXACTLY_ONCE mode; the JobManager refuses it otherwise.
+//
+// Rescaling: the batches of every old subtask o are written (and checked
+// with IsWritten(o, ...)) by the new subtask o % parallelism.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "weir/operator.h"
+#include "weir/serializer.h"
+#include "weir/two_phase_commit.h"
+
+namespace weir {
+
+namespace internal {
+struct WriteAheadSinkTag {};
+}  // namespace internal
+
+template <typename T, typename S = Serializer<T>>
+class WriteAheadSink : public internal::WriteAheadSinkTag {
+ public:
+  using Record = T;
+  using RecordSerializer = S;
+
+  virtual ~WriteAheadSink() = default;
+
+  // Before anything else, once per task.
+  virtual void Open(const SinkContext& context) {}
+  // Writes the records subtask `subtask` received between the barriers of
+  // the checkpoint before `checkpoint_id` and of `checkpoint_id` (0: after
+  // the last checkpoint of a bounded input). Throws when it cannot; the
+  // task then fails and the batch is written again after the restart.
+  virtual void WriteBatch(int subtask, int64_t checkpoint_id, const std::vector<T>& records) = 0;
+  // The checkpoint committer: whether batch (subtask, checkpoint_id) was
+  // written completely by an earlier attempt. Asked for restored batches.
+  virtual bool IsWritten(int subtask, int64_t checkpoint_id) { return false; }
+  // Records that batch (subtask, checkpoint_id) is written.
+  virtual void MarkWritten(int subtask, int64_t checkpoint_id) {}
+  // A fresh start of the job: forget what an earlier job with this sink
+  // marked written (its checkpoint ids mean nothing to this one). Called by
+  // subtask 0 only, before any batch is written.
+  virtual void ForgetWritten() {}
+  // Last, on every path.
+  virtual void Close() {}
+};
+
+namespace internal {
+
+// Runs a WriteAheadSink as a sink operator. The batches of the checkpoints
+// not yet known complete live in union list operator state as chunks
+// "<checkpoint id><writer subtask><writer parallelism><records>", each
+// record a length-prefixed field; a batch is one or more chunks.
+template <typename Sink>
+class WriteAheadOperator final : public StreamOperator {
+ public:
+  using T = typename Sink::Record;
+  using S = typename Sink::RecordSerializer;
+
+  explicit WriteAheadOperator(std::unique_ptr<Sink> sink) : sink_(std::move(sink)) {}
+
+  void InitializeState(OperatorContext& context) override {
+    state_ = context.operator_state()->GetUnionListState(kStateName);
+    SinkContext sink_context;
+    sink_context.operator_name = context.operator_name();
+    sink_context.subtask_index = context.subtask_index();
+    sink_context.parallelism = context.parallelism();
+    sink_context.restored = context.is_restored();
+    sink_context.operator_context = &context;
+    sink_->Open(sink_context);
+    opened_ = true;
+    subtask_ = context.subtask_index();
+    parallelism_ = context.parallelism();
+    if (!context.is_restored()) {
+      if (subtask_ == 0) sink_->ForgetWritten();
+      return;
+    }
+    // The batches this subtask answers for, by (checkpoint, old subtask):
+    // written unless the committer knows them.
+    std::map<std::pair<int64_t, int>, std::vector<std::string>> restored;
+    for (const std::string& entry : state_->Get()) {
+      size_t pos = 0;
+      const auto checkpoint_id = static_cast<int64_t>(ReadVarint(entry, &pos));
+      const auto subtask = static_cast<int>(ReadVarint(entry, &pos));
+      const auto parallelism = static_cast<int>(ReadVarint(entry, &pos));
+      if (parallelism < 1 || subtask >= parallelism) {
+        throw std::runtime_error("corrupt write-ahead state: subtask beyond its parallelism");
+      }
+      if (subtask % parallelism_ != subtask_) continue;
+      restored[{checkpoint_id, subtask}].push_back(entry.substr(pos));
+    }
+    state_->Clear();
+    for (const auto& [key, chunks] : restored) {
+      const auto [checkpoint_id, subtask] = key;
+      if (sink_->IsWritten(subtask, checkpoint_id)) continue;
+      Write(subtask, checkpoint_id, chunks);
+    }
+  }
+
+  void Open(OperatorContext& context, RecordOutput* output) override {}
+
+  void Process(void* record) override {
+    if (open_.empty() || open_.back().size() >= kChunkBytes) open_.emplace_back();
+    WriteField<T>(*static_cast<const T*>(record), open_.back());
+  }
+
+  void PrepareSnapshotPreBarrier(int64_t checkpoint_id) override {
+    if (open_.empty()) return;  // nothing since the last barrier
+    pending_.push_back(Batch{checkpoint_id, std::move(open_)});
+    open_.clear();
+  }
+
+  void SnapshotState(const CheckpointInfo& checkpoint) override {
+    std::vector<std::string> entries;
+    for (const Batch& batch : pending_) {
+      for (const std::string& chunk : batch.chunks) {
+        std::string entry;
+        WriteVarint(static_cast<uint64_t>(batch.checkpoint_id), entry);
+        WriteVarint(static_cast<uint64_t>(subtask_), entry);
+        WriteVarint(static_cast<uint64_t>(parallelism_), entry);
+        entry.append(chunk);
+        entries.push_back(std::move(entry));
+      }
+    }
+    state_->Update(std::move(entries));
+  }
+
+  void NotifyCheckpointComplete(int64_t checkpoint_id) override {
+    // Oldest first; the batches of aborted checkpoints go with this one.
+    auto end = std::find_if(pending_.begin(), pending_.end(),
+                            [checkpoint_id](const Batch& b) { return b.checkpoint_id > checkpoint_id; });
+    for (auto it = pending_.begin(); it != end; ++it) Write(subtask_, it->checkpoint_id, it->chunks);
+    pending_.erase(pending_.begin(), end);
+  }
+
+  void EndInput() override {
+    for (const Batch& batch : pending_) Write(subtask_, batch.checkpoint_id, batch.chunks);
+    pending_.clear();
+    if (!open_.empty()) Write(subtask_, 0, open_);
+    open_.clear();
+  }
+
+  void Close() override {
+    if (!opened_) return;
+    opened_ = false;
+    sink_->Close();
+  }
+
+  ~WriteAheadOperator() override {
+    try {
+      Close();
+    } catch (...) {
+      // Destructors do not throw.
+    }
+  }
+
+ private:
+  static constexpr char kStateName[] = "weir.write-ahead.batches";
+  // Records go into chunks of about this size (one state entry each).
+  static constexpr size_t kChunkBytes = 1 << 20;
+
+  struct Batch {
+    int64_t checkpoint_id = 0;
+    std::vector<std::string> chunks;
+  };
+
+  void Write(int subtask, int64_t checkpoint_id, const std::vector<std::string>& chunks) {
+    std::vector<T> records;
+    for (const std::string& chunk : chunks) {
+      size_t pos = 0;
+      while (pos < chunk.size()) records.push_back(S::Read(ReadField(chunk, &pos)));
+    }
+    sink_->WriteBatch(subtask, checkpoint_id, records);
+    sink_->MarkWritten(subtask, checkpoint_id);
+  }
+
+  template <typename U>
+  static void WriteField(const U& value, std::string& out) {
+    std::string bytes;
+    S::Write(value, bytes);
+    WriteVarint(bytes.size(), out);
+    out.append(bytes);
+  }
+
+  std::unique_ptr<Sink> sink_;
+  OperatorListState* state_ = nullptr;
+  bool opened_ = false;
+  int subtask_ = 0;
+  int parallelism_ = 1;
+  std::vector<std::string> open_;  // chunks of the batch being filled
+  std::vector<Batch> pending_;     // closed at a barrier, in checkpoint order
+};
+
+}  // namespace internal
+}  // namespace weir

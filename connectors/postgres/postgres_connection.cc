@@ -1,0 +1,183 @@
+#include "connectors/postgres/postgres_connection.h"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace weir::connectors {
+namespace {
+
+std::string Trimmed(const char* message) {
+  return std::string(absl::StripTrailingAsciiWhitespace(message == nullptr ? "" : message));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PostgresConnection>> PostgresConnection::Connect(const std::string& conninfo,
+                                                                               const std::string& application_name) {
+  // Defaults first: what the connection string says overrides them.
+  const char* keywords[] = {"connect_timeout", "application_name", "dbname", nullptr};
+  const char* values[] = {"10", application_name.c_str(), conninfo.c_str(), nullptr};
+  PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
+  if (conn == nullptr) return absl::ResourceExhaustedError("PostgreSQL: libpq could not allocate a connection");
+  if (PQstatus(conn) != CONNECTION_OK) {
+    std::string message = Trimmed(PQerrorMessage(conn));
+    PQfinish(conn);
+    const bool refused = absl::StrContains(message, "password authentication failed") ||
+                         absl::StrContains(message, "no password supplied") ||
+                         absl::StrContains(message, "no pg_hba.conf entry") ||
+                         absl::StrContains(message, "authentication failed");
+    if (refused) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          "PostgreSQL refused the credentials: ", message,
+          "; check the user and password of the sink's connection string (or its passfile)"));
+    }
+    return absl::UnavailableError(absl::StrCat("cannot connect to PostgreSQL: ", message,
+                                               "; check that the server runs and the connection string's "
+                                               "host, port and dbname"));
+  }
+  return std::unique_ptr<PostgresConnection>(new PostgresConnection(conn));
+}
+
+PostgresConnection::PostgresConnection(pg_conn* conn) : conn_(conn) {
+  const char* host = PQhost(conn_);
+  const char* port = PQport(conn_);
+  const char* db = PQdb(conn_);
+  server_ = absl::StrCat(host == nullptr ? "?" : host, ":", port == nullptr ? "?" : port, "/", db == nullptr ? "?" : db);
+  // Quiet the server's NOTICEs (e.g. "relation already exists, skipping").
+  PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+}
+
+PostgresConnection::~PostgresConnection() { PQfinish(conn_); }
+
+bool PostgresConnection::broken() const { return PQstatus(conn_) != CONNECTION_OK; }
+
+std::string PostgresConnection::Literal(std::string_view text) const {
+  char* quoted = PQescapeLiteral(conn_, text.data(), text.size());
+  if (quoted == nullptr) return "''";  // only on out-of-memory or bad encoding
+  std::string out(quoted);
+  PQfreemem(quoted);
+  return out;
+}
+
+absl::Status PostgresConnection::Error(std::string_view what, const pg_result* result) const {
+  const char* state = result == nullptr ? nullptr : PQresultErrorField(result, PG_DIAG_SQLSTATE);
+  std::string message = Trimmed(result == nullptr ? PQerrorMessage(conn_) : PQresultErrorMessage(result));
+  if (message.empty()) message = Trimmed(PQerrorMessage(conn_));
+  std::string text = absl::StrCat("PostgreSQL ", server_, ": ", std::string(what), " failed: ", message);
+  const std::string sqlstate = state == nullptr ? "" : state;
+  if (broken() || absl::StartsWith(sqlstate, "08") || sqlstate == "57P01" || sqlstate == "57P02" ||
+      sqlstate == "57P03") {
+    return absl::UnavailableError(text);
+  }
+  if (sqlstate == "42704") return absl::NotFoundError(text);
+  if (absl::StartsWith(sqlstate, "28")) return absl::UnauthenticatedError(text);
+  return absl::FailedPreconditionError(absl::StrCat(text, sqlstate.empty() ? "" : " (SQLSTATE " + sqlstate + ")"));
+}
+
+namespace {
+
+// The rows of a finished statement.
+PostgresRows RowsOf(const PGresult* result) {
+  PostgresRows rows;
+  const int n = PQntuples(result), columns = PQnfields(result);
+  rows.reserve(n);
+  for (int r = 0; r < n; ++r) {
+    auto& row = rows.emplace_back();
+    row.reserve(columns);
+    for (int c = 0; c < columns; ++c) {
+      if (PQgetisnull(result, r, c)) {
+        row.emplace_back(std::nullopt);
+      } else {
+        row.emplace_back(std::string(PQgetvalue(result, r, c), PQgetlength(result, r, c)));
+      }
+    }
+  }
+  return rows;
+}
+
+bool Succeeded(const PGresult* result) {
+  const ExecStatusType s = PQresultStatus(result);
+  return s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK || s == PGRES_EMPTY_QUERY;
+}
+
+}  // namespace
+
+absl::StatusOr<PostgresRows> PostgresConnection::Exec(std::string_view sql) {
+  const std::string statement(sql);
+  PGresult* result = PQexec(conn_, statement.c_str());
+  if (result == nullptr || !Succeeded(result)) {
+    absl::Status status = Error(absl::StrCat("'", statement.substr(0, 80), "'"), result);
+    PQclear(result);
+    return status;
+  }
+  PostgresRows rows = RowsOf(result);
+  PQclear(result);
+  return rows;
+}
+
+absl::StatusOr<PostgresRows> PostgresConnection::Exec(std::string_view sql, const std::vector<std::string>& params) {
+  const std::string statement(sql);
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const std::string& p : params) values.push_back(p.c_str());
+  PGresult* result = PQexecParams(conn_, statement.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
+                                  nullptr, nullptr, 0);
+  if (result == nullptr || !Succeeded(result)) {
+    absl::Status status = Error(absl::StrCat("'", statement.substr(0, 80), "'"), result);
+    PQclear(result);
+    return status;
+  }
+  PostgresRows rows = RowsOf(result);
+  PQclear(result);
+  return rows;
+}
+
+absl::Status PostgresConnection::Copy(std::string_view copy_statement, std::string_view data) {
+  const std::string statement(copy_statement);
+  PGresult* result = PQexec(conn_, statement.c_str());
+  if (result == nullptr || PQresultStatus(result) != PGRES_COPY_IN) {
+    absl::Status status = Error(statement, result);
+    PQclear(result);
+    return status;
+  }
+  PQclear(result);
+  // PQputCopyData blocks until sent on a blocking connection.
+  constexpr size_t kPiece = 1 << 20;
+  bool sent = true;
+  for (size_t at = 0; at < data.size() && sent; at += kPiece) {
+    const size_t n = std::min(kPiece, data.size() - at);
+    sent = PQputCopyData(conn_, data.data() + at, static_cast<int>(n)) == 1;
+  }
+  if (PQputCopyEnd(conn_, sent ? nullptr : "sending the rows failed") != 1) sent = false;
+  absl::Status status;
+  while ((result = PQgetResult(conn_)) != nullptr) {
+    if (status.ok() && PQresultStatus(result) != PGRES_COMMAND_OK) status = Error(statement, result);
+    PQclear(result);
+  }
+  if (status.ok() && !sent) status = Error(statement, nullptr);
+  return status;
+}
+
+void AppendCopyText(const std::optional<std::string>& value, std::string& out) {
+  if (!value.has_value()) {
+    out += "\\N";
+    return;
+  }
+  for (const char c : *value) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      default: out.push_back(c);
+    }
+  }
+}
+
+}  // namespace weir::connectors

@@ -1,0 +1,438 @@
+#include "connectors/postgres/postgres_sink.h"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/logging/logging.h"
+#include "common/process/fault_injection.h"
+
+namespace weir::connectors {
+namespace {
+
+constexpr size_t kMaxPrefixLength = 150;  // a gid has at most 200 bytes
+
+bool IsIdentifier(std::string_view name) {
+  if (name.empty() || name.size() > 63) return false;
+  if (!(absl::ascii_isalpha(name[0]) || name[0] == '_')) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) { return absl::ascii_isalnum(c) || c == '_'; });
+}
+
+absl::Status BadProperty(absl::string_view key, absl::string_view value, absl::string_view expected) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(kPostgresSinkConnector, ": property '", key, "' is '", value, "'; expected ", expected));
+}
+
+std::string Property(const Properties& properties, const std::string& key) { return PropertyOr(properties, key); }
+
+std::string SinkClient(const SinkContext& context) {
+  return absl::StrCat("PostgresSink '", context.operator_name, "' subtask ", context.subtask_index, "/",
+                      context.parallelism);
+}
+
+}  // namespace
+
+absl::StatusOr<PostgresSinkConfig> PostgresSinkConfig::FromProperties(const Properties& properties) {
+  PostgresSinkConfig config;
+  config.conninfo = Property(properties, "conninfo");
+  if (config.conninfo.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(kPostgresSinkConnector, ": property 'conninfo' is missing; set "
+                                                   "SinkOptions::conninfo to a libpq connection string"));
+  }
+  config.table = Property(properties, "table");
+  const std::vector<std::string> table_parts = absl::StrSplit(config.table, '.');
+  if (table_parts.size() > 2 || !std::all_of(table_parts.begin(), table_parts.end(), IsIdentifier)) {
+    return BadProperty("table", config.table,
+                       "[schema.]table made of letters, digits and '_' (an unquoted SQL identifier)");
+  }
+  const std::string columns = Property(properties, "columns");
+  for (absl::string_view c : absl::StrSplit(columns, ',')) {
+    if (!IsIdentifier(std::string(c))) {
+      return BadProperty("columns", columns, "comma-separated column names of letters, digits and '_'");
+    }
+    config.columns.emplace_back(c);
+  }
+  if (config.columns.size() > 1600) return BadProperty("columns", "...", "at most 1600 columns");
+  config.create_table = Property(properties, "create.table");
+  const std::string strategy = Property(properties, "strategy");
+  bool known = false;
+  for (postgres::Strategy s :
+       {postgres::Strategy::kAtLeastOnce, postgres::Strategy::kTwoPhaseCommit, postgres::Strategy::kWriteAhead}) {
+    if (strategy == postgres::StrategyName(s)) {
+      config.strategy = s;
+      known = true;
+    }
+  }
+  if (!known) return BadProperty("strategy", strategy, "at-least-once, two-phase-commit or write-ahead");
+  const char* guarantee = config.strategy == postgres::Strategy::kAtLeastOnce ? kAtLeastOnce : kExactlyOnce;
+  if (Property(properties, kGuaranteeProperty) != guarantee) {
+    return BadProperty(kGuaranteeProperty, Property(properties, kGuaranteeProperty),
+                       absl::StrCat("'", guarantee, "' with strategy ", strategy));
+  }
+  config.transaction_prefix = Property(properties, "transaction.prefix");
+  const bool prefix_ok =
+      !config.transaction_prefix.empty() && config.transaction_prefix.size() <= kMaxPrefixLength &&
+      std::all_of(config.transaction_prefix.begin(), config.transaction_prefix.end(),
+                  [](char c) { return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-'; });
+  if (!prefix_ok) {
+    return BadProperty("transaction.prefix", config.transaction_prefix,
+                       absl::StrCat("1 to ", kMaxPrefixLength, " letters, digits, '.', '_' or '-'"));
+  }
+  const std::string batch = Property(properties, "batch.rows");
+  if (!absl::SimpleAtoi(batch, &config.batch_rows) || config.batch_rows < 1 || config.batch_rows > 1000000) {
+    return BadProperty("batch.rows", batch, "rows per COPY, 1 to 1000000");
+  }
+  return config;
+}
+
+// ---------------------------------------------------------------- row writer
+
+PostgresRowWriter::PostgresRowWriter(PostgresSinkConfig config, std::string client)
+    : config_(std::move(config)),
+      client_(std::move(client)),
+      copy_statement_(absl::StrCat("COPY ", config_.table, " (", absl::StrJoin(config_.columns, ", "),
+                                   ") FROM STDIN")) {}
+
+void PostgresRowWriter::Throw(const absl::Status& status) const {
+  throw std::runtime_error(absl::StrCat(client_, ": ", status.message()));
+}
+
+void PostgresRowWriter::Connect(std::unique_ptr<PostgresConnection>* connection) const {
+  absl::StatusOr<std::unique_ptr<PostgresConnection>> c = PostgresConnection::Connect(config_.conninfo, "weir");
+  if (!c.ok()) Throw(c.status());
+  *connection = *std::move(c);
+}
+
+void PostgresRowWriter::Reconnect(std::unique_ptr<PostgresConnection>* connection) const {
+  const absl::Time deadline = absl::Now() + kPostgresReconnectTimeout;
+  absl::Duration backoff = absl::Milliseconds(100);
+  for (;;) {
+    absl::StatusOr<std::unique_ptr<PostgresConnection>> c = PostgresConnection::Connect(config_.conninfo, "weir");
+    if (c.ok()) {
+      *connection = *std::move(c);
+      logging::Get("postgres")->info("{}: reconnected to PostgreSQL {}", client_, (*connection)->server());
+      return;
+    }
+    // Refused credentials do not get better by waiting.
+    if (absl::IsUnauthenticated(c.status()) || absl::Now() + backoff > deadline) {
+      Throw(absl::Status(c.status().code(),
+                         absl::StrCat(c.status().message(), " (tried for ",
+                                      absl::FormatDuration(kPostgresReconnectTimeout), ")")));
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(2));
+  }
+}
+
+void PostgresRowWriter::CreateTable(PostgresConnection& connection) const {
+  if (config_.create_table.empty()) return;
+  // Subtasks starting together would race on CREATE TABLE IF NOT EXISTS.
+  absl::StatusOr<PostgresRows> created = connection.Exec(absl::StrCat(
+      "BEGIN; SELECT pg_advisory_xact_lock(hashtext(", connection.Literal("weir-create " + config_.table),
+      ")); CREATE TABLE IF NOT EXISTS ", config_.table, " (", config_.create_table, "); COMMIT"));
+  if (!created.ok()) {
+    (void)connection.Exec("ROLLBACK");
+    Throw(created.status());
+  }
+}
+
+bool PostgresRowWriter::Add(const postgres::Row& row) {
+  if (row.values.size() != config_.columns.size()) {
+    throw UnrecoverableError(absl::StrCat(client_, ": a row has ", row.values.size(), " values, but the sink writes ",
+                                          config_.columns.size(), " columns (", absl::StrJoin(config_.columns, ", "),
+                                          "); make the job's rows match SinkOptions::columns"));
+  }
+  for (size_t i = 0; i < row.values.size(); ++i) {
+    if (i > 0) buffer_.push_back('\t');
+    AppendCopyText(row.values[i], buffer_);
+  }
+  buffer_.push_back('\n');
+  return ++rows_ >= static_cast<size_t>(config_.batch_rows);
+}
+
+absl::Status PostgresRowWriter::Flush(PostgresConnection& connection) {
+  if (rows_ == 0) return absl::OkStatus();
+  absl::Status status = connection.Copy(copy_statement_, buffer_);
+  if (status.ok()) Discard();
+  return status;
+}
+
+void PostgresRowWriter::Discard() {
+  buffer_.clear();
+  rows_ = 0;
+}
+
+// ---------------------------------------------------------------- at-least-once
+
+PostgresAtLeastOnceSink::PostgresAtLeastOnceSink(PostgresSinkConfig config) : config_(std::move(config)) {}
+
+void PostgresAtLeastOnceSink::Open(OperatorContext& context, RecordOutput* output) {
+  writer_.emplace(config_, SinkClient({.operator_name = context.operator_name(),
+                                       .subtask_index = context.subtask_index(),
+                                       .parallelism = context.parallelism()}));
+  writer_->Connect(&connection_);
+  writer_->CreateTable(*connection_);
+}
+
+void PostgresAtLeastOnceSink::Process(void* record) {
+  if (writer_->Add(*static_cast<const postgres::Row*>(record))) Flush();
+}
+
+void PostgresAtLeastOnceSink::Flush() {
+  for (;;) {
+    absl::Status status = writer_->Flush(*connection_);
+    if (status.ok()) return;
+    if (!absl::IsUnavailable(status)) writer_->Throw(status);
+    logging::Get("postgres")->warn("{}: {}; reconnecting to send the rows again", writer_->client(), status);
+    writer_->Reconnect(&connection_);
+  }
+}
+
+void PostgresAtLeastOnceSink::PrepareSnapshotPreBarrier(int64_t) { Flush(); }
+
+void PostgresAtLeastOnceSink::EndInput() { Flush(); }
+
+void PostgresAtLeastOnceSink::OnIdle() {
+  if (writer_->buffered_rows() > 0) Flush();
+}
+
+void PostgresAtLeastOnceSink::Close() { connection_.reset(); }
+
+// ---------------------------------------------------------------- two-phase commit
+
+PostgresTwoPhaseCommitSink::PostgresTwoPhaseCommitSink(PostgresSinkConfig config)
+    : config_(std::move(config)), log_(logging::Get("postgres")) {}
+
+std::string PostgresTwoPhaseCommitSink::GidPrefix(int subtask) const {
+  return absl::StrCat(config_.transaction_prefix, "-", subtask, "-");
+}
+
+void PostgresTwoPhaseCommitSink::Open(const SinkContext& context) {
+  subtask_ = context.subtask_index;
+  writer_.emplace(config_, SinkClient(context));
+  writer_->Connect(&connection_);
+  writer_->Connect(&committer_);
+  absl::StatusOr<PostgresRows> max = committer_->Exec("SHOW max_prepared_transactions");
+  if (!max.ok()) writer_->Throw(max.status());
+  int64_t slots = 0;
+  if (max->empty() || !(*max)[0][0].has_value() || !absl::SimpleAtoi(*(*max)[0][0], &slots) || slots == 0) {
+    throw UnrecoverableError(absl::StrCat(
+        writer_->client(), ": PostgreSQL ", committer_->server(),
+        " has max_prepared_transactions = 0, so it cannot prepare transactions, which the two-phase-commit "
+        "strategy needs; set max_prepared_transactions in postgresql.conf to at least twice the sink's "
+        "parallelism summed over the jobs that write to it (here at least ",
+        2 * context.parallelism, ") and restart the server, or use Strategy::kWriteAhead"));
+  }
+  writer_->CreateTable(*committer_);
+  if (context.operator_context != nullptr) {
+    MetricGroup& metrics = context.operator_context->metrics();
+    const MetricLabels table = {{"table", config_.table}};
+    committed_metric_ = &metrics.counter("weir_postgres_transactions_committed_total",
+                                         "Prepared transactions committed when their checkpoint completed.", table);
+    recovery_commits_metric_ = &metrics.counter(
+        "weir_postgres_transactions_recovery_commits_total",
+        "Prepared transactions of a restored checkpoint committed (again) at the start of a task.", table);
+    rolled_back_metric_ = &metrics.counter(
+        "weir_postgres_transactions_rolled_back_total",
+        "Prepared transactions an earlier attempt left that no completed checkpoint lists, rolled back.", table);
+  }
+}
+
+void PostgresTwoPhaseCommitSink::BeginTransaction() {
+  absl::StatusOr<PostgresRows> begun = connection_->Exec("BEGIN");
+  if (!begun.ok()) writer_->Throw(begun.status());
+}
+
+void PostgresTwoPhaseCommitSink::Write(const postgres::Row& row) {
+  if (!writer_->Add(row)) return;
+  absl::Status status = writer_->Flush(*connection_);
+  if (!status.ok()) writer_->Throw(status);
+}
+
+std::string PostgresTwoPhaseCommitSink::PreCommit(int64_t checkpoint_id) {
+  absl::Status status = writer_->Flush(*connection_);
+  if (!status.ok()) writer_->Throw(status);
+  std::string gid = absl::StrCat(GidPrefix(subtask_), checkpoint_id);
+  absl::StatusOr<PostgresRows> prepared = connection_->Exec("PREPARE TRANSACTION " + connection_->Literal(gid));
+  if (!prepared.ok()) writer_->Throw(prepared.status());
+  return gid;
+}
+
+void PostgresTwoPhaseCommitSink::Commit(const std::string& gid) {
+  CommitPrepared(gid, /*absent_is_committed=*/false);
+  if (committed_metric_ != nullptr) committed_metric_->Inc();
+}
+
+void PostgresTwoPhaseCommitSink::CommitOnRecovery(const std::string& gid) {
+  CommitPrepared(gid, /*absent_is_committed=*/true);
+  if (recovery_commits_metric_ != nullptr) recovery_commits_metric_->Inc();
+}
+
+void PostgresTwoPhaseCommitSink::CommitPrepared(const std::string& gid, bool absent_is_committed) {
+  bool lost_connection = false;
+  const absl::Time deadline = absl::Now() + kPostgresReconnectTimeout;
+  for (;;) {
+    if (committer_ == nullptr || committer_->broken()) {
+      writer_->Reconnect(&committer_);
+      lost_connection = true;
+    }
+    absl::StatusOr<PostgresRows> committed = committer_->Exec("COMMIT PREPARED " + committer_->Literal(gid));
+    if (committed.ok()) return;
+    if (absl::IsNotFound(committed.status())) {
+      if (absent_is_committed || lost_connection) {
+        log_->info("{}: prepared transaction '{}' is no longer there: it was committed before", writer_->client(),
+                   gid);
+        return;
+      }
+      throw UnrecoverableError(absl::StrCat(
+          "DATA LOSS: ", writer_->client(), ": prepared transaction '", gid,
+          "' of a completed checkpoint no longer exists on PostgreSQL ", committer_->server(),
+          " (someone ran ROLLBACK PREPARED on it?); its rows are lost"));
+    }
+    if (!absl::IsUnavailable(committed.status()) || absl::Now() > deadline) writer_->Throw(committed.status());
+    log_->warn("{}: {}; committing again on a new connection", writer_->client(), committed.status());
+    lost_connection = true;
+    committer_.reset();
+  }
+}
+
+void PostgresTwoPhaseCommitSink::Abort() {
+  writer_->Discard();
+  if (connection_ == nullptr || connection_->broken()) return;  // the server rolled it back
+  absl::StatusOr<PostgresRows> rolled_back = connection_->Exec("ROLLBACK");
+  if (!rolled_back.ok()) log_->warn("{}: {}", writer_->client(), rolled_back.status());
+}
+
+void PostgresTwoPhaseCommitSink::AbortLingering(int old_subtask, const std::vector<std::string>& restored) {
+  const std::string prefix = GidPrefix(old_subtask);
+  absl::StatusOr<PostgresRows> found = committer_->Exec(
+      "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND starts_with(gid, $1)", {prefix});
+  if (!found.ok()) writer_->Throw(found.status());
+  const std::set<std::string> keep(restored.begin(), restored.end());
+  for (const auto& row : *found) {
+    if (row.empty() || !row[0].has_value()) continue;
+    const std::string& gid = *row[0];
+    const std::string_view rest = std::string_view(gid).substr(prefix.size());
+    // Only '<prefix>-<subtask>-<checkpoint>': never another sink's.
+    if (rest.empty() || !std::all_of(rest.begin(), rest.end(), absl::ascii_isdigit) || keep.contains(gid)) continue;
+    absl::StatusOr<PostgresRows> rolled_back = committer_->Exec("ROLLBACK PREPARED " + committer_->Literal(gid));
+    if (!rolled_back.ok() && !absl::IsNotFound(rolled_back.status())) writer_->Throw(rolled_back.status());
+    log_->info("{}: rolled back prepared transaction '{}', which no completed checkpoint lists", writer_->client(),
+               gid);
+    if (rolled_back_metric_ != nullptr) rolled_back_metric_->Inc();
+  }
+}
+
+void PostgresTwoPhaseCommitSink::Close() {
+  connection_.reset();
+  committer_.reset();
+}
+
+// ---------------------------------------------------------------- write-ahead
+
+namespace {
+constexpr char kCheckpointsTable[] = "weir_sink_checkpoints";
+}  // namespace
+
+PostgresWriteAheadSink::PostgresWriteAheadSink(PostgresSinkConfig config)
+    : config_(std::move(config)), log_(logging::Get("postgres")) {}
+
+void PostgresWriteAheadSink::Open(const SinkContext& context) {
+  writer_.emplace(config_, SinkClient(context));
+  writer_->Connect(&connection_);
+  writer_->CreateTable(*connection_);
+  absl::StatusOr<PostgresRows> created = connection_->Exec(absl::StrCat(
+      "BEGIN; SELECT pg_advisory_xact_lock(hashtext('weir-create ", kCheckpointsTable, "')); CREATE TABLE IF NOT EXISTS ",
+      kCheckpointsTable, " (sink text, subtask int, checkpoint_id bigint, PRIMARY KEY (sink, subtask)); COMMIT"));
+  if (!created.ok()) {
+    (void)connection_->Exec("ROLLBACK");
+    writer_->Throw(created.status());
+  }
+  if (context.operator_context != nullptr) {
+    batches_metric_ = &context.operator_context->metrics().counter("weir_postgres_write_ahead_batches_total",
+                                    "Batches of completed checkpoints the write-ahead sink wrote.",
+                                    {{"table", config_.table}});
+  }
+}
+
+void PostgresWriteAheadSink::WriteBatch(int subtask, int64_t checkpoint_id, const std::vector<postgres::Row>& rows) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!writer_->Add(rows[i]) && i + 1 < rows.size()) continue;
+    absl::Status status = writer_->Flush(*connection_);
+    if (!status.ok()) {
+      writer_->Discard();
+      writer_->Throw(status);
+    }
+    if (i + 1 < rows.size()) fault::MaybeCrash(fault::Point::kTaskManagerMidWriteAheadBatch, checkpoint_id);
+  }
+  if (batches_metric_ != nullptr) batches_metric_->Inc();
+}
+
+bool PostgresWriteAheadSink::IsWritten(int subtask, int64_t checkpoint_id) {
+  absl::StatusOr<PostgresRows> found =
+      connection_->Exec(absl::StrCat("SELECT checkpoint_id FROM ", kCheckpointsTable, " WHERE sink = $1 AND subtask = $2"),
+                        {config_.transaction_prefix, absl::StrCat(subtask)});
+  if (!found.ok()) writer_->Throw(found.status());
+  int64_t written = -1;
+  if (found->empty() || !(*found)[0][0].has_value() || !absl::SimpleAtoi(*(*found)[0][0], &written)) return false;
+  return written >= checkpoint_id;
+}
+
+void PostgresWriteAheadSink::MarkWritten(int subtask, int64_t checkpoint_id) {
+  absl::StatusOr<PostgresRows> marked = connection_->Exec(
+      absl::StrCat("INSERT INTO ", kCheckpointsTable,
+                   " (sink, subtask, checkpoint_id) VALUES ($1, $2, $3) ON CONFLICT (sink, subtask) DO UPDATE SET "
+                   "checkpoint_id = EXCLUDED.checkpoint_id"),
+      {config_.transaction_prefix, absl::StrCat(subtask), absl::StrCat(checkpoint_id)});
+  if (!marked.ok()) writer_->Throw(marked.status());
+}
+
+void PostgresWriteAheadSink::ForgetWritten() {
+  absl::StatusOr<PostgresRows> forgotten = connection_->Exec(
+      absl::StrCat("DELETE FROM ", kCheckpointsTable, " WHERE sink = $1"), {config_.transaction_prefix});
+  if (!forgotten.ok()) writer_->Throw(forgotten.status());
+}
+
+void PostgresWriteAheadSink::Close() { connection_.reset(); }
+
+// ---------------------------------------------------------------- connector
+
+absl::Status PostgresSinkConnector::Validate(const Properties& properties) const {
+  return PostgresSinkConfig::FromProperties(properties).status();
+}
+
+std::optional<ExclusiveNameClaim> PostgresSinkConnector::ExclusiveName(const Properties& properties) const {
+  absl::StatusOr<PostgresSinkConfig> config = PostgresSinkConfig::FromProperties(properties);
+  if (!config.ok() || config->strategy == postgres::Strategy::kAtLeastOnce) return std::nullopt;
+  return ExclusiveNameClaim{.name = config->transaction_prefix,
+                            .what = "PostgreSQL transaction prefix",
+                            .use = "writes to PostgreSQL with",
+                            .conflict = "roll back each other's prepared transactions or skip each other's batches",
+                            .setting = "transaction_prefix"};
+}
+
+absl::StatusOr<std::unique_ptr<weir::StreamOperator>> PostgresSinkConnector::CreateSink(
+    const Properties& properties) const {
+  absl::StatusOr<PostgresSinkConfig> config = PostgresSinkConfig::FromProperties(properties);
+  if (!config.ok()) return config.status();
+  switch (config->strategy) {
+    case postgres::Strategy::kAtLeastOnce:
+      return std::make_unique<PostgresAtLeastOnceSink>(*std::move(config));
+    case postgres::Strategy::kTwoPhaseCommit:
+      return std::make_unique<weir::internal::TwoPhaseCommitOperator<PostgresTwoPhaseCommitSink>>(
+          std::make_unique<PostgresTwoPhaseCommitSink>(*std::move(config)));
+    case postgres::Strategy::kWriteAhead:
+      return std::make_unique<weir::internal::WriteAheadOperator<PostgresWriteAheadSink>>(
+          std::make_unique<PostgresWriteAheadSink>(*std::move(config)));
+  }
+  return absl::InternalError("unknown strategy");
+}
+
+}  // namespace weir::connectors

@@ -1,0 +1,201 @@
+// The built-in "postgres-sink" connector: weir::postgres::Row values into
+// one table of a PostgreSQL database with libpq, by one of three strategies
+// (weir/postgres.h says what each guarantees; docs/exactly-once.md compares
+// them):
+//
+//   at-least-once     PostgresAtLeastOnceSink: autocommitted COPY of
+//                     batch.rows rows; flushed at every barrier, at the end
+//                     of input and whenever the task's input runs dry. A lost connection is reconnected (with
+//                     backoff, up to kReconnectTimeout) and the unconfirmed
+//                     rows are sent again.
+//   two-phase-commit  PostgresTwoPhaseCommitSink on weir/two_phase_commit.h:
+//                     BEGIN at the first row after a barrier, COPY as rows
+//                     come, PREPARE TRANSACTION '<prefix>-<subtask>-<n>' at
+//                     barrier n, COMMIT PREPARED once n completed (on a
+//                     second connection, while the first writes the next
+//                     transaction). On start, the restored transactions are
+//                     committed (one that no longer exists was committed
+//                     before) and every other prepared transaction named
+//                     '<prefix>-<subtask>-<digits>' for the subtasks this one
+//                     answers for is rolled back.
+//   write-ahead       PostgresWriteAheadSink on weir/write_ahead.h: a
+//                     completed checkpoint's rows in autocommitted COPYs of
+//                     batch.rows rows, then the checkpoint recorded in
+//                     weir_sink_checkpoints (sink, subtask, checkpoint_id).
+//
+// Properties (written by weir::postgres::Sink): conninfo, table, columns
+// (comma-separated), strategy, transaction.prefix, batch.rows, guarantee,
+// and optionally create.table (column definitions; the table is created if
+// missing, under an advisory lock so that subtasks do not race).
+//
+// A lost connection fails the two-phase-commit and write-ahead sinks' task
+// (the open transaction is gone with it; the job restarts by its strategy
+// and recovery writes again what no completed checkpoint covers); a COMMIT
+// PREPARED that lost its connection is retried on a new one.
+//
+// Thread-safety: one task thread calls every method (weir/operator.h).
+#ifndef WEIR_CONNECTORS_POSTGRES_POSTGRES_SINK_H_
+#define WEIR_CONNECTORS_POSTGRES_POSTGRES_SINK_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "connectors/connector.h"
+#include "connectors/postgres/postgres_connection.h"
+#include "spdlog/logger.h"
+#include "weir/operator.h"
+#include "weir/postgres.h"
+#include "weir/two_phase_commit.h"
+#include "weir/write_ahead.h"
+
+namespace weir::connectors {
+
+inline constexpr char kPostgresSinkConnector[] = "postgres-sink";
+
+// How long a sink tries to get a lost connection back before its task
+// fails.
+inline constexpr absl::Duration kPostgresReconnectTimeout = absl::Seconds(10);
+
+// A postgres-sink vertex's properties, parsed and checked.
+struct PostgresSinkConfig {
+  std::string conninfo;
+  std::string table;
+  std::vector<std::string> columns;
+  std::string create_table;  // column definitions, or empty
+  postgres::Strategy strategy = postgres::Strategy::kTwoPhaseCommit;
+  std::string transaction_prefix;
+  int batch_rows = 1000;
+
+  // kInvalidArgument naming the property that is missing or malformed.
+  // Contacts nothing.
+  static absl::StatusOr<PostgresSinkConfig> FromProperties(const Properties& properties);
+};
+
+// What the three sinks share: the connection, the COPY of buffered rows, the
+// table's creation, names for messages.
+class PostgresRowWriter {
+ public:
+  PostgresRowWriter(PostgresSinkConfig config, std::string client);
+
+  // Connects `*connection` (replacing a broken one); throws with the
+  // server's words when it cannot.
+  void Connect(std::unique_ptr<PostgresConnection>* connection) const;
+  // Connects, retrying with backoff until kPostgresReconnectTimeout passes;
+  // throws then.
+  void Reconnect(std::unique_ptr<PostgresConnection>* connection) const;
+  // CREATE TABLE IF NOT EXISTS, when the config asks for it.
+  void CreateTable(PostgresConnection& connection) const;
+  // Adds `row` to the buffer; true when it holds batch.rows rows.
+  bool Add(const postgres::Row& row);
+  // Sends the buffered rows with one COPY and empties the buffer; the
+  // buffer stays when it fails.
+  absl::Status Flush(PostgresConnection& connection);
+  size_t buffered_rows() const { return rows_; }
+  void Discard();
+
+  const PostgresSinkConfig& config() const { return config_; }
+  const std::string& client() const { return client_; }
+  // Throws std::runtime_error "<client>: <status>".
+  [[noreturn]] void Throw(const absl::Status& status) const;
+
+ private:
+  const PostgresSinkConfig config_;
+  const std::string client_;
+  const std::string copy_statement_;
+  std::string buffer_;
+  size_t rows_ = 0;
+};
+
+class PostgresAtLeastOnceSink : public weir::StreamOperator {
+ public:
+  explicit PostgresAtLeastOnceSink(PostgresSinkConfig config);
+
+  void Open(OperatorContext& context, RecordOutput* output) override;
+  // `record` is a weir::postgres::Row*.
+  void Process(void* record) override;
+  void PrepareSnapshotPreBarrier(int64_t checkpoint_id) override;
+  void EndInput() override;
+  // Sends what is buffered.
+  void OnIdle() override;
+  void Close() override;
+
+ private:
+  // Sends the buffer, reconnecting and sending again when the connection
+  // broke; throws when that does not work out.
+  void Flush();
+
+  PostgresSinkConfig config_;
+  std::optional<PostgresRowWriter> writer_;
+  std::unique_ptr<PostgresConnection> connection_;
+};
+
+class PostgresTwoPhaseCommitSink : public weir::TwoPhaseCommitSink<postgres::Row, std::string> {
+ public:
+  explicit PostgresTwoPhaseCommitSink(PostgresSinkConfig config);
+
+  void Open(const SinkContext& context) override;
+  void BeginTransaction() override;
+  void Write(const postgres::Row& row) override;
+  // The transaction's name (gid).
+  std::string PreCommit(int64_t checkpoint_id) override;
+  void Commit(const std::string& gid) override;
+  void CommitOnRecovery(const std::string& gid) override;
+  void Abort() override;
+  void AbortLingering(int old_subtask, const std::vector<std::string>& restored) override;
+  void Close() override;
+
+ private:
+  // COMMIT PREPARED `gid` on the committer connection. A transaction that
+  // does not exist was committed before when `absent_is_committed` (or when
+  // an earlier try lost its connection); otherwise it is lost output and
+  // this throws weir::UnrecoverableError.
+  void CommitPrepared(const std::string& gid, bool absent_is_committed);
+  std::string GidPrefix(int subtask) const;
+
+  PostgresSinkConfig config_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::optional<PostgresRowWriter> writer_;
+  int subtask_ = 0;
+  std::unique_ptr<PostgresConnection> connection_;  // writes the open transaction
+  std::unique_ptr<PostgresConnection> committer_;   // COMMIT / ROLLBACK PREPARED
+  Counter* committed_metric_ = nullptr;
+  Counter* recovery_commits_metric_ = nullptr;
+  Counter* rolled_back_metric_ = nullptr;
+};
+
+class PostgresWriteAheadSink : public weir::WriteAheadSink<postgres::Row> {
+ public:
+  explicit PostgresWriteAheadSink(PostgresSinkConfig config);
+
+  void Open(const SinkContext& context) override;
+  void WriteBatch(int subtask, int64_t checkpoint_id, const std::vector<postgres::Row>& rows) override;
+  bool IsWritten(int subtask, int64_t checkpoint_id) override;
+  void MarkWritten(int subtask, int64_t checkpoint_id) override;
+  void ForgetWritten() override;
+  void Close() override;
+
+ private:
+  PostgresSinkConfig config_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::optional<PostgresRowWriter> writer_;
+  std::unique_ptr<PostgresConnection> connection_;
+  Counter* batches_metric_ = nullptr;
+};
+
+class PostgresSinkConnector final : public Connector {
+ public:
+  Kind kind() const override { return Kind::kSink; }
+  absl::Status Validate(const Properties& properties) const override;
+  // two-phase-commit and write-ahead: the transaction prefix.
+  std::optional<ExclusiveNameClaim> ExclusiveName(const Properties& properties) const override;
+  absl::StatusOr<std::unique_ptr<weir::StreamOperator>> CreateSink(const Properties& properties) const override;
+};
+
+}  // namespace weir::connectors
+
+#endif  // WEIR_CONNECTORS_POSTGRES_POSTGRES_SINK_H_
