@@ -5,9 +5,10 @@ No cluster runs here. The test renders deploy/kubernetes/base and every
 overlay with `kubectl kustomize` (offline) and checks that names, labels,
 selectors, ports, probe paths, configuration keys and mounts agree with each
 other, with deploy/docker/Dockerfile, and with the daemons themselves: the
-rendered configuration passes `--check-config` of the real binaries, and a
+rendered configuration passes `--check-config` of the real binaries, a
 JobManager and a TaskManager started on it (ports and directories moved to
-this machine) answer the probes the manifests use.
+this machine) answer the probes the manifests use, and every shared library
+the binaries load comes from a package the image installs.
 
 Usage: manifest_test.py SOURCE_DIR BIN_DIR
 """
@@ -246,6 +247,69 @@ def check_rendering(where, docs, work):
             log.close()
 
 
+def package_closure(packages):
+    """The installed packages `packages` depend on, recursively (dpkg's own
+    records: works offline), themselves included."""
+    seen, todo = set(), list(packages)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Depends}, ${Pre-Depends}", name],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            continue  # an alternative that is not installed
+        seen.add(name)
+        for dependency in out.stdout.split(","):
+            for alternative in dependency.split("|"):
+                dep = alternative.strip().split(" ")[0].split(":")[0]
+                if dep:
+                    todo.append(dep)
+    return seen
+
+
+def owning_package(path):
+    """The Debian package that ships `path`, or None (merged /usr: try both)."""
+    candidates = [path]
+    if path.startswith("/usr/"):
+        candidates.append(path[len("/usr"):])
+    else:
+        candidates.append("/usr" + path)
+    for candidate in candidates:
+        out = subprocess.run(["dpkg", "-S", candidate], capture_output=True, text=True)
+        if out.returncode == 0:
+            return out.stdout.split(":")[0].strip()
+    return None
+
+
+def check_image_libraries():
+    """Every shared library the binaries load comes from a package the
+    image's runtime stage installs (or from the base image)."""
+    dockerfile = open(os.path.join(SOURCE, "deploy", "docker", "Dockerfile")).read()
+    runtime = dockerfile[dockerfile.rindex("\nFROM "):]
+    install = runtime[runtime.index("apt-get install"):]
+    install = install[:install.index("&&")]
+    packages = [w for w in install.replace("\\", " ").split()[2:] if not w.startswith("-")]
+    check(len(packages) > 5, f"Dockerfile: cannot read the runtime stage's packages: {packages}")
+    essential = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${Essential}\n"], capture_output=True,
+                               text=True).stdout.split("\n")
+    base = [line.split()[0] for line in essential if line.endswith(" yes")] + ["apt"]
+    available = package_closure(packages + base)
+    for binary in ("weir", "weir-jobmanager", "weir-taskmanager"):
+        out = subprocess.run(["ldd", os.path.join(BIN, binary)], capture_output=True, text=True)
+        check(out.returncode == 0, f"ldd {binary} failed: {out.stderr.strip()}")
+        for line in out.stdout.splitlines():
+            if "=>" not in line or "/" not in line.split("=>")[1]:
+                continue
+            library = line.split("=>")[1].split("(")[0].strip()
+            package = owning_package(library)
+            check(package is not None and package in available,
+                  f"{binary} loads {library} (package {package}), which the image does not install: add it to "
+                  f"the runtime stage of deploy/docker/Dockerfile")
+    print(f"manifest_test: image: the binaries' shared libraries come from {len(packages)} packages "
+          f"of its runtime stage and the base image")
+
+
 def main():
     if shutil.which("kubectl") is None:
         sys.exit("manifest_test: kubectl is missing (Debian: kubernetes-client; scripts/install-deps.sh installs it)")
@@ -265,6 +329,7 @@ def main():
         tm = [d for d in prod if d["kind"] == "Deployment" and d["metadata"]["name"] == "weir-taskmanager"][0]
         slots = [e["value"] for e in tm["spec"]["template"]["spec"]["containers"][0]["env"] if e["name"] == "TASK_SLOTS"]
         check(tm["spec"]["replicas"] == 4 and slots == ["2"], "overlay production: not 4 TaskManagers of 2 slots")
+        check_image_libraries()
     finally:
         if failures:
             for name in sorted(os.listdir(work)):
