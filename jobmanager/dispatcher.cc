@@ -38,6 +38,14 @@ Dispatcher::Dispatcher(DispatcherOptions options, ResourceManager* resource_mana
   });
 }
 
+absl::Time Dispatcher::LastSeenUnlocked() {
+  if (mu_.ReaderTryLock()) {
+    mu_.ReaderUnlock();
+    last_unlocked_ms_.store(absl::ToUnixMillis(absl::Now()));
+  }
+  return absl::FromUnixMillis(last_unlocked_ms_.load());
+}
+
 Dispatcher::~Dispatcher() {
   std::map<std::string, std::shared_ptr<JobMaster>> jobs;
   {
@@ -141,6 +149,8 @@ absl::Status Dispatcher::StartJob(const std::string& job_id, const v1::SubmitJob
   settings.max_parallelism = options_.max_parallelism;
   settings.cancel_timeout = options_.cancel_timeout;
   if (!settings.checkpoint_dir.empty()) settings.checkpoint.max_parallelism = options_.max_parallelism;
+  settings.liveness = options_.liveness;
+  settings.checkpoint.liveness = options_.liveness;
   if (options_.store != nullptr) {
     settings.on_attempt = [this, job_id](int attempt) {
       if (absl::Status s = options_.store->SaveAttempt(job_id, attempt); !s.ok()) {

@@ -13,6 +13,8 @@
 // Thread-safety: thread-safe.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -51,6 +53,9 @@ struct DispatcherOptions {
   // state.checkpoints.dir (or <storage>/checkpoints): -s may also name a
   // retained checkpoint there.
   std::string checkpoints_dir;
+  // Where job masters and checkpoint coordinators show their loops are
+  // alive; null: nowhere.
+  Liveness* liveness = nullptr;
 };
 
 class Dispatcher {
@@ -59,6 +64,10 @@ class Dispatcher {
   ~Dispatcher();
 
   absl::StatusOr<std::string> Submit(const v1::SubmitJobRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  // When the dispatcher's lock was last seen free: tries it now (without
+  // waiting) and remembers when that worked. For the watchdog: a lock held
+  // for a minute means a call that never returns.
+  absl::Time LastSeenUnlocked() ABSL_LOCKS_EXCLUDED(mu_);
   // Takes back the jobs of options.store (once, at start): restarts those
   // that had not ended, lists those that had. Problems with single jobs are
   // logged; the others go on.
@@ -119,6 +128,7 @@ class Dispatcher {
   std::shared_ptr<spdlog::logger> log_;
 
   mutable absl::Mutex mu_;
+  std::atomic<int64_t> last_unlocked_ms_{absl::ToUnixMillis(absl::Now())};
   std::map<std::string, std::shared_ptr<JobMaster>> jobs_ ABSL_GUARDED_BY(mu_);
   // Jobs that ended (here or under a previous JobManager), for listing.
   std::map<std::string, EndedJob> ended_ ABSL_GUARDED_BY(mu_);

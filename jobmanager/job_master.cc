@@ -297,6 +297,7 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
     }
   }
   for (size_t i = 0; i < deployments.size(); ++i) {
+    Tick();
     bool stop = false;
     {
       absl::MutexLock lock(&mu_);
@@ -364,6 +365,7 @@ JobMaster::AttemptEnd JobMaster::WaitForAttempt() {
   bool cancel_sent = false;
   absl::Time cancel_deadline = absl::InfiniteFuture();
   while (true) {
+    Tick();
     std::string reason;
     bool start_checkpoints = false;
     std::vector<std::string> finished;
@@ -438,9 +440,15 @@ JobMaster::AttemptEnd JobMaster::WaitForAttempt() {
 }
 
 bool JobMaster::WaitRestartDelay(absl::Duration delay) {
+  const absl::Time end = absl::Now() + delay;
   absl::MutexLock lock(&mu_);
   auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_ || state_ == v1::CANCELING; };
-  return !mu_.AwaitWithTimeout(absl::Condition(&stop), delay);
+  // In pieces, to show the thread is alive through a long backoff.
+  for (absl::Time now = absl::Now(); now < end; now = absl::Now()) {
+    Tick();
+    if (mu_.AwaitWithDeadline(absl::Condition(&stop), std::min(end, now + kLivenessTickBound))) return false;
+  }
+  return !stop();
 }
 
 absl::Status JobMaster::WaitForSlots() {
@@ -455,6 +463,7 @@ absl::Status JobMaster::WaitForSlots() {
     for (const SlotAssignment& slot : slots_) preferred.push_back(slot.taskmanager_id);
   }
   while (true) {
+    Tick();
     absl::StatusOr<std::vector<SlotAssignment>> slots = slot_provider_.allocate(graph_.slots_needed, preferred);
     if (slots.ok()) {
       absl::MutexLock lock(&mu_);
@@ -629,6 +638,11 @@ absl::StatusOr<std::optional<v1::CheckpointMetadata>> JobMaster::ChooseCheckpoin
 }
 
 void JobMaster::Run() {
+  if (settings_.liveness != nullptr) live_ = settings_.liveness->Register(absl::StrCat("job ", job_id_, " master"));
+  struct Unregister {
+    std::unique_ptr<Liveness::Loop>* loop;
+    ~Unregister() { loop->reset(); }
+  } unregister{&live_};
   log_->info("job {} '{}' starting: {} tasks in {} slots, checkpoints {}, restart strategy {}", job_id_,
              graph_.spec.name(), [&] {
                int n = 0;

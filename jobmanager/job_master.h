@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/logging/logging.h"
+#include "common/process/liveness.h"
 #include "jobmanager/checkpoint/checkpoint_coordinator.h"
 #include "jobmanager/execution_graph.h"
 #include "jobmanager/resource_manager.h"
@@ -71,6 +72,9 @@ struct JobSettings {
   absl::Time submitted_at = absl::InfinitePast();
   // Called on the worker thread as each attempt starts (persistence).
   std::function<void(int attempt)> on_attempt;
+  // Where the worker thread's loop shows it is alive (the JobManager's
+  // watchdog); null: nowhere.
+  Liveness* liveness = nullptr;
   // weir submit -s: the savepoint the job starts from (and restarts from
   // while none of its own checkpoints completed), and the directory its
   // task files are in.
@@ -253,6 +257,13 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   std::map<std::string, std::shared_ptr<v1::TaskExecutorService::Stub>> stubs_ ABSL_GUARDED_BY(stubs_mu_);
 
   std::thread worker_;
+  // The worker thread's registration with settings_.liveness (null
+  // without one); worker thread only.
+  std::unique_ptr<Liveness::Loop> live_;
+  // Shows the worker thread came round (Liveness); worker thread only.
+  void Tick() {
+    if (live_ != nullptr) live_->Tick();
+  }
 };
 
 bool IsTerminal(v1::TaskState state);

@@ -1,8 +1,12 @@
 #include "jobmanager/jobmanager.h"
 
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/logging/logging.h"
 #include "common/random_id.h"
 #include "common/rpc/auth.h"
@@ -35,6 +39,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   if (dispatcher_options.checkpoints_dir.empty()) dispatcher_options.checkpoints_dir = storage_dir + "/checkpoints";
   dispatcher_options.ended_job_expiration = config.GetDuration(k::kJobStoreExpirationTime);
   dispatcher_options.max_ended_jobs = static_cast<int>(config.GetInt(k::kJobStoreMaxCapacity));
+  dispatcher_options.liveness = &jm->liveness_;
   dispatcher_options.connectors =
       std::make_shared<const connectors::ConnectorRegistry>(connectors::BuiltinConnectors(config));
   jm->dispatcher_ =
@@ -89,7 +94,29 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
 
 JobManager::~JobManager() { Shutdown(); }
 
-bool JobManager::Alive() const { return absl::Now() - resource_manager_->last_expiry_check() < absl::Seconds(30); }
+bool JobManager::Alive() const {
+  const absl::Time now = absl::Now();
+  std::vector<std::string> stuck = liveness_.Stuck(now, kStuckAfter);
+  if (const absl::Duration silent = now - resource_manager_->last_expiry_check(); silent >= kStuckAfter) {
+    stuck.push_back(absl::StrCat("membership loop (", absl::ToInt64Seconds(silent), " s)"));
+  }
+  if (const absl::Duration held = now - dispatcher_->LastSeenUnlocked(); held >= kStuckAfter) {
+    stuck.push_back(absl::StrCat("dispatcher lock (held ", absl::ToInt64Seconds(held), " s)"));
+  }
+  std::string text = absl::StrJoin(stuck, ", ");
+  absl::MutexLock lock(&alive_mu_);
+  if (text != last_stuck_) {
+    if (stuck.empty()) {
+      log_->info("JobManager {}: every loop comes round again", session_id());
+    } else {
+      log_->error("JobManager {}: not alive (the watchdog stops being fed; /healthz answers 503): stuck for {} or "
+                  "more: {}",
+                  session_id(), absl::FormatDuration(kStuckAfter), text);
+    }
+    last_stuck_ = std::move(text);
+  }
+  return stuck.empty();
+}
 
 void JobManager::Shutdown() {
   // A JobManager that failed to start has nothing to shut down.

@@ -10,9 +10,13 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/config/configuration.h"
 #include "common/http/http_server.h"
+#include "common/process/liveness.h"
 #include "common/rpc/rpc.h"
 #include "jobmanager/artifact_store.h"
 #include "jobmanager/dispatcher.h"
@@ -35,9 +39,12 @@ class JobManager {
   void Shutdown();
 
   int port() const { return port_; }
-  // False when the membership loop (loss detection) has not come round for
-  // 30 s: something holds it. From any thread.
+  // False when one of the JobManager's loops has not come round for
+  // kStuckAfter (the membership loop, each job's master and checkpoint
+  // coordinator), or the dispatcher's lock has not been free for that long:
+  // something holds them. Logs which, once per change. From any thread.
   bool Alive() const;
+  static constexpr absl::Duration kStuckAfter = absl::Seconds(60);
   // Port of the HTTP endpoint (rest.port, or the free one picked for 0).
   int rest_port() const { return http_ == nullptr ? 0 : http_->port(); }
   const std::string& session_id() const { return resource_manager_->session_id(); }
@@ -49,7 +56,8 @@ class JobManager {
   std::unique_ptr<ResourceManager> resource_manager_;
   std::unique_ptr<ResourceManagerServiceImpl> resource_manager_service_;
   std::unique_ptr<ClusterServiceImpl> cluster_service_;
-  // Declared before the dispatcher, which uses it: destroyed after it.
+  // Declared before the dispatcher, which uses them: destroyed after it.
+  Liveness liveness_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<ArtifactStore> artifacts_;
   std::unique_ptr<Dispatcher> dispatcher_;
@@ -63,6 +71,9 @@ class JobManager {
   std::atomic<bool> ready_{false};
   int port_ = 0;
   bool shut_down_ = false;
+  // What Alive last logged as stuck.
+  mutable absl::Mutex alive_mu_;
+  mutable std::string last_stuck_ ABSL_GUARDED_BY(alive_mu_);
 };
 
 }  // namespace weir::jobmanager

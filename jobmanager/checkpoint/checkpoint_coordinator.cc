@@ -337,14 +337,21 @@ std::optional<int64_t> CheckpointCoordinator::latest_completed_id() const {
 // The coordinator's thread.
 
 void CheckpointCoordinator::Run() {
+  std::unique_ptr<Liveness::Loop> live;
+  if (options_.liveness != nullptr) {
+    live = options_.liveness->Register(absl::StrCat("job ", job_id_, " checkpoint coordinator"));
+  }
   while (true) {
+    if (live != nullptr) live->Tick();
     std::vector<AbortAction> actions;
     std::vector<int64_t> ready;
     std::optional<TriggerPlan> trigger;
     std::vector<StopFinish> stop_finishes;
     {
       absl::MutexLock lock(&mu_);
-      mu_.AwaitWithDeadline(absl::Condition(this, &CheckpointCoordinator::HasWorkLocked), NextWakeupLocked());
+      // Woken at least every kLivenessTickBound, to show it is alive.
+      mu_.AwaitWithDeadline(absl::Condition(this, &CheckpointCoordinator::HasWorkLocked),
+                            std::min(NextWakeupLocked(), absl::Now() + kLivenessTickBound));
       if (stopping_) break;
       wake_ = false;
       const absl::Time now = absl::Now();

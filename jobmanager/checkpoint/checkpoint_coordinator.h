@@ -38,6 +38,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/logging/logging.h"
+#include "common/process/liveness.h"
 #include "jobmanager/checkpoint/checkpoint_storage.h"
 #include "weir/v1/checkpoint.pb.h"
 
@@ -72,6 +73,9 @@ struct CheckpointCoordinatorOptions {
   int max_parallelism = 0;
   // VertexSignature of every vertex, by id, recorded in the metadata.
   std::vector<std::string> vertex_signatures;
+  // Where the coordinator's thread shows it is alive (the JobManager's
+  // watchdog); null: nowhere.
+  Liveness* liveness = nullptr;
 
   // kInvalidArgument naming the key of the first bad value.
   absl::Status Validate() const;

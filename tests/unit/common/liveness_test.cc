@@ -1,0 +1,37 @@
+// Liveness: loops that stop ticking are named as stuck; loops that ended
+// are forgotten.
+#include "common/process/liveness.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace weir {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+
+TEST(LivenessTest, NamesTheLoopsThatHaveNotTickedWithinTheLimit) {
+  Liveness liveness;
+  auto master = liveness.Register("job a master");
+  auto coordinator = liveness.Register("job a checkpoint coordinator");
+  const absl::Time now = absl::Now();
+  EXPECT_THAT(liveness.Stuck(now, absl::Seconds(60)), IsEmpty());
+  // Seen from 90 s later, neither ticked for 90 s.
+  EXPECT_THAT(liveness.Stuck(now + absl::Seconds(90), absl::Seconds(60)),
+              ElementsAre("job a master (90 s)", "job a checkpoint coordinator (90 s)"));
+  absl::SleepFor(absl::Milliseconds(20));
+  master->Tick();
+  // The master ticked after the coordinator: only the coordinator is stuck
+  // when the limit falls between the two.
+  const absl::Time later = absl::Now();
+  EXPECT_THAT(liveness.Stuck(later + absl::Seconds(60) - absl::Milliseconds(10), absl::Seconds(60)),
+              ElementsAre(StartsWith("job a checkpoint coordinator (")));
+  coordinator.reset();  // ended: no longer watched
+  EXPECT_THAT(liveness.Stuck(later + absl::Seconds(30), absl::Seconds(60)), IsEmpty());
+  EXPECT_THAT(liveness.Stuck(later + absl::Seconds(90), absl::Seconds(60)), ElementsAre(StartsWith("job a master (")));
+}
+
+}  // namespace
+}  // namespace weir
