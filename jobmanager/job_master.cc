@@ -695,7 +695,7 @@ void JobMaster::Run() {
     }
     absl::MutexLock lock(&mu_);
     restore = *chosen;
-    restored_checkpoint_id_ = restore.has_value() ? restore->checkpoint_id() : 0;
+    NoteRestoreLocked(restore);
     log_->info("job {} recovered after a JobManager restart: attempt {} starting from {}", job_id_, attempt_,
                restore.has_value() ? absl::StrCat("checkpoint ", restore->checkpoint_id())
                                    : std::string("no checkpoint (none had completed)"));
@@ -704,7 +704,7 @@ void JobMaster::Run() {
     absl::MutexLock lock(&mu_);
     restore = settings_.savepoint;
     restored_from_savepoint_ = true;
-    restored_checkpoint_id_ = restore->checkpoint_id();
+    NoteRestoreLocked(restore);
     if (coordinator_ != nullptr) coordinator_->SetNextCheckpointId(restore->checkpoint_id() + 1);
     log_->info("job {}: starting from the savepoint {} (checkpoint {})", job_id_, settings_.savepoint_checkpoint_dir,
                restore->checkpoint_id());
@@ -793,7 +793,7 @@ void JobMaster::Run() {
         break;
       }
       restore = *chosen;
-      restored_checkpoint_id_ = restore.has_value() ? restore->checkpoint_id() : 0;
+      NoteRestoreLocked(restore);
       ++attempt_;
       attempt_failed_ = false;
       final_checkpoint_requested_ = false;
@@ -1067,11 +1067,21 @@ v1::JobStatus JobMaster::Status() const {
   return status;
 }
 
+void JobMaster::NoteRestoreLocked(const std::optional<v1::CheckpointMetadata>& restore) {
+  restored_checkpoint_id_ = restore.has_value() ? restore->checkpoint_id() : 0;
+  if (!restore.has_value()) return;
+  ++restored_count_;
+  restored_at_ = absl::Now();
+}
+
 v1::ListCheckpointsResponse JobMaster::Checkpoints() const {
   v1::ListCheckpointsResponse response;
   {
     absl::MutexLock lock(&mu_);
     response.set_restored_checkpoint_id(restored_checkpoint_id_);
+    response.set_restored_count(restored_count_);
+    response.set_restored_is_savepoint(restored_from_savepoint_ && restored_checkpoint_id_ > 0);
+    if (restored_checkpoint_id_ > 0) response.set_restored_at_ms(absl::ToUnixMillis(restored_at_));
   }
   response.set_checkpointing(coordinator_ != nullptr);
   if (coordinator_ == nullptr) return response;

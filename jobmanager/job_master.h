@@ -236,6 +236,12 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   int64_t restored_checkpoint_id_ ABSL_GUARDED_BY(mu_) = 0;
   // The restore of the current attempt is settings_.savepoint.
   bool restored_from_savepoint_ ABSL_GUARDED_BY(mu_) = false;
+  // Attempts that restored a checkpoint or savepoint, and when the current
+  // one did (REST /jobs/{id}/checkpoints).
+  int64_t restored_count_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time restored_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Sets restored_checkpoint_id_ for an attempt starting from `restore`.
+  void NoteRestoreLocked(const std::optional<v1::CheckpointMetadata>& restore) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<SlotAssignment> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<TaskRecord> tasks_ ABSL_GUARDED_BY(mu_);
   // The current attempt failed (its tasks are being canceled).

@@ -284,12 +284,14 @@ json RenderCheckpoints(const v1::ListCheckpointsResponse& checkpoints) {
   }
   json restored = nullptr;
   if (checkpoints.restored_checkpoint_id() > 0) {
-    restored = json{{"id", checkpoints.restored_checkpoint_id()}, {"is_savepoint", false}};
+    restored = json{{"id", checkpoints.restored_checkpoint_id()},
+                    {"is_savepoint", checkpoints.restored_is_savepoint()},
+                    {"restore_timestamp", checkpoints.restored_at_ms()}};
   }
   const int64_t completed = checkpoints.completed_count();
   const int64_t failed = checkpoints.failed_count();
   return json{{"counts",
-               {{"restored", checkpoints.restored_checkpoint_id() > 0 ? 1 : 0},
+               {{"restored", checkpoints.restored_count()},
                 {"total", completed + failed + in_progress},
                 {"in_progress", in_progress},
                 {"completed", completed},

@@ -43,6 +43,9 @@ v1::ListCheckpointsResponse Checkpoints() {
   c.set_completed_count(7);
   c.set_failed_count(1);
   c.set_restored_checkpoint_id(4);
+  c.set_restored_count(3);
+  c.set_restored_is_savepoint(true);
+  c.set_restored_at_ms(1764547200000);
   c.set_checkpointing(true);
   auto add = [&](int64_t id, const char* status, int64_t duration, int64_t size) {
     v1::CheckpointSummary* s = c.add_checkpoints();
@@ -121,6 +124,9 @@ TEST(RestApiTest, CheckpointsCarryCountsLatestAndHistory) {
   EXPECT_EQ(c["latest"]["completed"]["state_size"], 4000);
   EXPECT_EQ(c["latest"]["failed"]["id"], 7);
   EXPECT_EQ(c["latest"]["restored"]["id"], 4);
+  EXPECT_EQ(c["latest"]["restored"]["is_savepoint"], true);
+  EXPECT_EQ(c["latest"]["restored"]["restore_timestamp"], 1764547200000);
+  EXPECT_EQ(c["counts"]["restored"], 3);
   EXPECT_EQ(c["summary"]["end_to_end_duration"]["max"], 120);
   EXPECT_EQ(c["summary"]["end_to_end_duration"]["min"], 80);
   EXPECT_EQ(c["summary"]["state_size"]["avg"], 3000);
