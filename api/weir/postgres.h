@@ -12,10 +12,12 @@
 //                    this prefix. The server needs max_prepared_transactions
 //                    above 0.
 //   kWriteAhead      rows kept in the checkpoint and written when it
-//                    completes (weir/write_ahead.h), in autocommitted
-//                    chunks; the checkpoint each subtask wrote last is kept
-//                    in table weir_sink_checkpoints. A crash in the middle
-//                    of a batch writes that batch's finished chunks twice.
+//                    completes (weir/write_ahead.h), in COPYs of
+//                    batch_rows: each autocommitted but the last, which
+//                    commits with the batch's id in table
+//                    weir_sink_batches. A crash between two COPYs of a
+//                    batch writes its earlier COPYs twice; a batch of one
+//                    COPY is exact.
 //   kAtLeastOnce     rows written in autocommitted chunks as they come,
 //                    flushed at every barrier; a replay writes them again.
 //
@@ -71,7 +73,7 @@ struct SinkOptions {
   std::string create_table;
   Strategy strategy = Strategy::kTwoPhaseCommit;
   // Names the sink's prepared transactions ("<prefix>-<subtask>-<checkpoint>")
-  // and its rows of weir_sink_checkpoints. Keep it stable across restarts
+  // and its rows of weir_sink_batches. Keep it stable across restarts
   // and resubmissions of the job and unique among the sinks writing to the
   // database. Default: "weir-<sink name>-<table>", characters other than
   // letters, digits, '.', '_' and '-' replaced by '_'.

@@ -19,17 +19,23 @@
 //   end of a bounded input         (after the final checkpoint) whatever is
 //                                  left is written at once
 //
-// The checkpoint committer (IsWritten / MarkWritten) records in the external
-// system which batches are written, so that a restart does not write a
-// completed batch again. Without one (the defaults), every batch of the
-// restored checkpoint is written again after a failure.
+// Every batch has an id, random and unique among all batches of all runs,
+// kept with it in the checkpoint. The checkpoint committer (IsWritten /
+// MarkWritten) records in the external system which batch ids are written,
+// so that a restart does not write a completed batch again. Without one
+// (the defaults), every batch of the restored checkpoint is written again
+// after a failure. (Checkpoint ids are no identity: a job restored from an
+// older savepoint numbers its checkpoints from that savepoint's on.)
 //
 // What this strategy cannot rule out: a crash in the middle of WriteBatch,
-// after part of the batch reached the external system and before
-// MarkWritten. The restart writes the whole batch again, so that part is
-// written twice (docs/exactly-once.md measures how much). A system that can
-// write a batch and its MarkWritten atomically should use a two-phase-commit
-// sink (weir/two_phase_commit.h) instead, which has no such window.
+// after part of the batch reached the external system and before it was
+// marked written. The restart writes the whole batch again, so that part is
+// written twice (docs/exactly-once.md measures how much). A sink that can
+// record the mark in the same write as the batch's last part does so in
+// WriteBatch (and leaves MarkWritten empty), which closes the window for
+// batches it writes in one part. A system that can write a whole batch and
+// its mark atomically can use a two-phase-commit sink
+// (weir/two_phase_commit.h) instead, which has no window at all.
 //
 // Records wait in memory from their arrival until their checkpoint
 // completes, and every batch not yet written is stored in each checkpoint.
@@ -46,9 +52,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -62,6 +70,13 @@ namespace internal {
 struct WriteAheadSinkTag {};
 }  // namespace internal
 
+// One batch: the records one subtask received between two barriers.
+struct WriteAheadBatch {
+  int subtask = 0;            // the subtask whose input it was
+  int64_t checkpoint_id = 0;  // whose barrier closed it (0: the end of a bounded input)
+  std::string id;             // 32 hex digits, random: what the committer records
+};
+
 template <typename T, typename S = Serializer<T>>
 class WriteAheadSink : public internal::WriteAheadSinkTag {
  public:
@@ -72,19 +87,18 @@ class WriteAheadSink : public internal::WriteAheadSinkTag {
 
   // Before anything else, once per task.
   virtual void Open(const SinkContext& context) {}
-  // Writes the records subtask `subtask` received between the barriers of
-  // the checkpoint before `checkpoint_id` and of `checkpoint_id` (0: after
-  // the last checkpoint of a bounded input). Throws when it cannot; the
-  // task then fails and the batch is written again after the restart.
-  virtual void WriteBatch(int subtask, int64_t checkpoint_id, const std::vector<T>& records) = 0;
-  // The checkpoint committer: whether batch (subtask, checkpoint_id) was
-  // written completely by an earlier attempt. Asked for restored batches.
-  virtual bool IsWritten(int subtask, int64_t checkpoint_id) { return false; }
-  // Records that batch (subtask, checkpoint_id) is written.
-  virtual void MarkWritten(int subtask, int64_t checkpoint_id) {}
-  // A fresh start of the job: forget what an earlier job with this sink
-  // marked written (its checkpoint ids mean nothing to this one). Called by
-  // subtask 0 only, before any batch is written.
+  // Writes `batch`'s records, once its checkpoint has completed. Throws
+  // when it cannot; the task then fails and the batch is written again
+  // after the restart.
+  virtual void WriteBatch(const WriteAheadBatch& batch, const std::vector<T>& records) = 0;
+  // The checkpoint committer: whether `batch` was written completely by an
+  // earlier attempt. Asked for restored batches.
+  virtual bool IsWritten(const WriteAheadBatch& batch) { return false; }
+  // Records that `batch` is written (right after WriteBatch).
+  virtual void MarkWritten(const WriteAheadBatch& batch) {}
+  // A fresh start of the job: what earlier runs marked written can go (no
+  // batch of this run has their ids). Called by subtask 0 only, before any
+  // batch is written.
   virtual void ForgetWritten() {}
   // Last, on every path.
   virtual void Close() {}
@@ -94,8 +108,8 @@ namespace internal {
 
 // Runs a WriteAheadSink as a sink operator. The batches of the checkpoints
 // not yet known complete live in union list operator state as chunks
-// "<checkpoint id><writer subtask><writer parallelism><records>", each
-// record a length-prefixed field; a batch is one or more chunks.
+// "<checkpoint id><writer subtask><writer parallelism><batch id><records>",
+// each record a length-prefixed field; a batch is one or more chunks.
 template <typename Sink>
 class WriteAheadOperator final : public StreamOperator {
  public:
@@ -120,9 +134,9 @@ class WriteAheadOperator final : public StreamOperator {
       if (subtask_ == 0) sink_->ForgetWritten();
       return;
     }
-    // The batches this subtask answers for, by (checkpoint, old subtask):
-    // written unless the committer knows them.
-    std::map<std::pair<int64_t, int>, std::vector<std::string>> restored;
+    // The batches this subtask answers for, by (checkpoint, old subtask,
+    // id): written unless the committer knows them.
+    std::map<std::tuple<int64_t, int, std::string>, std::vector<std::string>> restored;
     for (const std::string& entry : state_->Get()) {
       size_t pos = 0;
       const auto checkpoint_id = static_cast<int64_t>(ReadVarint(entry, &pos));
@@ -131,14 +145,15 @@ class WriteAheadOperator final : public StreamOperator {
       if (parallelism < 1 || subtask >= parallelism) {
         throw std::runtime_error("corrupt write-ahead state: subtask beyond its parallelism");
       }
+      std::string id(ReadField(entry, &pos));
       if (subtask % parallelism_ != subtask_) continue;
-      restored[{checkpoint_id, subtask}].push_back(entry.substr(pos));
+      restored[{checkpoint_id, subtask, std::move(id)}].push_back(entry.substr(pos));
     }
     state_->Clear();
     for (const auto& [key, chunks] : restored) {
-      const auto [checkpoint_id, subtask] = key;
-      if (sink_->IsWritten(subtask, checkpoint_id)) continue;
-      Write(subtask, checkpoint_id, chunks);
+      const WriteAheadBatch batch{std::get<1>(key), std::get<0>(key), std::get<2>(key)};
+      if (sink_->IsWritten(batch)) continue;
+      Write(batch, chunks);
     }
   }
 
@@ -151,7 +166,7 @@ class WriteAheadOperator final : public StreamOperator {
 
   void PrepareSnapshotPreBarrier(int64_t checkpoint_id) override {
     if (open_.empty()) return;  // nothing since the last barrier
-    pending_.push_back(Batch{checkpoint_id, std::move(open_)});
+    pending_.push_back(Batch{{subtask_, checkpoint_id, NewBatchId()}, std::move(open_)});
     open_.clear();
   }
 
@@ -160,9 +175,11 @@ class WriteAheadOperator final : public StreamOperator {
     for (const Batch& batch : pending_) {
       for (const std::string& chunk : batch.chunks) {
         std::string entry;
-        WriteVarint(static_cast<uint64_t>(batch.checkpoint_id), entry);
+        WriteVarint(static_cast<uint64_t>(batch.info.checkpoint_id), entry);
         WriteVarint(static_cast<uint64_t>(subtask_), entry);
         WriteVarint(static_cast<uint64_t>(parallelism_), entry);
+        WriteVarint(batch.info.id.size(), entry);
+        entry.append(batch.info.id);
         entry.append(chunk);
         entries.push_back(std::move(entry));
       }
@@ -173,15 +190,15 @@ class WriteAheadOperator final : public StreamOperator {
   void NotifyCheckpointComplete(int64_t checkpoint_id) override {
     // Oldest first; the batches of aborted checkpoints go with this one.
     auto end = std::find_if(pending_.begin(), pending_.end(),
-                            [checkpoint_id](const Batch& b) { return b.checkpoint_id > checkpoint_id; });
-    for (auto it = pending_.begin(); it != end; ++it) Write(subtask_, it->checkpoint_id, it->chunks);
+                            [checkpoint_id](const Batch& b) { return b.info.checkpoint_id > checkpoint_id; });
+    for (auto it = pending_.begin(); it != end; ++it) Write(it->info, it->chunks);
     pending_.erase(pending_.begin(), end);
   }
 
   void EndInput() override {
-    for (const Batch& batch : pending_) Write(subtask_, batch.checkpoint_id, batch.chunks);
+    for (const Batch& batch : pending_) Write(batch.info, batch.chunks);
     pending_.clear();
-    if (!open_.empty()) Write(subtask_, 0, open_);
+    if (!open_.empty()) Write(WriteAheadBatch{subtask_, 0, NewBatchId()}, open_);
     open_.clear();
   }
 
@@ -205,18 +222,30 @@ class WriteAheadOperator final : public StreamOperator {
   static constexpr size_t kChunkBytes = 1 << 20;
 
   struct Batch {
-    int64_t checkpoint_id = 0;
+    WriteAheadBatch info;
     std::vector<std::string> chunks;
   };
 
-  void Write(int subtask, int64_t checkpoint_id, const std::vector<std::string>& chunks) {
+  void Write(const WriteAheadBatch& batch, const std::vector<std::string>& chunks) {
     std::vector<T> records;
     for (const std::string& chunk : chunks) {
       size_t pos = 0;
       while (pos < chunk.size()) records.push_back(S::Read(ReadField(chunk, &pos)));
     }
-    sink_->WriteBatch(subtask, checkpoint_id, records);
-    sink_->MarkWritten(subtask, checkpoint_id);
+    sink_->WriteBatch(batch, records);
+    sink_->MarkWritten(batch);
+  }
+
+  // 128 bits from the operating system's random source (one call per
+  // batch: a checkpoint interval's worth of records).
+  std::string NewBatchId() {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string id;
+    for (int word = 0; word < 4; ++word) {
+      uint32_t bits = random_();
+      for (int i = 0; i < 8; ++i, bits >>= 4) id.push_back(kHex[bits & 0xf]);
+    }
+    return id;
   }
 
   template <typename U>
@@ -234,6 +263,7 @@ class WriteAheadOperator final : public StreamOperator {
   int parallelism_ = 1;
   std::vector<std::string> open_;  // chunks of the batch being filled
   std::vector<Batch> pending_;     // closed at a barrier, in checkpoint order
+  std::random_device random_;
 };
 
 }  // namespace internal

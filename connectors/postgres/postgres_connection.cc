@@ -20,9 +20,12 @@ std::string Trimmed(const char* message) {
 
 absl::StatusOr<std::unique_ptr<PostgresConnection>> PostgresConnection::Connect(const std::string& conninfo,
                                                                                const std::string& application_name) {
-  // Defaults first: what the connection string says overrides them.
-  const char* keywords[] = {"connect_timeout", "application_name", "dbname", nullptr};
-  const char* values[] = {"10", application_name.c_str(), conninfo.c_str(), nullptr};
+  // Defaults first: what the connection string says overrides them. TCP
+  // keepalives and a user timeout: a peer that vanished (a partition, a
+  // dead host) fails the call within about 30 s instead of never.
+  const char* keywords[] = {"connect_timeout", "application_name", "keepalives", "keepalives_idle",
+                            "keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname", nullptr};
+  const char* values[] = {"10", application_name.c_str(), "1", "10", "5", "3", "30000", conninfo.c_str(), nullptr};
   PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
   if (conn == nullptr) return absl::ResourceExhaustedError("PostgreSQL: libpq could not allocate a connection");
   if (PQstatus(conn) != CONNECTION_OK) {
@@ -76,6 +79,11 @@ absl::Status PostgresConnection::Error(std::string_view what, const pg_result* r
     return absl::UnavailableError(text);
   }
   if (sqlstate == "42704") return absl::NotFoundError(text);
+  // Data exceptions and integrity constraint violations: the rows, not the
+  // server, are the problem.
+  if (absl::StartsWith(sqlstate, "22") || absl::StartsWith(sqlstate, "23")) {
+    return absl::InvalidArgumentError(absl::StrCat(text, " (SQLSTATE ", sqlstate, ")"));
+  }
   if (absl::StartsWith(sqlstate, "28")) return absl::UnauthenticatedError(text);
   return absl::FailedPreconditionError(absl::StrCat(text, sqlstate.empty() ? "" : " (SQLSTATE " + sqlstate + ")"));
 }

@@ -3,8 +3,9 @@
 // Codes: kUnavailable when the server cannot be reached or the connection
 // broke (retry after reconnecting), kUnauthenticated when it refused the
 // credentials, kNotFound for SQLSTATE 42704 (e.g. COMMIT PREPARED of a
-// transaction that does not exist), kFailedPrecondition for anything else
-// the server refused. Messages say what was attempted on which server
+// transaction that does not exist), kInvalidArgument for data the server
+// refuses (SQLSTATE classes 22 and 23: bad values, constraint violations),
+// kFailedPrecondition for anything else the server refused. Messages say what was attempted on which server
 // ("host:port/database") and the server's own words; they never contain the
 // connection string (it may hold a password).
 //

@@ -101,6 +101,14 @@ PostgresRowWriter::PostgresRowWriter(PostgresSinkConfig config, std::string clie
                                    ") FROM STDIN")) {}
 
 void PostgresRowWriter::Throw(const absl::Status& status) const {
+  if (absl::IsInvalidArgument(status)) {
+    // The same rows come again after a restart: fail the job instead.
+    throw UnrecoverableError(absl::StrCat(
+        client_, ": ", status.message(),
+        "; the table refuses rows the job writes (a restart would write them again); fix the job or the table (a "
+        "unique key on the table and at-least-once output, which replays rows after a failure, do not go "
+        "together: use the two-phase-commit strategy)"));
+  }
   throw std::runtime_error(absl::StrCat(client_, ": ", status.message()));
 }
 
@@ -186,10 +194,11 @@ void PostgresAtLeastOnceSink::Process(void* record) {
 }
 
 void PostgresAtLeastOnceSink::Flush() {
+  const absl::Time deadline = absl::Now() + kPostgresReconnectTimeout;
   for (;;) {
     absl::Status status = writer_->Flush(*connection_);
     if (status.ok()) return;
-    if (!absl::IsUnavailable(status)) writer_->Throw(status);
+    if (!absl::IsUnavailable(status) || absl::Now() > deadline) writer_->Throw(status);
     logging::Get("postgres")->warn("{}: {}; reconnecting to send the rows again", writer_->client(), status);
     writer_->Reconnect(&connection_);
   }
@@ -216,6 +225,7 @@ std::string PostgresTwoPhaseCommitSink::GidPrefix(int subtask) const {
 
 void PostgresTwoPhaseCommitSink::Open(const SinkContext& context) {
   subtask_ = context.subtask_index;
+  parallelism_ = context.parallelism;
   writer_.emplace(config_, SinkClient(context));
   writer_->Connect(&connection_);
   writer_->Connect(&committer_);
@@ -229,6 +239,18 @@ void PostgresTwoPhaseCommitSink::Open(const SinkContext& context) {
         "strategy needs; set max_prepared_transactions in postgresql.conf to at least twice the sink's "
         "parallelism summed over the jobs that write to it (here at least ",
         2 * context.parallelism, ") and restart the server, or use Strategy::kWriteAhead"));
+  }
+  // Transaction names are unique per server, not per database.
+  absl::StatusOr<PostgresRows> elsewhere = committer_->Exec(
+      "SELECT database FROM pg_prepared_xacts WHERE database <> current_database() AND starts_with(gid, $1) LIMIT 1",
+      {config_.transaction_prefix + "-"});
+  if (!elsewhere.ok()) writer_->Throw(elsewhere.status());
+  if (!elsewhere->empty()) {
+    throw UnrecoverableError(absl::StrCat(
+        writer_->client(), ": database '", (*elsewhere)[0][0].value_or("?"), "' on PostgreSQL ", committer_->server(),
+        " holds prepared transactions named '", config_.transaction_prefix,
+        "-...': transaction names are shared by all databases of a server, so another sink writes with this "
+        "prefix; give one of them its own transaction_prefix (SinkOptions::transaction_prefix)"));
   }
   writer_->CreateTable(*committer_);
   if (context.operator_context != nullptr) {
@@ -276,13 +298,12 @@ void PostgresTwoPhaseCommitSink::CommitOnRecovery(const std::string& gid) {
 }
 
 void PostgresTwoPhaseCommitSink::CommitPrepared(const std::string& gid, bool absent_is_committed) {
+  // Set once a COMMIT PREPARED was sent and its answer lost: it may have
+  // committed.
   bool lost_connection = false;
   const absl::Time deadline = absl::Now() + kPostgresReconnectTimeout;
   for (;;) {
-    if (committer_ == nullptr || committer_->broken()) {
-      writer_->Reconnect(&committer_);
-      lost_connection = true;
-    }
+    if (committer_ == nullptr || committer_->broken()) writer_->Reconnect(&committer_);
     absl::StatusOr<PostgresRows> committed = committer_->Exec("COMMIT PREPARED " + committer_->Literal(gid));
     if (committed.ok()) return;
     if (absl::IsNotFound(committed.status())) {
@@ -311,7 +332,13 @@ void PostgresTwoPhaseCommitSink::Abort() {
 }
 
 void PostgresTwoPhaseCommitSink::AbortLingering(int old_subtask, const std::vector<std::string>& restored) {
-  const std::string prefix = GidPrefix(old_subtask);
+  // Called for each old subtask this one answers for, as far as the
+  // restored state tells the old parallelism; one pass over every
+  // '<prefix>-<o>-<checkpoint>' with o % parallelism == subtask covers them
+  // all, also those of a run at a higher parallelism that left no state.
+  if (lingering_done_) return;
+  lingering_done_ = true;
+  const std::string prefix = config_.transaction_prefix + "-";
   absl::StatusOr<PostgresRows> found = committer_->Exec(
       "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() AND starts_with(gid, $1)", {prefix});
   if (!found.ok()) writer_->Throw(found.status());
@@ -319,9 +346,15 @@ void PostgresTwoPhaseCommitSink::AbortLingering(int old_subtask, const std::vect
   for (const auto& row : *found) {
     if (row.empty() || !row[0].has_value()) continue;
     const std::string& gid = *row[0];
-    const std::string_view rest = std::string_view(gid).substr(prefix.size());
-    // Only '<prefix>-<subtask>-<checkpoint>': never another sink's.
-    if (rest.empty() || !std::all_of(rest.begin(), rest.end(), absl::ascii_isdigit) || keep.contains(gid)) continue;
+    // Only '<prefix>-<digits>-<digits>': never another sink's.
+    const std::vector<std::string> parts = absl::StrSplit(gid.substr(prefix.size()), '-');
+    int o = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &o) || o < 0 || parts[1].empty() ||
+        !std::all_of(parts[0].begin(), parts[0].end(), absl::ascii_isdigit) ||
+        !std::all_of(parts[1].begin(), parts[1].end(), absl::ascii_isdigit)) {
+      continue;
+    }
+    if (o % parallelism_ != subtask_ || keep.contains(gid)) continue;
     absl::StatusOr<PostgresRows> rolled_back = committer_->Exec("ROLLBACK PREPARED " + committer_->Literal(gid));
     if (!rolled_back.ok() && !absl::IsNotFound(rolled_back.status())) writer_->Throw(rolled_back.status());
     log_->info("{}: rolled back prepared transaction '{}', which no completed checkpoint lists", writer_->client(),
@@ -338,7 +371,11 @@ void PostgresTwoPhaseCommitSink::Close() {
 // ---------------------------------------------------------------- write-ahead
 
 namespace {
-constexpr char kCheckpointsTable[] = "weir_sink_checkpoints";
+constexpr char kBatchesTable[] = "weir_sink_batches";
+// Rows of weir_sink_batches kept per sink and subtask: a restore asks about
+// the few batches its checkpoint lists, all among the newest.
+constexpr int kBatchesKept = 1000;
+constexpr int kPruneEvery = 100;
 }  // namespace
 
 PostgresWriteAheadSink::PostgresWriteAheadSink(PostgresSinkConfig config)
@@ -349,54 +386,66 @@ void PostgresWriteAheadSink::Open(const SinkContext& context) {
   writer_->Connect(&connection_);
   writer_->CreateTable(*connection_);
   absl::StatusOr<PostgresRows> created = connection_->Exec(absl::StrCat(
-      "BEGIN; SELECT pg_advisory_xact_lock(hashtext('weir-create ", kCheckpointsTable, "')); CREATE TABLE IF NOT EXISTS ",
-      kCheckpointsTable, " (sink text, subtask int, checkpoint_id bigint, PRIMARY KEY (sink, subtask)); COMMIT"));
+      "BEGIN; SELECT pg_advisory_xact_lock(hashtext('weir-create ", kBatchesTable, "')); CREATE TABLE IF NOT EXISTS ",
+      kBatchesTable,
+      " (sink text, batch_id text, subtask int, checkpoint_id bigint, written_at timestamptz NOT NULL DEFAULT "
+      "now(), PRIMARY KEY (sink, batch_id)); COMMIT"));
   if (!created.ok()) {
     (void)connection_->Exec("ROLLBACK");
     writer_->Throw(created.status());
   }
   if (context.operator_context != nullptr) {
-    batches_metric_ = &context.operator_context->metrics().counter("weir_postgres_write_ahead_batches_total",
-                                    "Batches of completed checkpoints the write-ahead sink wrote.",
-                                    {{"table", config_.table}});
+    batches_metric_ = &context.operator_context->metrics().counter(
+        "weir_postgres_write_ahead_batches_total", "Batches of completed checkpoints the write-ahead sink wrote.",
+        {{"table", config_.table}});
   }
 }
 
-void PostgresWriteAheadSink::WriteBatch(int subtask, int64_t checkpoint_id, const std::vector<postgres::Row>& rows) {
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (!writer_->Add(rows[i]) && i + 1 < rows.size()) continue;
-    absl::Status status = writer_->Flush(*connection_);
-    if (!status.ok()) {
-      writer_->Discard();
-      writer_->Throw(status);
-    }
-    if (i + 1 < rows.size()) fault::MaybeCrash(fault::Point::kTaskManagerMidWriteAheadBatch, checkpoint_id);
+void PostgresWriteAheadSink::WriteBatch(const WriteAheadBatch& batch, const std::vector<postgres::Row>& rows) {
+  auto fail = [&](const absl::Status& status) {
+    writer_->Discard();
+    if (!connection_->broken()) (void)connection_->Exec("ROLLBACK");
+    writer_->Throw(status);
+  };
+  // Every part but the last in its own autocommitted COPY; the last one
+  // and the batch's row in weir_sink_batches in one transaction.
+  size_t i = 0;
+  for (; i < rows.size(); ++i) {
+    if (!writer_->Add(rows[i]) || i + 1 == rows.size()) continue;
+    if (absl::Status s = writer_->Flush(*connection_); !s.ok()) fail(s);
+    fault::MaybeCrash(fault::Point::kTaskManagerMidWriteAheadBatch, batch.checkpoint_id);
   }
-  if (batches_metric_ != nullptr) batches_metric_->Inc();
-}
-
-bool PostgresWriteAheadSink::IsWritten(int subtask, int64_t checkpoint_id) {
-  absl::StatusOr<PostgresRows> found =
-      connection_->Exec(absl::StrCat("SELECT checkpoint_id FROM ", kCheckpointsTable, " WHERE sink = $1 AND subtask = $2"),
-                        {config_.transaction_prefix, absl::StrCat(subtask)});
-  if (!found.ok()) writer_->Throw(found.status());
-  int64_t written = -1;
-  if (found->empty() || !(*found)[0][0].has_value() || !absl::SimpleAtoi(*(*found)[0][0], &written)) return false;
-  return written >= checkpoint_id;
-}
-
-void PostgresWriteAheadSink::MarkWritten(int subtask, int64_t checkpoint_id) {
+  absl::StatusOr<PostgresRows> begun = connection_->Exec("BEGIN");
+  if (!begun.ok()) fail(begun.status());
+  if (absl::Status s = writer_->Flush(*connection_); !s.ok()) fail(s);
   absl::StatusOr<PostgresRows> marked = connection_->Exec(
-      absl::StrCat("INSERT INTO ", kCheckpointsTable,
-                   " (sink, subtask, checkpoint_id) VALUES ($1, $2, $3) ON CONFLICT (sink, subtask) DO UPDATE SET "
-                   "checkpoint_id = EXCLUDED.checkpoint_id"),
-      {config_.transaction_prefix, absl::StrCat(subtask), absl::StrCat(checkpoint_id)});
-  if (!marked.ok()) writer_->Throw(marked.status());
+      absl::StrCat("INSERT INTO ", kBatchesTable, " (sink, batch_id, subtask, checkpoint_id) VALUES ($1, $2, $3, $4)"),
+      {config_.transaction_prefix, batch.id, absl::StrCat(batch.subtask), absl::StrCat(batch.checkpoint_id)});
+  if (!marked.ok()) fail(marked.status());
+  absl::StatusOr<PostgresRows> committed = connection_->Exec("COMMIT");
+  if (!committed.ok()) fail(committed.status());
+  if (batches_metric_ != nullptr) batches_metric_->Inc();
+  if (++batches_written_ % kPruneEvery == 0) {
+    absl::StatusOr<PostgresRows> pruned = connection_->Exec(
+        absl::StrCat("DELETE FROM ", kBatchesTable, " WHERE sink = $1 AND subtask = $2 AND batch_id NOT IN (SELECT "
+                     "batch_id FROM ", kBatchesTable, " WHERE sink = $1 AND subtask = $2 ORDER BY written_at DESC "
+                     "LIMIT ", kBatchesKept, ")"),
+        {config_.transaction_prefix, absl::StrCat(batch.subtask)});
+    if (!pruned.ok()) log_->warn("{}: {}", writer_->client(), pruned.status());
+  }
+}
+
+bool PostgresWriteAheadSink::IsWritten(const WriteAheadBatch& batch) {
+  absl::StatusOr<PostgresRows> found = connection_->Exec(
+      absl::StrCat("SELECT 1 FROM ", kBatchesTable, " WHERE sink = $1 AND batch_id = $2"),
+      {config_.transaction_prefix, batch.id});
+  if (!found.ok()) writer_->Throw(found.status());
+  return !found->empty();
 }
 
 void PostgresWriteAheadSink::ForgetWritten() {
   absl::StatusOr<PostgresRows> forgotten = connection_->Exec(
-      absl::StrCat("DELETE FROM ", kCheckpointsTable, " WHERE sink = $1"), {config_.transaction_prefix});
+      absl::StrCat("DELETE FROM ", kBatchesTable, " WHERE sink = $1"), {config_.transaction_prefix});
   if (!forgotten.ok()) writer_->Throw(forgotten.status());
 }
 

@@ -16,12 +16,19 @@
 //                     transaction). On start, the restored transactions are
 //                     committed (one that no longer exists was committed
 //                     before) and every other prepared transaction named
-//                     '<prefix>-<subtask>-<digits>' for the subtasks this one
-//                     answers for is rolled back.
+//                     '<prefix>-<o>-<digits>' with o % parallelism ==
+//                     subtask is rolled back, whatever the old parallelism.
+//                     Transaction names are unique per server: a prefix
+//                     that another database's prepared transactions use
+//                     fails the job at start.
 //   write-ahead       PostgresWriteAheadSink on weir/write_ahead.h: a
-//                     completed checkpoint's rows in autocommitted COPYs of
-//                     batch.rows rows, then the checkpoint recorded in
-//                     weir_sink_checkpoints (sink, subtask, checkpoint_id).
+//                     completed checkpoint's rows in COPYs of batch.rows
+//                     rows, each autocommitted but the last, which commits
+//                     together with the batch's row in weir_sink_batches
+//                     (sink = the transaction prefix, batch_id, subtask,
+//                     checkpoint_id, written_at; the newest 1000 per sink
+//                     and subtask are kept). A crash between two COPYs of a
+//                     batch writes its earlier COPYs again after recovery.
 //
 // Properties (written by weir::postgres::Sink): conninfo, table, columns
 // (comma-separated), strategy, transaction.prefix, batch.rows, guarantee,
@@ -161,6 +168,8 @@ class PostgresTwoPhaseCommitSink : public weir::TwoPhaseCommitSink<postgres::Row
   std::shared_ptr<spdlog::logger> log_;
   std::optional<PostgresRowWriter> writer_;
   int subtask_ = 0;
+  int parallelism_ = 1;
+  bool lingering_done_ = false;
   std::unique_ptr<PostgresConnection> connection_;  // writes the open transaction
   std::unique_ptr<PostgresConnection> committer_;   // COMMIT / ROLLBACK PREPARED
   Counter* committed_metric_ = nullptr;
@@ -173,9 +182,9 @@ class PostgresWriteAheadSink : public weir::WriteAheadSink<postgres::Row> {
   explicit PostgresWriteAheadSink(PostgresSinkConfig config);
 
   void Open(const SinkContext& context) override;
-  void WriteBatch(int subtask, int64_t checkpoint_id, const std::vector<postgres::Row>& rows) override;
-  bool IsWritten(int subtask, int64_t checkpoint_id) override;
-  void MarkWritten(int subtask, int64_t checkpoint_id) override;
+  // Marks the batch written in the transaction of its last COPY.
+  void WriteBatch(const WriteAheadBatch& batch, const std::vector<postgres::Row>& rows) override;
+  bool IsWritten(const WriteAheadBatch& batch) override;
   void ForgetWritten() override;
   void Close() override;
 
@@ -185,6 +194,7 @@ class PostgresWriteAheadSink : public weir::WriteAheadSink<postgres::Row> {
   std::optional<PostgresRowWriter> writer_;
   std::unique_ptr<PostgresConnection> connection_;
   Counter* batches_metric_ = nullptr;
+  int64_t batches_written_ = 0;
 };
 
 class PostgresSinkConnector final : public Connector {

@@ -26,23 +26,34 @@ using TestContext = weir::testing::FakeOperatorContext;
 
 // What an external system with a checkpoint committer would hold.
 struct External {
-  std::vector<std::string> log;                // "write <subtask>/<checkpoint>: a,b"
-  std::set<std::pair<int, int64_t>> written;  // (subtask, checkpoint) marked
+  std::vector<std::string> log;                     // "write <subtask>/<checkpoint>: a,b"
+  std::map<std::pair<int, int64_t>, std::string> ids;  // (subtask, checkpoint) -> id of its batch
+  std::set<std::string> written;                    // ids marked
+  std::vector<std::string> asked;                   // ids IsWritten was asked about
   int forgotten = 0;
+
+  bool Written(int subtask, int64_t checkpoint) const {
+    auto it = ids.find({subtask, checkpoint});
+    return it != ids.end() && written.contains(it->second);
+  }
+  void Unmark(int subtask, int64_t checkpoint) { written.erase(ids.at({subtask, checkpoint})); }
 };
 
 class RecordingSink final : public WriteAheadSink<std::string> {
  public:
   explicit RecordingSink(External* external) : external_(external) {}
-  void WriteBatch(int subtask, int64_t checkpoint_id, const std::vector<std::string>& records) override {
+  void WriteBatch(const WriteAheadBatch& batch, const std::vector<std::string>& records) override {
     std::string text;
     for (const std::string& r : records) text += (text.empty() ? "" : ",") + r;
-    external_->log.push_back("write " + std::to_string(subtask) + "/" + std::to_string(checkpoint_id) + ": " + text);
+    external_->log.push_back("write " + std::to_string(batch.subtask) + "/" + std::to_string(batch.checkpoint_id) +
+                             ": " + text);
+    external_->ids[{batch.subtask, batch.checkpoint_id}] = batch.id;
   }
-  bool IsWritten(int subtask, int64_t checkpoint_id) override {
-    return external_->written.contains({subtask, checkpoint_id});
+  bool IsWritten(const WriteAheadBatch& batch) override {
+    external_->asked.push_back(batch.id);
+    return external_->written.contains(batch.id);
   }
-  void MarkWritten(int subtask, int64_t checkpoint_id) override { external_->written.insert({subtask, checkpoint_id}); }
+  void MarkWritten(const WriteAheadBatch& batch) override { external_->written.insert(batch.id); }
   void ForgetWritten() override {
     ++external_->forgotten;
     external_->written.clear();
@@ -85,7 +96,11 @@ TEST(WriteAheadTest, WritesABatchOnlyWhenItsCheckpointCompletesAndCarriesAborted
   // 2 completes: 1's batch (its checkpoint aborted) goes first.
   op->NotifyCheckpointComplete(2);
   EXPECT_THAT(external.log, ElementsAre("write 0/1: a,b", "write 0/2: c"));
-  EXPECT_EQ(external.written, (std::set<std::pair<int, int64_t>>{{0, 1}, {0, 2}}));
+  EXPECT_TRUE(external.Written(0, 1));
+  EXPECT_TRUE(external.Written(0, 2));
+  const std::string first = external.ids[{0, 1}], second = external.ids[{0, 2}];
+  EXPECT_NE(first, second);
+  EXPECT_EQ(first.size(), 32u);
   op->NotifyCheckpointComplete(3);
   EXPECT_EQ(external.log.size(), 2u);
 }
@@ -107,7 +122,7 @@ TEST(WriteAheadTest, ARestoreWritesTheBatchesTheCommitterDoesNotKnowAndNothingTw
     // Checkpoint 3 completes; the crash comes after batch 2 was written
     // but before it was marked: the committer knows only 1.
     op->NotifyCheckpointComplete(2);
-    external.written.erase({0, 2});
+    external.Unmark(0, 2);
   }
   ASSERT_THAT(external.log, ElementsAre("write 0/1: a", "write 0/2: b"));
   external.log.clear();
@@ -116,6 +131,9 @@ TEST(WriteAheadTest, ARestoreWritesTheBatchesTheCommitterDoesNotKnowAndNothingTw
   // Batch 2 again (the window of this strategy), then 3; never 1.
   EXPECT_THAT(external.log, ElementsAre("write 0/2: b", "write 0/3: c"));
   EXPECT_EQ(external.forgotten, 1);  // only the first, fresh start
+  // The restored batch 2 kept the id it was written under before.
+  const std::string id2 = external.ids.at({0, 2});
+  EXPECT_THAT(external.asked, ::testing::Contains(id2));
   // Marked now: a second restore of the same checkpoint writes nothing.
   external.log.clear();
   TestContext again(snapshot);
@@ -138,9 +156,9 @@ TEST(WriteAheadTest, AfterARescaleEachOldSubtasksBatchesAreWrittenOnceUnderItsOw
     Emit(*op, "r" + std::to_string(subtask));
     Checkpoint(*op, 5);
     snapshots.push_back(context.Snapshot());
+    if (subtask == 1) op->NotifyCheckpointComplete(5);  // old subtask 1's batch is written
   }
   EXPECT_EQ(external.forgotten, 1);  // subtask 0 only
-  external.written.insert({1, 5});   // old subtask 1's batch was written
   const std::vector<taskmanager::OperatorStateSnapshot> rescaled =
       taskmanager::RedistributeOperatorState(snapshots, 2);
   std::vector<std::string> writes;
@@ -152,6 +170,37 @@ TEST(WriteAheadTest, AfterARescaleEachOldSubtasksBatchesAreWrittenOnceUnderItsOw
   }
   // New subtask 0 answers for old 0 and 2, new subtask 1 for old 1 (written).
   EXPECT_THAT(writes, ElementsAre("write 0/5: r0", "write 2/5: r2"));
+}
+
+// A job restored from an older savepoint numbers its checkpoints from
+// there: checkpoint 7 of the new run is not the batch 7 the old run wrote.
+TEST(WriteAheadTest, ACheckpointIdThatComesBackIsNotMistakenForAWrittenBatch) {
+  External external;
+  taskmanager::OperatorStateSnapshot savepoint;
+  {
+    TestContext context;
+    auto op = Start(&external, context);
+    Emit(*op, "old-5");
+    Checkpoint(*op, 5);
+    savepoint = context.Snapshot();
+    op->NotifyCheckpointComplete(5);
+    Emit(*op, "old-7");
+    Checkpoint(*op, 7);
+    op->NotifyCheckpointComplete(7);
+  }
+  ASSERT_THAT(external.log, ElementsAre("write 0/5: old-5", "write 0/7: old-7"));
+  external.log.clear();
+  taskmanager::OperatorStateSnapshot checkpoint7;
+  {
+    TestContext from_savepoint(savepoint);
+    auto op = Start(&external, from_savepoint);  // batch 5 is known: skipped
+    Emit(*op, "new-7");
+    Checkpoint(*op, 7);
+    checkpoint7 = from_savepoint.Snapshot();  // the crash comes before 7 completes
+  }
+  TestContext restored(checkpoint7);
+  Start(&external, restored);
+  EXPECT_THAT(external.log, ElementsAre("write 0/7: new-7"));
 }
 
 TEST(WriteAheadTest, EndOfInputWritesWhatIsPendingAndWhatIsOpen) {

@@ -3,6 +3,7 @@
 // JobManager.
 #include "taskmanager/task.h"
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -237,6 +238,58 @@ TEST(TaskTest, CancelEndsAnIdleTask) {
   task->Cancel("test");
   WaitDone(*task);
   EXPECT_EQ(h.listener.states().back(), v1::TASK_CANCELED);
+}
+
+// Counts records; notes each OnIdle that follows new records.
+class IdleRecordingSink final : public StreamOperator {
+ public:
+  explicit IdleRecordingSink(Trace* trace) : trace_(trace) {}
+  void Open(OperatorContext&, RecordOutput*) override {}
+  void Process(void*) override { ++records_; }
+  void OnIdle() override {
+    if (records_ == reported_) return;
+    reported_ = records_;
+    trace_->Add(absl::StrCat("idle after ", records_));
+  }
+
+ private:
+  Trace* const trace_;
+  int64_t records_ = 0, reported_ = 0;
+};
+
+// When its input runs dry, a task tells its operators (OnIdle), so that a
+// sink that batches sends what it holds without waiting for more input.
+TEST(TaskTest, OperatorsHearWhenTheInputRunsDry) {
+  Harness h;
+  auto job = std::make_shared<jobgraph::LoadedJob>();
+  StreamEnvironment env(&job->graph);
+  VertexSpec sink;
+  sink.name = "idle-recorder";
+  sink.kind = VertexSpec::Kind::kSink;
+  sink.operator_factory = [trace = &h.trace] { return std::make_unique<IdleRecordingSink>(trace); };
+  env.AddSource<int64_t>("numbers", [trace = &h.trace] {
+       return std::make_unique<CountingSource>(trace, 10, /*unbounded=*/true);
+     }).Attach(std::move(sink));
+  h.loader = std::make_unique<FakeLoader>(job);
+  TaskEnvironment task_env;
+  task_env.taskmanager_id = "tm-test";
+  task_env.artifacts = h.loader.get();
+  task_env.partitions = &h.partitions;
+  task_env.listener = &h.listener;
+  auto task = std::make_unique<Task>(Descriptor(), task_env);
+  task->Start();
+  bool idle = false;
+  for (int i = 0; i < 30000 && !idle; ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+    absl::MutexLock lock(&h.trace.mu);
+    idle = std::find(h.trace.events.begin(), h.trace.events.end(), "idle after 10") != h.trace.events.end();
+  }
+  EXPECT_TRUE(idle);
+  task->Cancel("test");
+  WaitDone(*task);
+  absl::MutexLock lock(&h.trace.mu);
+  // All ten records were in before the first idle moment.
+  EXPECT_THAT(h.trace.events, ElementsAre("initialize", "open", "idle after 10", "close"));
 }
 
 // A chain restored from a snapshot gives its operators their state back.
