@@ -75,8 +75,10 @@ struct SinkOptions {
   // Names the sink's prepared transactions ("<prefix>-<subtask>-<checkpoint>")
   // and its rows of weir_sink_batches. Keep it stable across restarts
   // and resubmissions of the job and unique among the sinks writing to the
-  // database. Default: "weir-<sink name>-<table>", characters other than
-  // letters, digits, '.', '_' and '-' replaced by '_'.
+  // database server (transaction names are shared by its databases).
+  // Default: "weir-<sink name>-<table>", characters other than letters,
+  // digits, '.', '_' and '-' replaced by '_' (past 150 characters: cut, with
+  // a hash of the whole).
   std::string transaction_prefix;
   // Rows per COPY.
   int batch_rows = 1000;
@@ -130,6 +132,16 @@ inline void Sink(const DataStream<Row>& stream, const SinkOptions& options, std:
   std::string prefix = options.transaction_prefix;
   if (prefix.empty()) {
     prefix = weir::internal::LegalName("weir-" + spec.name + "-" + options.table);
+    if (prefix.size() > 150) {
+      // Too long for a transaction name: a stable cut plus a hash (FNV-1a)
+      // of the whole.
+      uint64_t hash = 14695981039346656037ull;
+      for (unsigned char c : prefix) hash = (hash ^ c) * 1099511628211ull;
+      static constexpr char kHex[] = "0123456789abcdef";
+      std::string tail;
+      for (int i = 0; i < 16; ++i, hash >>= 4) tail.push_back(kHex[hash & 0xf]);
+      prefix = prefix.substr(0, 133) + "-" + tail;
+    }
   }
   spec.properties = {{"conninfo", options.conninfo},
                      {"table", options.table},

@@ -61,6 +61,10 @@ absl::StatusOr<PostgresSinkConfig> PostgresSinkConfig::FromProperties(const Prop
   }
   if (config.columns.size() > 1600) return BadProperty("columns", "...", "at most 1600 columns");
   config.create_table = Property(properties, "create.table");
+  if (config.create_table.find(';') != std::string::npos) {
+    return BadProperty("create.table", config.create_table,
+                       "column definitions such as 'key text, count bigint', without ';'");
+  }
   const std::string strategy = Property(properties, "strategy");
   bool known = false;
   for (postgres::Strategy s :

@@ -37,6 +37,9 @@ absl::StatusOr<RedisSinkConfig> RedisSinkConfig::FromProperties(const Properties
     return BadProperty("address", address, "HOST:PORT of the Redis server");
   }
   config.host = address.substr(0, colon);
+  if (config.host.size() > 2 && config.host.front() == '[' && config.host.back() == ']') {
+    config.host = config.host.substr(1, config.host.size() - 2);  // [::1]:6379
+  }
   config.password = PropertyOr(properties, "password");
   const std::string database = PropertyOr(properties, "database");
   if (!database.empty() && (!absl::SimpleAtoi(database, &config.database) || config.database < 0)) {
@@ -172,6 +175,12 @@ absl::Status RedisSink::ReadReplies() {
       if (absl::StartsWith(text, "NOAUTH") || absl::StartsWith(text, "WRONGPASS")) {
         return absl::UnauthenticatedError(absl::StrCat("Redis refused the ", what, ": ", text,
                                                        "; set the sink's password (SinkOptions::password)"));
+      }
+      // A server loading its data, a replica, one that cannot persist: may
+      // pass; sent again on a new connection.
+      if (absl::StartsWith(text, "LOADING") || absl::StartsWith(text, "READONLY") ||
+          absl::StartsWith(text, "MISCONF") || absl::StartsWith(text, "BUSY") || absl::StartsWith(text, "TRYAGAIN")) {
+        return absl::UnavailableError(absl::StrCat("Redis refused the ", what, " for now: ", text));
       }
       return absl::FailedPreconditionError(absl::StrCat("Redis refused the ", what, ": ", text));
     }

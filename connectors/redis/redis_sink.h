@@ -12,8 +12,9 @@
 //
 // Error replies: WRONGTYPE (HSET on a key that holds a string, ...) fails
 // the job at once (weir::UnrecoverableError: a restart would write the same
-// record again); NOAUTH and refused passwords, and any other error, fail
-// the task.
+// record again); LOADING, READONLY, MISCONF, BUSY and TRYAGAIN are retried
+// on a new connection like a broken one; NOAUTH and refused passwords, and
+// any other error, fail the task.
 //
 // Properties (written by weir::redis::Sink): address, password, database,
 // pipeline, reconnect.timeout.ms, guarantee (always at-least-once).

@@ -62,10 +62,17 @@ TEST(SinkConnectorsTest, RedisAcceptsWhatTheJobApiWritesAndRefusesBadProperties)
   EXPECT_EQ(config->pipeline, 64);
   EXPECT_FALSE(WritesExactlyOnce(written));
 
+  Properties v6 = written;
+  v6["address"] = "[::1]:6379";
+  absl::StatusOr<RedisSinkConfig> ipv6 = RedisSinkConfig::FromProperties(v6);
+  ASSERT_TRUE(ipv6.ok()) << ipv6.status();
+  EXPECT_EQ(ipv6->host, "::1");
+  EXPECT_EQ(ipv6->port, 6379);
+
   RedisSinkConnector connector;
   for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
            {"address", "cache"}, {"address", "cache:0"}, {"address", ":6379"}, {"database", "-1"},
-           {"pipeline", "0"}, {"reconnect.timeout.ms", "soon"}, {"guarantee", "exactly-once"}}) {
+           {"pipeline", "0"}, {"reconnect.timeout.ms", "soon"}, {"guarantee", "exactly-once"}, {"address", "[::1]"}}) {
     Properties bad = written;
     bad[key] = value;
     absl::Status status = connector.Validate(bad);
@@ -112,7 +119,8 @@ TEST(SinkConnectorsTest, PostgresRefusesBadPropertiesNamingThemAndNeverShowsTheC
            {"guarantee", "at-least-once"},
            {"transaction.prefix", "it's"},
            {"transaction.prefix", std::string(151, 'p')},
-           {"batch.rows", "0"}}) {
+           {"batch.rows", "0"},
+           {"create.table", "key text); DROP TABLE users; --"}}) {
     Properties bad = written;
     bad[key] = value;
     absl::Status status = connector.Validate(bad);
@@ -120,6 +128,24 @@ TEST(SinkConnectorsTest, PostgresRefusesBadPropertiesNamingThemAndNeverShowsTheC
     EXPECT_THAT(status.message(), HasSubstr("'" + key + "'")) << status;
     EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("secret"))) << status;
   }
+}
+
+TEST(SinkConnectorsTest, ALongDefaultPrefixIsCutStablyToWhatATransactionNameTakes) {
+  auto prefix_for = [](const std::string& table) {
+    return SinkProperties<postgres::Row>([&](const DataStream<postgres::Row>& rows) {
+      postgres::Sink(rows, {.conninfo = "dbname=x", .table = table, .columns = {"a"}},
+                     std::string(100, 'n'));
+    }).at("transaction.prefix");
+  };
+  const std::string a = prefix_for(std::string(63, 't')), again = prefix_for(std::string(63, 't'));
+  const std::string b = prefix_for(std::string(62, 't'));
+  EXPECT_EQ(a.size(), 150u);
+  EXPECT_EQ(a, again);
+  EXPECT_NE(a, b);
+  EXPECT_TRUE(PostgresSinkConnector().Validate(SinkProperties<postgres::Row>([](const DataStream<postgres::Row>& rows) {
+                postgres::Sink(rows, {.conninfo = "dbname=x", .table = std::string(63, 't'), .columns = {"a"}},
+                               std::string(100, 'n'));
+              })).ok());
 }
 
 TEST(SinkConnectorsTest, CopyTextEscapesWhatCopyWouldReadAsSyntax) {
