@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <chrono>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -28,7 +29,8 @@ absl::Status StorageError(absl::string_view what, absl::string_view detail) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(const std::string& root, int64_t max_bytes) {
+absl::StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(const std::string& root, int64_t max_bytes,
+                                                                   int64_t quota_bytes) {
   std::string dir = absl::StrCat(root, "/artifacts/sha256");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -39,10 +41,54 @@ absl::StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(const std::st
   }
   // No upload is in progress before this JobManager serves: any temporary
   // file is a crashed one's.
+  int64_t stored = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    if (entry.path().filename().string().rfind(".upload-", 0) == 0) std::filesystem::remove(entry.path(), ec);
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(".upload-", 0) == 0) {
+      std::filesystem::remove(entry.path(), ec);
+    } else if (crypto::IsSha256Hex(name)) {
+      const auto size = std::filesystem::file_size(entry.path(), ec);
+      if (!ec) stored += static_cast<int64_t>(size);
+    }
   }
-  return std::unique_ptr<ArtifactStore>(new ArtifactStore(dir, max_bytes));
+  std::unique_ptr<ArtifactStore> store(new ArtifactStore(dir, max_bytes, quota_bytes));
+  store->stored_bytes_ = stored;
+  return store;
+}
+
+absl::Status ArtifactStore::OverQuota() const {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the JobManager's job binaries would take more than their quota of ", quota_bytes_,
+      " bytes (jobmanager.artifact.store.max-size) with this one; binaries no job uses go after "
+      "jobmanager.artifact.retention: cancel jobs you no longer need, or raise the quota"));
+}
+
+ArtifactStore::Collected ArtifactStore::Collect(const std::set<std::string>& in_use, absl::Duration retention,
+                                                absl::Time now) {
+  static const std::shared_ptr<spdlog::logger> log = logging::Get("artifacts");
+  Collected collected;
+  std::error_code ec;
+  const auto cutoff = std::filesystem::file_time_type::clock::now() -
+                      std::chrono::duration_cast<std::filesystem::file_time_type::duration>(
+                          absl::ToChronoNanoseconds(retention + (absl::Now() - now)));
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!crypto::IsSha256Hex(name) || in_use.contains(name)) continue;
+    absl::MutexLock lock(&mu_);
+    std::error_code stat_error;
+    const auto modified = std::filesystem::last_write_time(entry.path(), stat_error);
+    const auto size = std::filesystem::file_size(entry.path(), stat_error);
+    if (stat_error || modified > cutoff) continue;
+    if (std::filesystem::remove(entry.path(), stat_error)) {
+      ++collected.files;
+      collected.bytes += static_cast<int64_t>(size);
+      stored_bytes_ -= static_cast<int64_t>(size);
+      log->info("artifact {} removed: no job uses it, and it was stored more than {} ago "
+                "(jobmanager.artifact.retention)",
+                name, absl::FormatDuration(retention));
+    }
+  }
+  return collected;
 }
 
 absl::StatusOr<std::unique_ptr<ArtifactStore::Upload>> ArtifactStore::BeginUpload() {
@@ -62,6 +108,11 @@ absl::Status ArtifactStore::Upload::Append(absl::string_view data) {
   if (size_ + static_cast<int64_t>(data.size()) > store_->max_bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat("the job binary is larger than the limit of ",
                                                      store_->max_bytes_, " bytes (jobmanager.artifact.max-size)"));
+  }
+  // Without the stored binaries: this one may replace one of them (checked
+  // at Commit).
+  if (store_->quota_bytes_ > 0 && size_ + static_cast<int64_t>(data.size()) > store_->quota_bytes_) {
+    return store_->OverQuota();
   }
   if (std::fwrite(data.data(), 1, data.size(), file_) != data.size()) {
     return StorageError("writing", absl::StrCat(temp_path_, ": ", Errno()));
@@ -84,8 +135,18 @@ absl::StatusOr<std::string> ArtifactStore::Upload::Commit(absl::string_view expe
   file_ = nullptr;
   std::string sha = sha_.HexDigest();
   std::string final_path = absl::StrCat(store_->dir_, "/", sha);
-  if (std::rename(temp_path_.c_str(), final_path.c_str()) != 0) {
-    return StorageError("moving into place", absl::StrCat(temp_path_, " to ", final_path, ": ", Errno()));
+  {
+    absl::MutexLock lock(&store_->mu_);
+    std::error_code ec;
+    const auto replaced = std::filesystem::file_size(final_path, ec);
+    const int64_t growth = size_ - (ec ? 0 : static_cast<int64_t>(replaced));
+    if (store_->quota_bytes_ > 0 && store_->stored_bytes_.load() + growth > store_->quota_bytes_) {
+      return store_->OverQuota();
+    }
+    if (std::rename(temp_path_.c_str(), final_path.c_str()) != 0) {
+      return StorageError("moving into place", absl::StrCat(temp_path_, " to ", final_path, ": ", Errno()));
+    }
+    store_->stored_bytes_ += growth;
   }
   committed_ = true;
   // Make the rename durable.

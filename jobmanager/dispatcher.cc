@@ -286,10 +286,19 @@ void Dispatcher::OnJobEnded(const std::string& job_id) {
 void Dispatcher::Housekeep() {
   std::vector<std::shared_ptr<JobMaster>> retired;
   std::vector<std::string> expired;
+  std::optional<std::set<std::string>> artifacts_in_use;
   {
     absl::MutexLock lock(&mu_);
     retired.swap(retired_);
     const absl::Time now = absl::Now();
+    // Unused job binaries: looked for at most once a minute (a directory
+    // scan), more often when the retention is shorter.
+    // Not before Recover took the stored jobs back: their binaries are in use.
+    if (recovered_ && now - last_collect_ >= std::min(absl::Minutes(1), options_.artifact_retention)) {
+      last_collect_ = now;
+      artifacts_in_use.emplace();
+      for (const auto& [id, master] : jobs_) artifacts_in_use->insert(master->artifact_sha256());
+    }
     for (auto it = ended_.begin(); it != ended_.end();) {
       if (now - it->second.ended_at > options_.ended_job_expiration) {
         expired.push_back(it->first);
@@ -307,6 +316,9 @@ void Dispatcher::Housekeep() {
     }
   }
   retired.clear();  // joins the finished workers, here, off their own threads
+  if (artifacts_in_use.has_value() && artifacts_ != nullptr) {
+    artifacts_->Collect(*artifacts_in_use, options_.artifact_retention, absl::Now());
+  }
   for (const std::string& id : expired) {
     log_->info("job {} forgotten: it ended longer ago than jobstore.expiration-time (or beyond "
                "jobstore.max-capacity)",
@@ -329,6 +341,13 @@ bool HasOwnCheckpoint(const std::string& checkpoint_dir) {
 }  // namespace
 
 void Dispatcher::Recover() {
+  struct Done {
+    Dispatcher* d;
+    ~Done() {
+      absl::MutexLock lock(&d->mu_);
+      d->recovered_ = true;
+    }
+  } done{this};
   if (options_.store == nullptr) return;
   std::vector<std::string> problems;
   std::vector<StoredJob> stored = options_.store->Load(&problems);

@@ -56,6 +56,9 @@ struct DispatcherOptions {
   // Where job masters and checkpoint coordinators show their loops are
   // alive; null: nowhere.
   Liveness* liveness = nullptr;
+  // Job binaries no job uses go this long after their upload
+  // (jobmanager.artifact.retention).
+  absl::Duration artifact_retention = absl::Hours(1);
 };
 
 class Dispatcher {
@@ -129,6 +132,10 @@ class Dispatcher {
 
   mutable absl::Mutex mu_;
   std::atomic<int64_t> last_unlocked_ms_{absl::ToUnixMillis(absl::Now())};
+  // When Housekeep last collected unused job binaries; it does not before
+  // Recover has run.
+  absl::Time last_collect_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool recovered_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::shared_ptr<JobMaster>> jobs_ ABSL_GUARDED_BY(mu_);
   // Jobs that ended (here or under a previous JobManager), for listing.
   std::map<std::string, EndedJob> ended_ ABSL_GUARDED_BY(mu_);

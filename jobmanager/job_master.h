@@ -132,6 +132,8 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   // Recent checkpoints, newest first, and the checkpoint counters.
   v1::ListCheckpointsResponse Checkpoints() const ABSL_LOCKS_EXCLUDED(mu_);
   const std::string& job_id() const { return job_id_; }
+  // The job binary it runs (never changes).
+  const std::string& artifact_sha256() const { return request_.artifact_sha256(); }
   // The submitted graph (immutable).
   const v1::JobGraphSpec& graph_spec() const { return request_.graph(); }
 

@@ -26,7 +26,8 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   std::string storage_dir = config.GetString(k::kHaStorageDir);
   // First: a second JobManager on this directory stops here.
   ASSIGN_OR_RETURN(jm->store_, JobStore::Open(storage_dir));
-  ASSIGN_OR_RETURN(jm->artifacts_, ArtifactStore::Open(storage_dir, config.GetMemorySize(k::kArtifactMaxSize)));
+  ASSIGN_OR_RETURN(jm->artifacts_, ArtifactStore::Open(storage_dir, config.GetMemorySize(k::kArtifactMaxSize),
+                                                       config.GetMemorySize(k::kArtifactStoreMaxSize)));
   DispatcherOptions dispatcher_options;
   dispatcher_options.default_parallelism = static_cast<int>(config.GetInt(k::kParallelismDefault));
   dispatcher_options.max_parallelism = static_cast<int>(config.GetInt(k::kMaxParallelism));
@@ -40,6 +41,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   dispatcher_options.ended_job_expiration = config.GetDuration(k::kJobStoreExpirationTime);
   dispatcher_options.max_ended_jobs = static_cast<int>(config.GetInt(k::kJobStoreMaxCapacity));
   dispatcher_options.liveness = &jm->liveness_;
+  dispatcher_options.artifact_retention = config.GetDuration(k::kArtifactRetention);
   dispatcher_options.connectors =
       std::make_shared<const connectors::ConnectorRegistry>(connectors::BuiltinConnectors(config));
   jm->dispatcher_ =

@@ -133,6 +133,22 @@ constexpr std::array kOptions = {
                .description = "Largest job binary the JobManager accepts.",
                .scope = kJobManager,
                .min_value = 1024},
+    OptionSpec{.key = keys::kArtifactStoreMaxSize,
+               .type = OptionType::kMemorySize,
+               .default_value = "10 gb",
+               .description = "Quota of all job binaries the JobManager stores: an upload that would exceed it is "
+                              "refused. 0: no quota.",
+               .scope = kJobManager,
+               .min_value = 0},
+    OptionSpec{.key = keys::kArtifactRetention,
+               .type = OptionType::kDuration,
+               .default_value = "1 h",
+               .description = "A job binary that no job (running, restarting or being recovered) uses is removed "
+                              "once it was uploaded longer ago than this (at least 1 min: a submission follows "
+                              "its upload).",
+               .scope = kJobManager,
+               .min_value = 60 * 1000,
+               .max_value = 365 * kMsPerDay},
     OptionSpec{.key = keys::kParallelismDefault,
                .type = OptionType::kInt,
                .default_value = "1",

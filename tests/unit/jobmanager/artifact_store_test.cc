@@ -112,3 +112,59 @@ TEST(ArtifactStoreTest, RejectsAnEmptyUpload) {
 
 }  // namespace
 }  // namespace weir::jobmanager
+
+namespace weir::jobmanager {
+namespace {
+
+std::string Store(ArtifactStore& store, const std::string& bytes) {
+  auto upload = store.BeginUpload();
+  EXPECT_TRUE(upload.ok());
+  EXPECT_TRUE((*upload)->Append(bytes).ok());
+  auto sha = (*upload)->Commit();
+  EXPECT_TRUE(sha.ok()) << sha.status();
+  return sha.ok() ? *sha : "";
+}
+
+// Binaries no job uses go once older than the retention; the quota counts
+// what is stored, also across a reopen, and frees what was collected.
+TEST(ArtifactStoreTest, CollectsUnusedBinariesAfterTheRetentionAndKeepsWithinItsQuota) {
+  const std::string root = weir::testing::MakeTempDir("weir-artifacts");
+  auto store = ArtifactStore::Open(root, 1 << 20, /*quota_bytes=*/25);
+  ASSERT_TRUE(store.ok());
+  const std::string used = Store(**store, "0123456789");
+  const std::string unused = Store(**store, "abcdefghij");
+  EXPECT_EQ((*store)->stored_bytes(), 20);
+  // Storing one again replaces it: no more bytes.
+  EXPECT_EQ(Store(**store, "abcdefghij"), unused);
+  EXPECT_EQ((*store)->stored_bytes(), 20);
+  // Beyond the quota: refused when it would be stored, saying which setting.
+  auto upload = (*store)->BeginUpload();
+  ASSERT_TRUE(upload.ok());
+  ASSERT_TRUE((*upload)->Append("9876543210").ok());
+  absl::StatusOr<std::string> over = (*upload)->Commit();
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(over.status().message(), "jobmanager.artifact.store.max-size")) << over.status();
+  upload->reset();
+  // One bigger than the whole quota: refused as it arrives.
+  auto big = (*store)->BeginUpload();
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ((*big)->Append(std::string(26, 'x')).code(), absl::StatusCode::kResourceExhausted);
+
+  // Within the retention nothing goes; after it, only what no job uses.
+  ArtifactStore::Collected none = (*store)->Collect({used}, absl::Hours(1), absl::Now());
+  EXPECT_EQ(none.files, 0);
+  ArtifactStore::Collected collected = (*store)->Collect({used}, absl::Hours(1), absl::Now() + absl::Hours(2));
+  EXPECT_EQ(collected.files, 1);
+  EXPECT_EQ(collected.bytes, 10);
+  EXPECT_TRUE((*store)->PathOf(used).ok());
+  EXPECT_EQ((*store)->PathOf(unused).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*store)->stored_bytes(), 10);
+  EXPECT_FALSE(Store(**store, "klmnopqrst").empty());  // room again
+
+  auto reopened = ArtifactStore::Open(root, 1 << 20, 25);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ((*reopened)->stored_bytes(), 20);
+}
+
+}  // namespace
+}  // namespace weir::jobmanager
