@@ -125,7 +125,9 @@ int64_t PreparedTransactions(const std::string& conninfo, const std::string& pre
   if (c == nullptr) return -1;
   auto rows = c->Exec("SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, $1)", {prefix});
   int64_t n = -1;
-  if (rows.ok() && !rows->empty() && (*rows)[0][0].has_value()) EXPECT_TRUE(absl::SimpleAtoi(*(*rows)[0][0], &n));
+  if (rows.ok() && !rows->empty() && (*rows)[0][0].has_value()) {
+    EXPECT_TRUE(absl::SimpleAtoi(*(*rows)[0][0], &n));
+  }
   return n;
 }
 
@@ -149,7 +151,9 @@ int64_t ExpectEveryCountOnce(const TableContents& table, const std::map<std::str
   }
   EXPECT_EQ(missing, 0);
   EXPECT_EQ(unexpected, 0);
-  if (!allow_duplicates) EXPECT_EQ(duplicates, 0);
+  if (!allow_duplicates) {
+    EXPECT_EQ(duplicates, 0);
+  }
   return duplicates;
 }
 
