@@ -521,8 +521,13 @@ void Dispatcher::OnTaskStateUpdate(const v1::TaskStateUpdate& update) {
   if (auto master = Find(update.job_id())) master->OnTaskStateUpdate(update);
 }
 
-void Dispatcher::OnTaskMetrics(const v1::TaskMetrics& metrics) {
-  if (auto master = Find(metrics.job_id())) master->OnTaskMetrics(metrics);
+void Dispatcher::OnTaskManagerReport(const v1::ReportTaskMetricsRequest& report) {
+  std::vector<std::shared_ptr<JobMaster>> masters;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, master] : jobs_) masters.push_back(master);
+  }
+  for (const auto& master : masters) master->OnTaskManagerReport(report);
 }
 
 void Dispatcher::OnCheckpointAcknowledged(const v1::AcknowledgeCheckpointRequest& ack) {

@@ -90,7 +90,8 @@ class Dispatcher {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   void OnTaskStateUpdate(const v1::TaskStateUpdate& update) ABSL_LOCKS_EXCLUDED(mu_);
-  void OnTaskMetrics(const v1::TaskMetrics& metrics) ABSL_LOCKS_EXCLUDED(mu_);
+  // A TaskManager's report of every task it holds, to every job.
+  void OnTaskManagerReport(const v1::ReportTaskMetricsRequest& report) ABSL_LOCKS_EXCLUDED(mu_);
   void OnCheckpointAcknowledged(const v1::AcknowledgeCheckpointRequest& ack) ABSL_LOCKS_EXCLUDED(mu_);
   void OnCheckpointDeclined(const v1::DeclineCheckpointRequest& decline) ABSL_LOCKS_EXCLUDED(mu_);
   // Recent checkpoints of a job, newest first; kNotFound for an unknown job.

@@ -317,6 +317,11 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
       return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                           absl::StrCat("deploying task ", labels[i], " at ", address, ": ", status.error_message()));
     }
+    {
+      absl::MutexLock lock(&mu_);
+      tasks_[i].deployed = true;
+      tasks_[i].deployed_at = absl::Now();
+    }
     log_->info("job {}: deployed task {} {} to {} slot {}", job_id_, tdd.task_id(), labels[i], address,
                tdd.slot_index());
   }
@@ -867,12 +872,24 @@ void JobMaster::DeleteCheckpoints(v1::JobState final_state) {
 
 void JobMaster::OnTaskStateUpdate(const v1::TaskStateUpdate& update) {
   absl::MutexLock lock(&mu_);
+  OnTaskStateUpdateLocked(update);
+}
+
+void JobMaster::OnTaskStateUpdateLocked(const v1::TaskStateUpdate& update) {
   if (update.attempt() != attempt_) return;  // a previous attempt's straggler
   TaskRecord* task = FindTaskLocked(update.task_id());
   if (task == nullptr || IsTerminal(task->state)) return;
   if (!update.taskmanager_id().empty() && update.taskmanager_id() != task->slot.taskmanager_id) {
     log_->warn("job {}: ignoring a state report for task {} from TaskManager {}, which does not run it", job_id_,
                task->task_id, update.taskmanager_id());
+    return;
+  }
+  // Only the states a task reports, and never back from RUNNING.
+  const v1::TaskState reported = update.state();
+  const bool known = reported == v1::TASK_DEPLOYING || reported == v1::TASK_RUNNING || IsTerminal(reported);
+  if (!known || (reported == v1::TASK_DEPLOYING && task->state == v1::TASK_RUNNING)) {
+    log_->warn("job {}: ignoring state {} reported for task {} (it is {})", job_id_, static_cast<int>(reported),
+               task->task_id, v1::TaskState_Name(task->state));
     return;
   }
   task->state = update.state();
@@ -914,16 +931,54 @@ void JobMaster::OnTaskStateUpdate(const v1::TaskStateUpdate& update) {
   }
 }
 
-void JobMaster::OnTaskMetrics(const v1::TaskMetrics& metrics) {
+void JobMaster::OnTaskManagerReport(const v1::ReportTaskMetricsRequest& report) {
   absl::MutexLock lock(&mu_);
-  if (metrics.attempt() != attempt_) return;
-  TaskRecord* task = FindTaskLocked(metrics.task_id());
-  if (task == nullptr) return;
-  task->records_in = std::max(task->records_in, metrics.records_in());
-  task->records_out = std::max(task->records_out, metrics.records_out());
-  task->backpressured_ms = std::max(task->backpressured_ms, metrics.backpressured_ms());
+  const std::string& taskmanager_id = report.taskmanager_id();
+  std::set<std::string> reported;
+  for (const v1::TaskMetrics& metrics : report.tasks()) {
+    if (metrics.job_id() != job_id_ || metrics.attempt() != attempt_) continue;
+    TaskRecord* task = FindTaskLocked(metrics.task_id());
+    if (task == nullptr || task->slot.taskmanager_id != taskmanager_id) continue;
+    reported.insert(task->task_id);
+    task->records_in = std::max(task->records_in, metrics.records_in());
+    task->records_out = std::max(task->records_out, metrics.records_out());
+    task->backpressured_ms = std::max(task->backpressured_ms, metrics.backpressured_ms());
+    if (IsTerminal(metrics.final_state()) && !IsTerminal(task->state)) {
+      log_->warn("job {}: task {} {} ended {}, which its own report did not tell (lost?); its TaskManager's "
+                 "metrics report did",
+                 job_id_, task->task_id, TaskLabel(*task), v1::TaskState_Name(metrics.final_state()));
+      v1::TaskStateUpdate update;
+      update.set_job_id(job_id_);
+      update.set_attempt(attempt_);
+      update.set_task_id(task->task_id);
+      update.set_taskmanager_id(taskmanager_id);
+      update.set_state(metrics.final_state());
+      update.set_error(metrics.error());
+      update.set_unrecoverable(metrics.unrecoverable());
+      update.set_records_in(metrics.records_in());
+      update.set_records_out(metrics.records_out());
+      OnTaskStateUpdateLocked(update);
+    }
+  }
+  const absl::Time now = absl::Now();
+  for (TaskRecord& task : tasks_) {
+    if (task.slot.taskmanager_id != taskmanager_id || !task.deployed || IsTerminal(task.state)) continue;
+    if (reported.contains(task.task_id)) {
+      task.missed_reports = 0;
+      continue;
+    }
+    if (now - task.deployed_at < kReportGrace || ++task.missed_reports < kMissedReportsForLost) continue;
+    if (state_ == v1::CANCELING || attempt_failed_) {
+      task.state = v1::TASK_CANCELED;  // what was asked of it
+      continue;
+    }
+    task.state = v1::TASK_FAILED;
+    task.error = absl::StrCat("TaskManager ", taskmanager_id, " no longer runs it, and how it ended never arrived");
+    log_->warn("job {}: task {} {} failed: {} ({} reports of that TaskManager in a row left it out)", job_id_,
+               task.task_id, TaskLabel(task), task.error, task.missed_reports);
+    FailLocked(absl::StrCat("task ", TaskLabel(task), " failed: ", task.error));
+  }
 }
-
 void JobMaster::OnTaskManagerLost(const v1::TaskManagerInfo& info, absl::string_view reason) {
   absl::MutexLock lock(&mu_);
   if (IsTerminal(state_)) return;

@@ -106,7 +106,13 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   void Start();
 
   void OnTaskStateUpdate(const v1::TaskStateUpdate& update) ABSL_LOCKS_EXCLUDED(mu_);
-  void OnTaskMetrics(const v1::TaskMetrics& metrics) ABSL_LOCKS_EXCLUDED(mu_);
+  // A TaskManager's periodic report of every task it holds: metrics; the
+  // final state of a task whose own report did not arrive; and a task of
+  // this attempt deployed there that kMissedReportsForLost reports in a row
+  // (after kReportGrace) left out has ended unreported, and is failed.
+  void OnTaskManagerReport(const v1::ReportTaskMetricsRequest& report) ABSL_LOCKS_EXCLUDED(mu_);
+  static constexpr int kMissedReportsForLost = 3;
+  static constexpr absl::Duration kReportGrace = absl::Seconds(10);
   void OnTaskManagerLost(const v1::TaskManagerInfo& info, absl::string_view reason) ABSL_LOCKS_EXCLUDED(mu_);
   void OnCheckpointAcknowledged(const v1::AcknowledgeCheckpointRequest& ack);
   void OnCheckpointDeclined(const v1::DeclineCheckpointRequest& decline);
@@ -151,6 +157,11 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
     // A source task that reached the end of its input and waits for the
     // final checkpoint.
     bool input_ended = false;
+    // Its TaskManager accepted the deployment (at deployed_at); metrics
+    // reports of that TaskManager in a row that left it out since.
+    bool deployed = false;
+    absl::Time deployed_at = absl::InfinitePast();
+    int missed_reports = 0;
   };
   // How an attempt ended.
   enum class AttemptEnd { kFinished, kCanceled, kFailed, kShutdown };
@@ -194,6 +205,7 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   // Cancels the current attempt's tasks on every TaskManager it deployed to.
   void CancelTasksOnTaskManagers(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
   // Marks tasks [first, end) that are still DEPLOYING as CANCELED.
+  void OnTaskStateUpdateLocked(const v1::TaskStateUpdate& update) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkUndeployed(size_t first) ABSL_LOCKS_EXCLUDED(mu_);
   // Fails the current attempt with `error` unless the job is already ending.
   void FailLocked(const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

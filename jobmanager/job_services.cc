@@ -156,7 +156,7 @@ grpc::Status JobMasterServiceImpl::DeclineCheckpoint(grpc::ServerContext* contex
 grpc::Status JobMasterServiceImpl::ReportTaskMetrics(grpc::ServerContext* context, const v1::ReportTaskMetricsRequest* request,
                                                      v1::TaskStateUpdateResponse*) {
   WEIR_RPC_AUTHORIZE(context);
-  for (const v1::TaskMetrics& m : request->tasks()) dispatcher_->OnTaskMetrics(m);
+  dispatcher_->OnTaskManagerReport(*request);
   return grpc::Status::OK;
 }
 

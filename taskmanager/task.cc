@@ -323,6 +323,11 @@ v1::TaskMetrics Task::Metrics() const {
     for (const auto& partition : partitions_) backpressured += partition->backpressured_time();
   }
   m.set_backpressured_ms(absl::ToInt64Milliseconds(backpressured));
+  if (done_.HasBeenNotified()) {
+    m.set_final_state(final_state_);
+    m.set_error(final_error_.substr(0, 4096));
+    m.set_unrecoverable(final_unrecoverable_);
+  }
   return m;
 }
 
@@ -384,6 +389,9 @@ void Task::Run() {
     log_->info("task {} {} (records in {}, out {})", tdd_.task_id(), v1::TaskState_Name(final_state),
                records_in_.load(), records_out_.load());
   }
+  final_state_ = final_state;
+  final_error_ = error;
+  final_unrecoverable_ = unrecoverable;
   Report(final_state, error, unrecoverable);
   if (job != nullptr) {
     job.reset();

@@ -143,6 +143,11 @@ class Task {
   TaskMetrics operator_metrics_;
   std::atomic<int64_t> records_in_{0};
   std::atomic<int64_t> records_out_{0};
+  // The final report, for Metrics() once the task ended (done_ notified
+  // after they are set).
+  v1::TaskState final_state_ = v1::TASK_STATE_UNSPECIFIED;
+  std::string final_error_;
+  bool final_unrecoverable_ = false;
   // The partitions this task produces; released on cancel to unblock it.
   mutable absl::Mutex partitions_mu_;
   std::vector<std::shared_ptr<network::ResultPartition>> partitions_ ABSL_GUARDED_BY(partitions_mu_);

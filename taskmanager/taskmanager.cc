@@ -84,6 +84,12 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   std::unique_ptr<TaskManager> tm(new TaskManager());
   tm->log_ = logging::Get("taskmanager");
   tm->maintenance_tick_ms_ = absl::ToUnixMillis(absl::Now());  // alive from the start
+  if (const std::string drop = config.GetString(k::kTestDropFinalTaskReports); drop != "none") {
+    tm->drop_final_reports_ = drop == "all" ? DropFinalReports::kAll : DropFinalReports::kStateReports;
+    tm->log_->warn("TEST: this TaskManager drops the final state reports of its tasks{} "
+                   "(test.drop-final-task-reports={}); never set it in production",
+                   drop == "all" ? " and their final states in its metrics reports" : "", drop);
+  }
   tm->slots_ = std::make_unique<SlotTable>(static_cast<int>(config.GetInt(k::kTaskManagerSlots)));
   tm->service_ = std::make_unique<Service>(tm.get());
   tm->partitions_ = std::make_unique<network::PartitionManager>();
@@ -344,6 +350,13 @@ void TaskManager::OnRegistered(const std::string& jobmanager_session_id) {
 }
 
 void TaskManager::OnTaskState(const v1::TaskStateUpdate& update) {
+  const bool terminal = update.state() == v1::TASK_FINISHED || update.state() == v1::TASK_FAILED ||
+                        update.state() == v1::TASK_CANCELED;
+  if (terminal && drop_final_reports_ != DropFinalReports::kNone) {
+    log_->warn("TEST: dropping the final state report ({}) of task {} (test.drop-final-task-reports)",
+               v1::TaskState_Name(update.state()), update.task_id());
+    return;
+  }
   bool stopping = false;
   {
     absl::MutexLock lock(&tasks_mu_);
@@ -431,8 +444,15 @@ void TaskManager::MaintenanceLoop() {
       auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_) { return stopping_; };
       if (tasks_mu_.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(1))) return;
       for (auto it = tasks_.begin(); it != tasks_.end();) {
-        *report.add_tasks() = it->second->Metrics();
-        if (it->second->done()) {
+        // Done before Metrics: then the metrics carry its final state.
+        const bool done = it->second->done();
+        v1::TaskMetrics* metrics = report.add_tasks();
+        *metrics = it->second->Metrics();
+        if (drop_final_reports_ == DropFinalReports::kAll) {
+          metrics->clear_final_state();
+          metrics->clear_error();
+        }
+        if (done) {
           finished.push_back(std::move(it->second));
           it = tasks_.erase(it);
         } else {
@@ -446,7 +466,7 @@ void TaskManager::MaintenanceLoop() {
       SweepLocalRecovery();
       last_sweep_ = absl::Now();
     }
-    if (report.tasks_size() > 0) {
+    {  // also when empty: the JobManager reconciles against it
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
       v1::TaskStateUpdateResponse response;

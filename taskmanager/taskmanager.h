@@ -105,6 +105,10 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   absl::Time last_sweep_ = absl::InfinitePast();
   // When the maintenance loop last came round (Unix ms), for Alive.
   std::atomic<int64_t> maintenance_tick_ms_{0};
+  // test.drop-final-task-reports: for tests of the JobManager's
+  // reconciliation only. Set in Start.
+  enum class DropFinalReports { kNone, kStateReports, kAll };
+  DropFinalReports drop_final_reports_ = DropFinalReports::kNone;
 };
 
 }  // namespace weir::taskmanager

@@ -450,6 +450,15 @@ constexpr std::array kOptions = {
                               "fires.",
                .scope = kDaemons,
                .min_value = 1},
+    OptionSpec{.key = keys::kTestDropFinalTaskReports,
+               .type = OptionType::kEnum,
+               .default_value = "none",
+               .description = "For tests only: the TaskManager drops its tasks' final state reports "
+                              "(state-reports), or those and the final states in its metrics reports too (all), "
+                              "to test that the JobManager learns how tasks ended anyway. Never set it in "
+                              "production.",
+               .scope = kTaskManager,
+               .allowed_values = "none,state-reports,all"},
 };
 
 }  // namespace

@@ -120,6 +120,7 @@ inline constexpr absl::string_view kJobStoreExpirationTime = "jobstore.expiratio
 inline constexpr absl::string_view kJobStoreMaxCapacity = "jobstore.max-capacity";
 inline constexpr absl::string_view kFaultInjectionPoint = "test.fault-injection.point";
 inline constexpr absl::string_view kFaultInjectionCheckpoint = "test.fault-injection.checkpoint";
+inline constexpr absl::string_view kTestDropFinalTaskReports = "test.drop-final-task-reports";
 }  // namespace keys
 
 }  // namespace weir::config

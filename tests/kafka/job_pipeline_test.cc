@@ -115,6 +115,37 @@ TEST_F(JobPipelineTest, KafkaCopyCopiesEveryRecordAcrossTwoTaskManagers) {
   EXPECT_TRUE(actual == expected) << "the output differs from the input";
 }
 
+// How a task ended reaches the JobManager even when the task's own final
+// report is lost: from its TaskManager's metrics report (which carries the
+// final state once), and failing that from the task's absence in several of
+// those reports in a row, which fails the attempt instead of leaving the job
+// RUNNING forever.
+TEST_F(JobPipelineTest, HowTasksEndedReachesTheJobManagerWhenTheirReportsAreLost) {
+  StartCluster({"-Dtest.drop-final-task-reports=state-reports"});
+  const std::string in = NewTopic("lost-reports-in"), out = NewTopic("lost-reports-out");
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, NumberedInput(2000, 2000)).ok());
+  const std::vector<std::string> args = {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out,
+                                         "--guarantee", "at-least-once", "--bounded"};
+  std::string job = SubmitOrFail(kJobs + "/kafka_copy.so", {"-p", "2"}, args);
+  ASSERT_FALSE(job.empty());
+  nlohmann::json status = cluster_->WaitForJobEnd(job, absl::Seconds(120));
+  EXPECT_EQ(status["state"], "FINISHED") << status.dump(2) << cluster_->Logs();
+  std::string logs = cluster_->Logs();
+  EXPECT_TRUE(absl::StrContains(logs, "TEST: dropping the final state report (TASK_FINISHED)")) << logs;
+  EXPECT_TRUE(absl::StrContains(logs, "which its own report did not tell")) << logs;
+
+  // Nothing tells how the tasks ended: after a few reports without them
+  // the attempt fails, saying why.
+  cluster_.reset();
+  StartCluster({"-Dtest.drop-final-task-reports=all"});
+  job = SubmitOrFail(kJobs + "/kafka_copy.so", {"-p", "2", "-Drestart-strategy.type=none"}, args);
+  ASSERT_FALSE(job.empty());
+  status = cluster_->WaitForJobEnd(job, absl::Seconds(120));
+  EXPECT_EQ(status["state"], "FAILED") << status.dump(2) << cluster_->Logs();
+  EXPECT_TRUE(absl::StrContains(status["error"].get<std::string>(), "no longer runs it, and how it ended never arrived"))
+      << status.dump(2);
+}
+
 TEST_F(JobPipelineTest, KeyedCountCountsExactlyPerKeyAcrossTaskManagers) {
   StartCluster();
   std::string in = NewTopic("count-in"), out = NewTopic("count-out");
