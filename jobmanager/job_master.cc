@@ -215,9 +215,11 @@ absl::StatusOr<v1::TaskDeploymentDescriptor> JobMaster::Describe(
     const int producer_chain = graph_.chain_of_vertex[producer_vertex];
     tdd.set_input_vertex(producer_vertex);
     const bool forward = graph_.EffectivePartitioning(e) == v1::FORWARD;
-    for (const TaskRecord& producer : tasks_) {
-      if (producer.chain != producer_chain) continue;
-      if (forward && producer.subtask != task.subtask) continue;
+    // The producer chain's tasks are contiguous in tasks_, by subtask.
+    const size_t first = first_task_of_chain_.at(producer_chain);
+    const size_t count = graph_.chains[producer_chain].parallelism;
+    for (size_t k = forward ? task.subtask : 0; k < (forward ? task.subtask + 1 : count); ++k) {
+      const TaskRecord& producer = tasks_.at(first + k);
       v1::InputChannelSpec* in = tdd.add_inputs();
       in->set_partition_id(ExecutionGraph::PartitionId(job_id_, attempt_, producer_chain, producer.subtask, e));
       in->set_subpartition(task.subtask);
@@ -270,12 +272,13 @@ absl::StatusOr<v1::TaskDeploymentDescriptor> JobMaster::Describe(
 }
 
 absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata>& restore) {
-  std::vector<std::pair<std::string, v1::TaskDeploymentDescriptor>> deployments;
-  std::vector<std::string> labels;
+  size_t task_count = 0;
   {
     absl::MutexLock lock(&mu_);
     tasks_.clear();
+    first_task_of_chain_.clear();
     for (const Chain& chain : graph_.chains) {
+      first_task_of_chain_.push_back(tasks_.size());
       for (int s = 0; s < chain.parallelism; ++s) {
         TaskRecord task;
         task.task_id = ExecutionGraph::TaskId(job_id_, attempt_, chain.index, s);
@@ -286,28 +289,32 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
         tasks_.push_back(std::move(task));
       }
     }
-    for (TaskRecord& task : tasks_) {
-      absl::StatusOr<v1::TaskDeploymentDescriptor> tdd = Describe(task, restore);
-      if (!tdd.ok()) {
-        for (TaskRecord& t : tasks_) t.state = v1::TASK_CANCELED;
-        return tdd.status();
-      }
-      deployments.emplace_back(task.slot.address, std::move(*tdd));
-      labels.push_back(TaskLabel(task));
-    }
+    task_count = tasks_.size();
   }
-  for (size_t i = 0; i < deployments.size(); ++i) {
+  // One descriptor at a time, each built just before it is sent.
+  for (size_t i = 0; i < task_count; ++i) {
     Tick();
     bool stop = false;
+    std::string address, label;
+    absl::StatusOr<v1::TaskDeploymentDescriptor> described;
     {
       absl::MutexLock lock(&mu_);
       stop = cancel_requested_ || shutting_down_;
+      if (!stop) {
+        described = Describe(tasks_[i], restore);
+        address = tasks_[i].slot.address;
+        label = TaskLabel(tasks_[i]);
+      }
     }
     if (stop) {
       MarkUndeployed(i);
       return absl::OkStatus();
     }
-    const auto& [address, tdd] = deployments[i];
+    if (!described.ok()) {
+      MarkUndeployed(i);
+      return described.status();
+    }
+    const v1::TaskDeploymentDescriptor& tdd = *described;
     grpc::ClientContext context;
     context.set_deadline(DeadlineIn(absl::Seconds(10)));
     v1::DeployTaskResponse response;
@@ -315,14 +322,14 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
     if (!status.ok()) {
       MarkUndeployed(i);
       return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                          absl::StrCat("deploying task ", labels[i], " at ", address, ": ", status.error_message()));
+                          absl::StrCat("deploying task ", label, " at ", address, ": ", status.error_message()));
     }
     {
       absl::MutexLock lock(&mu_);
       tasks_[i].deployed = true;
       tasks_[i].deployed_at = absl::Now();
     }
-    log_->info("job {}: deployed task {} {} to {} slot {}", job_id_, tdd.task_id(), labels[i], address,
+    log_->info("job {}: deployed task {} {} to {} slot {}", job_id_, tdd.task_id(), label, address,
                tdd.slot_index());
   }
   return absl::OkStatus();

@@ -258,6 +258,8 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   void NoteRestoreLocked(const std::optional<v1::CheckpointMetadata>& restore) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<SlotAssignment> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<TaskRecord> tasks_ ABSL_GUARDED_BY(mu_);
+  // Where each chain's tasks start in tasks_ (chain by chain, by subtask).
+  std::vector<size_t> first_task_of_chain_ ABSL_GUARDED_BY(mu_);
   // The current attempt failed (its tasks are being canceled).
   bool attempt_failed_ ABSL_GUARDED_BY(mu_) = false;
   // Every source task of this attempt reported the end of its input, and the
