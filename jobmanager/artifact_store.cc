@@ -75,11 +75,11 @@ ArtifactStore::Collected ArtifactStore::Collect(const std::set<std::string>& in_
     const std::string name = entry.path().filename().string();
     if (!crypto::IsSha256Hex(name) || in_use.contains(name)) continue;
     absl::MutexLock lock(&mu_);
-    std::error_code stat_error;
-    const auto modified = std::filesystem::last_write_time(entry.path(), stat_error);
-    const auto size = std::filesystem::file_size(entry.path(), stat_error);
-    if (stat_error || modified > cutoff) continue;
-    if (std::filesystem::remove(entry.path(), stat_error)) {
+    std::error_code time_error, size_error, remove_error;
+    const auto modified = std::filesystem::last_write_time(entry.path(), time_error);
+    const auto size = std::filesystem::file_size(entry.path(), size_error);
+    if (time_error || size_error || modified > cutoff) continue;
+    if (std::filesystem::remove(entry.path(), remove_error)) {
       ++collected.files;
       collected.bytes += static_cast<int64_t>(size);
       stored_bytes_ -= static_cast<int64_t>(size);

@@ -38,12 +38,16 @@ Dispatcher::Dispatcher(DispatcherOptions options, ResourceManager* resource_mana
   });
 }
 
-absl::Time Dispatcher::LastSeenUnlocked() {
+absl::Duration Dispatcher::LockHeldFor() {
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
   if (mu_.ReaderTryLock()) {
     mu_.ReaderUnlock();
-    last_unlocked_ms_.store(absl::ToUnixMillis(absl::Now()));
+    taken_since_ms_.store(0);
+    return absl::ZeroDuration();
   }
-  return absl::FromUnixMillis(last_unlocked_ms_.load());
+  int64_t since = 0;
+  taken_since_ms_.compare_exchange_strong(since, now_ms);  // the first of a row
+  return absl::Milliseconds(now_ms - taken_since_ms_.load());
 }
 
 Dispatcher::~Dispatcher() {

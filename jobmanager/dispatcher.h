@@ -67,10 +67,11 @@ class Dispatcher {
   ~Dispatcher();
 
   absl::StatusOr<std::string> Submit(const v1::SubmitJobRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
-  // When the dispatcher's lock was last seen free: tries it now (without
-  // waiting) and remembers when that worked. For the watchdog: a lock held
-  // for a minute means a call that never returns.
-  absl::Time LastSeenUnlocked() ABSL_LOCKS_EXCLUDED(mu_);
+  // How long the dispatcher's lock has been seen taken: tries it now
+  // (without waiting); zero when free, else the time since the first of the
+  // tries in a row that found it taken. For the watchdog: a lock held for a
+  // minute means a call that never returns.
+  absl::Duration LockHeldFor() ABSL_LOCKS_EXCLUDED(mu_);
   // Takes back the jobs of options.store (once, at start): restarts those
   // that had not ended, lists those that had. Problems with single jobs are
   // logged; the others go on.
@@ -132,7 +133,9 @@ class Dispatcher {
   std::shared_ptr<spdlog::logger> log_;
 
   mutable absl::Mutex mu_;
-  std::atomic<int64_t> last_unlocked_ms_{absl::ToUnixMillis(absl::Now())};
+  // The first of the tries in a row that found mu_ taken (Unix ms); 0: the
+  // last try found it free.
+  std::atomic<int64_t> taken_since_ms_{0};
   // When Housekeep last collected unused job binaries; it does not before
   // Recover has run.
   absl::Time last_collect_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

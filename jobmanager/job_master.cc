@@ -272,7 +272,11 @@ absl::StatusOr<v1::TaskDeploymentDescriptor> JobMaster::Describe(
 }
 
 absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata>& restore) {
-  size_t task_count = 0;
+  // Every descriptor first: one that cannot be built (e.g. the restored
+  // checkpoint holds no state for a task) fails the attempt before any
+  // task runs.
+  std::vector<std::pair<std::string, v1::TaskDeploymentDescriptor>> deployments;
+  std::vector<std::string> labels;
   {
     absl::MutexLock lock(&mu_);
     tasks_.clear();
@@ -289,32 +293,29 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
         tasks_.push_back(std::move(task));
       }
     }
-    task_count = tasks_.size();
+    for (TaskRecord& task : tasks_) {
+      absl::StatusOr<v1::TaskDeploymentDescriptor> tdd = Describe(task, restore);
+      if (!tdd.ok()) {
+        for (TaskRecord& t : tasks_) t.state = v1::TASK_CANCELED;
+        return tdd.status();
+      }
+      deployments.emplace_back(task.slot.address, std::move(*tdd));
+      labels.push_back(TaskLabel(task));
+    }
   }
-  // One descriptor at a time, each built just before it is sent.
-  for (size_t i = 0; i < task_count; ++i) {
+  for (size_t i = 0; i < deployments.size(); ++i) {
     Tick();
     bool stop = false;
-    std::string address, label;
-    absl::StatusOr<v1::TaskDeploymentDescriptor> described;
     {
       absl::MutexLock lock(&mu_);
       stop = cancel_requested_ || shutting_down_;
-      if (!stop) {
-        described = Describe(tasks_[i], restore);
-        address = tasks_[i].slot.address;
-        label = TaskLabel(tasks_[i]);
-      }
     }
     if (stop) {
       MarkUndeployed(i);
       return absl::OkStatus();
     }
-    if (!described.ok()) {
-      MarkUndeployed(i);
-      return described.status();
-    }
-    const v1::TaskDeploymentDescriptor& tdd = *described;
+    const auto& [address, tdd] = deployments[i];
+    const std::string& label = labels[i];
     grpc::ClientContext context;
     context.set_deadline(DeadlineIn(absl::Seconds(10)));
     v1::DeployTaskResponse response;
@@ -347,6 +348,7 @@ void JobMaster::MarkUndeployed(size_t first) {
 }
 
 void JobMaster::CancelTasksOnTaskManagers(const std::string& reason) {
+  Liveness::Loop::Busy busy(live_.get());  // up to 5 s per TaskManager
   std::vector<std::string> addresses;
   int attempt = 0;
   {
@@ -437,13 +439,17 @@ JobMaster::AttemptEnd JobMaster::WaitForAttempt() {
             if (graph_.chains[t.chain].input_edge < 0) sources.push_back(t.task_id);
           }
         }
+        Liveness::Loop::Busy busy(live_.get());  // may wait for a metadata write
         coordinator_->SetTasks(attempt, std::move(sources), std::move(all));
         coordinator_->Resume();
       }
     }
     if (!reason.empty()) {
       // No checkpoint may complete with a failing attempt's tasks.
-      if (coordinator_ != nullptr) coordinator_->Suspend();
+      if (coordinator_ != nullptr) {
+        Liveness::Loop::Busy busy(live_.get());  // may wait for a metadata write
+        coordinator_->Suspend();
+      }
       CancelTasksOnTaskManagers(reason);
       cancel_sent = true;
       cancel_deadline = absl::Now() + settings_.cancel_timeout;
@@ -611,6 +617,11 @@ absl::StatusOr<std::pair<std::string, int64_t>> JobMaster::TakeSavepoint(const s
   }
 }
 
+absl::StatusOr<std::optional<v1::CheckpointMetadata>> JobMaster::ChooseRestoreBusy() {
+  Liveness::Loop::Busy busy(live_.get());  // reads and checks checkpoints in storage
+  return ChooseRestore();
+}
+
 absl::StatusOr<std::optional<v1::CheckpointMetadata>> JobMaster::ChooseRestore() {
   ASSIGN_OR_RETURN(std::optional<v1::CheckpointMetadata> chosen, ChooseCheckpoint());
   absl::MutexLock lock(&mu_);
@@ -678,7 +689,7 @@ void JobMaster::Run() {
     }
     absl::Status slots = WaitForSlots();
     absl::StatusOr<std::optional<v1::CheckpointMetadata>> chosen =
-        slots.ok() ? ChooseRestore() : absl::StatusOr<std::optional<v1::CheckpointMetadata>>(slots);
+        slots.ok() ? ChooseRestoreBusy() : absl::StatusOr<std::optional<v1::CheckpointMetadata>>(slots);
     std::optional<v1::JobState> ended;
     {
       absl::MutexLock lock(&mu_);
@@ -694,6 +705,7 @@ void JobMaster::Run() {
       }
     }
     if (ended.has_value()) {
+      live_.reset();  // the end's storage work runs once, not in a loop
       if (coordinator_ != nullptr) coordinator_->Stop();
       const bool keep = KeepsCheckpoints(*ended);
       if (keep && *ended == v1::FAILED) {
@@ -746,7 +758,10 @@ void JobMaster::Run() {
       break;
     }
     // The attempt failed; every task of it has ended.
-    if (coordinator_ != nullptr) coordinator_->Suspend();
+    if (coordinator_ != nullptr) {
+      Liveness::Loop::Busy busy(live_.get());  // may wait for a metadata write
+      coordinator_->Suspend();
+    }
     slot_provider_.release();
     std::string failure;
     std::string unrecoverable;  // a task threw weir::UnrecoverableError
@@ -791,7 +806,7 @@ void JobMaster::Run() {
     }
     absl::Status slots = WaitForSlots();
     absl::StatusOr<std::optional<v1::CheckpointMetadata>> chosen =
-        slots.ok() ? ChooseRestore() : absl::StatusOr<std::optional<v1::CheckpointMetadata>>(slots);
+        slots.ok() ? ChooseRestoreBusy() : absl::StatusOr<std::optional<v1::CheckpointMetadata>>(slots);
     {
       absl::MutexLock lock(&mu_);
       if (shutting_down_) return;
@@ -816,6 +831,7 @@ void JobMaster::Run() {
                                      : std::string("no checkpoint"));
     }
   }
+  live_.reset();  // the end's storage work runs once, not in a loop
   if (coordinator_ != nullptr) coordinator_->Stop();
   const bool keep = KeepsCheckpoints(final_state);
   const std::string retained = keep ? NewestKeptCheckpoint() : "";

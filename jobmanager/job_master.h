@@ -185,6 +185,8 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   // ChooseCheckpoint, else the savepoint the job was submitted from; sets
   // restored_from_savepoint_.
   absl::StatusOr<std::optional<v1::CheckpointMetadata>> ChooseRestore() ABSL_LOCKS_EXCLUDED(mu_);
+  // ChooseRestore inside a Liveness busy step (worker thread).
+  absl::StatusOr<std::optional<v1::CheckpointMetadata>> ChooseRestoreBusy() ABSL_LOCKS_EXCLUDED(mu_);
   // TriggerSavepoint and StopWithSavepoint: returns the savepoint's directory
   // and the checkpoint it copies.
   absl::StatusOr<std::pair<std::string, int64_t>> TakeSavepoint(const std::string& target, bool stop)

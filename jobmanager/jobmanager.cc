@@ -102,7 +102,7 @@ bool JobManager::Alive() const {
   if (const absl::Duration silent = now - resource_manager_->last_expiry_check(); silent >= kStuckAfter) {
     stuck.push_back(absl::StrCat("membership loop (", absl::ToInt64Seconds(silent), " s)"));
   }
-  if (const absl::Duration held = now - dispatcher_->LastSeenUnlocked(); held >= kStuckAfter) {
+  if (const absl::Duration held = dispatcher_->LockHeldFor(); held >= kStuckAfter) {
     stuck.push_back(absl::StrCat("dispatcher lock (held ", absl::ToInt64Seconds(held), " s)"));
   }
   std::string text = absl::StrJoin(stuck, ", ");

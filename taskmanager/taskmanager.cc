@@ -446,20 +446,25 @@ void TaskManager::MaintenanceLoop() {
       for (auto it = tasks_.begin(); it != tasks_.end();) {
         // Done before Metrics: then the metrics carry its final state.
         const bool done = it->second->done();
-        v1::TaskMetrics* metrics = report.add_tasks();
-        *metrics = it->second->Metrics();
-        if (drop_final_reports_ == DropFinalReports::kAll) {
-          metrics->clear_final_state();
-          metrics->clear_error();
-        }
         if (done) {
+          // Reported until a report with it was delivered.
+          unconfirmed_endings_[it->first] = {it->second->Metrics(), 0};
           finished.push_back(std::move(it->second));
           it = tasks_.erase(it);
         } else {
+          *report.add_tasks() = it->second->Metrics();
           ++it;
         }
       }
       UpdateSlotsLocked();
+    }
+    for (const auto& [task_id, ending] : unconfirmed_endings_) *report.add_tasks() = ending.first;
+    if (drop_final_reports_ == DropFinalReports::kAll) {
+      for (v1::TaskMetrics& metrics : *report.mutable_tasks()) {
+        metrics.clear_final_state();
+        metrics.clear_error();
+        metrics.clear_unrecoverable();
+      }
     }
     finished.clear();  // joins
     if (absl::Now() - last_sweep_ > absl::Seconds(30)) {
@@ -470,7 +475,19 @@ void TaskManager::MaintenanceLoop() {
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
       v1::TaskStateUpdateResponse response;
-      job_master_->ReportTaskMetrics(&context, report, &response);
+      if (job_master_->ReportTaskMetrics(&context, report, &response).ok()) {
+        unconfirmed_endings_.clear();
+      } else {
+        for (auto it = unconfirmed_endings_.begin(); it != unconfirmed_endings_.end();) {
+          if (++it->second.second >= kEndingReportTries) {
+            log_->warn("task {}: how it ended ({}) could not be reported to the JobManager in {} tries; giving up",
+                       it->first, v1::TaskState_Name(it->second.first.final_state()), kEndingReportTries);
+            it = unconfirmed_endings_.erase(it);
+          } else {
+            ++it;
+          }
+        }
+      }
     }
   }
 }

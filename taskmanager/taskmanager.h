@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -103,6 +104,12 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   absl::Duration cancel_timeout_ = absl::Seconds(30);
   // Maintenance thread only.
   absl::Time last_sweep_ = absl::InfinitePast();
+  // Tasks that ended, with their final metrics: in every report until one
+  // is delivered (at most kEndingReportTries), so that how a task ended
+  // reaches the JobManager even when its own report did not. Maintenance
+  // thread only.
+  std::map<std::string, std::pair<v1::TaskMetrics, int>> unconfirmed_endings_;
+  static constexpr int kEndingReportTries = 60;
   // When the maintenance loop last came round (Unix ms), for Alive.
   std::atomic<int64_t> maintenance_tick_ms_{0};
   // test.drop-final-task-reports: for tests of the JobManager's

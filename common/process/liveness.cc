@@ -12,6 +12,18 @@ Liveness::Loop::Loop(Liveness* owner, std::string name)
 
 Liveness::Loop::~Loop() { owner_->Unregister(this); }
 
+Liveness::Loop::Busy::Busy(Loop* loop) : loop_(loop) {
+  if (loop_ == nullptr) return;
+  loop_->Tick();
+  loop_->busy_.fetch_add(1);
+}
+
+Liveness::Loop::Busy::~Busy() {
+  if (loop_ == nullptr) return;
+  loop_->busy_.fetch_sub(1);
+  loop_->Tick();
+}
+
 std::unique_ptr<Liveness::Loop> Liveness::Register(std::string name) {
   std::unique_ptr<Loop> loop(new Loop(this, std::move(name)));
   absl::MutexLock lock(&mu_);
@@ -30,7 +42,8 @@ std::vector<std::string> Liveness::Stuck(absl::Time now, absl::Duration limit) c
   absl::MutexLock lock(&mu_);
   for (const Loop* loop : loops_) {
     const int64_t silent_ms = now_ms - loop->last_tick_ms_.load(std::memory_order_relaxed);
-    if (silent_ms >= absl::ToInt64Milliseconds(limit)) {
+    const absl::Duration loop_limit = loop->busy_.load() > 0 ? std::max(limit, kLivenessBusyLimit) : limit;
+    if (silent_ms >= absl::ToInt64Milliseconds(loop_limit)) {
       stuck.push_back(absl::StrCat(loop->name_, " (", silent_ms / 1000, " s)"));
     }
   }

@@ -24,6 +24,9 @@ namespace weir {
 
 // The longest a registered loop may go without ticking while it waits.
 inline constexpr absl::Duration kLivenessTickBound = absl::Seconds(5);
+// The limit for a loop inside a Busy step (storage, RPCs to many peers):
+// slow is not stuck, but never returning is.
+inline constexpr absl::Duration kLivenessBusyLimit = absl::Minutes(15);
 
 class Liveness {
  public:
@@ -35,12 +38,28 @@ class Liveness {
     Loop& operator=(const Loop&) = delete;
     void Tick() { last_tick_ms_.store(absl::ToUnixMillis(absl::Now()), std::memory_order_relaxed); }
 
+    // While one is open, the loop is doing I/O that is slow but bounded
+    // (writing or scanning checkpoints, RPCs to many TaskManagers): it
+    // counts as stuck only after kLivenessBusyLimit. Ticks on both ends. A
+    // null loop makes it a no-op.
+    class Busy {
+     public:
+      explicit Busy(Loop* loop);
+      ~Busy();
+      Busy(const Busy&) = delete;
+      Busy& operator=(const Busy&) = delete;
+
+     private:
+      Loop* const loop_;
+    };
+
    private:
     friend class Liveness;
     Loop(Liveness* owner, std::string name);
     Liveness* const owner_;
     const std::string name_;
     std::atomic<int64_t> last_tick_ms_;
+    std::atomic<int> busy_{0};
   };
 
   Liveness() = default;
@@ -51,8 +70,8 @@ class Liveness {
   // The Liveness must outlive it.
   std::unique_ptr<Loop> Register(std::string name);
 
-  // The loops that have not ticked within `limit` of `now`, as
-  // "<name> (<seconds> s)".
+  // The loops that have not ticked within `limit` of `now` (within
+  // kLivenessBusyLimit inside a Busy step), as "<name> (<seconds> s)".
   std::vector<std::string> Stuck(absl::Time now, absl::Duration limit) const;
 
  private:

@@ -34,6 +34,9 @@ SystemdNotifier::~SystemdNotifier() {
 
 void SystemdNotifier::Stopping() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
+  // Joined here: the daemon's shutdown that follows may tear down what
+  // `alive` looks at.
+  if (thread_.joinable()) thread_.join();
   if (UnderSystemd()) sd_notify(0, "STOPPING=1\nSTATUS=Shutting down");
 }
 

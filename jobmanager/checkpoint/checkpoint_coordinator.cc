@@ -373,6 +373,8 @@ void CheckpointCoordinator::Run() {
         trigger = PlanTriggerLocked(now, nullptr);
       }
     }
+    // Storage and RPCs to every TaskManager: slow is not stuck.
+    Liveness::Loop::Busy busy(live.get());
     for (const AbortAction& action : actions) RunAbortAction(action, /*stopping=*/false);
     for (int64_t id : ready) CompleteCheckpoint(id);
     for (const StopFinish& finish : stop_finishes) {
