@@ -102,6 +102,7 @@ absl::StatusOr<std::unique_ptr<ArtifactStore::Upload>> ArtifactStore::BeginUploa
 ArtifactStore::Upload::~Upload() {
   if (file_ != nullptr) std::fclose(file_);
   if (!committed_) std::remove(temp_path_.c_str());
+  store_->in_flight_bytes_ -= size_;
 }
 
 absl::Status ArtifactStore::Upload::Append(absl::string_view data) {
@@ -109,16 +110,20 @@ absl::Status ArtifactStore::Upload::Append(absl::string_view data) {
     return absl::ResourceExhaustedError(absl::StrCat("the job binary is larger than the limit of ",
                                                      store_->max_bytes_, " bytes (jobmanager.artifact.max-size)"));
   }
-  // Without the stored binaries: this one may replace one of them (checked
-  // at Commit).
-  if (store_->quota_bytes_ > 0 && size_ + static_cast<int64_t>(data.size()) > store_->quota_bytes_) {
+  // The stored binaries are checked at Commit (this one may replace one of
+  // them); here the uploads in flight, which together may hold the quota.
+  const auto n = static_cast<int64_t>(data.size());
+  const int64_t in_flight = store_->in_flight_bytes_.fetch_add(n) + n;
+  if (store_->quota_bytes_ > 0 && in_flight > store_->quota_bytes_) {
+    store_->in_flight_bytes_ -= n;
     return store_->OverQuota();
   }
   if (std::fwrite(data.data(), 1, data.size(), file_) != data.size()) {
+    store_->in_flight_bytes_ -= n;
     return StorageError("writing", absl::StrCat(temp_path_, ": ", Errno()));
   }
   sha_.Update(data);
-  size_ += static_cast<int64_t>(data.size());
+  size_ += n;
   return absl::OkStatus();
 }
 

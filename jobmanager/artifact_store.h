@@ -88,6 +88,8 @@ class ArtifactStore {
   int64_t max_bytes_;
   int64_t quota_bytes_;
   std::atomic<int64_t> stored_bytes_{0};
+  // Bytes of the uploads not yet committed or abandoned.
+  std::atomic<int64_t> in_flight_bytes_{0};
   // Orders a commit's rename against Collect's removal of the same name.
   absl::Mutex mu_;
 };

@@ -136,8 +136,8 @@ constexpr std::array kOptions = {
     OptionSpec{.key = keys::kArtifactStoreMaxSize,
                .type = OptionType::kMemorySize,
                .default_value = "10 gb",
-               .description = "Quota of all job binaries the JobManager stores: an upload that would exceed it is "
-                              "refused. 0: no quota.",
+               .description = "Quota of all job binaries the JobManager stores, and of the uploads in flight "
+                              "together: an upload that would exceed either is refused. 0: no quota.",
                .scope = kJobManager,
                .min_value = 0},
     OptionSpec{.key = keys::kArtifactRetention,

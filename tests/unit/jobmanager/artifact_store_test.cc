@@ -145,10 +145,19 @@ TEST(ArtifactStoreTest, CollectsUnusedBinariesAfterTheRetentionAndKeepsWithinIts
   EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(absl::StrContains(over.status().message(), "jobmanager.artifact.store.max-size")) << over.status();
   upload->reset();
-  // One bigger than the whole quota: refused as it arrives.
+  // One bigger than the whole quota: refused as it arrives; so are uploads
+  // in flight that together would hold more than the quota.
   auto big = (*store)->BeginUpload();
   ASSERT_TRUE(big.ok());
   EXPECT_EQ((*big)->Append(std::string(26, 'x')).code(), absl::StatusCode::kResourceExhausted);
+  auto first = (*store)->BeginUpload();
+  auto second = (*store)->BeginUpload();
+  ASSERT_TRUE(first.ok() && second.ok());
+  ASSERT_TRUE((*first)->Append(std::string(15, 'a')).ok());
+  EXPECT_EQ((*second)->Append(std::string(15, 'b')).code(), absl::StatusCode::kResourceExhausted);
+  first->reset();  // abandoned: its bytes are free again
+  EXPECT_TRUE((*second)->Append(std::string(15, 'b')).ok());
+  second->reset();
 
   // Within the retention nothing goes; after it, only what no job uses.
   ArtifactStore::Collected none = (*store)->Collect({used}, absl::Hours(1), absl::Now());
