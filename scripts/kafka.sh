@@ -30,8 +30,9 @@ HEAP="${WEIR_KAFKA_HEAP:-768m}"
 START_DEADLINE_S=90
 STOP_DEADLINE_S=30
 
-log() { echo "kafka.sh: $*" >&2; }
-die() { log "error: $*"; exit 1; }
+SCRIPT=kafka.sh
+# shellcheck source=scripts/lib/test-server.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/test-server.sh"
 
 usage() {
   cat >&2 <<EOF
@@ -42,7 +43,6 @@ EOF
   exit 2
 }
 
-now_ms() { date +%s%3N; }
 
 # ---------------------------------------------------------------------------- fetch
 
@@ -108,14 +108,6 @@ EOF
 }
 
 # ---------------------------------------------------------------------------- helpers
-
-# Is PID a live process (a zombie is not: a broker that was our child stays one until
-# this script exits)?
-alive() {
-  local state
-  state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
-  [ -n "$state" ] && [ "$state" != Z ]
-}
 
 # The pid in DIR/kafka.pid if that process is alive and is our Kafka broker.
 running_pid() {
@@ -278,15 +270,8 @@ JVM_FLAGS=(-XX:+UseG1GC -XX:TieredStopAtLevel=1 -XX:-UsePerfData -XX:+ExitOnOutO
            -Djava.awt.headless=true)
 
 show_log_tail() {
-  local dir=$1
-  if [ -s "$dir/kafka.log" ]; then
-    log "last 40 lines of $dir/kafka.log:"
-    tail -n 40 "$dir/kafka.log" >&2
-  fi
-  if [ -s "$dir/kafka.out" ]; then
-    log "last 40 lines of $dir/kafka.out (broker stdout/stderr):"
-    tail -n 40 "$dir/kafka.out" >&2
-  fi
+  show_tail "$1/kafka.log"
+  show_tail "$1/kafka.out" "(broker stdout/stderr)"
 }
 
 # ---------------------------------------------------------------------------- start
@@ -407,17 +392,7 @@ stop_locked() {
   log "broker stopped"
 }
 
-stop() {
-  local dir=$1
-  if [ ! -d "$dir" ]; then
-    log "no broker running from $dir"
-    return 0
-  fi
-  dir=$(cd "$dir" && pwd -P)
-  exec 9>"$dir/.kafka.sh.lock"
-  flock 9
-  stop_locked "$dir"
-}
+stop() { stop_under_lock "$1" broker; }
 
 # ---------------------------------------------------------------------------- main
 

@@ -33,8 +33,9 @@ readonly DEFAULT_MAX_PREPARED_TRANSACTIONS=64
 START_DEADLINE_S=60
 STOP_DEADLINE_S=30
 
-log() { echo "postgres.sh: $*" >&2; }
-die() { log "error: $*"; exit 1; }
+SCRIPT=postgres.sh
+# shellcheck source=scripts/lib/test-server.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/test-server.sh"
 
 usage() {
   cat >&2 <<EOF
@@ -45,7 +46,6 @@ EOF
   exit 2
 }
 
-now_ms() { date +%s%3N; }
 
 # ---------------------------------------------------------------------------- helpers
 
@@ -113,16 +113,6 @@ check_dir_name() {
   esac
 }
 
-free_port() {
-  python3 - <<'EOF'
-import socket
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
-EOF
-}
-
 running() { as_pg "$PG_BIN/pg_ctl" status -D "$1/pgdata" >/dev/null 2>&1; }
 
 # psql as the bootstrap superuser over the Unix socket (trust).
@@ -133,13 +123,7 @@ admin_psql() {
   as_pg "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir/socket" -p "$port" -U postgres -d postgres "$@"
 }
 
-show_log_tail() {
-  local dir=$1
-  if [ -s "$dir/postgres.log" ]; then
-    log "last 40 lines of $dir/postgres.log:"
-    tail -n 40 "$dir/postgres.log" >&2
-  fi
-}
+show_log_tail() { show_tail "$1/postgres.log"; }
 
 conninfo_of() { echo "host=127.0.0.1 port=$1 user=$ROLE password=$PASSWORD dbname=$DATABASE"; }
 

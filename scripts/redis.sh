@@ -22,8 +22,9 @@ REDIS_CLI="${WEIR_REDIS_CLI:-redis-cli}"
 START_DEADLINE_S=30
 STOP_DEADLINE_S=30
 
-log() { echo "redis.sh: $*" >&2; }
-die() { log "error: $*"; exit 1; }
+SCRIPT=redis.sh
+# shellcheck source=scripts/lib/test-server.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/test-server.sh"
 
 usage() {
   cat >&2 <<EOF
@@ -33,17 +34,8 @@ EOF
   exit 2
 }
 
-now_ms() { date +%s%3N; }
 
 # ---------------------------------------------------------------------------- helpers
-
-# Is PID a live process (a zombie is not: a server that was our child stays one until
-# this script exits)?
-alive() {
-  local state
-  state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
-  [ -n "$state" ] && [ "$state" != Z ]
-}
 
 # The pid in DIR/redis.pid if that process is alive and is the Redis server of DIR.
 running_pid() {
@@ -57,16 +49,6 @@ running_pid() {
   [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = redis-server ] || return 1
   [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$dir" ] || return 1
   echo "$pid"
-}
-
-free_port() {
-  python3 - <<'EOF'
-import socket
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
-EOF
 }
 
 # A redis.conf double-quoted string.
@@ -88,15 +70,8 @@ ping_ok() {
 }
 
 show_log_tail() {
-  local dir=$1
-  if [ -s "$dir/redis.log" ]; then
-    log "last 40 lines of $dir/redis.log:"
-    tail -n 40 "$dir/redis.log" >&2
-  fi
-  if [ -s "$dir/redis.out" ]; then
-    log "last 40 lines of $dir/redis.out (server stdout/stderr):"
-    tail -n 40 "$dir/redis.out" >&2
-  fi
+  show_tail "$1/redis.log"
+  show_tail "$1/redis.out" "(server stdout/stderr)"
 }
 
 write_config() {
@@ -246,17 +221,7 @@ stop_locked() {
   log "server stopped"
 }
 
-stop() {
-  local dir=$1
-  if [ ! -d "$dir" ]; then
-    log "no server running from $dir"
-    return 0
-  fi
-  dir=$(cd "$dir" && pwd -P)
-  exec 9>"$dir/.redis.sh.lock"
-  flock 9
-  stop_locked "$dir"
-}
+stop() { stop_under_lock "$1" server; }
 
 # ---------------------------------------------------------------------------- main
 

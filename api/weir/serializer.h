@@ -85,10 +85,10 @@ inline std::string_view ReadField(std::string_view in, size_t* pos) {
   return field;
 }
 
-template <typename T>
+template <typename T, typename S = Serializer<T>>
 void WriteField(const T& value, std::string& out) {
   std::string tmp;
-  Serializer<T>::Write(value, tmp);
+  S::Write(value, tmp);
   WriteVarint(tmp.size(), out);
   out.append(tmp);
 }

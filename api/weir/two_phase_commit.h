@@ -69,6 +69,21 @@ struct SinkContext {
   OperatorContext* operator_context = nullptr;
 };
 
+namespace internal {
+
+// What a sink operator tells its sink about itself.
+inline SinkContext SinkContextOf(OperatorContext& context) {
+  SinkContext sink_context;
+  sink_context.operator_name = context.operator_name();
+  sink_context.subtask_index = context.subtask_index();
+  sink_context.parallelism = context.parallelism();
+  sink_context.restored = context.is_restored();
+  sink_context.operator_context = &context;
+  return sink_context;
+}
+
+}  // namespace internal
+
 // `Committable` describes one pre-committed transaction (e.g. a file name
 // or a transaction id); CS serializes it into the checkpoint.
 template <typename T, typename Committable, typename CS = Serializer<Committable>>
@@ -125,13 +140,7 @@ class TwoPhaseCommitOperator final : public StreamOperator {
 
   void InitializeState(OperatorContext& context) override {
     state_ = context.operator_state()->GetUnionListState(kStateName);
-    SinkContext sink_context;
-    sink_context.operator_name = context.operator_name();
-    sink_context.subtask_index = context.subtask_index();
-    sink_context.parallelism = context.parallelism();
-    sink_context.restored = context.is_restored();
-    sink_context.operator_context = &context;
-    sink_->Open(sink_context);
+    sink_->Open(SinkContextOf(context));
     opened_ = true;
     subtask_ = context.subtask_index();
     parallelism_ = context.parallelism();

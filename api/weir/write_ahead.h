@@ -120,13 +120,7 @@ class WriteAheadOperator final : public StreamOperator {
 
   void InitializeState(OperatorContext& context) override {
     state_ = context.operator_state()->GetUnionListState(kStateName);
-    SinkContext sink_context;
-    sink_context.operator_name = context.operator_name();
-    sink_context.subtask_index = context.subtask_index();
-    sink_context.parallelism = context.parallelism();
-    sink_context.restored = context.is_restored();
-    sink_context.operator_context = &context;
-    sink_->Open(sink_context);
+    sink_->Open(SinkContextOf(context));
     opened_ = true;
     subtask_ = context.subtask_index();
     parallelism_ = context.parallelism();
@@ -161,7 +155,7 @@ class WriteAheadOperator final : public StreamOperator {
 
   void Process(void* record) override {
     if (open_.empty() || open_.back().size() >= kChunkBytes) open_.emplace_back();
-    WriteField<T>(*static_cast<const T*>(record), open_.back());
+    WriteField<T, S>(*static_cast<const T*>(record), open_.back());
   }
 
   void PrepareSnapshotPreBarrier(int64_t checkpoint_id) override {
@@ -246,14 +240,6 @@ class WriteAheadOperator final : public StreamOperator {
       for (int i = 0; i < 8; ++i, bits >>= 4) id.push_back(kHex[bits & 0xf]);
     }
     return id;
-  }
-
-  template <typename U>
-  static void WriteField(const U& value, std::string& out) {
-    std::string bytes;
-    S::Write(value, bytes);
-    WriteVarint(bytes.size(), out);
-    out.append(bytes);
   }
 
   std::unique_ptr<Sink> sink_;

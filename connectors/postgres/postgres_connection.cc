@@ -116,9 +116,7 @@ bool Succeeded(const PGresult* result) {
 
 }  // namespace
 
-absl::StatusOr<PostgresRows> PostgresConnection::Exec(std::string_view sql) {
-  const std::string statement(sql);
-  PGresult* result = PQexec(conn_, statement.c_str());
+absl::StatusOr<PostgresRows> PostgresConnection::Finish(const std::string& statement, pg_result* result) const {
   if (result == nullptr || !Succeeded(result)) {
     absl::Status status = Error(absl::StrCat("'", statement.substr(0, 80), "'"), result);
     PQclear(result);
@@ -129,21 +127,18 @@ absl::StatusOr<PostgresRows> PostgresConnection::Exec(std::string_view sql) {
   return rows;
 }
 
+absl::StatusOr<PostgresRows> PostgresConnection::Exec(std::string_view sql) {
+  const std::string statement(sql);
+  return Finish(statement, PQexec(conn_, statement.c_str()));
+}
+
 absl::StatusOr<PostgresRows> PostgresConnection::Exec(std::string_view sql, const std::vector<std::string>& params) {
   const std::string statement(sql);
   std::vector<const char*> values;
   values.reserve(params.size());
   for (const std::string& p : params) values.push_back(p.c_str());
-  PGresult* result = PQexecParams(conn_, statement.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
-                                  nullptr, nullptr, 0);
-  if (result == nullptr || !Succeeded(result)) {
-    absl::Status status = Error(absl::StrCat("'", statement.substr(0, 80), "'"), result);
-    PQclear(result);
-    return status;
-  }
-  PostgresRows rows = RowsOf(result);
-  PQclear(result);
-  return rows;
+  return Finish(statement, PQexecParams(conn_, statement.c_str(), static_cast<int>(values.size()), nullptr,
+                                        values.data(), nullptr, nullptr, 0));
 }
 
 absl::Status PostgresConnection::Copy(std::string_view copy_statement, std::string_view data) {

@@ -57,6 +57,8 @@ class PostgresConnection {
 
  private:
   explicit PostgresConnection(pg_conn* conn);
+  // The rows of `statement`'s `result`, or its error; clears `result`.
+  absl::StatusOr<PostgresRows> Finish(const std::string& statement, pg_result* result) const;
   // The status for a failed call: `what` failed, with the server's message.
   absl::Status Error(std::string_view what, const pg_result* result) const;
 

@@ -23,6 +23,20 @@
 
 namespace weir::testing {
 
+// Writes make(first, 1000) for first = 0, 1000, ... below `records` to `in`
+// on a thread, 1000 records every 100 ms, so that faults land while records
+// flow; *failed when a write failed. Join the thread.
+template <typename MakeBatch>
+std::thread WriteSlowly(const std::string& bootstrap, const std::string& in, int records, MakeBatch make,
+                        std::atomic<bool>* failed) {
+  return std::thread([bootstrap, in, records, make, failed] {
+    for (int first = 0; first < records; first += 1000) {
+      if (!test::ProduceMessages(bootstrap, in, make(first, 1000)).ok()) *failed = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+}
+
 class ClusterJobTest : public ::testing::Test {
  protected:
   void SetUp() override {

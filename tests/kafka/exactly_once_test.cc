@@ -53,16 +53,10 @@ std::vector<KafkaMessage> Sequence(int first, int n) {
 }
 
 // Writes the values 0..records-1 (Sequence) to `in` on a thread, 1000 every
-// 100 ms, so that faults land while records flow; *failed when a write
-// failed. Join the thread.
+// 100 ms (WriteSlowly); *failed when a write failed. Join the thread.
 std::thread WriteSequenceSlowly(const std::string& bootstrap, const std::string& in, int records,
                                 std::atomic<bool>* failed) {
-  return std::thread([bootstrap, in, records, failed] {
-    for (int first = 0; first < records; first += 1000) {
-      if (!test::ProduceMessages(bootstrap, in, Sequence(first, 1000)).ok()) *failed = true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  });
+  return testing::WriteSlowly(bootstrap, in, records, Sequence, failed);
 }
 
 // Reads `out` with read_committed into *output until `done(*output)` holds

@@ -194,12 +194,7 @@ class SinksTest : public testing::ClusterJobTest {
   bool WriteUntilFault(const std::string& job, const std::string& in, int records, int faulty,
                        const std::string& point) {
     std::atomic<bool> failed{false};
-    std::thread writer([&] {
-      for (int first = 0; first < records; first += 1000) {
-        if (!test::ProduceMessages(bootstrap_, in, Words(first, 1000)).ok()) failed = true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    });
+    std::thread writer = testing::WriteSlowly(bootstrap_, in, records, Words, &failed);
     const bool crashed = WaitFor([&] { return !cluster_->taskmanager(faulty).running(); }, absl::Seconds(90));
     writer.join();
     EXPECT_FALSE(failed.load());
@@ -444,12 +439,7 @@ TEST_F(SinksTest, PostgresDownAtStartGoneMidRunAndRefusedCredentialsLoseAndRepea
   // Records stream in; the server is killed in the middle and comes back.
   constexpr int kRecords = 20000;
   std::atomic<bool> failed{false};
-  std::thread writer([&] {
-    for (int first = 0; first < kRecords; first += 1000) {
-      if (!test::ProduceMessages(bootstrap_, in, Words(first, 1000)).ok()) failed = true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  });
+  std::thread writer = testing::WriteSlowly(bootstrap_, in, kRecords, Words, &failed);
   ASSERT_TRUE(WaitFor([&] { return ReadTable(conninfo, "counts_down").rows >= 3000; }, absl::Seconds(60)))
       << cluster_->Logs();
   ASSERT_TRUE((*postgres)->Stop().ok());
