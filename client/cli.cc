@@ -53,7 +53,8 @@ constexpr char kUsage[] =
     "Options take their value as --name VALUE or --name=VALUE, before or after the command.\n"
     "--token-file FILE (or $WEIR_AUTH_TOKEN_FILE): the cluster's shared secret, when it has one.\n"
     "--config FILE (or $WEIR_CONFIG_FILE, else /etc/weir/weir.yaml if it exists): the cluster's configuration\n"
-    "file; its jobmanager.rpc.address/port and security.auth.token-file apply unless given as above.\n"
+    "file; its jobmanager.rpc.address/port and security.auth.token-file apply unless given as above, and\n"
+    "its security.ssl.internal.* keys (TLS: this client's certificate, key and the cluster's CA).\n"
     "-Dkey=value before the command overrides the file, as for the daemons (after `submit`: the job's settings).\n"
     "--json: output, and errors ({\"error\": ..., \"exit_code\": N} on stderr), as JSON.\n";
 
@@ -174,11 +175,11 @@ absl::Status ApplyConfigFile(GlobalOptions* options) {
   for (const std::string& o : options->overrides) {
     const std::string key = o.substr(0, o.find('='));
     if (key != config::keys::kJobManagerRpcAddress && key != config::keys::kJobManagerRpcPort &&
-        key != config::keys::kAuthTokenFile) {
+        key != config::keys::kAuthTokenFile && !absl::StartsWith(key, "security.ssl.internal.")) {
       return absl::InvalidArgumentError(absl::StrCat(
           "-D", o, " before the command: the client itself uses only jobmanager.rpc.address, "
-          "jobmanager.rpc.port and security.auth.token-file; put a job's settings after `submit` "
-          "(weir submit job.so -D", o, ")"));
+          "jobmanager.rpc.port, security.auth.token-file and security.ssl.internal.*; put a job's "
+          "settings after `submit` (weir submit job.so -D", o, ")"));
     }
   }
   if (file.empty() && options->overrides.empty()) return absl::OkStatus();
@@ -193,6 +194,7 @@ absl::Status ApplyConfigFile(GlobalOptions* options) {
   if (!options->token_file_given) {
     options->token_file = config->GetString(k::kAuthTokenFile);
   }
+  ASSIGN_OR_RETURN(options->tls, rpc::InternalTlsFromConfig(*config));
   return absl::OkStatus();
 }
 
@@ -276,6 +278,7 @@ int RunCommandLine(const std::vector<std::string>& args, std::ostream& out, std:
     err << "weir: " << loaded.message() << "\n";
     return 2;
   }
+  rpc::SetInternalTls(global.tls);
   if (options.command == "cluster") {
     if (!options.command_args.empty()) {
       err << "weir: 'cluster' takes no arguments, got '" << options.command_args[0] << "'\n";

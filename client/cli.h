@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/rpc/tls.h"
 
 namespace weir::client {
 
@@ -32,6 +33,8 @@ struct GlobalOptions {
   bool token_file_given = false;
   bool json = false;
   bool version = false;
+  // security.ssl.internal.* from the configuration file and -D (checked).
+  rpc::InternalTls tls;
 };
 
 // If args[*i] is a global option (--jobmanager/-m, --token-file, --config, as

@@ -20,6 +20,8 @@ packages=(
   redis-server libhiredis-dev postgresql libpq-dev
   # Used by the test and demo scripts.
   python3 python3-yaml procps curl
+  # Makes the certificates of the TLS tests.
+  openssl
 )
 # Renders the Kubernetes manifests in tests/kubernetes (any kubectl will do).
 command -v kubectl >/dev/null 2>&1 || packages+=(kubernetes-client)

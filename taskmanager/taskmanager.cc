@@ -158,6 +158,7 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   http_options.bind_host = options.bind_host;
   http_options.bind_key = "the address the TaskManager's RPCs bind";
   http_options.port = static_cast<int>(config.GetInt(k::kTaskManagerRestPort));
+  http::TlsFromConfig(config, &http_options);
   TaskManager* raw = tm.get();
   http_options.routes = {
       {.pattern = "/healthz", .handler = http::HealthHandler([raw] { return raw->Alive(); }), .probe = true},

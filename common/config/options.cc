@@ -213,6 +213,57 @@ constexpr std::array kOptions = {
                               "(clients: weir --token-file). Required when a daemon binds beyond loopback, "
                               "since job submission runs code. Not encrypted without TLS.",
                .scope = kDaemons},
+    OptionSpec{.key = keys::kSslInternalEnabled,
+               .type = OptionType::kBool,
+               .default_value = "false",
+               .description = "TLS with mutual authentication on every RPC connection: control plane, data "
+                              "exchange and the weir client. Every process presents the certificate of "
+                              "security.ssl.internal.cert-file and accepts only peers whose certificate is "
+                              "signed by a CA in security.ssl.internal.ca-file. Set it on every process.",
+               .scope = kAllProcesses},
+    OptionSpec{.key = keys::kSslInternalCertFile,
+               .type = OptionType::kString,
+               .default_value = "",
+               .description = "PEM file with this process's certificate (then any intermediate CA "
+                              "certificates), signed by the cluster's CA.",
+               .scope = kAllProcesses},
+    OptionSpec{.key = keys::kSslInternalKeyFile,
+               .type = OptionType::kString,
+               .default_value = "",
+               .description = "PEM file with the unencrypted private key of security.ssl.internal.cert-file. "
+                              "Readable by the daemon's user only.",
+               .scope = kAllProcesses},
+    OptionSpec{.key = keys::kSslInternalCaFile,
+               .type = OptionType::kString,
+               .default_value = "",
+               .description = "PEM file with the CA certificate(s) that sign the cluster's certificates; a "
+                              "peer whose certificate chains to none of them is refused.",
+               .scope = kAllProcesses},
+    OptionSpec{.key = keys::kSslInternalReloadInterval,
+               .type = OptionType::kDuration,
+               .default_value = "1 min",
+               .description = "How often the three security.ssl.internal files are re-read: replaced "
+                              "certificates are used for new connections without a restart.",
+               .scope = kAllProcesses,
+               .min_value = 1000,
+               .max_value = kMsPerDay},
+    OptionSpec{.key = keys::kSslRestEnabled,
+               .type = OptionType::kBool,
+               .default_value = "false",
+               .description = "HTTPS on the daemons' HTTP endpoint (health probes, /metrics, the REST API), "
+                              "with the certificate and key below. Clients are not asked for a certificate: "
+                              "the shared secret (security.auth.token-file) guards everything but the probes.",
+               .scope = kDaemons},
+    OptionSpec{.key = keys::kSslRestCertFile,
+               .type = OptionType::kString,
+               .default_value = "",
+               .description = "PEM file with the HTTP endpoint's certificate (chain). Read at start.",
+               .scope = kDaemons},
+    OptionSpec{.key = keys::kSslRestKeyFile,
+               .type = OptionType::kString,
+               .default_value = "",
+               .description = "PEM file with the unencrypted private key of security.ssl.rest.cert-file.",
+               .scope = kDaemons},
     OptionSpec{.key = keys::kKafkaAllowedProperties,
                .type = OptionType::kString,
                .default_value = "",

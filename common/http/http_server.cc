@@ -1,5 +1,8 @@
 #include "common/http/http_server.h"
 
+#include "common/config/configuration.h"
+#include "common/config/options.h"
+
 #include <sys/socket.h>
 
 #include <chrono>
@@ -54,7 +57,18 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
     return exposed;
   }
   std::unique_ptr<HttpServer> server(new HttpServer());
-  server->server_ = std::make_unique<httplib::Server>();
+  const bool https = !options.tls_cert_file.empty();
+  if (https) {
+    auto secure = std::make_unique<httplib::SSLServer>(options.tls_cert_file.c_str(), options.tls_key_file.c_str());
+    if (!secure->is_valid()) {
+      return absl::InvalidArgumentError(absl::StrCat("the ", options.name, " endpoint cannot use certificate '",
+                                                     options.tls_cert_file, "' with key '", options.tls_key_file,
+                                                     "' (security.ssl.rest.cert-file, security.ssl.rest.key-file)"));
+    }
+    server->server_ = std::move(secure);
+  } else {
+    server->server_ = std::make_unique<httplib::Server>();
+  }
   httplib::Server& http = *server->server_;
   http.new_task_queue = [] { return new httplib::ThreadPool(kWorkerThreads); };
   http.set_read_timeout(kIoTimeoutSeconds, 0);
@@ -125,8 +139,16 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   for (int waited_ms = 0; !http.is_running() && waited_ms < 5000; ++waited_ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  logging::Get("http")->info("{} listening on http://{}", options.name, rpc::JoinHostPort(options.bind_host, port));
+  logging::Get("http")->info("{} listening on {}://{}", options.name, https ? "https" : "http",
+                             rpc::JoinHostPort(options.bind_host, port));
   return server;
+}
+
+void TlsFromConfig(const config::Configuration& config, HttpServerOptions* options) {
+  namespace k = config::keys;
+  if (!config.GetBool(k::kSslRestEnabled)) return;
+  options->tls_cert_file = config.GetString(k::kSslRestCertFile);
+  options->tls_key_file = config.GetString(k::kSslRestKeyFile);
 }
 
 HttpServer::~HttpServer() { Stop(); }

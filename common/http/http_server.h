@@ -26,6 +26,10 @@ namespace httplib {
 class Server;
 }
 
+namespace weir::config {
+class Configuration;
+}
+
 namespace weir::http {
 
 struct Request {
@@ -67,7 +71,14 @@ struct HttpServerOptions {
   // The configuration key that set bind_host, named when it is refused.
   std::string bind_key;
   std::vector<Route> routes;
+  // Both set: HTTPS with this certificate and key (PEM), read at start.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
+
+// Sets the TLS files of `options` from security.ssl.rest.* when HTTPS is on
+// (the daemon checked the files at start).
+void TlsFromConfig(const config::Configuration& config, HttpServerOptions* options);
 
 class HttpServer {
  public:

@@ -10,11 +10,36 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging/logging.h"
 #include "common/rpc/auth.h"
+#include "common/rpc/tls.h"
+#include "common/status_macros.h"
 #include "common/process/signals.h"
 #include "common/process/systemd_notify.h"
 #include "common/version.h"
 
 namespace weir::process {
+namespace {
+
+// The TLS files of both endpoints, checked as a start uses them; returns the
+// RPCs' setting.
+absl::StatusOr<rpc::InternalTls> CheckTls(const config::Configuration& config) {
+  namespace k = config::keys;
+  if (config.GetBool(k::kSslRestEnabled)) {
+    const std::string cert = config.GetString(k::kSslRestCertFile);
+    const std::string key = config.GetString(k::kSslRestKeyFile);
+    if (cert.empty() || key.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(k::kSslRestEnabled, " is true but ",
+                                                     cert.empty() ? k::kSslRestCertFile : k::kSslRestKeyFile,
+                                                     " is not set: HTTPS needs a certificate and its key, as PEM files"));
+    }
+    RETURN_IF_ERROR(rpc::CheckTlsFiles(rpc::TlsFiles{.cert_file = cert,
+                                                     .key_file = key,
+                                                     .cert_key = std::string(k::kSslRestCertFile),
+                                                     .key_key = std::string(k::kSslRestKeyFile)}));
+  }
+  return rpc::InternalTlsFromConfig(config);
+}
+
+}  // namespace
 
 int DaemonMain(int argc, char** argv, const char* program, const char* component, unsigned scope,
                const char* summary, const StartFn& start) {
@@ -54,6 +79,10 @@ int DaemonMain(int argc, char** argv, const char* program, const char* component
       std::fprintf(stderr, "%s: configuration error: %s\n", program, std::string(checked.status().message()).c_str());
       return 2;
     }
+    if (absl::StatusOr<rpc::InternalTls> tls = CheckTls(*checked); !tls.ok()) {
+      std::fprintf(stderr, "%s: configuration error: %s\n", program, std::string(tls.status().message()).c_str());
+      return 2;
+    }
     for (const std::string& line : checked->StartupLines(scope)) std::printf("%s\n", line.c_str());
     std::printf("%s: configuration OK\n", program);
     return 0;
@@ -74,9 +103,22 @@ int DaemonMain(int argc, char** argv, const char* program, const char* component
     std::fprintf(stderr, "%s: configuration error: %s\n", program, std::string(s.message()).c_str());
     return 2;
   }
+  absl::StatusOr<rpc::InternalTls> tls = CheckTls(*config);
+  if (!tls.ok()) {
+    std::fprintf(stderr, "%s: configuration error: %s\n", program, std::string(tls.status().message()).c_str());
+    return 2;
+  }
+  rpc::SetInternalTls(*tls);
   auto log = logging::Get(component);
   log->info("{} {} starting, pid {}", program, kWeirVersion, getpid());
   for (const std::string& line : config->StartupLines(scope)) log->info("{}", line);
+  if (tls->enabled) {
+    log->info("TLS on for every RPC (mutual): certificate {}, CA {}, files re-read every {}", tls->files.cert_file,
+              tls->files.ca_file, config::FormatDuration(tls->reload_interval));
+  }
+  if (config->GetBool(k::kSslRestEnabled)) {
+    log->info("HTTPS on the HTTP endpoint: certificate {}", config->GetString(k::kSslRestCertFile));
+  }
   absl::StatusOr<StartedDaemon> started = start(*config);
   if (!started.ok()) {
     log->error("{} failed to start: {}", program, started.status().message());

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 
 #include "common/rpc/auth.h"
+#include "common/rpc/tls.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/support/client_interceptor.h"
 
@@ -61,9 +62,9 @@ absl::StatusOr<StartedServer> StartServer(const ServerOptions& options) {
   grpc::ServerBuilder builder;
   StartedServer started;
   std::string address = JoinHostPort(options.bind_host, options.port);
-  // Plaintext for now; TLS and authentication are to be configured here for
-  // every Weir server at once.
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &started.port);
+  // Plaintext, or mutual TLS when security.ssl.internal.enabled is set (see
+  // tls.h): for every Weir server at once.
+  builder.AddListeningPort(address, ServerCredentialsForCluster(), &started.port);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   if (options.memory_quota_bytes > 0) {
@@ -99,11 +100,11 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  if (!AuthEnabled()) return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = ChannelCredentialsForCluster();
+  if (!AuthEnabled()) return grpc::CreateCustomChannel(target, credentials, args);
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<AuthInterceptorFactory>());
-  return grpc::experimental::CreateCustomChannelWithInterceptors(target, grpc::InsecureChannelCredentials(), args,
-                                                                 std::move(interceptors));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(target, credentials, args, std::move(interceptors));
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {

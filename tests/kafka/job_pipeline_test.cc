@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
+#include "tests/testing/certificates.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/local_cluster.h"
 
@@ -146,8 +147,20 @@ TEST_F(JobPipelineTest, HowTasksEndedReachesTheJobManagerWhenTheirReportsAreLost
       << status.dump(2);
 }
 
-TEST_F(JobPipelineTest, KeyedCountCountsExactlyPerKeyAcrossTaskManagers) {
-  StartCluster();
+// Under mutual TLS and a token, as a production cluster runs: deployment,
+// binary download and the keyed exchange between the TaskManagers all go
+// over TLS.
+TEST_F(JobPipelineTest, KeyedCountCountsExactlyPerKeyAcrossTaskManagersOverTls) {
+  const std::string certs = testing::MakeTempDir("weir-pipeline-certs");
+  const testing::CertificateFiles ca = testing::MakeCertificateAuthority(certs, "ca");
+  const testing::CertificateFiles member = testing::IssueCertificate(ca, certs, "member");
+  const std::vector<std::string> tls = {
+      "-Dsecurity.ssl.internal.enabled=true", "-Dsecurity.ssl.internal.cert-file=" + member.cert,
+      "-Dsecurity.ssl.internal.key-file=" + member.key, "-Dsecurity.ssl.internal.ca-file=" + ca.cert};
+  cluster_ = std::make_unique<LocalCluster>(LocalCluster::Options{
+      .taskmanagers = 2, .slots_per_taskmanager = 1, .config = tls, .auth_token = "tls-secret", .client_config = tls});
+  cluster_->Start();
+  EXPECT_TRUE(absl::StrContains(cluster_->Logs(), "TLS on for every RPC")) << cluster_->Logs();
   std::string in = NewTopic("count-in"), out = NewTopic("count-out");
   const int n = 30000, distinct = 1000;
   std::vector<KafkaMessage> input = NumberedInput(n, distinct);

@@ -82,6 +82,7 @@ CommandResult LocalCluster::Weir(const std::vector<std::string>& args, absl::Dur
     argv.push_back("--token-file");
     argv.push_back(dir_ + "/token");
   }
+  argv.insert(argv.end(), options_.client_config.begin(), options_.client_config.end());
   argv.insert(argv.end(), args.begin(), args.end());
   return RunCommand(argv, timeout);
 }

@@ -24,6 +24,8 @@ class LocalCluster {
     std::vector<std::string> config;
     // When set: the cluster's shared secret (daemons and client use it).
     std::string auth_token;
+    // -Dkey=value for the `weir` client, before the command (TLS settings).
+    std::vector<std::string> client_config;
   };
 
   explicit LocalCluster(Options options);

@@ -1,0 +1,260 @@
+#include "common/rpc/tls.h"
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/config/configuration.h"
+#include "common/config/options.h"
+#include "common/rpc/auth.h"
+#include "common/status_macros.h"
+#include "grpcpp/security/auth_metadata_processor.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_certificate_verifier.h"
+#include "grpcpp/security/tls_credentials_options.h"
+
+namespace weir::rpc {
+namespace {
+
+// OpenSSL objects, freed on scope exit.
+struct BioFree {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+struct X509Free {
+  void operator()(X509* x) const { X509_free(x); }
+};
+struct PkeyFree {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+struct StoreFree {
+  void operator()(X509_STORE* s) const { X509_STORE_free(s); }
+};
+struct StoreCtxFree {
+  void operator()(X509_STORE_CTX* c) const { X509_STORE_CTX_free(c); }
+};
+struct StackFree {
+  void operator()(STACK_OF(X509) * s) const { sk_X509_pop_free(s, X509_free); }
+};
+using Bio = std::unique_ptr<BIO, BioFree>;
+using Cert = std::unique_ptr<X509, X509Free>;
+
+absl::StatusOr<std::string> ReadPemFile(const std::string& key, const std::string& path) {
+  if (path.empty()) return absl::InvalidArgumentError(absl::StrCat(key, " is not set"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read ", key, " '", path, "': ", std::strerror(errno)));
+  }
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+Bio MemoryBio(const std::string& pem) { return Bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()))); }
+
+// Every certificate in `pem`, in order.
+std::vector<Cert> ReadCertificates(const std::string& pem) {
+  std::vector<Cert> certs;
+  Bio bio = MemoryBio(pem);
+  while (X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) certs.emplace_back(cert);
+  ERR_clear_error();  // the end of the file reads as an error
+  return certs;
+}
+
+std::string OpenSslError() {
+  const unsigned long code = ERR_get_error();
+  ERR_clear_error();
+  if (code == 0) return "unknown error";
+  char buffer[256];
+  ERR_error_string_n(code, buffer, sizeof(buffer));
+  return buffer;
+}
+
+// The process's TLS setting and the credentials built from it once.
+struct TlsState {
+  absl::Mutex mu;
+  InternalTls tls ABSL_GUARDED_BY(mu);
+  std::shared_ptr<grpc::experimental::CertificateProviderInterface> provider ABSL_GUARDED_BY(mu);
+};
+
+TlsState& State() {
+  static TlsState* state = new TlsState();
+  return *state;
+}
+
+// Checks the cluster's token when a call's metadata arrives, before gRPC
+// reads its message (only under TLS: gRPC runs processors on secure
+// transports only). Handlers still check too.
+class TokenMetadataProcessor final : public grpc::AuthMetadataProcessor {
+ public:
+  bool IsBlocking() const override { return false; }
+
+  grpc::Status Process(const InputMetadata& metadata, grpc::AuthContext* context, OutputMetadata*,
+                       OutputMetadata*) override {
+    auto it = metadata.find("authorization");
+    std::string value;
+    if (it != metadata.end()) value.assign(it->second.data(), it->second.size());
+    const Credential credential = CheckAuthorization(it != metadata.end() ? &value : nullptr);
+    if (credential == Credential::kAccepted) return grpc::Status::OK;
+    std::string peer = "a peer";
+    if (context != nullptr) {
+      for (const grpc::string_ref& identity : context->GetPeerIdentity()) {
+        peer = absl::StrCat("the holder of certificate '", std::string(identity.data(), identity.size()), "'");
+        break;
+      }
+    }
+    LogRefusal(peer, credential);
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, RefusalMessage(credential));
+  }
+};
+
+}  // namespace
+
+absl::Status CheckTlsFiles(const TlsFiles& files) {
+  ASSIGN_OR_RETURN(std::string cert_pem, ReadPemFile(files.cert_key, files.cert_file));
+  ASSIGN_OR_RETURN(std::string key_pem, ReadPemFile(files.key_key, files.key_file));
+  std::vector<Cert> chain = ReadCertificates(cert_pem);
+  if (chain.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(files.cert_key, " '", files.cert_file,
+                                                   "' holds no PEM certificate (-----BEGIN CERTIFICATE-----)"));
+  }
+  Bio key_bio = MemoryBio(key_pem);
+  std::unique_ptr<EVP_PKEY, PkeyFree> key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
+  if (key == nullptr) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError(absl::StrCat(files.key_key, " '", files.key_file,
+                                                   "' holds no PEM private key, or an encrypted one: give "
+                                                   "an unencrypted PEM key (-----BEGIN PRIVATE KEY-----)"));
+  }
+  if (X509_check_private_key(chain.front().get(), key.get()) != 1) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError(absl::StrCat("the private key in ", files.key_key, " '", files.key_file,
+                                                   "' does not belong to the certificate in ", files.cert_key,
+                                                   " '", files.cert_file, "'"));
+  }
+  if (X509_cmp_current_time(X509_get0_notAfter(chain.front().get())) <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the certificate in ", files.cert_key, " '", files.cert_file, "' has expired"));
+  }
+  if (X509_cmp_current_time(X509_get0_notBefore(chain.front().get())) >= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the certificate in ", files.cert_key, " '", files.cert_file, "' is not valid yet"));
+  }
+  if (files.ca_file.empty()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::string ca_pem, ReadPemFile(files.ca_key, files.ca_file));
+  std::vector<Cert> cas = ReadCertificates(ca_pem);
+  if (cas.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(files.ca_key, " '", files.ca_file,
+                                                   "' holds no PEM certificate (-----BEGIN CERTIFICATE-----)"));
+  }
+  std::unique_ptr<X509_STORE, StoreFree> store(X509_STORE_new());
+  for (const Cert& ca : cas) X509_STORE_add_cert(store.get(), ca.get());
+  std::unique_ptr<STACK_OF(X509), StackFree> intermediates(sk_X509_new_null());
+  for (size_t i = 1; i < chain.size(); ++i) {
+    X509_up_ref(chain[i].get());
+    sk_X509_push(intermediates.get(), chain[i].get());
+  }
+  std::unique_ptr<X509_STORE_CTX, StoreCtxFree> ctx(X509_STORE_CTX_new());
+  if (X509_STORE_CTX_init(ctx.get(), store.get(), chain.front().get(), intermediates.get()) != 1) {
+    return absl::InternalError(absl::StrCat("cannot check certificates: ", OpenSslError()));
+  }
+  if (X509_verify_cert(ctx.get()) != 1) {
+    const int error = X509_STORE_CTX_get_error(ctx.get());
+    ERR_clear_error();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the certificate in ", files.cert_key, " '", files.cert_file, "' does not chain to a CA in ",
+        files.ca_key, " '", files.ca_file, "': ", X509_verify_cert_error_string(error),
+        " (every process of the cluster needs a certificate signed by the cluster's CA)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<InternalTls> InternalTlsFromConfig(const config::Configuration& config) {
+  namespace k = config::keys;
+  InternalTls tls;
+  tls.enabled = config.GetBool(k::kSslInternalEnabled);
+  tls.files = TlsFiles{.cert_file = config.GetString(k::kSslInternalCertFile),
+                       .key_file = config.GetString(k::kSslInternalKeyFile),
+                       .ca_file = config.GetString(k::kSslInternalCaFile),
+                       .cert_key = std::string(k::kSslInternalCertFile),
+                       .key_key = std::string(k::kSslInternalKeyFile),
+                       .ca_key = std::string(k::kSslInternalCaFile)};
+  tls.reload_interval = config.GetDuration(k::kSslInternalReloadInterval);
+  if (!tls.enabled) return tls;
+  for (const auto& [key, value] : {std::pair{k::kSslInternalCertFile, tls.files.cert_file},
+                                   std::pair{k::kSslInternalKeyFile, tls.files.key_file},
+                                   std::pair{k::kSslInternalCaFile, tls.files.ca_file}}) {
+    if (value.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          k::kSslInternalEnabled, " is true but ", key,
+          " is not set: TLS between the cluster's processes needs this process's certificate, its key "
+          "and the cluster's CA, as PEM files"));
+    }
+  }
+  RETURN_IF_ERROR(CheckTlsFiles(tls.files));
+  return tls;
+}
+
+void SetInternalTls(const InternalTls& tls) {
+  TlsState& state = State();
+  absl::MutexLock lock(&state.mu);
+  state.tls = tls;
+  state.provider.reset();
+  if (!tls.enabled) return;
+  // One watcher for the process: it re-reads the files when they change, and
+  // every server and channel made from it uses the new certificates for new
+  // handshakes.
+  const auto seconds = static_cast<unsigned>(std::max<int64_t>(1, absl::ToInt64Seconds(tls.reload_interval)));
+  state.provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      tls.files.key_file, tls.files.cert_file, tls.files.ca_file, seconds);
+}
+
+bool InternalTlsEnabled() {
+  TlsState& state = State();
+  absl::MutexLock lock(&state.mu);
+  return state.tls.enabled;
+}
+
+std::shared_ptr<grpc::ServerCredentials> ServerCredentialsForCluster() {
+  TlsState& state = State();
+  absl::MutexLock lock(&state.mu);
+  if (!state.tls.enabled) return grpc::InsecureServerCredentials();
+  grpc::experimental::TlsServerCredentialsOptions options(state.provider);
+  options.watch_root_certs();
+  options.watch_identity_key_cert_pairs();
+  // Mutual: a peer without a certificate from the cluster's CA is refused
+  // during the handshake.
+  options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::experimental::TlsServerCredentials(options);
+  if (AuthEnabled()) credentials->SetAuthMetadataProcessor(std::make_shared<TokenMetadataProcessor>());
+  return credentials;
+}
+
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsForCluster() {
+  TlsState& state = State();
+  absl::MutexLock lock(&state.mu);
+  if (!state.tls.enabled) return grpc::InsecureChannelCredentials();
+  grpc::experimental::TlsChannelCredentialsOptions options;
+  options.set_certificate_provider(state.provider);
+  options.watch_root_certs();
+  options.watch_identity_key_cert_pairs();
+  // The server's chain is verified against the cluster's CA; its host name
+  // is not (see the header).
+  options.set_verify_server_certs(true);
+  options.set_certificate_verifier(std::make_shared<grpc::experimental::NoOpCertificateVerifier>());
+  options.set_check_call_host(false);
+  return grpc::experimental::TlsCredentials(options);
+}
+
+}  // namespace weir::rpc

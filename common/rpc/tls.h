@@ -1,0 +1,75 @@
+// Transport security for every gRPC server and channel of a Weir cluster:
+// TLS with mutual authentication (security.ssl.internal.*).
+//
+// With TLS on, every daemon and every `weir` client presents a certificate
+// signed by the cluster's CA (ca-file) and accepts only peers whose
+// certificate chains to that CA: a TaskManager, a client or a data-exchange
+// peer with a certificate from another CA, or with none, fails the handshake
+// before any RPC is read. The token of security.auth.token-file stays a
+// second factor; under TLS it is checked when a call's metadata arrives,
+// before its message is received.
+//
+// Certificates are re-read when their files change (every reload-interval),
+// so they can be rotated without a restart; the files are checked at start
+// (readable, well formed, key matching the certificate, signed by the CA,
+// valid today) and a bad one is a configuration error.
+//
+// The peer's host name is not checked against its certificate: the CA is the
+// trust boundary (every certificate it signs is a member of the cluster), as
+// for the internal connections of Apache Flink. See docs/security.md.
+//
+// Thread-safety: SetInternalTls before any RPC; the rest from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+
+namespace weir::config {
+class Configuration;
+}
+
+namespace weir::rpc {
+
+// PEM files, each named together with the configuration key that set it.
+struct TlsFiles {
+  std::string cert_file;  // this process's certificate (chain)
+  std::string key_file;   // its private key, unencrypted
+  std::string ca_file;    // trusted CA certificates ("" = none: no chain check)
+  // The keys that set them, for errors ("security.ssl.internal.cert-file").
+  std::string cert_key, key_key, ca_key;
+};
+
+// Checks the files as a handshake would use them: each readable; the
+// certificate and the key parse and belong together; the certificate is
+// valid now and, when ca_file is set, chains to a CA in it. The error names
+// the key, the file and what is wrong (kInvalidArgument).
+absl::Status CheckTlsFiles(const TlsFiles& files);
+
+struct InternalTls {
+  bool enabled = false;
+  TlsFiles files;
+  absl::Duration reload_interval = absl::Minutes(1);
+};
+
+// security.ssl.internal.* of `config`, checked (kInvalidArgument, naming the
+// key, when enabled with a file missing, unreadable or wrong).
+absl::StatusOr<InternalTls> InternalTlsFromConfig(const config::Configuration& config);
+
+// Switches TLS on (or off) for every server and channel made afterwards by
+// StartServer and CreateChannel. Call once, before any RPC.
+void SetInternalTls(const InternalTls& tls);
+
+bool InternalTlsEnabled();
+
+// The credentials StartServer and CreateChannel use (plaintext when TLS is
+// off). Under TLS the server's credentials check the token at metadata time.
+std::shared_ptr<grpc::ServerCredentials> ServerCredentialsForCluster();
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsForCluster();
+
+}  // namespace weir::rpc
