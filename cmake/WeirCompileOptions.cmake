@@ -14,3 +14,11 @@ if(WEIR_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
 endif()
+
+if(WEIR_TSAN)
+  # Data races and lock-order inversions. The process must load an Abseil
+  # built with TSan as well (scripts/build-tsan-abseil.sh), or every
+  # absl::Mutex is invisible to it.
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+endif()

@@ -66,6 +66,7 @@ function(weir_add_unit_test name source)
   weir_target_defaults(${name})
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES LABELS unit TIMEOUT 120)
+  set_property(GLOBAL APPEND PROPERTY WEIR_UNIT_TESTS ${name})
 endfunction()
 
 # weir_add_integration_test(<name> <source> <libraries>...): a GoogleTest

@@ -1,5 +1,10 @@
 #include "common/logging/logging.h"
 
+#include <grpc/support/log.h>
+
+#include <map>
+#include <utility>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -124,8 +129,55 @@ absl::Status Init(absl::string_view level, absl::string_view format) {
   g_json = format == "json";
   Sink()->set_formatter(MakeFormatter());
   spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& logger) { logger->set_level(g_level); });
+  RouteGrpcLogs();
   return absl::OkStatus();
 }
+
+bool RateLimiter::ShouldLog(int64_t* suppressed) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (logged_once_ && now - last_ < interval_) {
+    ++suppressed_;
+    return false;
+  }
+  logged_once_ = true;
+  last_ = now;
+  *suppressed = suppressed_;
+  suppressed_ = 0;
+  return true;
+}
+
+namespace {
+
+void LogGrpcLine(gpr_log_func_args* args) {
+  // One limiter per place in gRPC's code: a TaskManager retrying a refused
+  // handshake every second must not fill the log, and must not hide other
+  // kinds of errors either.
+  static std::mutex mu;
+  static auto* limiters = new std::map<std::pair<std::string, int>, std::unique_ptr<RateLimiter>>();
+  RateLimiter* limiter = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& slot = (*limiters)[{args->file != nullptr ? args->file : "", args->line}];
+    if (slot == nullptr) slot = std::make_unique<RateLimiter>(std::chrono::seconds(10));
+    limiter = slot.get();
+  }
+  int64_t suppressed = 0;
+  if (!limiter->ShouldLog(&suppressed)) return;
+  auto log = Get("grpc");
+  const spdlog::level::level_enum level = args->severity == GPR_LOG_SEVERITY_ERROR  ? spdlog::level::warn
+                                          : args->severity == GPR_LOG_SEVERITY_INFO ? spdlog::level::info
+                                                                                    : spdlog::level::debug;
+  if (suppressed > 0) {
+    log->log(level, "{} ({} similar lines suppressed)", args->message, suppressed);
+  } else {
+    log->log(level, "{}", args->message);
+  }
+}
+
+}  // namespace
+
+void RouteGrpcLogs() { gpr_set_log_function(LogGrpcLine); }
 
 std::shared_ptr<spdlog::logger> Get(absl::string_view component) {
   std::string name(component);

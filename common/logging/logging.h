@@ -11,9 +11,11 @@
 // from any thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -78,5 +80,31 @@ class ScopedFields {
  private:
   size_t previous_size_;
 };
+
+// Admits one log line per interval and counts the ones it held back, so
+// that a failure repeating per record or per connection logs a few lines,
+// not one each time.
+//
+// Thread-safety: thread-safe.
+class RateLimiter {
+ public:
+  explicit RateLimiter(std::chrono::steady_clock::duration interval) : interval_(interval) {}
+
+  // Whether to log now; `*suppressed` gets how many were held back since the
+  // last line that was logged.
+  bool ShouldLog(int64_t* suppressed);
+
+ private:
+  const std::chrono::steady_clock::duration interval_;
+  std::mutex mu_;
+  std::chrono::steady_clock::time_point last_{};  // guarded by mu_
+  bool logged_once_ = false;                      // guarded by mu_
+  int64_t suppressed_ = 0;                        // guarded by mu_
+};
+
+// Sends gRPC's own log lines (handshake failures, transport errors) to the
+// "grpc" logger, at most one line per 10 s per place in gRPC's code, with
+// the count of those held back. Init calls it.
+void RouteGrpcLogs();
 
 }  // namespace weir::logging

@@ -90,15 +90,16 @@ std::string RefusalMessage(Credential credential) {
 void LogRefusal(const std::string& peer, Credential credential) {
   // Said in this daemon's log too, so that an operator sees who is knocking
   // with the wrong secret.
-  static std::atomic<int64_t> last_logged_ms{0};
-  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
-  int64_t last = last_logged_ms.load();
-  if (now_ms - last >= 10000 && last_logged_ms.compare_exchange_strong(last, now_ms)) {
-    logging::Get("security")->warn("refused a call from {}: {} (further refusals are logged every 10 s)", peer,
-                                   credential == Credential::kWrong
-                                       ? "its token does not match security.auth.token-file"
-                                       : "it carries no token, and this cluster requires one");
-  }
+  static auto* limiter = new logging::RateLimiter(std::chrono::seconds(10));
+  int64_t suppressed = 0;
+  if (!limiter->ShouldLog(&suppressed)) return;
+  logging::Get("security")->warn("refused a call from {}: {} ({} refusals since the last such line; they are logged "
+                                 "at most every 10 s)",
+                                 peer,
+                                 credential == Credential::kWrong
+                                     ? "its token does not match security.auth.token-file"
+                                     : "it carries no token, and this cluster requires one",
+                                 suppressed);
 }
 
 grpc::Status Authorize(const grpc::ServerContext* context) {

@@ -201,17 +201,4 @@ absl::StatusOr<std::map<std::string, int32_t>> FetchPartitionCounts(
   return counts;
 }
 
-bool LogLimiter::ShouldLog(int64_t* suppressed) {
-  const auto now = Clock::now();
-  if (logged_once_ && now - last_ < interval_) {
-    ++suppressed_;
-    return false;
-  }
-  logged_once_ = true;
-  last_ = now;
-  *suppressed = suppressed_;
-  suppressed_ = 0;
-  return true;
-}
-
 }  // namespace weir::connectors::kafka_internal

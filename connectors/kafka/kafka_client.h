@@ -77,25 +77,6 @@ absl::StatusOr<std::map<std::string, int32_t>> FetchPartitionCounts(
     RdKafka::Handle& client, const std::vector<std::string>& topics, const std::string& brokers,
     int timeout_ms, const ClientEvents& events);
 
-// Admits one log line per interval and counts the ones it held back, so that
-// a failure repeating per record logs a few lines, not one per record.
-//
-// Thread-safety: not thread-safe; use from one thread.
-class LogLimiter {
- public:
-  explicit LogLimiter(std::chrono::steady_clock::duration interval) : interval_(interval) {}
-
-  // Whether to log now; `*suppressed` gets how many were held back since the
-  // last line that was logged.
-  bool ShouldLog(int64_t* suppressed);
-
- private:
-  const std::chrono::steady_clock::duration interval_;
-  std::chrono::steady_clock::time_point last_{};
-  bool logged_once_ = false;
-  int64_t suppressed_ = 0;
-};
-
 }  // namespace weir::connectors::kafka_internal
 
 #endif  // WEIR_CONNECTORS_KAFKA_KAFKA_CLIENT_H_

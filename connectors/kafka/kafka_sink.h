@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/logging/logging.h"
 #include "connectors/connector.h"
 #include "connectors/kafka/kafka_client.h"
 #include "connectors/kafka/kafka_properties.h"
@@ -103,7 +104,7 @@ class KafkaSink : public weir::StreamOperator {
   int64_t delivered_ = 0;
   int64_t failed_ = 0;
   std::string first_failure_;  // at-least-once: the error the task fails with
-  kafka_internal::LogLimiter failure_log_limiter_{std::chrono::seconds(10)};
+  logging::RateLimiter failure_log_limiter_{std::chrono::seconds(10)};
 };
 
 }  // namespace weir::connectors

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/logging/logging.h"
 #include "connectors/connector.h"
 #include "connectors/kafka/kafka_client.h"
 #include "connectors/kafka/kafka_properties.h"
@@ -144,7 +145,7 @@ class KafkaSource : public weir::SourceOperator {
   MetricGroup* metrics_ = nullptr;
   std::vector<Gauge*> lag_;
   std::chrono::steady_clock::time_point last_lag_update_;
-  kafka_internal::LogLimiter error_log_limiter_{std::chrono::seconds(10)};
+  logging::RateLimiter error_log_limiter_{std::chrono::seconds(10)};
 };
 
 }  // namespace weir::connectors

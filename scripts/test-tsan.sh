@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs the unit and in-process tests (ctest -L unit) under ThreadSanitizer:
+# builds an instrumented Abseil once (scripts/build-tsan-abseil.sh), builds
+# the unit tests with -DWEIR_TSAN=ON in build-tsan/, and runs them with that
+# Abseil loaded. A race or a lock-order inversion fails the test that hit it.
+#
+#   scripts/test-tsan.sh               every unit test
+#   scripts/test-tsan.sh -R mailbox    any ctest arguments
+#
+# tests/tsan.supp lists what TSan reports inside libraries built without
+# it (each entry says why); Weir's own code has no suppressions.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh >/dev/null
+abseil=$(scripts/build-tsan-abseil.sh)
+build_dir="${WEIR_BUILD_DIR:-build-tsan}"
+cmake -S . -B "$build_dir" -G Ninja -DWEIR_TSAN=ON >/dev/null
+ninja -C "$build_dir" -j "${WEIR_BUILD_JOBS:-$(nproc)}" unit_tests
+
+export LD_LIBRARY_PATH="$abseil/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp ${TSAN_OPTIONS:-}"
+# The instrumented Abseil must be the one the tests load.
+probe=$(ls "$build_dir"/bin/mailbox_test)
+if ! ldd "$probe" | grep -q "$abseil/lib/libabsl_synchronization"; then
+  echo "test-tsan: $probe does not load Abseil from $abseil/lib" >&2
+  exit 1
+fi
+cd "$build_dir"
+ctest --output-on-failure --timeout 900 -L unit -j "${WEIR_TEST_JOBS:-2}" "$@"
