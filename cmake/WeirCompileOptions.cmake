@@ -22,3 +22,13 @@ if(WEIR_TSAN)
   add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
   add_link_options(-fsanitize=thread)
 endif()
+
+if(WEIR_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "WEIR_FUZZ needs clang (CXX=clang++): libFuzzer is part of clang")
+  endif()
+  # Coverage for libFuzzer in all of Weir's code, and ASan + UBSan to turn
+  # memory errors into crashes it reports.
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -22,6 +22,8 @@ packages=(
   python3 python3-yaml procps curl
   # Makes the certificates of the TLS tests.
   openssl
+  # libFuzzer for the fuzz targets (scripts/fuzz.sh).
+  clang-14 libclang-rt-14-dev
 )
 # Renders the Kubernetes manifests in tests/kubernetes (any kubectl will do).
 command -v kubectl >/dev/null 2>&1 || packages+=(kubernetes-client)

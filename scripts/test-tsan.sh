@@ -7,8 +7,13 @@
 #   scripts/test-tsan.sh               every unit test
 #   scripts/test-tsan.sh -R mailbox    any ctest arguments
 #
-# tests/tsan.supp lists what TSan reports inside libraries built without
-# it (each entry says why); Weir's own code has no suppressions.
+# tests/tsan.supp lists what TSan reports inside libraries (each entry says
+# why); Weir's own code has no suppressions. network_data_exchange_test is
+# left out: it runs real gRPC streams in-process, and gRPC's C core (built
+# without TSan) hands its own objects between threads in ways TSan cannot
+# see, which it reports as races inside gRPC. The data path's own
+# concurrency (result partitions, credits, record writers, input gates fed
+# in-process) is covered by the other network and task tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,4 +32,4 @@ if ! ldd "$probe" | grep -q "$abseil/lib/libabsl_synchronization"; then
   exit 1
 fi
 cd "$build_dir"
-ctest --output-on-failure --timeout 900 -L unit -j "${WEIR_TEST_JOBS:-2}" "$@"
+ctest --output-on-failure --timeout 900 -L unit -E '^network_data_exchange_test$' -j "${WEIR_TEST_JOBS:-2}" "$@"

@@ -79,8 +79,10 @@ int LineOf(const YAML::Node& node) { return node.Mark().line + 1; }
 // value (path lists); a key without a value (null) is left out.
 absl::Status Flatten(const YAML::Node& node, const std::string& prefix, std::vector<FileEntry>* out) {
   for (auto it = node.begin(); it != node.end(); ++it) {
-    const YAML::Node& key_node = it->first;
-    const YAML::Node& value = it->second;
+    // Copies (cheap handles): it->first lives in a proxy that dies with
+    // the expression, so a reference to it dangles.
+    const YAML::Node key_node = it->first;
+    const YAML::Node value = it->second;
     const int line = LineOf(key_node);
     if (!key_node.IsScalar() || key_node.Scalar().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(line, ": expected 'key: value' (the key is empty)"));

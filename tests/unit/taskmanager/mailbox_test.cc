@@ -77,6 +77,39 @@ TEST(MailboxTest, PutWakesAWaitingTaskThread) {
   EXPECT_TRUE(ran);
 }
 
+// Several threads put while the task thread runs mails: each runs exactly
+// once, on the task thread. (Under ThreadSanitizer, scripts/test-tsan.sh,
+// this is also the test that catches a Put without the mailbox's lock.)
+TEST(MailboxTest, ConcurrentPutsFromManyThreadsEachRunOnce) {
+  auto wakeup = std::make_shared<Wakeup>();
+  Mailbox mailbox(wakeup);
+  constexpr int kThreads = 4, kMailsEach = 2000;
+  int ran = 0;  // only the task thread touches it
+  std::atomic<int> producers_done{0};
+  std::vector<std::thread> producers;
+  for (int t = 0; t < kThreads; ++t) {
+    producers.emplace_back([&] {
+      for (int i = 0; i < kMailsEach; ++i) {
+        ASSERT_TRUE(mailbox.Put("count", [&] {
+          ++ran;
+          return absl::OkStatus();
+        }));
+      }
+      producers_done.fetch_add(1);
+    });
+  }
+  while (producers_done.load() < kThreads || mailbox.HasMail()) {
+    const uint64_t seen = wakeup->generation();
+    ASSERT_TRUE(mailbox.RunPending().ok());
+    if (producers_done.load() < kThreads && !mailbox.HasMail()) {
+      wakeup->WaitForChange(seen, absl::Now() + absl::Milliseconds(10));
+    }
+  }
+  for (std::thread& p : producers) p.join();
+  ASSERT_TRUE(mailbox.RunPending().ok());
+  EXPECT_EQ(ran, kThreads * kMailsEach);
+}
+
 TEST(MailboxTest, ClosedMailboxRefusesAndDropsMails) {
   Mailbox mailbox(std::make_shared<Wakeup>());
   int runs = 0;
