@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/crypto/sha256.h"
 #include "common/status_macros.h"
 #include "common/wire_limits.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -161,5 +162,11 @@ absl::Status ValidateGraph(const v1::JobGraphSpec& spec, int max_parallelism) {
 }
 
 bool SameGraph(const v1::JobGraphSpec& a, const v1::JobGraphSpec& b) { return Deterministic(a) == Deterministic(b); }
+
+std::string GraphFingerprint(const v1::JobGraphSpec& spec) {
+  crypto::Sha256 hash;
+  hash.Update(Deterministic(spec));
+  return hash.HexDigest();
+}
 
 }  // namespace weir::jobgraph

@@ -22,4 +22,8 @@ absl::Status ValidateGraph(const v1::JobGraphSpec& spec, int max_parallelism);
 // Whether two specs describe the same graph (deterministic serialization).
 bool SameGraph(const v1::JobGraphSpec& a, const v1::JobGraphSpec& b);
 
+// SHA-256 (hex) of the graph's deterministic serialization: equal for two
+// specs exactly when SameGraph holds (barring a hash collision).
+std::string GraphFingerprint(const v1::JobGraphSpec& spec);
+
 }  // namespace weir::jobgraph

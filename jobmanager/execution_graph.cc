@@ -4,12 +4,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "jobgraph/graph_spec.h"
 
 namespace weir::jobmanager {
 
 absl::StatusOr<ExecutionGraph> ExecutionGraph::Build(const v1::JobGraphSpec& spec, int default_parallelism) {
   ExecutionGraph g;
   g.spec = spec;
+  g.spec_sha256 = jobgraph::GraphFingerprint(spec);
   const int n = spec.vertices_size();
   g.vertex_parallelism.resize(n);
   for (int i = 0; i < n; ++i) {

@@ -32,6 +32,8 @@ struct Chain {
 
 struct ExecutionGraph {
   v1::JobGraphSpec spec;
+  // jobgraph::GraphFingerprint(spec), sent to the tasks instead of the spec.
+  std::string spec_sha256;
   std::vector<int> vertex_parallelism;  // defaults resolved
   std::vector<int> chain_of_vertex;
   std::vector<Chain> chains;

@@ -198,13 +198,16 @@ absl::StatusOr<v1::TaskDeploymentDescriptor> JobMaster::Describe(
   tdd.set_job_id(job_id_);
   tdd.set_attempt(attempt_);
   tdd.set_task_id(task.task_id);
-  for (int v : chain.vertices) tdd.add_vertex_ids(v);
+  for (int v : chain.vertices) {
+    tdd.add_vertex_ids(v);
+    tdd.add_vertex_names(spec.vertices(v).name());
+  }
   tdd.set_subtask_index(task.subtask);
   tdd.set_parallelism(chain.parallelism);
   tdd.set_artifact_sha256(request_.artifact_sha256());
   *tdd.mutable_args() = request_.args();
   *tdd.mutable_config() = request_.config();
-  *tdd.mutable_graph() = spec;
+  tdd.set_graph_sha256(graph_.spec_sha256);
   tdd.set_slot_index(task.slot.slot_index);
   tdd.set_max_parallelism(settings_.max_parallelism);
   for (int v = 0; v < spec.vertices_size(); ++v) (*tdd.mutable_vertex_parallelism())[v] = graph_.vertex_parallelism[v];

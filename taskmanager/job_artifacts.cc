@@ -123,7 +123,7 @@ absl::StatusOr<std::string> JobArtifacts::Fetch(const std::string& sha256, const
 absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> JobArtifacts::Acquire(const std::string& job_id,
                                                                            const std::string& sha256,
                                                                            const std::vector<std::string>& args,
-                                                                           const v1::JobGraphSpec& expected) {
+                                                                           const std::string& expected_graph_sha256) {
   std::shared_ptr<Entry> entry;
   {
     absl::MutexLock lock(&mu_);
@@ -136,7 +136,7 @@ absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> JobArtifacts::Acquire(const
   {
     absl::MutexLock lock(&entry->mu);
     if (entry->job == nullptr) {
-      auto loaded = Load(job_id, sha256, args, expected);
+      auto loaded = Load(job_id, sha256, args, expected_graph_sha256);
       if (loaded.ok()) entry->job = *loaded;
       result = loaded;
     } else {
@@ -150,7 +150,7 @@ absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> JobArtifacts::Acquire(const
 absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> JobArtifacts::Load(const std::string& job_id,
                                                                         const std::string& sha256,
                                                                         const std::vector<std::string>& args,
-                                                                        const v1::JobGraphSpec& expected) {
+                                                                        const std::string& expected_graph_sha256) {
   ASSIGN_OR_RETURN(std::string artifact, Fetch(sha256, job_id));
   // A private copy per job: dlopen of one path twice would share one instance.
   std::string jobs_dir = absl::StrCat(dir_, "/jobs");
@@ -169,7 +169,7 @@ absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> JobArtifacts::Load(const st
                                             ", expected ", sha256));
   }
   ASSIGN_OR_RETURN(auto job, jobgraph::LoadJob(job_path, args));
-  if (!jobgraph::SameGraph(jobgraph::ToSpec(job->graph), expected)) {
+  if (jobgraph::GraphFingerprint(jobgraph::ToSpec(job->graph)) != expected_graph_sha256) {
     return absl::FailedPreconditionError(
         "the job binary builds a different graph here than at submission: its build function must be "
         "deterministic (same graph for the same arguments)");

@@ -33,13 +33,13 @@ namespace weir::taskmanager {
 class JobLoader {
  public:
   virtual ~JobLoader() = default;
-  // The job `job_id` loaded from `sha256` with `args`; its graph must equal
-  // `expected`. Every successful Acquire is matched by one Release once the
+  // The job `job_id` loaded from `sha256` with `args`; its graph must have
+  // the fingerprint `expected_graph_sha256` (jobgraph::GraphFingerprint). Every successful Acquire is matched by one Release once the
   // caller no longer runs any of the job's code.
   virtual absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> Acquire(const std::string& job_id,
                                                                        const std::string& sha256,
                                                                        const std::vector<std::string>& args,
-                                                                       const v1::JobGraphSpec& expected) = 0;
+                                                                       const std::string& expected_graph_sha256) = 0;
   virtual void Release(const std::string& job_id) = 0;
 };
 
@@ -54,7 +54,7 @@ class JobArtifacts final : public JobLoader {
   // hold up the others.
   absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> Acquire(const std::string& job_id, const std::string& sha256,
                                                                const std::vector<std::string>& args,
-                                                               const v1::JobGraphSpec& expected) override
+                                                               const std::string& expected_graph_sha256) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Drops one reference; the job is forgotten (and unloaded once the last
@@ -70,7 +70,7 @@ class JobArtifacts final : public JobLoader {
 
   absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> Load(const std::string& job_id, const std::string& sha256,
                                                             const std::vector<std::string>& args,
-                                                            const v1::JobGraphSpec& expected);
+                                                            const std::string& expected_graph_sha256);
   absl::StatusOr<std::string> Fetch(const std::string& sha256, const std::string& job_id);
 
   const std::string dir_;

@@ -38,7 +38,7 @@ class Task::Execution {
 
   absl::Status Run() {
     ASSIGN_OR_RETURN(job_, env_.artifacts->Acquire(tdd_.job_id(), tdd_.artifact_sha256(),
-                                                   {tdd_.args().begin(), tdd_.args().end()}, tdd_.graph()));
+                                                   {tdd_.args().begin(), tdd_.args().end()}, tdd_.graph_sha256()));
     OperatorChainOptions options;
     options.partitions = env_.partitions;
     options.buffers_per_channel = env_.buffers_per_channel;
@@ -303,11 +303,7 @@ void Task::FinishStop(int64_t checkpoint_id, bool end_input) {
 }
 
 std::string Task::name() const {
-  std::vector<std::string> names;
-  for (int v : tdd_.vertex_ids()) {
-    if (v >= 0 && v < tdd_.graph().vertices_size()) names.push_back(tdd_.graph().vertices(v).name());
-  }
-  return absl::StrJoin(names, " -> ");
+  return absl::StrJoin(tdd_.vertex_names(), " -> ");
 }
 
 v1::TaskMetrics Task::Metrics() const {

@@ -427,6 +427,21 @@ TEST_F(JobPipelineTest, WeirKafkaCreatesWritesAndReadsTopics) {
   EXPECT_TRUE(absl::StrContains(missing.err, "weir kafka create-topic")) << missing.err;
 }
 
+// Deployments carry the fingerprint of the submitted graph, not the graph:
+// a TaskManager whose load of the binary builds another graph refuses it.
+TEST_F(JobPipelineTest, ABinaryThatBuildsAnotherGraphOnTheTaskManagerIsRefused) {
+  StartCluster();
+  std::string in = NewTopic("shift-in"), out = NewTopic("shift-out");
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, NumberedInput(10, 10)).ok());
+  std::string job = SubmitOrFail(kJobs + "/test/shifting_graph.so", {"-Drestart-strategy.type=none"},
+                                 {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out});
+  ASSERT_FALSE(job.empty());
+  nlohmann::json status = cluster_->WaitForJobEnd(job);
+  ASSERT_EQ(status["state"], "FAILED") << status.dump(2);
+  EXPECT_TRUE(absl::StrContains(status["error"].get<std::string>(), "builds a different graph here than at submission"))
+      << status.dump(2);
+}
+
 TEST_F(JobPipelineTest, ExceptionInUserCodeFailsTheJobWithItsMessage) {
   StartCluster();
   std::string in = NewTopic("throw-in"), out = NewTopic("throw-out");

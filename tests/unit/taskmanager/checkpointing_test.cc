@@ -214,7 +214,7 @@ class Loader final : public JobLoader {
   explicit Loader(std::shared_ptr<jobgraph::LoadedJob> job) : job_(std::move(job)) {}
   absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> Acquire(const std::string&, const std::string&,
                                                                const std::vector<std::string>&,
-                                                               const v1::JobGraphSpec&) override {
+                                                               const std::string&) override {
     return job_;
   }
   void Release(const std::string&) override {}

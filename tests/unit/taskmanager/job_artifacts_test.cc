@@ -54,7 +54,7 @@ TEST_F(JobArtifactsTest, APlantedCachedBinaryIsNotLoaded) {
   const fs::path planted = fs::path(dir_) / "artifacts" / absl::StrCat(kSha, ".so");
   std::ofstream(planted) << "not what the JobManager has";
   auto artifacts = Unreachable();
-  auto loaded = artifacts->Acquire("job-1", kSha, {}, v1::JobGraphSpec());
+  auto loaded = artifacts->Acquire("job-1", kSha, {}, "");
   ASSERT_FALSE(loaded.ok());
   EXPECT_THAT(std::string(loaded.status().message()), HasSubstr("downloading job binary"));
   EXPECT_FALSE(fs::exists(planted));
@@ -65,7 +65,7 @@ TEST_F(JobArtifactsTest, DirectoriesAreMadePrivate) {
   fs::create_directories(dir_);
   fs::permissions(dir_, fs::perms::all, fs::perm_options::replace);
   auto artifacts = Unreachable();
-  EXPECT_FALSE(artifacts->Acquire("job-1", kSha, {}, v1::JobGraphSpec()).ok());
+  EXPECT_FALSE(artifacts->Acquire("job-1", kSha, {}, "").ok());
   EXPECT_EQ(fs::status(dir_).permissions() & fs::perms::all, fs::perms::owner_all);
   EXPECT_EQ(fs::status(fs::path(dir_) / "artifacts").permissions() & fs::perms::all, fs::perms::owner_all);
 }
@@ -76,7 +76,7 @@ TEST_F(JobArtifactsTest, ADirectoryOfAnotherUserIsRefused) {
   fs::create_directories(dir_);
   ASSERT_EQ(chown(dir_.c_str(), 65534, 65534), 0);
   auto artifacts = Unreachable();
-  auto loaded = artifacts->Acquire("job-1", kSha, {}, v1::JobGraphSpec());
+  auto loaded = artifacts->Acquire("job-1", kSha, {}, "");
   ASSERT_FALSE(loaded.ok());
   EXPECT_THAT(std::string(loaded.status().message()), HasSubstr("belongs to user id 65534"));
   EXPECT_THAT(std::string(loaded.status().message()), HasSubstr("io.tmp.dirs"));
@@ -87,7 +87,7 @@ TEST_F(JobArtifactsTest, ASymlinkInPlaceOfTheDirectoryIsRefused) {
   fs::create_directories(root_ / "elsewhere");
   fs::create_directory_symlink(root_ / "elsewhere", dir_);
   auto artifacts = Unreachable();
-  auto loaded = artifacts->Acquire("job-1", kSha, {}, v1::JobGraphSpec());
+  auto loaded = artifacts->Acquire("job-1", kSha, {}, "");
   ASSERT_FALSE(loaded.ok());
   EXPECT_THAT(std::string(loaded.status().message()), HasSubstr("is not a directory"));
 }

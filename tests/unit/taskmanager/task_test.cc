@@ -28,7 +28,7 @@ class FakeLoader final : public JobLoader {
   explicit FakeLoader(std::shared_ptr<jobgraph::LoadedJob> job) : job_(std::move(job)) {}
   absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> Acquire(const std::string&, const std::string&,
                                                                const std::vector<std::string>&,
-                                                               const v1::JobGraphSpec&) override {
+                                                               const std::string&) override {
     ++acquired_;
     return job_;
   }
