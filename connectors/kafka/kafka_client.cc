@@ -61,6 +61,22 @@ void SetOrThrow(RdKafka::Conf& conf, const std::string& name, const std::string&
 
 ClientEvents::ClientEvents(std::string client) : client_(std::move(client)) {}
 
+std::string ExplainBrokerError(std::string error, int librdkafka_version) {
+  // librdkafka before 2.6.1 sends a SCRAM client-final-message that repeats
+  // the client nonce; Kafka 4.0 and later check it as RFC 5802 asks and
+  // refuse the login as "invalid credentials", whatever the password.
+  constexpr int kScramFixedIn = 0x020601ff;
+  if (librdkafka_version < kScramFixedIn && absl::StrContains(error, "invalid credentials") &&
+      absl::StrContains(error, "SCRAM")) {
+    absl::StrAppend(&error, " [librdkafka ", RdKafka::version_str(),
+                    " on this host cannot log in with SCRAM to Kafka 4.0 or later brokers, whatever the "
+                    "password (fixed in librdkafka 2.6.1): against such brokers use SASL PLAIN over TLS "
+                    "(sasl.mechanisms=PLAIN) or a newer librdkafka; against older brokers, check "
+                    "sasl.username and sasl.password]");
+  }
+  return error;
+}
+
 void ClientEvents::event_cb(RdKafka::Event& event) {
   static const std::shared_ptr<spdlog::logger> log = logging::Get("kafka");
   switch (event.type()) {
@@ -79,7 +95,7 @@ void ClientEvents::event_cb(RdKafka::Event& event) {
       }
       if (severity <= RdKafka::Event::EVENT_SEVERITY_ERROR) {
         absl::MutexLock lock(&mutex_);
-        last_error_ = std::move(text);
+        last_error_ = ExplainBrokerError(std::move(text), RdKafka::version());
       }
       break;
     }
@@ -93,7 +109,7 @@ void ClientEvents::event_cb(RdKafka::Event& event) {
         log->debug("{}: librdkafka error: {}", client_, text);
       }
       absl::MutexLock lock(&mutex_);
-      last_error_ = text;
+      last_error_ = ExplainBrokerError(text, RdKafka::version());
       if (event.fatal() && fatal_error_.empty()) fatal_error_ = text;
       break;
     }

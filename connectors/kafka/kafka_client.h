@@ -67,6 +67,11 @@ class ClientEvents : public RdKafka::EventCb {
   std::string fatal_error_ ABSL_GUARDED_BY(mutex_);
 };
 
+// `error` (a broker error librdkafka reported) with what to do about it
+// where the cause is known: a SCRAM login that librdkafka older than 2.6.1
+// (`librdkafka_version`, as RdKafka::version()) cannot make to Kafka 4.x.
+std::string ExplainBrokerError(std::string error, int librdkafka_version);
+
 // The partition count of each of `topics`, asking the brokers with bounded
 // retries for up to `timeout_ms`. Errors, with messages meant for users:
 // kNotFound "Kafka topic 'X' does not exist on brokers B (create it first,

@@ -47,6 +47,29 @@ std::string TestKafkaBootstrap() {
   return bootstrap;
 }
 
+SecureListener TestKafkaSaslSsl() {
+  SecureListener listener;
+  const char* dir = std::getenv("WEIR_TEST_KAFKA_DIR");
+  if (dir == nullptr || *dir == '\0') {
+    ADD_FAILURE() << "the SASL_SSL listener needs WEIR_TEST_KAFKA_DIR (a broker started by scripts/kafka.sh)";
+    return listener;
+  }
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream contents;
+    contents << in.rdbuf();
+    return contents.str();
+  };
+  listener.bootstrap = std::string(absl::StripAsciiWhitespace(read(absl::StrCat(dir, "/bootstrap-sasl-ssl"))));
+  listener.ca_pem = read(absl::StrCat(dir, "/tls/ca.pem"));
+  if (listener.bootstrap.empty() || listener.ca_pem.empty()) {
+    ADD_FAILURE() << "no SASL_SSL listener in " << dir << " (bootstrap-sasl-ssl, tls/ca.pem): restart the broker "
+                  << "with this version of scripts/kafka.sh";
+    listener.bootstrap.clear();
+  }
+  return listener;
+}
+
 absl::Status CreateTopic(const std::string& bootstrap, const std::string& name,
                          int partitions) {
   return connectors::kafka_admin::CreateTopic(bootstrap, name, partitions);

@@ -17,6 +17,18 @@ namespace weir::test {
 //   ASSERT_FALSE(bootstrap.empty());
 std::string TestKafkaBootstrap();
 
+// The test broker's SASL_SSL listener (SCRAM-SHA-256 or PLAIN; see scripts/kafka.sh):
+// its address, the PEM of the CA that signed its certificate, and the user.
+// Needs $WEIR_TEST_KAFKA_DIR; records a test failure and returns an empty
+// address when it cannot be read.
+struct SecureListener {
+  std::string bootstrap;
+  std::string ca_pem;
+  std::string username = "weirtest";
+  std::string password = "weirtest-secret";
+};
+SecureListener TestKafkaSaslSsl();
+
 // Creates `name` with `partitions` partitions and replication factor 1 through the
 // librdkafka Admin API, then waits until the broker's metadata shows every partition
 // with a leader, so producers and consumers can use it at once.

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "connectors/builtin.h"
+#include "connectors/kafka/kafka_client.h"
 #include "connectors/registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -28,6 +29,20 @@ Properties ExactlyOnceSink() {
 
 JobCheckpointing Checkpoints(absl::Duration interval, absl::Duration timeout) {
   return JobCheckpointing{.enabled = true, .aligned = true, .interval = interval, .timeout = timeout};
+}
+
+// A SCRAM login refused as "invalid credentials" gets the known cause when
+// the librdkafka in use has the SCRAM bug Kafka 4.x brokers refuse, and no
+// such text otherwise (or for other errors).
+TEST(KafkaConnectorsTest, ScramRefusalsNameTheLibrdkafkaBugWhereItApplies) {
+  using connectors::kafka_internal::ExplainBrokerError;
+  const std::string refused =
+      "sasl_ssl://b:9093/bootstrap: SASL authentication error: Authentication failed during authentication due to "
+      "invalid credentials with SASL mechanism SCRAM-SHA-256";
+  EXPECT_THAT(ExplainBrokerError(refused, 0x020002ff), ::testing::HasSubstr("fixed in librdkafka 2.6.1"));
+  EXPECT_EQ(ExplainBrokerError(refused, 0x020601ff), refused);
+  const std::string plain = "SASL authentication error: Authentication failed: Invalid username or password";
+  EXPECT_EQ(ExplainBrokerError(plain, 0x020002ff), plain);
 }
 
 TEST(KafkaConnectorsTest, RegistersSourceAndSink) {
