@@ -90,7 +90,7 @@ struct RunResult {
   double seconds = 0;
   std::vector<int64_t> durations_ms, alignments_ms, sizes;
   // Per checkpoint, the longest synchronous / asynchronous part of a task.
-  std::vector<int64_t> sync_ms, async_ms;
+  std::vector<int64_t> sync_ms, async_ms, pre_barrier_ms;
 };
 
 RunResult RunKeyedCount(const std::string& bootstrap, const std::string& in, const Flags& flags,
@@ -126,6 +126,7 @@ RunResult RunKeyedCount(const std::string& bootstrap, const std::string& in, con
       result.alignments_ms.push_back(c["longest_alignment_ms"].get<int64_t>());
       result.sync_ms.push_back(c["longest_sync_ms"].get<int64_t>());
       result.async_ms.push_back(c["longest_async_ms"].get<int64_t>());
+      result.pre_barrier_ms.push_back(c["longest_pre_barrier_ms"].get<int64_t>());
       result.sizes.push_back(c["size_bytes"].get<int64_t>());
     }
   }
@@ -313,6 +314,7 @@ int main(int argc, char** argv) {
     on.sizes.insert(on.sizes.end(), r.sizes.begin(), r.sizes.end());
     on.sync_ms.insert(on.sync_ms.end(), r.sync_ms.begin(), r.sync_ms.end());
     on.async_ms.insert(on.async_ms.end(), r.async_ms.begin(), r.async_ms.end());
+    on.pre_barrier_ms.insert(on.pre_barrier_ms.end(), r.pre_barrier_ms.begin(), r.pre_barrier_ms.end());
   }
   auto rates = [&](const std::vector<double>& seconds) {
     std::string text;
@@ -341,6 +343,8 @@ int main(int argc, char** argv) {
               "p99 %.0f ms\n",
               Percentile(on.sync_ms, 0.5), Percentile(on.sync_ms, 0.99), Percentile(on.async_ms, 0.5),
               Percentile(on.async_ms, 0.99));
+  std::printf("  of the synchronous part, the longest flush before the barrier (sinks): p50 %.0f ms, p99 %.0f ms\n",
+              Percentile(on.pre_barrier_ms, 0.5), Percentile(on.pre_barrier_ms, 0.99));
 
   if (phases == "throughput") return 0;
   const double default_recovery = MeasureRecovery(bootstrap, flags, {});

@@ -97,7 +97,8 @@ int RunCluster(const Options& options, std::ostream& out, std::ostream& err) {
     const std::string& address = tm.info().address();
     const std::string http = tm.info().rest_port() == 0
                                  ? "-"
-                                 : absl::StrCat("http://", address.substr(0, address.rfind(':')), ":",
+                                 : absl::StrCat(tm.info().rest_https() ? "https://" : "http://",
+                                                address.substr(0, address.rfind(':')), ":",
                                                 tm.info().rest_port(), "/metrics");
     out << absl::StrFormat("%-20s %-24s %-12s %-16s %s\n", tm.info().taskmanager_id(), address,
                            absl::StrCat(tm.slots().slots_free(), "/", tm.slots().slots_total()),
@@ -194,7 +195,7 @@ absl::Status ApplyConfigFile(GlobalOptions* options) {
   if (!options->token_file_given) {
     options->token_file = config->GetString(k::kAuthTokenFile);
   }
-  ASSIGN_OR_RETURN(options->tls, rpc::InternalTlsFromConfig(*config));
+  ASSIGN_OR_RETURN(options->tls, rpc::InternalTlsFromConfig(*config, rpc::TlsRole::kClient));
   return absl::OkStatus();
 }
 

@@ -320,6 +320,7 @@ int RunCheckpoints(const Options& options, std::ostream& out, std::ostream& err)
                       {"longest_alignment_ms", c.longest_alignment_ms()},
                       {"longest_sync_ms", c.longest_sync_ms()},
                       {"longest_async_ms", c.longest_async_ms()},
+                      {"longest_pre_barrier_ms", c.longest_pre_barrier_ms()},
                       {"acknowledged_tasks", c.acknowledged_tasks()},
                       {"expected_tasks", c.expected_tasks()},
                       {"failure_reason", c.failure_reason()},

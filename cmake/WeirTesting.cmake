@@ -65,7 +65,12 @@ function(weir_add_unit_test name source)
   target_link_libraries(${name} PRIVATE ${ARGN} weir_testing GTest::gmock GTest::gtest_main)
   weir_target_defaults(${name})
   add_test(NAME ${name} COMMAND ${name})
-  set_tests_properties(${name} PROPERTIES LABELS unit TIMEOUT 120)
+  # ThreadSanitizer slows code 5-15 times.
+  if(WEIR_TSAN)
+    set_tests_properties(${name} PROPERTIES LABELS unit TIMEOUT 900)
+  else()
+    set_tests_properties(${name} PROPERTIES LABELS unit TIMEOUT 120)
+  endif()
   set_property(GLOBAL APPEND PROPERTY WEIR_UNIT_TESTS ${name})
 endfunction()
 

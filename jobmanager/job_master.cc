@@ -1179,6 +1179,7 @@ v1::ListCheckpointsResponse JobMaster::Checkpoints() const {
     c->set_longest_alignment_ms(r.longest_alignment_ms);
     c->set_longest_sync_ms(r.longest_sync_ms);
     c->set_longest_async_ms(r.longest_async_ms);
+    c->set_longest_pre_barrier_ms(r.longest_pre_barrier_ms);
     c->set_failure_reason(r.failure_reason);
     c->set_acknowledged_tasks(r.acknowledged_tasks);
     c->set_expected_tasks(r.expected_tasks);

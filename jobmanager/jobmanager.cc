@@ -82,7 +82,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
     http_options.bind_key = "the address the JobManager's RPCs bind";
   }
   http_options.port = static_cast<int>(config.GetInt(k::kRestPort));
-  http::TlsFromConfig(config, &http_options);
+  RETURN_IF_ERROR(http::TlsFromConfig(config, &http_options));
   http_options.routes = rest::Routes(jm->dispatcher_.get(), jm->resource_manager_.get(), &jm->ready_,
                                      [raw = jm.get()] { return raw->Alive(); });
   auto http = http::HttpServer::Start(std::move(http_options));

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds Debian 12's Abseil — the same source, Debian's patches and options,
-# the same sonames — with ThreadSanitizer, into
-# ~/.cache/weir/abseil-tsan-<version>/lib, and prints that directory.
+# the same sonames — with ThreadSanitizer and clang (the compiler of the TSan
+# build of Weir: one TSan runtime per process), into
+# ~/.cache/weir/abseil-tsan-clang-<version>/lib, and prints that directory.
 #
 # Why: Weir guards its shared state with absl::Mutex, whose code lives in
 # Debian's libabsl_synchronization.so, built without TSan. TSan cannot see
 # those locks and reports every access they guard as a race. A TSan build
-# of Weir (cmake -DWEIR_SANITIZE=thread) runs its tests with
+# of Weir (cmake -DWEIR_TSAN=ON) runs its tests with
 # LD_LIBRARY_PATH pointing here, so that the one Abseil in the process is
 # instrumented. scripts/test-tsan.sh does all of it.
 #
@@ -23,14 +24,21 @@ patches_sha256=e08490fc7b6f3beca1925953b0c4fb92df2de5e2a01295e4641e2a3d4e528eeb
 archive=http://deb.debian.org/debian/pool/main/a/abseil
 
 installed=$(dpkg-query -W -f='${Version}' libabsl-dev 2>/dev/null || true)
+case "$installed" in
+  "${version}"-*) ;;
+  *)
+    echo "build-tsan-abseil: libabsl-dev is ${installed:-not installed}; this script builds Abseil ${version} (Debian 12's)." >&2
+    echo "build-tsan-abseil: run scripts/install-deps.sh, or update the version and hashes here to match." >&2
+    exit 2 ;;
+esac
 if [ "$installed" != "${version}-1+deb12u2" ]; then
-  echo "build-tsan-abseil: libabsl-dev ${installed:-is not installed}; this script builds ${version}-1+deb12u2." >&2
-  echo "build-tsan-abseil: run scripts/install-deps.sh, or update the version and hashes here to match." >&2
-  exit 2
+  # A later Debian revision of the same upstream version (a security fix)
+  # keeps the ABI; the options.h check below makes sure of the rest.
+  echo "build-tsan-abseil: note: libabsl-dev is $installed; building ${version}-1+deb12u2 (same ABI)" >&2
 fi
 
 cache=${WEIR_CACHE_DIR:-$HOME/.cache/weir}
-out=$cache/abseil-tsan-${version}-1+deb12u2
+out=$cache/abseil-tsan-clang-${version}-1+deb12u2
 if [ -f "$out/.complete" ]; then
   echo "$out"
   exit 0
@@ -40,7 +48,11 @@ fetch() {  # fetch FILE SHA256
   local file=$1 sum=$2 path=$cache/downloads/$1
   if [ ! -f "$path" ] || ! echo "$sum  $path" | sha256sum -c --quiet - 2>/dev/null; then
     echo "build-tsan-abseil: downloading $archive/$file" >&2
-    curl -fsSL --retry 3 -o "$path.part" "$archive/$file"
+    if ! curl -fsSL --retry 3 -o "$path.part" "$archive/$file"; then
+      echo "build-tsan-abseil: cannot download $archive/$file (Debian may have replaced it with a newer" >&2
+      echo "build-tsan-abseil: revision): update the revision and hashes here from the .dsc next to it" >&2
+      exit 1
+    fi
     echo "$sum  $path.part" | sha256sum -c --quiet - || {
       echo "build-tsan-abseil: $file does not have the hash of Debian's source package" >&2
       exit 1
@@ -62,7 +74,7 @@ while read -r patch; do
 done < "$src/debian/patches/series"
 
 echo "build-tsan-abseil: building Abseil ${version} with -fsanitize=thread (a few minutes)" >&2
-cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_STANDARD=17 \
+CC=clang-14 CXX=clang++-14 cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_STANDARD=17 \
   -DBUILD_SHARED_LIBS=ON -DBUILD_TESTING=OFF -DCMAKE_C_FLAGS=-fsanitize=thread -DCMAKE_CXX_FLAGS=-fsanitize=thread \
   -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread -DCMAKE_INSTALL_PREFIX="$out" -DCMAKE_INSTALL_LIBDIR=lib >/dev/null
 ninja -C "$work/build" install >/dev/null

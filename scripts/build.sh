@@ -15,7 +15,8 @@ else
   san_flag=OFF
 fi
 
-cmake -S . -B "$build_dir" -G Ninja -DWEIR_SANITIZE="$san_flag" >/dev/null
+# The TSan and fuzz builds have directories of their own (test-tsan.sh, fuzz.sh).
+cmake -S . -B "$build_dir" -G Ninja -DWEIR_SANITIZE="$san_flag" -DWEIR_TSAN=OFF -DWEIR_FUZZ=OFF >/dev/null
 # Two parallel compile jobs: gRPC-heavy translation units take ~1 GiB each.
 ninja -C "$build_dir" -j "${WEIR_BUILD_JOBS:-$(nproc)}"
 echo "build.sh: binaries are in $build_dir/bin"

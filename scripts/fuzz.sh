@@ -28,8 +28,9 @@ while [ $# -gt 0 ]; do
 done
 
 scripts/install-deps.sh >/dev/null
-build_dir="${WEIR_BUILD_DIR:-build-fuzz}"
-CC=clang-14 CXX=clang++-14 cmake -S . -B "$build_dir" -G Ninja -DWEIR_FUZZ=ON >/dev/null
+build_dir="${WEIR_FUZZ_BUILD_DIR:-build-fuzz}"
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DWEIR_FUZZ=ON \
+  >/dev/null
 ninja -C "$build_dir" -j "${WEIR_BUILD_JOBS:-$(nproc)}" fuzz_targets
 
 failed=()

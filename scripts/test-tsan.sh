@@ -19,15 +19,18 @@ cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh >/dev/null
 abseil=$(scripts/build-tsan-abseil.sh)
-build_dir="${WEIR_BUILD_DIR:-build-tsan}"
-cmake -S . -B "$build_dir" -G Ninja -DWEIR_TSAN=ON >/dev/null
+build_dir="${WEIR_TSAN_BUILD_DIR:-build-tsan}"
+# clang: its -Wthread-safety (errors, see cmake/WeirCompileOptions.cmake)
+# checks every ABSL_GUARDED_BY of the code this builds, beside TSan at run time.
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DWEIR_TSAN=ON \
+  >/dev/null
 ninja -C "$build_dir" -j "${WEIR_BUILD_JOBS:-$(nproc)}" unit_tests
 
 export LD_LIBRARY_PATH="$abseil/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp ${TSAN_OPTIONS:-}"
 # The instrumented Abseil must be the one the tests load.
 probe=$(ls "$build_dir"/bin/mailbox_test)
-if ! ldd "$probe" | grep -q "$abseil/lib/libabsl_synchronization"; then
+if ! grep -q "$abseil/lib/libabsl_synchronization" <<<"$(ldd "$probe")"; then
   echo "test-tsan: $probe does not load Abseil from $abseil/lib" >&2
   exit 1
 fi

@@ -169,6 +169,11 @@ absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> JobArtifacts::Load(const st
                                             ", expected ", sha256));
   }
   ASSIGN_OR_RETURN(auto job, jobgraph::LoadJob(job_path, args));
+  if (expected_graph_sha256.empty()) {
+    return absl::FailedPreconditionError(
+        "the deployment carries no fingerprint of the job's graph: the JobManager runs an older Weir than this "
+        "TaskManager; run one version on every daemon of the cluster");
+  }
   if (jobgraph::GraphFingerprint(jobgraph::ToSpec(job->graph)) != expected_graph_sha256) {
     return absl::FailedPreconditionError(
         "the job binary builds a different graph here than at submission: its build function must be "

@@ -158,7 +158,7 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   http_options.bind_host = options.bind_host;
   http_options.bind_key = "the address the TaskManager's RPCs bind";
   http_options.port = static_cast<int>(config.GetInt(k::kTaskManagerRestPort));
-  http::TlsFromConfig(config, &http_options);
+  RETURN_IF_ERROR(http::TlsFromConfig(config, &http_options));
   TaskManager* raw = tm.get();
   http_options.routes = {
       {.pattern = "/healthz", .handler = http::HealthHandler([raw] { return raw->Alive(); }), .probe = true},
@@ -173,6 +173,7 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   if (!http.ok()) return Annotate(http.status(), "starting the TaskManager's HTTP endpoint (taskmanager.rest.port)");
   tm->http_ = *std::move(http);
   tm->info_.set_rest_port(tm->http_->port());
+  tm->info_.set_rest_https(tm->http_->https());
   tm->log_->info("TaskManager {} listening on {} with {} slots", tm->id(),
                  rpc::JoinHostPort(options.bind_host, started->port), tm->slots_->size());
   tm->maintenance_ = std::thread([raw = tm.get()] { raw->MaintenanceLoop(); });

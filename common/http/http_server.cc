@@ -13,6 +13,7 @@
 #include "common/logging/logging.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
+#include "common/rpc/tls.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 
@@ -133,6 +134,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
                                                ": the port is taken or the address is not this host's"));
   }
   server->port_ = port;
+  server->https_ = https;
   server->listener_ = std::thread([s = server.get()] { s->server_->listen_after_bind(); });
   // httplib's stop() does nothing until the listener runs: wait for it, so
   // that a Stop right after Start cannot leave the listener behind.
@@ -144,11 +146,14 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   return server;
 }
 
-void TlsFromConfig(const config::Configuration& config, HttpServerOptions* options) {
-  namespace k = config::keys;
-  if (!config.GetBool(k::kSslRestEnabled)) return;
-  options->tls_cert_file = config.GetString(k::kSslRestCertFile);
-  options->tls_key_file = config.GetString(k::kSslRestKeyFile);
+absl::Status TlsFromConfig(const config::Configuration& config, HttpServerOptions* options) {
+  absl::StatusOr<std::optional<rpc::TlsFiles>> rest = rpc::RestTlsFromConfig(config);
+  if (!rest.ok()) return rest.status();
+  if (rest->has_value()) {
+    options->tls_cert_file = (*rest)->cert_file;
+    options->tls_key_file = (*rest)->key_file;
+  }
+  return absl::OkStatus();
 }
 
 HttpServer::~HttpServer() { Stop(); }

@@ -76,13 +76,14 @@ struct HttpServerOptions {
   std::string tls_key_file;
 };
 
-// Sets the TLS files of `options` from security.ssl.rest.* when HTTPS is on
-// (the daemon checked the files at start).
-void TlsFromConfig(const config::Configuration& config, HttpServerOptions* options);
+// Sets the TLS files of `options` from security.ssl.rest.* when HTTPS is on;
+// kInvalidArgument when they are unusable (never plain HTTP instead).
+absl::Status TlsFromConfig(const config::Configuration& config, HttpServerOptions* options);
 
 class HttpServer {
  public:
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(HttpServerOptions options);
+  bool https() const { return https_; }
   ~HttpServer();
 
   HttpServer(const HttpServer&) = delete;
@@ -97,6 +98,7 @@ class HttpServer {
   HttpServer() = default;
 
   std::unique_ptr<httplib::Server> server_;
+  bool https_ = false;
   std::thread listener_;
   int port_ = 0;
 };

@@ -179,6 +179,10 @@ void LogGrpcLine(gpr_log_func_args* args) {
 
 void RouteGrpcLogs() { gpr_set_log_function(LogGrpcLine); }
 
+void DropGrpcLogs() {
+  gpr_set_log_function([](gpr_log_func_args*) {});
+}
+
 std::shared_ptr<spdlog::logger> Get(absl::string_view component) {
   std::string name(component);
   if (auto existing = spdlog::get(name)) return existing;

@@ -107,4 +107,8 @@ class RateLimiter {
 // the count of those held back. Init calls it.
 void RouteGrpcLogs();
 
+// Drops gRPC's own log lines (the `weir` client: its errors, JSON with
+// --json, already carry gRPC's status message).
+void DropGrpcLogs();
+
 }  // namespace weir::logging

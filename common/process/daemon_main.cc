@@ -22,21 +22,8 @@ namespace {
 // The TLS files of both endpoints, checked as a start uses them; returns the
 // RPCs' setting.
 absl::StatusOr<rpc::InternalTls> CheckTls(const config::Configuration& config) {
-  namespace k = config::keys;
-  if (config.GetBool(k::kSslRestEnabled)) {
-    const std::string cert = config.GetString(k::kSslRestCertFile);
-    const std::string key = config.GetString(k::kSslRestKeyFile);
-    if (cert.empty() || key.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(k::kSslRestEnabled, " is true but ",
-                                                     cert.empty() ? k::kSslRestCertFile : k::kSslRestKeyFile,
-                                                     " is not set: HTTPS needs a certificate and its key, as PEM files"));
-    }
-    RETURN_IF_ERROR(rpc::CheckTlsFiles(rpc::TlsFiles{.cert_file = cert,
-                                                     .key_file = key,
-                                                     .cert_key = std::string(k::kSslRestCertFile),
-                                                     .key_key = std::string(k::kSslRestKeyFile)}));
-  }
-  return rpc::InternalTlsFromConfig(config);
+  RETURN_IF_ERROR(rpc::RestTlsFromConfig(config).status());
+  return rpc::InternalTlsFromConfig(config, rpc::TlsRole::kDaemon);
 }
 
 }  // namespace
@@ -116,8 +103,8 @@ int DaemonMain(int argc, char** argv, const char* program, const char* component
     log->info("TLS on for every RPC (mutual): certificate {}, CA {}, files re-read every {}", tls->files.cert_file,
               tls->files.ca_file, config::FormatDuration(tls->reload_interval));
   }
-  if (config->GetBool(k::kSslRestEnabled)) {
-    log->info("HTTPS on the HTTP endpoint: certificate {}", config->GetString(k::kSslRestCertFile));
+  if (auto rest = rpc::RestTlsFromConfig(*config); rest.ok() && rest->has_value()) {
+    log->info("HTTPS on the HTTP endpoint: certificate {}", (*rest)->cert_file);
   }
   absl::StatusOr<StartedDaemon> started = start(*config);
   if (!started.ok()) {

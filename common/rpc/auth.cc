@@ -32,6 +32,14 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+void WarnIfOthersCanRead(const std::string& path, absl::string_view key) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0 && (st.st_mode & 0077) != 0) {
+    logging::Get("security")->warn("{} '{}' can be read by other users (mode {:o}); chmod 600 it", key, path,
+                                   st.st_mode & 0777);
+  }
+}
+
 absl::Status LoadAuthToken(const std::string& path) {
   if (path.empty()) {
     Token().clear();
@@ -50,12 +58,7 @@ absl::Status LoadAuthToken(const std::string& path) {
   }
   // The token lets its holder run code on the cluster: nobody but the
   // daemon's user should be able to read it.
-  struct stat st {};
-  if (stat(path.c_str(), &st) == 0 && (st.st_mode & 0077) != 0) {
-    logging::Get("security")->warn("security.auth.token-file '{}' can be read by other users (mode {:o}); "
-                                   "chmod 600 it",
-                                   path, st.st_mode & 0777);
-  }
+  WarnIfOthersCanRead(path, "security.auth.token-file");
   Token() = token;
   return absl::OkStatus();
 }
@@ -102,16 +105,20 @@ void LogRefusal(const std::string& peer, Credential credential) {
                                  suppressed);
 }
 
-grpc::Status Authorize(const grpc::ServerContext* context) {
+grpc::Status AuthorizeCall(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
+                           const std::function<std::string()>& peer) {
   if (Token().empty()) return grpc::Status::OK;
-  const auto& metadata = context->client_metadata();
   auto it = metadata.find("authorization");
   std::string value;
   if (it != metadata.end()) value.assign(it->second.data(), it->second.size());
   const Credential credential = CheckAuthorization(it != metadata.end() ? &value : nullptr);
   if (credential == Credential::kAccepted) return grpc::Status::OK;
-  LogRefusal(context->peer(), credential);
+  LogRefusal(peer(), credential);
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, RefusalMessage(credential));
+}
+
+grpc::Status Authorize(const grpc::ServerContext* context) {
+  return AuthorizeCall(context->client_metadata(), [context] { return context->peer(); });
 }
 
 absl::Status CheckExposure(const std::string& bind_host, const std::string& bind_key) {

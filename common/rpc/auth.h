@@ -13,9 +13,12 @@
 // Thread-safety: SetAuthToken before any RPC; the rest from any thread.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "grpcpp/grpcpp.h"
 
 namespace weir::rpc {
@@ -42,8 +45,18 @@ std::string RefusalMessage(Credential credential);
 // Says in this daemon's log that `peer` was refused (at most every 10 s).
 void LogRefusal(const std::string& peer, Credential credential);
 
-// OK when authentication is off or the call carries the secret.
+// OK when authentication is off or the call's metadata carries the secret;
+// otherwise UNAUTHENTICATED, saying why, and the refusal is logged naming
+// `peer()`.
+grpc::Status AuthorizeCall(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
+                           const std::function<std::string()>& peer);
+
+// AuthorizeCall for a handler's call.
 grpc::Status Authorize(const grpc::ServerContext* context);
+
+// Warns in the log when group or others may read `path` (a secret named by
+// configuration key `key`).
+void WarnIfOthersCanRead(const std::string& path, absl::string_view key);
 
 // The secret to attach to outgoing calls ("" = none).
 const std::string& AuthToken();

@@ -5,12 +5,14 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -102,20 +104,14 @@ class TokenMetadataProcessor final : public grpc::AuthMetadataProcessor {
 
   grpc::Status Process(const InputMetadata& metadata, grpc::AuthContext* context, OutputMetadata*,
                        OutputMetadata*) override {
-    auto it = metadata.find("authorization");
-    std::string value;
-    if (it != metadata.end()) value.assign(it->second.data(), it->second.size());
-    const Credential credential = CheckAuthorization(it != metadata.end() ? &value : nullptr);
-    if (credential == Credential::kAccepted) return grpc::Status::OK;
-    std::string peer = "a peer";
-    if (context != nullptr) {
-      for (const grpc::string_ref& identity : context->GetPeerIdentity()) {
-        peer = absl::StrCat("the holder of certificate '", std::string(identity.data(), identity.size()), "'");
-        break;
+    return AuthorizeCall(metadata, [context] {
+      if (context != nullptr) {
+        for (const grpc::string_ref& identity : context->GetPeerIdentity()) {
+          return absl::StrCat("the holder of certificate '", std::string(identity.data(), identity.size()), "'");
+        }
       }
-    }
-    LogRefusal(peer, credential);
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, RefusalMessage(credential));
+      return std::string("a peer");
+    });
   }
 };
 
@@ -124,6 +120,7 @@ class TokenMetadataProcessor final : public grpc::AuthMetadataProcessor {
 absl::Status CheckTlsFiles(const TlsFiles& files) {
   ASSIGN_OR_RETURN(std::string cert_pem, ReadPemFile(files.cert_key, files.cert_file));
   ASSIGN_OR_RETURN(std::string key_pem, ReadPemFile(files.key_key, files.key_file));
+  WarnIfOthersCanRead(files.key_file, files.key_key);
   std::vector<Cert> chain = ReadCertificates(cert_pem);
   if (chain.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(files.cert_key, " '", files.cert_file,
@@ -150,6 +147,16 @@ absl::Status CheckTlsFiles(const TlsFiles& files) {
   if (X509_cmp_current_time(X509_get0_notBefore(chain.front().get())) >= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("the certificate in ", files.cert_key, " '", files.cert_file, "' is not valid yet"));
+  }
+  for (const auto& [wanted, purpose, what] :
+       {std::tuple{files.server, X509_PURPOSE_SSL_SERVER, "TLS server (extendedKeyUsage serverAuth)"},
+        std::tuple{files.client, X509_PURPOSE_SSL_CLIENT, "TLS client (extendedKeyUsage clientAuth)"}}) {
+    if (wanted && X509_check_purpose(chain.front().get(), purpose, 0) != 1) {
+      ERR_clear_error();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the certificate in ", files.cert_key, " '", files.cert_file, "' may not serve as a ", what,
+          files.server && files.client ? ": a daemon's certificate needs both serverAuth and clientAuth" : ""));
+    }
   }
   if (files.ca_file.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::string ca_pem, ReadPemFile(files.ca_key, files.ca_file));
@@ -180,7 +187,7 @@ absl::Status CheckTlsFiles(const TlsFiles& files) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<InternalTls> InternalTlsFromConfig(const config::Configuration& config) {
+absl::StatusOr<InternalTls> InternalTlsFromConfig(const config::Configuration& config, TlsRole role) {
   namespace k = config::keys;
   InternalTls tls;
   tls.enabled = config.GetBool(k::kSslInternalEnabled);
@@ -189,7 +196,9 @@ absl::StatusOr<InternalTls> InternalTlsFromConfig(const config::Configuration& c
                        .ca_file = config.GetString(k::kSslInternalCaFile),
                        .cert_key = std::string(k::kSslInternalCertFile),
                        .key_key = std::string(k::kSslInternalKeyFile),
-                       .ca_key = std::string(k::kSslInternalCaFile)};
+                       .ca_key = std::string(k::kSslInternalCaFile),
+                       .server = role == TlsRole::kDaemon,
+                       .client = true};
   tls.reload_interval = config.GetDuration(k::kSslInternalReloadInterval);
   if (!tls.enabled) return tls;
   for (const auto& [key, value] : {std::pair{k::kSslInternalCertFile, tls.files.cert_file},
@@ -204,6 +213,24 @@ absl::StatusOr<InternalTls> InternalTlsFromConfig(const config::Configuration& c
   }
   RETURN_IF_ERROR(CheckTlsFiles(tls.files));
   return tls;
+}
+
+absl::StatusOr<std::optional<TlsFiles>> RestTlsFromConfig(const config::Configuration& config) {
+  namespace k = config::keys;
+  if (!config.GetBool(k::kSslRestEnabled)) return std::nullopt;
+  TlsFiles files{.cert_file = config.GetString(k::kSslRestCertFile),
+                 .key_file = config.GetString(k::kSslRestKeyFile),
+                 .cert_key = std::string(k::kSslRestCertFile),
+                 .key_key = std::string(k::kSslRestKeyFile),
+                 .server = true,
+                 .client = false};
+  if (files.cert_file.empty() || files.key_file.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(k::kSslRestEnabled, " is true but ",
+                                                   files.cert_file.empty() ? k::kSslRestCertFile : k::kSslRestKeyFile,
+                                                   " is not set: HTTPS needs a certificate and its key, as PEM files"));
+  }
+  RETURN_IF_ERROR(CheckTlsFiles(files));
+  return files;
 }
 
 void SetInternalTls(const InternalTls& tls) {

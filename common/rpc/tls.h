@@ -22,6 +22,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -43,11 +44,16 @@ struct TlsFiles {
   std::string ca_file;    // trusted CA certificates ("" = none: no chain check)
   // The keys that set them, for errors ("security.ssl.internal.cert-file").
   std::string cert_key, key_key, ca_key;
+  // What the certificate must be good for (its extended key usage, when it
+  // lists one): a daemon is both a TLS server and a TLS client.
+  bool server = true;
+  bool client = true;
 };
 
 // Checks the files as a handshake would use them: each readable; the
 // certificate and the key parse and belong together; the certificate is
-// valid now and, when ca_file is set, chains to a CA in it. The error names
+// valid now, may serve as `server` and `client` say, and, when ca_file is
+// set, chains to a CA in it. The error names
 // the key, the file and what is wrong (kInvalidArgument).
 absl::Status CheckTlsFiles(const TlsFiles& files);
 
@@ -58,8 +64,15 @@ struct InternalTls {
 };
 
 // security.ssl.internal.* of `config`, checked (kInvalidArgument, naming the
-// key, when enabled with a file missing, unreadable or wrong).
-absl::StatusOr<InternalTls> InternalTlsFromConfig(const config::Configuration& config);
+// key, when enabled with a file missing, unreadable or wrong). A daemon's
+// certificate must serve as TLS server and client; a client's (`weir`) as
+// client.
+enum class TlsRole { kDaemon, kClient };
+absl::StatusOr<InternalTls> InternalTlsFromConfig(const config::Configuration& config, TlsRole role);
+
+// security.ssl.rest.* of `config`: the HTTP endpoint's certificate and key
+// when HTTPS is on (nullopt when off), checked as CheckTlsFiles does.
+absl::StatusOr<std::optional<TlsFiles>> RestTlsFromConfig(const config::Configuration& config);
 
 // Switches TLS on (or off) for every server and channel made afterwards by
 // StartServer and CreateChannel. Call once, before any RPC.

@@ -110,7 +110,7 @@ void ClientEvents::event_cb(RdKafka::Event& event) {
       }
       absl::MutexLock lock(&mutex_);
       last_error_ = ExplainBrokerError(text, RdKafka::version());
-      if (event.fatal() && fatal_error_.empty()) fatal_error_ = text;
+      if (event.fatal() && fatal_error_.empty()) fatal_error_ = last_error_;
       break;
     }
     default:

@@ -252,12 +252,14 @@ void CheckpointCoordinator::OnAcknowledge(const v1::AcknowledgeCheckpointRequest
   pending.longest_alignment_ms = std::max(pending.longest_alignment_ms, ack.alignment_ms());
   pending.longest_sync_ms = std::max(pending.longest_sync_ms, ack.sync_ms());
   pending.longest_async_ms = std::max(pending.longest_async_ms, ack.async_ms());
+  pending.longest_pre_barrier_ms = std::max(pending.longest_pre_barrier_ms, ack.pre_barrier_ms());
   if (CheckpointRecord* record = RecordLocked(id)) {
     record->acknowledged_tasks = static_cast<int>(pending.handles.size());
     record->size_bytes = pending.size_bytes;
     record->longest_alignment_ms = pending.longest_alignment_ms;
     record->longest_sync_ms = pending.longest_sync_ms;
     record->longest_async_ms = pending.longest_async_ms;
+    record->longest_pre_barrier_ms = pending.longest_pre_barrier_ms;
   }
   log_->debug("job {} checkpoint {}: acknowledged by task {} ({} bytes), {} to go", job_id_, id, task,
               handle.size_bytes(), pending.awaiting.size());
@@ -538,7 +540,7 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
   int attempt = 0;
   int64_t size_bytes = 0;
   int64_t reused_bytes = 0;
-  int64_t longest_alignment_ms = 0, longest_sync_ms = 0, longest_async_ms = 0;
+  int64_t longest_alignment_ms = 0, longest_sync_ms = 0, longest_async_ms = 0, longest_pre_barrier_ms = 0;
   absl::Time trigger_time;
   {
     absl::MutexLock lock(&mu_);
@@ -554,6 +556,7 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
     longest_alignment_ms = pending.longest_alignment_ms;
     longest_sync_ms = pending.longest_sync_ms;
     longest_async_ms = pending.longest_async_ms;
+    longest_pre_barrier_ms = pending.longest_pre_barrier_ms;
     trigger_time = pending.trigger_time;
     metadata.set_job_id(job_id_);
     metadata.set_checkpoint_id(id);
@@ -617,11 +620,13 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
                                   {"duration_ms", duration_ms},
                                   {"longest_alignment_ms", static_cast<int64_t>(longest_alignment_ms)},
                                   {"longest_sync_ms", longest_sync_ms},
-                                  {"longest_async_ms", longest_async_ms}});
+                                  {"longest_async_ms", longest_async_ms},
+                                  {"longest_pre_barrier_ms", longest_pre_barrier_ms}});
     log_->info("job {} checkpoint {} completed: {} tasks, {} bytes written ({} bytes of state in all), {} ms, "
-               "longest alignment {} ms, synchronous part {} ms, asynchronous part {} ms",
+               "longest alignment {} ms, synchronous part {} ms (of which flushing before the barrier {} ms), "
+               "asynchronous part {} ms",
                job_id_, id, metadata.tasks_size(), size_bytes, size_bytes + reused_bytes, duration_ms,
-               longest_alignment_ms, longest_sync_ms, longest_async_ms);
+               longest_alignment_ms, longest_sync_ms, longest_pre_barrier_ms, longest_async_ms);
   }
   fault::MaybeCrash(fault::Point::kJobManagerBeforeNotify, id);
   gateway_->NotifyCheckpoint(attempt, id, /*completed=*/true, "");

@@ -125,6 +125,7 @@ struct CheckpointRecord {
   // any task's snapshot.
   int64_t longest_sync_ms = 0;
   int64_t longest_async_ms = 0;
+  int64_t longest_pre_barrier_ms = 0;
   std::string failure_reason;
   int acknowledged_tasks = 0;
   int expected_tasks = 0;
@@ -248,6 +249,7 @@ class CheckpointCoordinator {
     int64_t longest_alignment_ms = 0;
     int64_t longest_sync_ms = 0;
     int64_t longest_async_ms = 0;
+    int64_t longest_pre_barrier_ms = 0;
     bool stop = false;
   };
 

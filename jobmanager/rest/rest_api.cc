@@ -114,6 +114,7 @@ json CheckpointJson(const v1::CheckpointSummary& c) {
               {"longest_alignment_ms", c.longest_alignment_ms()},
               {"longest_sync_ms", c.longest_sync_ms()},
               {"longest_async_ms", c.longest_async_ms()},
+              {"longest_pre_barrier_ms", c.longest_pre_barrier_ms()},
               {"failure_message", c.failure_reason()},
               {"failure_timestamp", c.status() == "FAILED" ? c.trigger_time_unix_ms() + c.duration_ms() : -1}};
 }

@@ -30,6 +30,7 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
   last_checkpoint_ = checkpoint_id;
   const absl::Time start = absl::Now();
   chain.PrepareSnapshotPreBarrier(checkpoint_id);
+  const absl::Duration pre_barrier = absl::Now() - start;
   fault::MaybeCrash(fault::Point::kTaskManagerAfterPreCommit, checkpoint_id);
   chain.BroadcastBarrier(checkpoint_id, timestamp_ms);
   absl::StatusOr<ChainSnapshot> taken = chain.SnapshotState(CheckpointInfo{checkpoint_id, timestamp_ms});
@@ -52,7 +53,7 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
   const std::string dir = CheckpointDirectory(tdd_.checkpoint_dir(), checkpoint_id);
   CheckpointResponder* responder = responder_;
   const bool queued = uploader_->Submit([identity = std::move(identity), snapshot = std::move(snapshot), dir,
-                                         responder, checkpoint_id, alignment, sync] {
+                                         responder, checkpoint_id, alignment, sync, pre_barrier] {
     const absl::Time async_start = absl::Now();
     StateFilesSummary files;
     absl::StatusOr<std::string> encoded = EncodeTaskSnapshot(identity, snapshot, dir, &files);
@@ -80,6 +81,7 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
     *ack.mutable_state() = std::move(*handle);
     ack.set_alignment_ms(absl::ToInt64Milliseconds(alignment));
     ack.set_sync_ms(absl::ToInt64Milliseconds(sync));
+    ack.set_pre_barrier_ms(absl::ToInt64Milliseconds(pre_barrier));
     ack.set_async_ms(absl::ToInt64Milliseconds(absl::Now() - async_start));
     responder->Acknowledge(ack);
   });

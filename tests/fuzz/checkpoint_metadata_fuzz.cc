@@ -3,8 +3,6 @@
 // checksum: corrupt files must be refused with kDataLoss, never crash), and
 // as the payload of a well-formed file, so that what comes after the checksum
 // check is reached too.
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -12,10 +10,11 @@
 #include <string>
 
 #include "jobmanager/checkpoint/checkpoint_storage.h"
+#include "tests/fuzz/scratch_dir.h"
 #include "weir/v1/checkpoint.pb.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string dir = "/tmp/weir-checkpoint-fuzz-" + std::to_string(getpid());
+  static const std::string dir = weir::fuzz::ScratchDir() + "/job";
   std::filesystem::remove_all(dir);
   auto storage = weir::jobmanager::checkpoint::CheckpointStorage::Open(dir);
   if (!storage.ok()) return 0;

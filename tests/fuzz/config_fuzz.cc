@@ -2,8 +2,6 @@
 // a daemon reads them at start. Input: lines starting with "-D" are
 // overrides; everything else is the file. Any input must give a
 // Configuration or an error, never a crash or an exception.
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
@@ -12,9 +10,10 @@
 
 #include "absl/strings/str_split.h"
 #include "common/config/configuration.h"
+#include "tests/fuzz/scratch_dir.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/weir-config-fuzz-" + std::to_string(getpid()) + ".yaml";
+  static const std::string path = weir::fuzz::ScratchDir() + "/weir.yaml";
   const std::string input(reinterpret_cast<const char*>(data), size);
   std::string file;
   std::vector<std::string> overrides;

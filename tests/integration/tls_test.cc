@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -42,8 +44,7 @@ class TlsTest : public ::testing::Test {
 
   // The -D settings that make a process use `cert` and trust `ca`.
   static std::vector<std::string> Tls(const CertificateFiles& cert, const CertificateFiles& ca) {
-    return {"-Dsecurity.ssl.internal.enabled=true", "-Dsecurity.ssl.internal.cert-file=" + cert.cert,
-            "-Dsecurity.ssl.internal.key-file=" + cert.key, "-Dsecurity.ssl.internal.ca-file=" + ca.cert};
+    return testing::TlsSettings(cert, ca.cert);
   }
 
   std::string JobManagerAddress() const { return absl::StrCat("127.0.0.1:", jm_port_); }
@@ -100,7 +101,8 @@ class TlsTest : public ::testing::Test {
 TEST_F(TlsTest, OnlyCertificatesOfTheClustersCaGetIn) {
   const CertificateFiles jm_cert = testing::IssueCertificate(ca_, dir_, "jobmanager");
   const CertificateFiles tm_cert = testing::IssueCertificate(ca_, dir_, "tm-a");
-  const CertificateFiles client_cert = testing::IssueCertificate(ca_, dir_, "operator");
+  // An operator's certificate: for a TLS client only, as docs/security.md advises.
+  const CertificateFiles client_cert = testing::IssueCertificate(ca_, dir_, "operator", testing::Usage::kClientOnly);
   const CertificateFiles intruder_cert = testing::IssueCertificate(other_ca_, dir_, "intruder");
   const std::vector<std::string> token = {"-Dsecurity.auth.token-file=" + token_};
 
@@ -152,11 +154,32 @@ TEST_F(TlsTest, OnlyCertificatesOfTheClustersCaGetIn) {
                       absl::Seconds(10)))
       << jm->Log();
   EXPECT_TRUE(jm->running());
+
+  // A client-only certificate cannot pose as a daemon: a server presenting
+  // it (a raw gRPC server here; Weir's daemons refuse it at start) fails
+  // the client's handshake, although the cluster's CA signed it.
+  grpc::SslServerCredentialsOptions server_ssl;
+  server_ssl.pem_key_cert_pairs.push_back({testing::ReadFile(client_cert.key), testing::ReadFile(client_cert.cert)});
+  grpc::ServerBuilder builder;
+  int impostor_port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::SslServerCredentials(server_ssl), &impostor_port);
+  // Past a handshake, the client would hear UNIMPLEMENTED from every method.
+  v1::JobService::Service impostor_service;
+  builder.RegisterService(&impostor_service);
+  std::unique_ptr<grpc::Server> impostor = builder.BuildAndStart();
+  ASSERT_NE(impostor, nullptr);
+  CommandResult fooled = RunCommand(
+      Plus({BinDir() + "/weir", "--jobmanager", absl::StrCat("127.0.0.1:", impostor_port)},
+           Plus(Tls(tm_cert, ca_), {"--token-file", token_, "list"})));
+  EXPECT_EQ(fooled.exit_code, 1) << fooled.out;
+  EXPECT_TRUE(absl::StrContains(fooled.err, "cannot reach")) << fooled.err;
+  impostor->Shutdown();
 }
 
 TEST_F(TlsTest, BadCertificateFilesStopEveryProcessAtStart) {
   const CertificateFiles good = testing::IssueCertificate(ca_, dir_, "good");
   const CertificateFiles foreign = testing::IssueCertificate(other_ca_, dir_, "foreign");
+  const CertificateFiles client_only = testing::IssueCertificate(ca_, dir_, "client-only", testing::Usage::kClientOnly);
   const std::string garbage = dir_ + "/garbage.pem";
   std::ofstream(garbage) << "not a certificate\n";
   struct Case {
@@ -170,6 +193,7 @@ TEST_F(TlsTest, BadCertificateFilesStopEveryProcessAtStart) {
       {Plus(Tls(good, ca_), {"-Dsecurity.ssl.internal.cert-file=" + garbage}), "holds no PEM certificate"},
       {Plus(Tls(good, ca_), {"-Dsecurity.ssl.internal.key-file=" + foreign.key}), "does not belong to the certificate"},
       {Tls(foreign, ca_), "does not chain to a CA in security.ssl.internal.ca-file"},
+      {Tls(client_only, ca_), "may not serve as a TLS server"},
       {{"-Dsecurity.ssl.rest.enabled=true", "-Dsecurity.ssl.rest.cert-file=" + good.cert},
        "security.ssl.rest.key-file is not set"},
       {{"-Dsecurity.ssl.rest.enabled=true", "-Dsecurity.ssl.rest.cert-file=" + good.cert,

@@ -156,9 +156,7 @@ TEST_F(JobPipelineTest, KeyedCountCountsExactlyPerKeyAcrossTaskManagersOverTls) 
   const std::string certs = testing::MakeTempDir("weir-pipeline-certs");
   const testing::CertificateFiles ca = testing::MakeCertificateAuthority(certs, "ca");
   const testing::CertificateFiles member = testing::IssueCertificate(ca, certs, "member");
-  const std::vector<std::string> tls = {
-      "-Dsecurity.ssl.internal.enabled=true", "-Dsecurity.ssl.internal.cert-file=" + member.cert,
-      "-Dsecurity.ssl.internal.key-file=" + member.key, "-Dsecurity.ssl.internal.ca-file=" + ca.cert};
+  const std::vector<std::string> tls = testing::TlsSettings(member, ca.cert);
   cluster_ = std::make_unique<LocalCluster>(LocalCluster::Options{
       .taskmanagers = 2, .slots_per_taskmanager = 1, .config = tls, .auth_token = "tls-secret", .client_config = tls});
   cluster_->Start();

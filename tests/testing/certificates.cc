@@ -30,20 +30,26 @@ CertificateFiles MakeCertificateAuthority(const std::string& dir, const std::str
   return ca;
 }
 
-CertificateFiles IssueCertificate(const CertificateFiles& ca, const std::string& dir, const std::string& name) {
+CertificateFiles IssueCertificate(const CertificateFiles& ca, const std::string& dir, const std::string& name,
+                                  Usage usage) {
   CertificateFiles issued{.cert = absl::StrCat(dir, "/", name, ".pem"), .key = absl::StrCat(dir, "/", name, ".key")};
   const std::string request = absl::StrCat(dir, "/", name, ".csr");
   const std::string extensions = absl::StrCat(dir, "/", name, ".ext");
   std::ofstream(extensions) << "basicConstraints=CA:FALSE\n"
                                "keyUsage=digitalSignature,keyEncipherment\n"
-                               "extendedKeyUsage=serverAuth,clientAuth\n"
-                               "subjectAltName=DNS:"
-                            << name << ",IP:127.0.0.1\n";
+                            << (usage == Usage::kClientOnly ? "extendedKeyUsage=clientAuth\n"
+                                                            : "extendedKeyUsage=serverAuth,clientAuth\n")
+                            << "subjectAltName=DNS:" << name << ",IP:127.0.0.1\n";
   OpenSsl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", issued.key, "-out",
            request, "-subj", "/CN=" + name});
   OpenSsl({"x509", "-req", "-in", request, "-CA", ca.cert, "-CAkey", ca.key, "-CAcreateserial", "-out", issued.cert,
            "-days", "2", "-extfile", extensions});
   return issued;
+}
+
+std::vector<std::string> TlsSettings(const CertificateFiles& cert, const std::string& ca_cert) {
+  return {"-Dsecurity.ssl.internal.enabled=true", "-Dsecurity.ssl.internal.cert-file=" + cert.cert,
+          "-Dsecurity.ssl.internal.key-file=" + cert.key, "-Dsecurity.ssl.internal.ca-file=" + ca_cert};
 }
 
 }  // namespace weir::testing

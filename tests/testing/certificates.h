@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace weir::testing {
 
@@ -17,9 +18,17 @@ struct CertificateFiles {
 // Throws std::runtime_error (with openssl's output) when openssl fails.
 CertificateFiles MakeCertificateAuthority(const std::string& dir, const std::string& name);
 
-// A certificate for `name` signed by `ca`, valid for clients and servers,
-// with subject alternative names DNS:<name> and IP:127.0.0.1; written under
-// `dir` as <name>.pem and <name>.key.
-CertificateFiles IssueCertificate(const CertificateFiles& ca, const std::string& dir, const std::string& name);
+// What a certificate may be used for (its extended key usage).
+enum class Usage { kServerAndClient, kClientOnly };
+
+// A certificate for `name` signed by `ca`, with subject alternative names
+// DNS:<name> and IP:127.0.0.1; written under `dir` as <name>.pem and
+// <name>.key.
+CertificateFiles IssueCertificate(const CertificateFiles& ca, const std::string& dir, const std::string& name,
+                                  Usage usage = Usage::kServerAndClient);
+
+// The -D settings (security.ssl.internal.*) that make a Weir process present
+// `cert` and trust the CA certificate `ca_cert`.
+std::vector<std::string> TlsSettings(const CertificateFiles& cert, const std::string& ca_cert);
 
 }  // namespace weir::testing

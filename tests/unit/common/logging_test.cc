@@ -61,5 +61,32 @@ TEST(LoggingTest, JsonLinesCarryTheScopedFields) {
   EXPECT_EQ(text.find("{"), std::string::npos) << text;
 }
 
+// One line per interval; what it held back is counted into the next one.
+TEST(RateLimiterTest, AdmitsOneLinePerIntervalAndCountsTheRest) {
+  RateLimiter limiter(std::chrono::hours(1));
+  int64_t suppressed = -1;
+  EXPECT_TRUE(limiter.ShouldLog(&suppressed));
+  EXPECT_EQ(suppressed, 0);
+  EXPECT_FALSE(limiter.ShouldLog(&suppressed));
+  EXPECT_FALSE(limiter.ShouldLog(&suppressed));
+  RateLimiter every_time(std::chrono::nanoseconds(0));
+  EXPECT_TRUE(every_time.ShouldLog(&suppressed));
+  EXPECT_TRUE(every_time.ShouldLog(&suppressed));
+  EXPECT_EQ(suppressed, 0);
+}
+
+// After the interval, the next line carries the count of those held back.
+TEST(RateLimiterTest, TheNextLineCarriesTheCount) {
+  RateLimiter limiter(std::chrono::milliseconds(50));
+  int64_t suppressed = 0;
+  ASSERT_TRUE(limiter.ShouldLog(&suppressed));
+  int held = 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (!limiter.ShouldLog(&suppressed)) ++held;
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
+  EXPECT_EQ(suppressed, held);
+  EXPECT_GT(held, 0);
+}
+
 }  // namespace
 }  // namespace weir::logging

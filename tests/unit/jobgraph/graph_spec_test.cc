@@ -123,5 +123,19 @@ TEST(SameGraphTest, ComparesStructureAndProperties) {
   EXPECT_FALSE(SameGraph(a, b));
 }
 
+// The fingerprint deployments carry instead of the graph: equal exactly
+// when SameGraph holds, whatever order the maps were filled in.
+TEST(SameGraphTest, FingerprintsFollowSameGraph) {
+  v1::JobGraphSpec a = Linear(), b = Linear();
+  (*a.mutable_vertices(0)->mutable_properties())["x"] = "1";
+  (*a.mutable_vertices(0)->mutable_properties())["y"] = "2";
+  (*b.mutable_vertices(0)->mutable_properties())["y"] = "2";
+  (*b.mutable_vertices(0)->mutable_properties())["x"] = "1";
+  EXPECT_EQ(GraphFingerprint(a), GraphFingerprint(b));
+  EXPECT_EQ(GraphFingerprint(a).size(), 64u);
+  b.mutable_vertices(1)->set_name("renamed");
+  EXPECT_NE(GraphFingerprint(a), GraphFingerprint(b));
+}
+
 }  // namespace
 }  // namespace weir::jobgraph
