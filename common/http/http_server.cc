@@ -1,5 +1,8 @@
 #include "common/http/http_server.h"
 
+#include "common/http/certificate_reloader.h"
+#include "common/status_macros.h"
+
 #include "common/config/configuration.h"
 #include "common/config/options.h"
 
@@ -66,6 +69,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
                                                      options.tls_cert_file, "' with key '", options.tls_key_file,
                                                      "' (security.ssl.rest.cert-file, security.ssl.rest.key-file)"));
     }
+    server->reloader_ = std::make_unique<CertificateReloader>(options.tls_cert_file, options.tls_key_file);
+    RETURN_IF_ERROR(server->reloader_->Load());
+    server->reloader_->Install(secure->ssl_context());
     server->server_ = std::move(secure);
   } else {
     server->server_ = std::make_unique<httplib::Server>();

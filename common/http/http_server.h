@@ -31,6 +31,10 @@ class Configuration;
 }
 
 namespace weir::http {
+class CertificateReloader;
+}
+
+namespace weir::http {
 
 struct Request {
   std::string path;
@@ -71,7 +75,8 @@ struct HttpServerOptions {
   // The configuration key that set bind_host, named when it is refused.
   std::string bind_key;
   std::vector<Route> routes;
-  // Both set: HTTPS with this certificate and key (PEM), read at start.
+  // Both set: HTTPS with this certificate and key (PEM), re-read when the
+  // files change.
   std::string tls_cert_file;
   std::string tls_key_file;
 };
@@ -97,6 +102,8 @@ class HttpServer {
  private:
   HttpServer() = default;
 
+  // Before server_: the server's TLS handshakes call into it.
+  std::unique_ptr<CertificateReloader> reloader_;
   std::unique_ptr<httplib::Server> server_;
   bool https_ = false;
   std::thread listener_;

@@ -254,34 +254,52 @@ TEST_F(TlsTest, ReplacedCertificateFilesAreUsedWithoutARestart) {
 }
 
 // security.ssl.rest.*: the HTTP endpoint speaks HTTPS with its certificate,
-// which a client verifies against the CA; plain HTTP gets no answer.
-TEST_F(TlsTest, HttpEndpointServesHttps) {
+// which a client verifies against the CA; plain HTTP gets no answer. A
+// replaced certificate is served from the next handshake on.
+TEST_F(TlsTest, HttpEndpointServesHttpsAndTakesRenewedCertificates) {
   const CertificateFiles web = testing::IssueCertificate(ca_, dir_, "web");
+  const CertificateFiles renewed = testing::IssueCertificate(other_ca_, dir_, "web-renewed");
+  const std::string live = dir_ + "/web-live";
+  std::filesystem::create_directories(live);
+  const CertificateFiles served{.cert = live + "/web.pem", .key = live + "/web.key"};
+  auto install = [&](const CertificateFiles& from) {
+    for (const auto& [source, target] : {std::pair{from.cert, served.cert}, std::pair{from.key, served.key}}) {
+      std::filesystem::copy_file(source, target + ".new", std::filesystem::copy_options::overwrite_existing);
+      std::filesystem::rename(target + ".new", target);
+    }
+  };
+  install(web);
   const int rest_port = testing::FreePort();
   auto jm = StartJobManager({absl::StrCat("-Drest.port=", rest_port), "-Dsecurity.ssl.rest.enabled=true",
-                             "-Dsecurity.ssl.rest.cert-file=" + web.cert, "-Dsecurity.ssl.rest.key-file=" + web.key});
+                             "-Dsecurity.ssl.rest.cert-file=" + served.cert,
+                             "-Dsecurity.ssl.rest.key-file=" + served.key});
+  // The status of GET /healthz from a client that trusts `ca` (0: refused).
+  auto healthz = [&](const CertificateFiles& ca) {
+    httplib::SSLClient client("127.0.0.1", rest_port);
+    client.set_ca_cert_path(ca.cert.c_str());
+    client.enable_server_certificate_verification(true);
+    client.set_connection_timeout(5, 0);
+    httplib::Result r = client.Get("/healthz");
+    return r ? r->status : 0;
+  };
+  ASSERT_TRUE(WaitFor([&] { return healthz(ca_) == 200; }, absl::Seconds(30))) << jm->Log();
   httplib::SSLClient client("127.0.0.1", rest_port);
   client.set_ca_cert_path(ca_.cert.c_str());
   client.enable_server_certificate_verification(true);
-  client.set_connection_timeout(5, 0);
-  int status = 0;
-  ASSERT_TRUE(WaitFor([&] {
-    httplib::Result r = client.Get("/healthz");
-    status = r ? r->status : 0;
-    return status != 0;
-  }, absl::Seconds(30))) << jm->Log();
-  EXPECT_EQ(status, 200);
   httplib::Result overview = client.Get("/overview");
   ASSERT_TRUE(overview);
   EXPECT_EQ(overview->status, 200);
   EXPECT_TRUE(absl::StrContains(overview->body, "taskmanagers")) << overview->body;
   EXPECT_EQ(testing::HttpGet(rest_port, "/healthz").status, 0);
   // A client that trusts another CA refuses the endpoint.
-  httplib::SSLClient distrusting("127.0.0.1", rest_port);
-  distrusting.set_ca_cert_path(other_ca_.cert.c_str());
-  distrusting.enable_server_certificate_verification(true);
-  EXPECT_FALSE(distrusting.Get("/healthz"));
+  EXPECT_EQ(healthz(other_ca_), 0);
   EXPECT_TRUE(absl::StrContains(jm->Log(), "listening on https://")) << jm->Log();
+
+  install(renewed);
+  ASSERT_TRUE(WaitFor([&] { return healthz(other_ca_) == 200; }, absl::Seconds(30))) << jm->Log();
+  EXPECT_EQ(healthz(ca_), 0);
+  EXPECT_TRUE(absl::StrContains(jm->Log(), "re-read: it changed")) << jm->Log();
+  EXPECT_TRUE(jm->running());
 }
 
 }  // namespace
