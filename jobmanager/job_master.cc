@@ -210,7 +210,6 @@ absl::StatusOr<v1::TaskDeploymentDescriptor> JobMaster::Describe(
   tdd.set_graph_sha256(graph_.spec_sha256);
   tdd.set_slot_index(task.slot.slot_index);
   tdd.set_max_parallelism(settings_.max_parallelism);
-  for (int v = 0; v < spec.vertices_size(); ++v) (*tdd.mutable_vertex_parallelism())[v] = graph_.vertex_parallelism[v];
   tdd.set_input_vertex(-1);
   if (chain.input_edge >= 0) {
     const int e = chain.input_edge;
