@@ -17,9 +17,10 @@
 set -euo pipefail
 
 version=20220623.1
+revision=1+deb12u2
 orig=abseil_${version}.orig.tar.gz
 orig_sha256=abfe2897f3a30edaa74bc34365afe3c2a3cd012091a97dc7e008f7016adcd5fe
-patches=abseil_${version}-1+deb12u2.debian.tar.xz
+patches=abseil_${version}-${revision}.debian.tar.xz
 patches_sha256=e08490fc7b6f3beca1925953b0c4fb92df2de5e2a01295e4641e2a3d4e528eeb
 archive=http://deb.debian.org/debian/pool/main/a/abseil
 
@@ -31,14 +32,14 @@ case "$installed" in
     echo "build-tsan-abseil: run scripts/install-deps.sh, or update the version and hashes here to match." >&2
     exit 2 ;;
 esac
-if [ "$installed" != "${version}-1+deb12u2" ]; then
+if [ "$installed" != "${version}-${revision}" ]; then
   # A later Debian revision of the same upstream version (a security fix)
   # keeps the ABI; the options.h check below makes sure of the rest.
-  echo "build-tsan-abseil: note: libabsl-dev is $installed; building ${version}-1+deb12u2 (same ABI)" >&2
+  echo "build-tsan-abseil: note: libabsl-dev is $installed; building ${version}-${revision} (same ABI)" >&2
 fi
 
 cache=${WEIR_CACHE_DIR:-$HOME/.cache/weir}
-out=$cache/abseil-tsan-clang-${version}-1+deb12u2
+out=$cache/abseil-tsan-clang-${version}-${revision}
 if [ -f "$out/.complete" ]; then
   echo "$out"
   exit 0

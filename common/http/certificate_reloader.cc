@@ -1,26 +1,10 @@
 #include "common/http/certificate_reloader.h"
 
-#include <openssl/err.h>
-#include <openssl/pem.h>
 #include <sys/stat.h>
 
-#include <cstdio>
 #include <utility>
-#include <vector>
-
-#include "absl/strings/str_cat.h"
 
 namespace weir::http {
-
-// A loaded certificate chain and its key (OpenSSL objects, freed with it).
-struct CertificateReloader::Pair {
-  std::vector<X509*> chain;  // leaf first
-  EVP_PKEY* key = nullptr;
-  ~Pair() {
-    for (X509* cert : chain) X509_free(cert);
-    EVP_PKEY_free(key);
-  }
-};
 
 bool CertificateReloader::Stamp::operator==(const Stamp& o) const {
   return cert_mtime.tv_sec == o.cert_mtime.tv_sec && cert_mtime.tv_nsec == o.cert_mtime.tv_nsec &&
@@ -28,19 +12,16 @@ bool CertificateReloader::Stamp::operator==(const Stamp& o) const {
          cert_size == o.cert_size && key_size == o.key_size;
 }
 
-CertificateReloader::CertificateReloader(std::string cert_file, std::string key_file)
-    : cert_file_(std::move(cert_file)), key_file_(std::move(key_file)) {}
+CertificateReloader::CertificateReloader(rpc::TlsFiles files) : files_(std::move(files)) {}
 
-CertificateReloader::~CertificateReloader() = default;
-
-CertificateReloader::Stamp CertificateReloader::StampOf(const std::string& cert_file, const std::string& key_file) {
+CertificateReloader::Stamp CertificateReloader::StampNow() const {
   Stamp stamp;
   struct stat st {};
-  if (stat(cert_file.c_str(), &st) == 0) {
+  if (stat(files_.cert_file.c_str(), &st) == 0) {
     stamp.cert_mtime = st.st_mtim;
     stamp.cert_size = st.st_size;
   }
-  if (stat(key_file.c_str(), &st) == 0) {
+  if (stat(files_.key_file.c_str(), &st) == 0) {
     stamp.key_mtime = st.st_mtim;
     stamp.key_size = st.st_size;
   }
@@ -49,30 +30,13 @@ CertificateReloader::Stamp CertificateReloader::StampOf(const std::string& cert_
 
 absl::Status CertificateReloader::Load() {
   absl::MutexLock lock(&mu_);
-  return LoadLocked(StampOf(cert_file_, key_file_));
+  return LoadLocked(StampNow());
 }
 
 absl::Status CertificateReloader::LoadLocked(const Stamp& stamp) {
-  auto pair = std::make_shared<Pair>();
-  if (FILE* f = std::fopen(cert_file_.c_str(), "r")) {
-    while (X509* cert = PEM_read_X509(f, nullptr, nullptr, nullptr)) pair->chain.push_back(cert);
-    std::fclose(f);
-  }
-  if (FILE* f = std::fopen(key_file_.c_str(), "r")) {
-    pair->key = PEM_read_PrivateKey(f, nullptr, nullptr, nullptr);
-    std::fclose(f);
-  }
-  ERR_clear_error();
-  if (pair->chain.empty() || pair->key == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot load the HTTPS certificate '", cert_file_,
-                                                   "' and key '", key_file_, "' (unreadable or not PEM)"));
-  }
-  if (X509_check_private_key(pair->chain.front(), pair->key) != 1) {
-    ERR_clear_error();
-    return absl::InvalidArgumentError(absl::StrCat("the HTTPS key '", key_file_, "' does not belong to the certificate '",
-                                                   cert_file_, "'"));
-  }
-  current_ = std::move(pair);
+  absl::StatusOr<std::unique_ptr<rpc::CertificateKeyPair>> pair = rpc::LoadCertificateKeyPair(files_);
+  if (!pair.ok()) return pair.status();
+  current_ = std::move(*pair);
   stamp_ = stamp;
   return absl::OkStatus();
 }
@@ -81,13 +45,13 @@ void CertificateReloader::Install(SSL_CTX* ctx) { SSL_CTX_set_cert_cb(ctx, &Cert
 
 int CertificateReloader::OnHandshake(SSL* ssl, void* arg) {
   auto* self = static_cast<CertificateReloader*>(arg);
-  std::shared_ptr<Pair> pair;
+  std::shared_ptr<const rpc::CertificateKeyPair> pair;
   {
     absl::MutexLock lock(&self->mu_);
-    const Stamp now = StampOf(self->cert_file_, self->key_file_);
+    const Stamp now = self->StampNow();
     if (!(now == self->stamp_)) {
       if (absl::Status loaded = self->LoadLocked(now); loaded.ok()) {
-        logging::Get("http")->info("HTTPS certificate '{}' re-read: it changed", self->cert_file_);
+        logging::Get("http")->info("HTTPS certificate '{}' re-read: it changed", self->files_.cert_file);
       } else {
         // A rotation half done, or a bad file: keep serving the last good
         // pair; try again at the next handshake.

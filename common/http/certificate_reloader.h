@@ -11,22 +11,22 @@
 #pragma once
 
 #include <openssl/ssl.h>
+#include <sys/types.h>
 
 #include <ctime>
 #include <memory>
-#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging/logging.h"
+#include "common/rpc/tls.h"
 
 namespace weir::http {
 
 class CertificateReloader {
  public:
-  CertificateReloader(std::string cert_file, std::string key_file);
-  ~CertificateReloader();
+  explicit CertificateReloader(rpc::TlsFiles files);
 
   // Loads the files now (kInvalidArgument saying what is wrong).
   absl::Status Load() ABSL_LOCKS_EXCLUDED(mu_);
@@ -35,7 +35,7 @@ class CertificateReloader {
   void Install(SSL_CTX* ctx);
 
  private:
-  struct Pair;
+  // What the files looked like when last loaded.
   struct Stamp {
     struct timespec cert_mtime {};
     struct timespec key_mtime {};
@@ -43,14 +43,13 @@ class CertificateReloader {
     bool operator==(const Stamp& o) const;
   };
   static int OnHandshake(SSL* ssl, void* self);
-  static Stamp StampOf(const std::string& cert_file, const std::string& key_file);
+  Stamp StampNow() const;
   absl::Status LoadLocked(const Stamp& stamp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const std::string cert_file_;
-  const std::string key_file_;
+  const rpc::TlsFiles files_;
   logging::RateLimiter failure_log_{std::chrono::seconds(10)};
   absl::Mutex mu_;
-  std::shared_ptr<Pair> current_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const rpc::CertificateKeyPair> current_ ABSL_GUARDED_BY(mu_);
   Stamp stamp_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,11 +1,5 @@
 #include "common/http/http_server.h"
 
-#include "common/http/certificate_reloader.h"
-#include "common/status_macros.h"
-
-#include "common/config/configuration.h"
-#include "common/config/options.h"
-
 #include <sys/socket.h>
 
 #include <chrono>
@@ -13,10 +7,13 @@
 #include <regex>
 
 #include "absl/strings/str_cat.h"
+#include "common/config/configuration.h"
+#include "common/http/certificate_reloader.h"
 #include "common/logging/logging.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
 #include "common/rpc/tls.h"
+#include "common/status_macros.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 
@@ -61,17 +58,21 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
     return exposed;
   }
   std::unique_ptr<HttpServer> server(new HttpServer());
-  const bool https = !options.tls_cert_file.empty();
+  const bool https = options.tls.has_value();
   if (https) {
-    auto secure = std::make_unique<httplib::SSLServer>(options.tls_cert_file.c_str(), options.tls_key_file.c_str());
-    if (!secure->is_valid()) {
-      return absl::InvalidArgumentError(absl::StrCat("the ", options.name, " endpoint cannot use certificate '",
-                                                     options.tls_cert_file, "' with key '", options.tls_key_file,
-                                                     "' (security.ssl.rest.cert-file, security.ssl.rest.key-file)"));
-    }
-    server->reloader_ = std::make_unique<CertificateReloader>(options.tls_cert_file, options.tls_key_file);
+    // The reloader is the one source of the certificate: it reads the files
+    // here and hands the pair to every handshake.
+    server->reloader_ = std::make_unique<CertificateReloader>(*options.tls);
     RETURN_IF_ERROR(server->reloader_->Load());
-    server->reloader_->Install(secure->ssl_context());
+    auto secure = std::make_unique<httplib::SSLServer>([reloader = server->reloader_.get()](SSL_CTX& ctx) {
+      SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
+      SSL_CTX_set_options(&ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_SESSION_RESUMPTION_ON_RENEGOTIATION);
+      reloader->Install(&ctx);
+      return true;
+    });
+    if (!secure->is_valid()) {
+      return absl::InternalError(absl::StrCat("the ", options.name, " endpoint cannot set up TLS"));
+    }
     server->server_ = std::move(secure);
   } else {
     server->server_ = std::make_unique<httplib::Server>();
@@ -153,12 +154,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
 }
 
 absl::Status TlsFromConfig(const config::Configuration& config, HttpServerOptions* options) {
-  absl::StatusOr<std::optional<rpc::TlsFiles>> rest = rpc::RestTlsFromConfig(config);
-  if (!rest.ok()) return rest.status();
-  if (rest->has_value()) {
-    options->tls_cert_file = (*rest)->cert_file;
-    options->tls_key_file = (*rest)->key_file;
-  }
+  ASSIGN_OR_RETURN(options->tls, rpc::RestTlsFiles(config));
   return absl::OkStatus();
 }
 

@@ -16,11 +16,13 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/rpc/tls.h"
 
 namespace httplib {
 class Server;
@@ -75,14 +77,13 @@ struct HttpServerOptions {
   // The configuration key that set bind_host, named when it is refused.
   std::string bind_key;
   std::vector<Route> routes;
-  // Both set: HTTPS with this certificate and key (PEM), re-read when the
-  // files change.
-  std::string tls_cert_file;
-  std::string tls_key_file;
+  // Set: HTTPS with this certificate and key (PEM), re-read when the files
+  // change.
+  std::optional<rpc::TlsFiles> tls;
 };
 
-// Sets the TLS files of `options` from security.ssl.rest.* when HTTPS is on;
-// kInvalidArgument when they are unusable (never plain HTTP instead).
+// Sets the TLS files of `options` from security.ssl.rest.* when HTTPS is on
+// (reading no file: Start does); kInvalidArgument when one is not set.
 absl::Status TlsFromConfig(const config::Configuration& config, HttpServerOptions* options);
 
 class HttpServer {

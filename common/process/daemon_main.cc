@@ -103,7 +103,7 @@ int DaemonMain(int argc, char** argv, const char* program, const char* component
     log->info("TLS on for every RPC (mutual): certificate {}, CA {}, files re-read every {}", tls->files.cert_file,
               tls->files.ca_file, config::FormatDuration(tls->reload_interval));
   }
-  if (auto rest = rpc::RestTlsFromConfig(*config); rest.ok() && rest->has_value()) {
+  if (auto rest = rpc::RestTlsFiles(*config); rest.ok() && rest->has_value()) {
     log->info("HTTPS on the HTTP endpoint: certificate {}", (*rest)->cert_file);
   }
   absl::StatusOr<StartedDaemon> started = start(*config);

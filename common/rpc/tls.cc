@@ -8,10 +8,6 @@
 #include <openssl/x509v3.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <tuple>
 #include <vector>
 
@@ -19,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/config/configuration.h"
 #include "common/config/options.h"
+#include "common/io/atomic_file.h"
 #include "common/rpc/auth.h"
 #include "common/status_macros.h"
 #include "grpcpp/security/auth_metadata_processor.h"
@@ -36,9 +33,6 @@ struct BioFree {
 struct X509Free {
   void operator()(X509* x) const { X509_free(x); }
 };
-struct PkeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
 struct StoreFree {
   void operator()(X509_STORE* s) const { X509_STORE_free(s); }
 };
@@ -53,14 +47,11 @@ using Cert = std::unique_ptr<X509, X509Free>;
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& key, const std::string& path) {
   if (path.empty()) return absl::InvalidArgumentError(absl::StrCat(key, " is not set"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read ", key, " '", path, "': ", std::strerror(errno)));
+  absl::StatusOr<std::string> contents = io::ReadWholeFile(path);
+  if (!contents.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read ", key, ": ", contents.status().message()));
   }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
+  return contents;
 }
 
 Bio MemoryBio(const std::string& pem) { return Bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()))); }
@@ -117,41 +108,53 @@ class TokenMetadataProcessor final : public grpc::AuthMetadataProcessor {
 
 }  // namespace
 
-absl::Status CheckTlsFiles(const TlsFiles& files) {
+CertificateKeyPair::~CertificateKeyPair() {
+  for (X509* cert : chain) X509_free(cert);
+  EVP_PKEY_free(key);
+}
+
+absl::StatusOr<std::unique_ptr<CertificateKeyPair>> LoadCertificateKeyPair(const TlsFiles& files) {
   ASSIGN_OR_RETURN(std::string cert_pem, ReadPemFile(files.cert_key, files.cert_file));
   ASSIGN_OR_RETURN(std::string key_pem, ReadPemFile(files.key_key, files.key_file));
-  WarnIfOthersCanRead(files.key_file, files.key_key);
-  std::vector<Cert> chain = ReadCertificates(cert_pem);
-  if (chain.empty()) {
+  auto pair = std::make_unique<CertificateKeyPair>();
+  for (Cert& cert : ReadCertificates(cert_pem)) pair->chain.push_back(cert.release());
+  if (pair->chain.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(files.cert_key, " '", files.cert_file,
                                                    "' holds no PEM certificate (-----BEGIN CERTIFICATE-----)"));
   }
   Bio key_bio = MemoryBio(key_pem);
-  std::unique_ptr<EVP_PKEY, PkeyFree> key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
-  if (key == nullptr) {
+  pair->key = PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr);
+  if (pair->key == nullptr) {
     ERR_clear_error();
     return absl::InvalidArgumentError(absl::StrCat(files.key_key, " '", files.key_file,
                                                    "' holds no PEM private key, or an encrypted one: give "
                                                    "an unencrypted PEM key (-----BEGIN PRIVATE KEY-----)"));
   }
-  if (X509_check_private_key(chain.front().get(), key.get()) != 1) {
+  if (X509_check_private_key(pair->chain.front(), pair->key) != 1) {
     ERR_clear_error();
     return absl::InvalidArgumentError(absl::StrCat("the private key in ", files.key_key, " '", files.key_file,
                                                    "' does not belong to the certificate in ", files.cert_key,
                                                    " '", files.cert_file, "'"));
   }
-  if (X509_cmp_current_time(X509_get0_notAfter(chain.front().get())) <= 0) {
+  return pair;
+}
+
+absl::Status CheckTlsFiles(const TlsFiles& files) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CertificateKeyPair> pair, LoadCertificateKeyPair(files));
+  WarnIfOthersCanRead(files.key_file, files.key_key);
+  X509* const leaf = pair->chain.front();
+  if (X509_cmp_current_time(X509_get0_notAfter(leaf)) <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("the certificate in ", files.cert_key, " '", files.cert_file, "' has expired"));
   }
-  if (X509_cmp_current_time(X509_get0_notBefore(chain.front().get())) >= 0) {
+  if (X509_cmp_current_time(X509_get0_notBefore(leaf)) >= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("the certificate in ", files.cert_key, " '", files.cert_file, "' is not valid yet"));
   }
   for (const auto& [wanted, purpose, what] :
        {std::tuple{files.server, X509_PURPOSE_SSL_SERVER, "TLS server (extendedKeyUsage serverAuth)"},
         std::tuple{files.client, X509_PURPOSE_SSL_CLIENT, "TLS client (extendedKeyUsage clientAuth)"}}) {
-    if (wanted && X509_check_purpose(chain.front().get(), purpose, 0) != 1) {
+    if (wanted && X509_check_purpose(leaf, purpose, 0) != 1) {
       ERR_clear_error();
       return absl::InvalidArgumentError(absl::StrCat(
           "the certificate in ", files.cert_key, " '", files.cert_file, "' may not serve as a ", what,
@@ -168,12 +171,12 @@ absl::Status CheckTlsFiles(const TlsFiles& files) {
   std::unique_ptr<X509_STORE, StoreFree> store(X509_STORE_new());
   for (const Cert& ca : cas) X509_STORE_add_cert(store.get(), ca.get());
   std::unique_ptr<STACK_OF(X509), StackFree> intermediates(sk_X509_new_null());
-  for (size_t i = 1; i < chain.size(); ++i) {
-    X509_up_ref(chain[i].get());
-    sk_X509_push(intermediates.get(), chain[i].get());
+  for (size_t i = 1; i < pair->chain.size(); ++i) {
+    X509_up_ref(pair->chain[i]);
+    sk_X509_push(intermediates.get(), pair->chain[i]);
   }
   std::unique_ptr<X509_STORE_CTX, StoreCtxFree> ctx(X509_STORE_CTX_new());
-  if (X509_STORE_CTX_init(ctx.get(), store.get(), chain.front().get(), intermediates.get()) != 1) {
+  if (X509_STORE_CTX_init(ctx.get(), store.get(), leaf, intermediates.get()) != 1) {
     return absl::InternalError(absl::StrCat("cannot check certificates: ", OpenSslError()));
   }
   if (X509_verify_cert(ctx.get()) != 1) {
@@ -215,7 +218,7 @@ absl::StatusOr<InternalTls> InternalTlsFromConfig(const config::Configuration& c
   return tls;
 }
 
-absl::StatusOr<std::optional<TlsFiles>> RestTlsFromConfig(const config::Configuration& config) {
+absl::StatusOr<std::optional<TlsFiles>> RestTlsFiles(const config::Configuration& config) {
   namespace k = config::keys;
   if (!config.GetBool(k::kSslRestEnabled)) return std::nullopt;
   TlsFiles files{.cert_file = config.GetString(k::kSslRestCertFile),
@@ -229,7 +232,12 @@ absl::StatusOr<std::optional<TlsFiles>> RestTlsFromConfig(const config::Configur
                                                    files.cert_file.empty() ? k::kSslRestCertFile : k::kSslRestKeyFile,
                                                    " is not set: HTTPS needs a certificate and its key, as PEM files"));
   }
-  RETURN_IF_ERROR(CheckTlsFiles(files));
+  return files;
+}
+
+absl::StatusOr<std::optional<TlsFiles>> RestTlsFromConfig(const config::Configuration& config) {
+  ASSIGN_OR_RETURN(std::optional<TlsFiles> files, RestTlsFiles(config));
+  if (files.has_value()) RETURN_IF_ERROR(CheckTlsFiles(*files));
   return files;
 }
 
@@ -245,12 +253,6 @@ void SetInternalTls(const InternalTls& tls) {
   const auto seconds = static_cast<unsigned>(std::max<int64_t>(1, absl::ToInt64Seconds(tls.reload_interval)));
   state.provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
       tls.files.key_file, tls.files.cert_file, tls.files.ca_file, seconds);
-}
-
-bool InternalTlsEnabled() {
-  TlsState& state = State();
-  absl::MutexLock lock(&state.mu);
-  return state.tls.enabled;
 }
 
 std::shared_ptr<grpc::ServerCredentials> ServerCredentialsForCluster() {

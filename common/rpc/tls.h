@@ -21,9 +21,12 @@
 // Thread-safety: SetInternalTls before any RPC; the rest from any thread.
 #pragma once
 
+#include <openssl/types.h>
+
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -50,6 +53,22 @@ struct TlsFiles {
   bool client = true;
 };
 
+// A certificate chain (leaf first) and its private key, loaded from PEM
+// files; owns the OpenSSL objects.
+struct CertificateKeyPair {
+  CertificateKeyPair() = default;
+  CertificateKeyPair(const CertificateKeyPair&) = delete;
+  CertificateKeyPair& operator=(const CertificateKeyPair&) = delete;
+  ~CertificateKeyPair();
+  std::vector<X509*> chain;
+  EVP_PKEY* key = nullptr;
+};
+
+// Reads files.cert_file and files.key_file: both readable PEM, the key
+// unencrypted and belonging to the first certificate. kInvalidArgument
+// naming the key, the file and what is wrong.
+absl::StatusOr<std::unique_ptr<CertificateKeyPair>> LoadCertificateKeyPair(const TlsFiles& files);
+
 // Checks the files as a handshake would use them: each readable; the
 // certificate and the key parse and belong together; the certificate is
 // valid now, may serve as `server` and `client` say, and, when ca_file is
@@ -71,14 +90,15 @@ enum class TlsRole { kDaemon, kClient };
 absl::StatusOr<InternalTls> InternalTlsFromConfig(const config::Configuration& config, TlsRole role);
 
 // security.ssl.rest.* of `config`: the HTTP endpoint's certificate and key
-// when HTTPS is on (nullopt when off), checked as CheckTlsFiles does.
+// when HTTPS is on (nullopt when off); kInvalidArgument when one is not set.
+// RestTlsFiles reads no file; RestTlsFromConfig also checks them as
+// CheckTlsFiles does.
+absl::StatusOr<std::optional<TlsFiles>> RestTlsFiles(const config::Configuration& config);
 absl::StatusOr<std::optional<TlsFiles>> RestTlsFromConfig(const config::Configuration& config);
 
 // Switches TLS on (or off) for every server and channel made afterwards by
 // StartServer and CreateChannel. Call once, before any RPC.
 void SetInternalTls(const InternalTls& tls);
-
-bool InternalTlsEnabled();
 
 // The credentials StartServer and CreateChannel use (plaintext when TLS is
 // off). Under TLS the server's credentials check the token at metadata time.

@@ -19,6 +19,8 @@
 #include "connectors/kafka/kafka_admin.h"
 #include "gtest/gtest.h"
 
+#include "tests/testing/process.h"
+
 namespace weir::test {
 
 std::string TestKafkaBootstrap() {
@@ -54,14 +56,9 @@ SecureListener TestKafkaSaslSsl() {
     ADD_FAILURE() << "the SASL_SSL listener needs WEIR_TEST_KAFKA_DIR (a broker started by scripts/kafka.sh)";
     return listener;
   }
-  auto read = [](const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream contents;
-    contents << in.rdbuf();
-    return contents.str();
-  };
-  listener.bootstrap = std::string(absl::StripAsciiWhitespace(read(absl::StrCat(dir, "/bootstrap-sasl-ssl"))));
-  listener.ca_pem = read(absl::StrCat(dir, "/tls/ca.pem"));
+  listener.bootstrap =
+      std::string(absl::StripAsciiWhitespace(testing::ReadFile(absl::StrCat(dir, "/bootstrap-sasl-ssl"))));
+  listener.ca_pem = testing::ReadFile(absl::StrCat(dir, "/tls/ca.pem"));
   if (listener.bootstrap.empty() || listener.ca_pem.empty()) {
     ADD_FAILURE() << "no SASL_SSL listener in " << dir << " (bootstrap-sasl-ssl, tls/ca.pem): restart the broker "
                   << "with this version of scripts/kafka.sh";

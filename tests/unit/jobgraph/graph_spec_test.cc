@@ -112,12 +112,18 @@ TEST(ValidateGraphTest, RejectsStructuralMistakes) {
   ExpectInvalid(no_source, "inputs; expected exactly one");
 }
 
-TEST(SameGraphTest, ComparesStructureAndProperties) {
+// Two equal graphs whose property maps were filled in different orders.
+std::pair<v1::JobGraphSpec, v1::JobGraphSpec> EqualGraphsFilledInOtherOrders() {
   v1::JobGraphSpec a = Linear(), b = Linear();
   (*a.mutable_vertices(0)->mutable_properties())["x"] = "1";
   (*a.mutable_vertices(0)->mutable_properties())["y"] = "2";
   (*b.mutable_vertices(0)->mutable_properties())["y"] = "2";
   (*b.mutable_vertices(0)->mutable_properties())["x"] = "1";
+  return {a, b};
+}
+
+TEST(SameGraphTest, ComparesStructureAndProperties) {
+  auto [a, b] = EqualGraphsFilledInOtherOrders();
   EXPECT_TRUE(SameGraph(a, b));
   b.mutable_vertices(1)->set_parallelism(3);
   EXPECT_FALSE(SameGraph(a, b));
@@ -126,11 +132,7 @@ TEST(SameGraphTest, ComparesStructureAndProperties) {
 // The fingerprint deployments carry instead of the graph: equal exactly
 // when SameGraph holds, whatever order the maps were filled in.
 TEST(SameGraphTest, FingerprintsFollowSameGraph) {
-  v1::JobGraphSpec a = Linear(), b = Linear();
-  (*a.mutable_vertices(0)->mutable_properties())["x"] = "1";
-  (*a.mutable_vertices(0)->mutable_properties())["y"] = "2";
-  (*b.mutable_vertices(0)->mutable_properties())["y"] = "2";
-  (*b.mutable_vertices(0)->mutable_properties())["x"] = "1";
+  auto [a, b] = EqualGraphsFilledInOtherOrders();
   EXPECT_EQ(GraphFingerprint(a), GraphFingerprint(b));
   EXPECT_EQ(GraphFingerprint(a).size(), 64u);
   b.mutable_vertices(1)->set_name("renamed");
