@@ -20,11 +20,18 @@
 //    processes records again. --phases big-state runs this phase only,
 //    --phases throughput phase 1 only. --cluster-config -Dk=v,... passes
 //    settings to every daemon.
+//
+// --flink-classpath CP (bench/run.sh checkpoint --flink builds it): phase 1
+// also runs the same job on Apache Flink (bench/flink/, a local cluster in
+// one JVM, RocksDB with incremental checkpoints) in every round, off and on,
+// over the same input, and prints its rates and checkpoint durations beside
+// Weir's.
 #include <signal.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -53,6 +60,8 @@ struct Flags {
   int64_t rounds = 3;
   // -Dkey=value for every daemon (e.g. state.backend.rocksdb.writebuffer.size).
   std::vector<std::string> cluster_config;
+  // bench/flink's job and its dependencies; empty: no Flink runs.
+  std::string flink_classpath;
 };
 
 std::string NewTopic(const std::string& bootstrap, const std::string& prefix, int partitions = 4) {
@@ -129,6 +138,61 @@ RunResult RunKeyedCount(const std::string& bootstrap, const std::string& in, con
       result.pre_barrier_ms.push_back(c["longest_pre_barrier_ms"].get<int64_t>());
       result.sizes.push_back(c["size_bytes"].get<int64_t>());
     }
+  }
+  return result;
+}
+
+// keyed_count on Flink over the same input (bench/flink/), checkpoints every
+// `checkpoint_ms` (0: off): the job's own time from execute() to its end,
+// and the checkpoint coordinator's completed checkpoints.
+RunResult RunFlinkKeyedCount(const std::string& bootstrap, const std::string& in, const Flags& flags,
+                             int64_t checkpoint_ms) {
+  const std::string out = NewTopic(bootstrap, "bench-flink-out");
+  char dir_template[] = "/tmp/weir-bench-flink-XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (dir == nullptr) {
+    std::perror("bench: mkdtemp");
+    std::exit(1);
+  }
+  // The JVM options Flink's own scripts give on Java 17, and a heap like a
+  // default TaskManager's.
+  const std::string command = absl::StrCat(
+      "java -Xmx2g --add-opens=java.base/java.util=ALL-UNNAMED --add-opens=java.base/java.lang=ALL-UNNAMED "
+      "--add-opens=java.base/java.lang.reflect=ALL-UNNAMED --add-opens=java.base/java.net=ALL-UNNAMED "
+      "--add-opens=java.base/java.io=ALL-UNNAMED --add-opens=java.base/java.nio=ALL-UNNAMED "
+      "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED --add-opens=java.base/java.time=ALL-UNNAMED "
+      "--add-opens=java.base/java.util.concurrent=ALL-UNNAMED "
+      "--add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED -cp '",
+      flags.flink_classpath, "' dev.weir.bench.KeyedCount ", bootstrap, " ", in, " ", out, " ", flags.parallelism,
+      " ", checkpoint_ms, " ", dir, " 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    std::perror("bench: starting java");
+    std::exit(1);
+  }
+  RunResult result;
+  std::string output;
+  char line[4096];
+  while (std::fgets(line, sizeof line, pipe) != nullptr) {
+    output += line;
+    double seconds = 0;
+    if (std::sscanf(line, "elapsed_seconds %lf", &seconds) == 1) result.seconds = seconds;
+    // "Completed checkpoint N for job J (B bytes, checkpointDuration=D ms, ...".
+    const char* completed = std::strstr(line, "Completed checkpoint ");
+    long long id = 0, bytes = 0, duration = 0;
+    char job[64];
+    if (completed != nullptr && std::sscanf(completed, "Completed checkpoint %lld for job %63s (%lld bytes, "
+                                            "checkpointDuration=%lld ms",
+                                            &id, job, &bytes, &duration) == 4) {
+      result.durations_ms.push_back(duration);
+      result.sizes.push_back(bytes);
+    }
+  }
+  const int status = pclose(pipe);
+  std::filesystem::remove_all(dir);
+  if (status != 0 || result.seconds <= 0) {
+    std::fprintf(stderr, "bench: the Flink job failed (exit %d):\n%s\n", status, output.c_str());
+    std::exit(1);
   }
   return result;
 }
@@ -291,6 +355,7 @@ int main(int argc, char** argv) {
   std::string phases = "all";  // or "big-state": phase 3 only; "throughput": phase 1 only
   parser.String("--phases", &phases);
   parser.List("--cluster-config", &flags.cluster_config);  // "-Dk=v,-Dk=v"
+  parser.String("--flink-classpath", &flags.flink_classpath);
   if (!parser.Parse(argc, argv)) return 2;
   const std::string bootstrap = weir::test::TestKafkaBootstrap();
   if (bootstrap.empty()) return 1;
@@ -305,7 +370,16 @@ int main(int argc, char** argv) {
   // credits to "off".
   std::vector<double> off_seconds, on_seconds;
   RunResult on;  // every "on" run's checkpoints together
+  std::vector<double> flink_off_seconds, flink_on_seconds;
+  RunResult flink_on;
   for (int round = 0; round < flags.rounds; ++round) {
+    if (!flags.flink_classpath.empty()) {
+      flink_off_seconds.push_back(RunFlinkKeyedCount(bootstrap, in, flags, 0).seconds);
+      RunResult r = RunFlinkKeyedCount(bootstrap, in, flags, 1000);
+      flink_on_seconds.push_back(r.seconds);
+      flink_on.durations_ms.insert(flink_on.durations_ms.end(), r.durations_ms.begin(), r.durations_ms.end());
+      flink_on.sizes.insert(flink_on.sizes.end(), r.sizes.begin(), r.sizes.end());
+    }
     off_seconds.push_back(RunKeyedCount(bootstrap, in, flags, {}).seconds);
     RunResult r = RunKeyedCount(bootstrap, in, flags, {"-Dexecution.checkpointing.interval=1s"});
     on_seconds.push_back(r.seconds);
@@ -346,6 +420,24 @@ int main(int argc, char** argv) {
   std::printf("  of the synchronous part, the longest flush before the barrier (sinks): p50 %.0f ms, p99 %.0f ms\n",
               Percentile(on.pre_barrier_ms, 0.5), Percentile(on.pre_barrier_ms, 0.99));
 
+  if (!flags.flink_classpath.empty()) {
+    const double flink_off = median_rate(flink_off_seconds), flink_on_rate = median_rate(flink_on_seconds);
+    std::printf("  Apache Flink 2.2.1, the same job and input (bench/flink, rocksdb, incremental checkpoints; its "
+                "time from execute() to the end):\n");
+    std::printf("    checkpoints off:          median %10.0f records/s (rounds: %s)\n", flink_off,
+                rates(flink_off_seconds).c_str());
+    std::printf("    checkpoints every second: median %10.0f records/s (rounds: %s)\n", flink_on_rate,
+                rates(flink_on_seconds).c_str());
+    std::printf("    ratio on/off (medians): %.3f\n", flink_on_rate / flink_off);
+    std::printf("    %zu checkpoints completed: duration p50 %.0f ms, p99 %.0f ms; size p50 %.0f bytes\n",
+                flink_on.durations_ms.size(), Percentile(flink_on.durations_ms, 0.5),
+                Percentile(flink_on.durations_ms, 0.99), Percentile(flink_on.sizes, 0.5));
+    std::printf("  Weir / Flink: records/s with checkpoints %.2fx; checkpoint duration p50 %.2fx, p99 %.2fx\n",
+                on_rate / flink_on_rate,
+                Percentile(on.durations_ms, 0.5) / std::max(1.0, Percentile(flink_on.durations_ms, 0.5)),
+                Percentile(on.durations_ms, 0.99) / std::max(1.0, Percentile(flink_on.durations_ms, 0.99)));
+  }
+
   if (phases == "throughput") return 0;
   const double default_recovery = MeasureRecovery(bootstrap, flags, {});
   const double tuned_recovery = MeasureRecovery(
@@ -360,13 +452,21 @@ int main(int argc, char** argv) {
   const BigStateResult incremental = MeasureBigState(bootstrap, flags, /*incremental=*/true);
   std::printf("big state: keyed_count, %lld keys loaded, then 1000 records/s over 1000 keys; parallelism %d, rocksdb\n",
               static_cast<long long>(flags.state_keys), flags.parallelism);
-  std::printf("  bytes written per checkpoint, full:        first %lld, then p50 %.0f (%zu checkpoints)\n",
-              static_cast<long long>(full.first_bytes), Percentile(full.later_bytes, 0.5), full.later_bytes.size());
-  std::printf("  bytes written per checkpoint, incremental: first %lld, then p50 %.0f (%zu checkpoints)\n",
+  // The mean as well as the median: compactions rewrite big files every few
+  // checkpoints, and the median alone hides them (or not) by chance.
+  auto mean = [](const std::vector<int64_t>& v) {
+    double sum = 0;
+    for (int64_t x : v) sum += static_cast<double>(x);
+    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+  };
+  std::printf("  bytes written per checkpoint, full:        first %lld, then p50 %.0f, mean %.0f (%zu checkpoints)\n",
+              static_cast<long long>(full.first_bytes), Percentile(full.later_bytes, 0.5), mean(full.later_bytes),
+              full.later_bytes.size());
+  std::printf("  bytes written per checkpoint, incremental: first %lld, then p50 %.0f, mean %.0f (%zu checkpoints)\n",
               static_cast<long long>(incremental.first_bytes), Percentile(incremental.later_bytes, 0.5),
-              incremental.later_bytes.size());
-  const double full_p50 = Percentile(full.later_bytes, 0.5);
-  std::printf("  ratio incremental/full: %.3f\n", full_p50 > 0 ? Percentile(incremental.later_bytes, 0.5) / full_p50 : 0);
+              mean(incremental.later_bytes), incremental.later_bytes.size());
+  const double full_mean = mean(full.later_bytes);
+  std::printf("  ratio incremental/full (means): %.3f\n", full_mean > 0 ? mean(incremental.later_bytes) / full_mean : 0);
   std::printf("  savepoint of that state: %.2f s, %lld bytes (full run %.2f s, %lld bytes)\n",
               incremental.savepoint_seconds, static_cast<long long>(incremental.savepoint_bytes), full.savepoint_seconds,
               static_cast<long long>(full.savepoint_bytes));

@@ -3,7 +3,7 @@
 #   bench/run.sh [copy] [--records N] [--value-bytes B] [--partitions P] [--parallelism K] [--checkpoint-ms M]
 #   bench/run.sh latency [--rate R] [--seconds S] [--checkpoint-ms M] [--parallelism P] [--keep-logs DIR]
 #   bench/run.sh checkpoint [--records N] [--keys K] [--parallelism P] [--state-backend rocksdb|hashmap]
-#                            [--state-keys N] [--phases all|big-state]
+#                            [--state-keys N] [--phases all|throughput|big-state] [--flink]
 #   bench/run.sh sinks [--records N] [--keys K] [--parallelism P] [--checkpoint-ms M] [--probes N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,4 +19,13 @@ case "${1:-}" in
   latency) bench=latency_bench; shift ;;
   sinks) bench=sink_bench; shift ;;
 esac
-WEIR_TEST_KAFKA_DIR="$dir/kafka" "build/bin/$bench" "$@"
+# checkpoint --flink: the same job on Apache Flink beside Weir's (bench/flink).
+args=()
+for a in "$@"; do
+  if [[ $bench == checkpoint_bench && $a == --flink ]]; then
+    args+=(--flink-classpath "$(bench/flink/build.sh)")
+  else
+    args+=("$a")
+  fi
+done
+WEIR_TEST_KAFKA_DIR="$dir/kafka" "build/bin/$bench" "${args[@]}"

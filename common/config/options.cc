@@ -384,10 +384,10 @@ constexpr std::array kOptions = {
     OptionSpec{.key = keys::kRocksDbWriteBuffer,
                .type = OptionType::kMemorySize,
                .default_value = "32mb",
-               .description = "Memtable size of each state of a rocksdb instance. A checkpoint flushes the "
-                              "memtables on the task thread, so a smaller one shortens that pause (and the "
-                              "checkpoint) at some cost in reads (more files to look in); a larger one the "
-                              "reverse.",
+               .description = "Memtable size of each state of a rocksdb instance. Memtables are "
+                              "flushed in the background when full and after every checkpoint (never on the "
+                              "task thread); a larger one holds more recent writes in memory, a smaller one "
+                              "flushes more often into more files to look in.",
                .scope = kTaskManager},
     OptionSpec{.key = keys::kStateLocalRootDirs,
                .type = OptionType::kString,

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <system_error>
@@ -356,8 +357,20 @@ RocksDbKeyedState::RocksDbKeyedState(state::KeyGroupRange range, int max_paralle
   // CPU is scarcer than disk here: compress only the bottom level.
   impl_->family_options.compression = rocksdb::kNoCompression;
   impl_->family_options.bottommost_compression = rocksdb::kLZ4Compression;
-  // State is recovered from checkpoints, never from a log.
-  impl_->write.disableWAL = true;
+  // The write-ahead log is what lets a snapshot skip the memtable flush on
+  // the task thread: a checkpoint takes the SST files as they are plus a copy
+  // of the log since their last flush, and a restore replays it. Writes
+  // only append to an in-memory buffer (manual_wal_flush), written out when
+  // it fills and by the checkpoint. The log is never synced (UnsyncedFileSystem):
+  // the instance is scratch space, state comes back from checkpoints.
+  impl_->db_options.manual_wal_flush = true;
+  // A restore must not stop quietly at a damaged record of a checkpoint's
+  // log (the default recovers up to it): every record or a kDataLoss.
+  impl_->db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kAbsoluteConsistency;
+  // A restore replays the checkpoint's log into the memtables and leaves
+  // them there (flushed later like any other), rather than sorting them into
+  // a file before the task may start.
+  impl_->db_options.avoid_flush_during_recovery = true;
 }
 
 absl::StatusOr<std::unique_ptr<RocksDbKeyedState>> RocksDbKeyedState::Open(state::KeyGroupRange range,
@@ -538,10 +551,13 @@ absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::Snapshot(
   rocksdb::Checkpoint* raw = nullptr;
   RETURN_IF_ERROR(FromRocks(rocksdb::Checkpoint::Create(db_, &raw), "preparing a RocksDB checkpoint"));
   std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
-  // log_size_for_flush 0: flush the memtables, so that the files hold every
-  // write up to this point (there is no log to replay).
-  RETURN_IF_ERROR(FromRocks(checkpoint->CreateCheckpoint(local, /*log_size_for_flush=*/0),
+  // No flush here (log_size_for_flush: never): hard links to the SST files
+  // and a copy of the log, which holds what the memtables hold. RocksDB
+  // writes out the log's buffer first (manual_wal_flush), and this thread is
+  // the only writer: the copy holds every write so far, and none after.
+  RETURN_IF_ERROR(FromRocks(checkpoint->CreateCheckpoint(local, std::numeric_limits<uint64_t>::max()),
                             absl::StrCat("taking RocksDB checkpoint ", local)));
+  FlushInBackground();
   std::map<std::string, SharedFile> shared;
   if (options_.incremental) {
     std::map<std::string, std::string>& refers = in_flight_[checkpoint_id];
@@ -560,6 +576,33 @@ absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::Snapshot(
   }
   return std::make_unique<RocksDbSnapshot>(options_.instance_dir, local, range_, std::move(shared), checkpoint_id,
                                            options_.local_recovery_dir);
+}
+
+void RocksDbKeyedState::FlushInBackground() {
+  // A memtable still waiting for its flush: the next snapshot asks again
+  // (asking now could stall writes until that flush is done).
+  std::vector<rocksdb::ColumnFamilyHandle*> full;
+  for (rocksdb::ColumnFamilyHandle* handle : impl_->handles) {
+    uint64_t immutable = 0, entries = 0;
+    if (!db_->GetIntProperty(handle, "rocksdb.num-immutable-mem-table", &immutable) || immutable > 0) continue;
+    if (!db_->GetIntProperty(handle, "rocksdb.num-entries-active-mem-table", &entries) || entries == 0) continue;
+    full.push_back(handle);
+  }
+  if (full.empty()) return;
+  rocksdb::FlushOptions flush;
+  flush.wait = false;              // the memtables switch here; RocksDB's threads write them
+  flush.allow_write_stall = true;  // never wait on the task thread
+  rocksdb::Status s = db_->Flush(flush, full);
+  // Not fatal: the log keeps growing until a flush succeeds, and every
+  // snapshot copies it whole.
+  if (!s.ok()) Log()->warn("keyed state {}: requesting a memtable flush failed: {}", range_.DebugString(), s.ToString());
+}
+
+void RocksDbKeyedState::FlushForTesting() {
+  rocksdb::FlushOptions flush;
+  flush.wait = true;
+  rocksdb::Status s = db_->Flush(flush, impl_->handles);
+  if (!s.ok()) Throw(s, "flushing");
 }
 
 void RocksDbKeyedState::NotifyCheckpointComplete(int64_t checkpoint_id) {

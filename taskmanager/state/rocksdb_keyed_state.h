@@ -7,11 +7,13 @@
 // first is what lets a restore take a range of key groups, and a map's
 // entries sit together under their key.
 //
-// The write-ahead log is off: a crash loses the instance anyway, and state
-// comes back from the last checkpoint. A snapshot flushes the memtables and
-// takes a RocksDB checkpoint (hard links to the immutable SST files) under
-// the instance directory — the synchronous part; the asynchronous part
-// copies those files into the shared checkpoint directory and removes the
+// A snapshot does not flush the memtables on the task thread. It takes a
+// RocksDB checkpoint as things stand — hard links to the immutable SST files
+// and a copy of the write-ahead log since their last flush, which holds what
+// the memtables hold (the synchronous part, milliseconds) — and then asks
+// RocksDB's background threads to flush the memtables, so that the next
+// snapshot's log is about one interval of writes. The asynchronous part
+// copies the files into the shared checkpoint directory and removes the
 // local links. A restore at the same key-group range copies the files back
 // and opens them; any other range reads the snapshots' keys and keeps those
 // of its own key groups.
@@ -20,8 +22,8 @@
 // immutable, so a snapshot uploads only the SST files that the newest
 // checkpoint it was told completed does not hold, into the job's shared
 // directory (<checkpoint dir>/../shared/<instance id>-<file>), and refers to
-// the rest; the small files (MANIFEST, CURRENT, OPTIONS) are copied every
-// time. The JobManager deletes a shared file once no retained checkpoint
+// the rest; the log and the small files (MANIFEST, CURRENT, OPTIONS) are
+// copied every time. The JobManager deletes a shared file once no retained checkpoint
 // refers to it. The first snapshot after a restore uploads everything.
 //
 // Files: <instance dir>/db (the instance), <instance dir>/chk-<n> (local
@@ -52,7 +54,7 @@ namespace weir::taskmanager {
 struct RocksDbStateOptions {
   // Created if missing; must not be used by anything else.
   std::string instance_dir;
-  // Memtable size per column family; a snapshot flushes what it holds.
+  // Memtable size per column family.
   int64_t write_buffer_bytes = 32 << 20;
   // Block cache shared by the instance's column families.
   int64_t block_cache_bytes = 64 << 20;
@@ -96,12 +98,17 @@ class RocksDbKeyedState final : public KeyedStateBackend {
   void NotifyCheckpointAborted(int64_t checkpoint_id) override;
 
   const std::string& instance_dir() const { return options_.instance_dir; }
+  // Flushes every memtable and waits: tests and benchmarks that need the
+  // state in SST files (a snapshot does not flush).
+  void FlushForTesting();
 
  private:
   struct Impl;
   RocksDbKeyedState(state::KeyGroupRange range, int max_parallelism, RocksDbStateOptions options);
   absl::Status OpenDb();
   void CloseDb();
+  // Asks RocksDB to flush the non-empty memtables in its own threads.
+  void FlushInBackground();
   // The column family of `state_name`, created on first use; Family also
   // checks that a key was set.
   rocksdb::ColumnFamilyHandle* Family(std::string_view state_name);

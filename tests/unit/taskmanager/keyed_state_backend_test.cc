@@ -2,10 +2,12 @@
 // state type of the typed API, and snapshots restored per key-group range —
 // at the same parallelism and at another one — through real files in a
 // temporary checkpoint directory.
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -150,14 +152,19 @@ TEST_P(KeyedStateBackendTest, SnapshotRestoresEveryStateTypeAtTheSameRange) {
   const std::vector<std::string> keys = Keys(400);
   std::unique_ptr<KeyedStateBackend> original = Make(2, 1);
   Fill(*original, keys);
-  KeyedStateRestore first = Checkpoint(*original, 1, "v1-s1");
   std::string changed;  // a key this subtask owns
   for (const std::string& key : keys) {
     if (changed.empty() && original->range().Contains(state::KeyGroupForKey(key, kMaxParallelism))) changed = key;
   }
-  // Writes after the snapshot are not in it.
+  // Writes after the synchronous part, before the asynchronous one, are not
+  // in the snapshot.
+  auto pending = original->Snapshot(1);
+  ASSERT_TRUE(pending.ok()) << pending.status();
   original->SetCurrentKey(changed);
   ValueState<std::string>(original.get(), "value").Set("changed");
+  KeyedStateRestore first;
+  first.checkpoint_dir = (root_ / "checkpoint").string();
+  ASSERT_TRUE((*pending)->Write(first.checkpoint_dir, "v1-s1", &first.snapshot).ok());
   KeyedStateRestore second = Checkpoint(*original, 2, "v1-s1-2");
   original.reset();  // the snapshots do not depend on the instance
 
@@ -256,6 +263,7 @@ TEST_P(KeyedStateBackendTest, IncrementalSnapshotsUploadOnlyNewFiles) {
   RocksDbKeyedState& backend = **opened;
   const std::vector<std::string> keys = Keys(20000);
   Fill(backend, keys);
+  backend.FlushForTesting();  // the state in SST files, the log empty
 
   struct Written {
     KeyedStateRestore restore;
@@ -317,6 +325,7 @@ class RocksDbSnapshotFilesTest : public KeyedStateBackendTest {};
 TEST_P(RocksDbSnapshotFilesTest, DamagedFilesFailTheRestore) {
   std::unique_ptr<KeyedStateBackend> original = Make(1, 0);
   Fill(*original, Keys(2000));
+  static_cast<RocksDbKeyedState&>(*original).FlushForTesting();
   KeyedStateRestore good = Checkpoint(*original, 1, "v1-s0");
   const fs::path dir = fs::path(good.checkpoint_dir) / good.snapshot.keyed_files().directory();
   std::string sst;
@@ -356,6 +365,93 @@ TEST_P(RocksDbSnapshotFilesTest, DamagedFilesFailTheRestore) {
   EXPECT_EQ(escaped.code(), absl::StatusCode::kDataLoss) << escaped;
 }
 
+// The snapshot's synchronous part does not flush: what the memtables hold
+// leaves in a copy of the write-ahead log, and a damaged log fails the
+// restore like a damaged table file (never a restore that stops at the
+// damage). The flush happens afterwards in RocksDB's own threads, so the
+// next snapshot's log holds only what came since.
+TEST_P(RocksDbSnapshotFilesTest, SnapshotsCarryTheLogAndFlushInTheBackground) {
+  const state::KeyGroupRange range = state::KeyGroupRangeForSubtask(kMaxParallelism, 1, 0);
+  RocksDbStateOptions options;
+  options.instance_dir = (root_ / "instance").string();
+  options.write_buffer_bytes = 64 << 20;  // no flush of its own while filling
+  auto opened = RocksDbKeyedState::Open(range, kMaxParallelism, options);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  RocksDbKeyedState& backend = **opened;
+  const std::vector<std::string> keys = Keys(20000);
+  Fill(backend, keys);
+
+  auto sizes = [](const KeyedStateRestore& restore, int64_t* log, int64_t* tables) {
+    *log = *tables = 0;
+    for (const v1::StateFileProto& file : restore.snapshot.keyed_files().files()) {
+      if (absl::EndsWith(file.name(), ".log")) *log += file.size_bytes();
+      if (absl::EndsWith(file.name(), ".sst")) *tables += file.size_bytes();
+    }
+  };
+  const KeyedStateRestore first = Checkpoint(backend, 1, "v1-s0");
+  int64_t first_log = 0, first_tables = 0;
+  sizes(first, &first_log, &first_tables);
+  EXPECT_EQ(first_tables, 0) << "the synchronous part flushed the memtables";
+  EXPECT_GT(first_log, 100000);
+  std::unique_ptr<KeyedStateBackend> restored = Make(1, 0);
+  absl::Status status = restored->Restore({first});
+  ASSERT_TRUE(status.ok()) << status;
+  for (const std::string& key : keys) ExpectFilled(*restored, key);
+  restored.reset();
+
+  // The background flush writes the memtables out (a deadline, not a
+  // measurement: it takes milliseconds).
+  const fs::path db = fs::path(options.instance_dir) / "db";
+  auto has_tables = [&] {
+    for (const auto& entry : fs::directory_iterator(db)) {
+      if (entry.path().extension() == ".sst") return true;
+    }
+    return false;
+  };
+  for (int i = 0; i < 600 && !has_tables(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(has_tables()) << "no memtable flush after the snapshot";
+  backend.SetCurrentKey(keys[0]);
+  ValueState<std::string>(&backend, "value").Set("later");
+  KeyedStateRestore second;
+  // The flush may still be installing its files: the log of the memtable it
+  // writes stays live until then, so poll until the snapshot is the small one.
+  int64_t second_log = 0, second_tables = 0;
+  for (int i = 0; i < 600; ++i) {
+    second = Checkpoint(backend, 2 + i, absl::StrCat("v1-s0-", 2 + i));
+    sizes(second, &second_log, &second_tables);
+    if (second_tables > 0 && second_log * 10 < first_log) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_GT(second_tables, 0);
+  EXPECT_LT(second_log * 10, first_log) << second_log << " against " << first_log;
+  restored = Make(1, 0);
+  status = restored->Restore({second});
+  ASSERT_TRUE(status.ok()) << status;
+  restored->SetCurrentKey(keys[0]);
+  EXPECT_EQ(ValueState<std::string>(restored.get(), "value").Get(), "later");
+  restored->SetCurrentKey(keys[1]);
+  EXPECT_EQ(ValueState<std::string>(restored.get(), "value").Get(), keys[1] + "-v");
+  restored.reset();
+
+  // One byte of the first snapshot's log flipped.
+  std::string log;
+  for (const v1::StateFileProto& file : first.snapshot.keyed_files().files()) {
+    if (absl::EndsWith(file.name(), ".log")) log = file.name();
+  }
+  const fs::path log_path = fs::path(first.checkpoint_dir) / first.snapshot.keyed_files().directory() / log;
+  {
+    std::fstream f(log_path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(first_log / 2);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(first_log / 2);
+    c = static_cast<char>(c ^ 0x5a);
+    f.write(&c, 1);
+  }
+  status = Make(1, 0)->Restore({first});
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+}
+
 INSTANTIATE_TEST_SUITE_P(RocksDb, RocksDbSnapshotFilesTest, ::testing::Values("rocksdb"),
                          [](const auto& info) { return info.param; });
 
@@ -381,6 +477,7 @@ TEST_P(RocksDbSnapshotFilesTest, LocalRecoveryRestoresFromTheTaskManagersDisk) {
   const std::vector<std::string> keys = Keys(3000);
   std::unique_ptr<RocksDbKeyedState> original = open("first");
   Fill(*original, keys);
+  original->FlushForTesting();
   auto checkpoint = [&](int64_t id) {
     KeyedStateRestore restore;
     restore.checkpoint_dir = (root_ / "job" / absl::StrCat("chk-", id)).string();
