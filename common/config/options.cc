@@ -375,8 +375,9 @@ constexpr std::array kOptions = {
                .type = OptionType::kBool,
                .default_value = "false",
                .description = "The rocksdb backend keeps each subtask's last checkpointed state on the "
-                              "TaskManager's disk (hard links to its own files: extra space only for files "
-                              "RocksDB has compacted away since, up to the state's size), and the "
+                              "TaskManager's disk (hard links to its own table files and a copy of its log: "
+                              "extra space for that copy and for files RocksDB has compacted away since, up "
+                              "to the state's size), and the "
                               "JobManager redeploys a restarted subtask to the TaskManager that ran it when that "
                               "one is still there: it then restores from its disk instead of reading the "
                               "checkpoint directory. Settable per job with -D.",

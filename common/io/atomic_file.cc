@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -69,7 +70,7 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
   return SyncDirectory(dir.empty() ? "." : dir);
 }
 
-absl::StatusOr<int64_t> CopyFileDurably(const std::string& from, const std::string& to) {
+absl::StatusOr<int64_t> CopyFileDurably(const std::string& from, const std::string& to, int64_t limit) {
   const int in = open(from.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) return Errno("opening", from);
   const int out = open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -87,17 +88,18 @@ absl::StatusOr<int64_t> CopyFileDurably(const std::string& from, const std::stri
   int64_t total = 0;
   bool kernel_copy = true;
   std::vector<char> buf;
-  while (true) {
+  while (limit < 0 || total < limit) {
+    const size_t want = limit < 0 ? size_t{1} << 30 : static_cast<size_t>(std::min<int64_t>(limit - total, 1 << 30));
     ssize_t n = -1;
     if (kernel_copy) {
-      n = copy_file_range(in, nullptr, out, nullptr, 1 << 30, 0);
+      n = copy_file_range(in, nullptr, out, nullptr, want, 0);
       if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
         kernel_copy = false;  // not between these file systems: copy through user space
         buf.resize(1 << 20);
         continue;
       }
     } else {
-      n = read(in, buf.data(), buf.size());
+      n = read(in, buf.data(), std::min(buf.size(), want));
       if (n > 0) {
         ssize_t done = 0;
         while (done < n) {
@@ -116,6 +118,9 @@ absl::StatusOr<int64_t> CopyFileDurably(const std::string& from, const std::stri
     }
     if (n == 0) break;
     total += n;
+  }
+  if (limit >= 0 && total < limit) {
+    return fail(absl::DataLossError(absl::StrCat(from, " has ", total, " bytes, ", limit, " were expected")));
   }
   if (fsync(out) != 0) return fail(Errno("syncing", to));
   close(in);

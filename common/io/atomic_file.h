@@ -22,7 +22,9 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 
 // Copies `from` to `to` (created or truncated) in the kernel where it can,
 // and fsyncs `to`; the caller syncs the directory. Returns the bytes copied.
-absl::StatusOr<int64_t> CopyFileDurably(const std::string& from, const std::string& to);
+// limit >= 0: only the first `limit` bytes (of a file still being appended
+// to), and kDataLoss if `from` is shorter.
+absl::StatusOr<int64_t> CopyFileDurably(const std::string& from, const std::string& to, int64_t limit = -1);
 
 // fsyncs the directory `dir` (makes a rename or create in it durable).
 absl::Status SyncDirectory(const std::string& dir);

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -30,7 +31,6 @@
 #include "rocksdb/merge_operator.h"
 #include "rocksdb/options.h"
 #include "rocksdb/table.h"
-#include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/write_batch.h"
 #include "weir/serializer.h"
 
@@ -119,14 +119,14 @@ void RemoveTree(const std::string& path) {
   fs::remove_all(path, ec);
 }
 
-// RocksDB instances here are scratch space: no log, restored from
-// checkpoints, deleted when their task ends, and wiped with the whole local
-// state directory when a TaskManager starts. Nothing needs them durable on
-// the local disk (a SIGKILL loses no page cache; a host crash loses the
-// TaskManager too), so their files and directories are never fsynced: a
-// snapshot's memtable flush and local checkpoint no longer wait for the
-// disk on the task thread. What a checkpoint keeps is made durable where it
-// is kept, by the asynchronous part's copies.
+// RocksDB instances here are scratch space: restored from checkpoints, not
+// from their own log after a crash, deleted when their task ends, and wiped
+// with the whole local state directory when a TaskManager starts. Nothing
+// needs them durable on the local disk (a SIGKILL loses no page cache; a
+// host crash loses the TaskManager too), so their files (the log included)
+// and directories are never fsynced: nothing on the task thread waits for
+// the disk. What a checkpoint keeps is made durable where it is kept, by
+// the asynchronous part's copies.
 class UnsyncedFile final : public rocksdb::FSWritableFileOwnerWrapper {
  public:
   using rocksdb::FSWritableFileOwnerWrapper::FSWritableFileOwnerWrapper;
@@ -216,11 +216,13 @@ struct SharedFile {
 class RocksDbSnapshot final : public KeyedStateSnapshot {
  public:
   RocksDbSnapshot(std::string instance_dir, std::string local_dir, state::KeyGroupRange range,
-                  std::map<std::string, SharedFile> shared, int64_t checkpoint_id, std::string local_recovery_dir)
+                  std::map<std::string, SharedFile> shared, std::map<std::string, int64_t> prefixes,
+                  int64_t checkpoint_id, std::string local_recovery_dir)
       : instance_dir_(std::move(instance_dir)),
         local_dir_(std::move(local_dir)),
         range_(range),
         shared_(std::move(shared)),
+        prefixes_(std::move(prefixes)),
         checkpoint_id_(checkpoint_id),
         local_recovery_dir_(std::move(local_recovery_dir)) {}
   ~RocksDbSnapshot() override {
@@ -249,7 +251,9 @@ class RocksDbSnapshot final : public KeyedStateSnapshot {
       file->set_name(name);
       auto shared = shared_.find(name);
       if (shared == shared_.end()) {
-        ASSIGN_OR_RETURN(int64_t size, io::CopyFileDurably(entry.path().string(), absl::StrCat(target, "/", name)));
+        auto prefix = prefixes_.find(name);
+        ASSIGN_OR_RETURN(int64_t size, io::CopyFileDurably(entry.path().string(), absl::StrCat(target, "/", name),
+                                                           prefix == prefixes_.end() ? -1 : prefix->second));
         file->set_size_bytes(size);
         continue;
       }
@@ -297,6 +301,19 @@ class RocksDbSnapshot final : public KeyedStateSnapshot {
     if (local_recovery_dir_.empty()) return;
     const std::string kept = CheckpointDirName(local_recovery_dir_, checkpoint_id_);
     std::error_code ec;
+    // The links to files RocksDB still appends to become copies of what the
+    // checkpoint holds of them (renamed over the link: never written through
+    // it, which would write into the live instance).
+    for (const auto& [name, bytes] : prefixes_) {
+      const std::string link = absl::StrCat(local_dir_, "/", name), copy = absl::StrCat(link, ".copy");
+      absl::StatusOr<int64_t> copied = io::CopyFileDurably(link, copy, bytes);
+      if (!copied.ok() || std::rename(copy.c_str(), link.c_str()) != 0) {
+        std::remove(copy.c_str());
+        Log()->warn("keeping the snapshot of checkpoint {} for local recovery: copying {} failed", checkpoint_id_,
+                    link);
+        return;  // the local directory goes with the snapshot
+      }
+    }
     fs::create_directories(local_recovery_dir_, ec);
     RemoveTree(kept);  // an earlier attempt's copy of an id taken again
     if (!ec) fs::rename(local_dir_, kept, ec);
@@ -310,6 +327,9 @@ class RocksDbSnapshot final : public KeyedStateSnapshot {
   const std::string local_dir_;
   const state::KeyGroupRange range_;
   const std::map<std::string, SharedFile> shared_;
+  // Files linked while RocksDB still appends to them (the log, MANIFEST):
+  // the bytes the snapshot holds of each.
+  const std::map<std::string, int64_t> prefixes_;
   const int64_t checkpoint_id_;
   const std::string local_recovery_dir_;
 };
@@ -351,7 +371,7 @@ RocksDbKeyedState::RocksDbKeyedState(state::KeyGroupRange range, int max_paralle
   // Point lookups dominate (every record reads its key's state): a hash of
   // per-key lists instead of one sorted list of the whole memtable makes
   // them ~1.7x faster in keyed_count (bench/README.md); the price is a
-  // flush that sorts, which the snapshot's synchronous part waits for.
+  // flush that sorts (in RocksDB's background threads).
   impl_->family_options.memtable_factory.reset(rocksdb::NewHashSkipListRepFactory(1 << 14));
   impl_->db_options.allow_concurrent_memtable_write = false;  // hash memtables do not support it
   // CPU is scarcer than disk here: compress only the bottom level.
@@ -547,21 +567,67 @@ void RocksDbKeyedState::ClearEntries(std::string_view state_name) {
 
 absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::Snapshot(int64_t checkpoint_id) {
   const std::string local = CheckpointDirName(options_.instance_dir, checkpoint_id);
-  RemoveTree(local);  // CreateCheckpoint wants a directory that does not exist
-  rocksdb::Checkpoint* raw = nullptr;
-  RETURN_IF_ERROR(FromRocks(rocksdb::Checkpoint::Create(db_, &raw), "preparing a RocksDB checkpoint"));
-  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
-  // No flush here (log_size_for_flush: never): hard links to the SST files
-  // and a copy of the log, which holds what the memtables hold. RocksDB
-  // writes out the log's buffer first (manual_wal_flush), and this thread is
-  // the only writer: the copy holds every write so far, and none after.
-  RETURN_IF_ERROR(FromRocks(checkpoint->CreateCheckpoint(local, std::numeric_limits<uint64_t>::max()),
-                            absl::StrCat("taking RocksDB checkpoint ", local)));
+  RemoveTree(local);
+  std::error_code ec;
+  fs::create_directories(local, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("creating ", local, ": ", ec.message()));
+  // The instance's files as they stand, without a flush (wal_size_for_flush:
+  // never): the SST files, and the log since their last flush, which holds
+  // what the memtables hold. The log's buffer is written out first
+  // (manual_wal_flush; RocksDB 7.8's listing does it too, but does not
+  // promise it), and this thread is the only writer, so the listed sizes
+  // hold every write so far and none after. Everything is hard-linked here;
+  // the newest log and MANIFEST, which RocksDB may go on appending to, are
+  // copied up to their listed size by the asynchronous part. No file may go
+  // between listing and linking (a compaction's clean-up).
+  absl::Status status = FromRocks(db_->FlushWAL(/*sync=*/false), "writing out RocksDB's log");
+  if (status.ok()) status = FromRocks(db_->DisableFileDeletions(), "holding RocksDB's files");
+  if (!status.ok()) {
+    RemoveTree(local);
+    return status;
+  }
+  // Deletions come back however this ends (an exception included): held,
+  // the instance would keep every file it ever wrote.
+  struct Release {
+    rocksdb::DB* db;
+    rocksdb::Status* status;
+    ~Release() { *status = db->EnableFileDeletions(/*force=*/false); }
+  };
+  rocksdb::Status enabled;
+  std::vector<rocksdb::LiveFileStorageInfo> files;
+  std::map<std::string, int64_t> prefixes;
+  {
+    Release release{db_, &enabled};
+    rocksdb::LiveFilesStorageInfoOptions list;
+    list.wal_size_for_flush = std::numeric_limits<uint64_t>::max();
+    status = FromRocks(db_->GetLiveFilesStorageInfo(list, &files), "listing RocksDB's files");
+    for (size_t i = 0; status.ok() && i < files.size(); ++i) {
+      const rocksdb::LiveFileStorageInfo& file = files[i];
+      const std::string to = absl::StrCat(local, "/", file.relative_filename);
+      if (!file.replacement_contents.empty()) {  // CURRENT, as it must read in the copy
+        // Not synced, like the rest of the local copy: the asynchronous part
+        // syncs what it writes out.
+        std::ofstream out(to, std::ios::binary | std::ios::trunc);
+        out << file.replacement_contents;
+        out.close();
+        if (!out) status = absl::UnavailableError(absl::StrCat("writing ", to));
+        continue;
+      }
+      const std::string from = absl::StrCat(file.directory, "/", file.relative_filename);
+      fs::create_hard_link(from, to, ec);
+      if (ec) status = absl::UnavailableError(absl::StrCat("linking ", from, ": ", ec.message()));
+      if (file.trim_to_size) prefixes[file.relative_filename] = static_cast<int64_t>(file.size);
+    }
+  }
+  if (status.ok()) status = FromRocks(enabled, "releasing RocksDB's files");
+  if (!status.ok()) {
+    RemoveTree(local);
+    return status;
+  }
   FlushInBackground();
   std::map<std::string, SharedFile> shared;
   if (options_.incremental) {
     std::map<std::string, std::string>& refers = in_flight_[checkpoint_id];
-    std::error_code ec;
     for (fs::directory_iterator it(local, ec), end; !ec && it != end; it.increment(ec)) {
       const fs::directory_entry& entry = *it;
       const std::string name = entry.path().filename().string();
@@ -572,10 +638,14 @@ absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::Snapshot(
       file.shared_name = file.reused ? known->second : absl::StrCat(instance_id_, "-", name);
       refers[name] = file.shared_name;
     }
-    if (ec) return absl::UnavailableError(absl::StrCat("listing ", local, ": ", ec.message()));
+    if (ec) {
+      in_flight_.erase(checkpoint_id);
+      RemoveTree(local);
+      return absl::UnavailableError(absl::StrCat("listing ", local, ": ", ec.message()));
+    }
   }
-  return std::make_unique<RocksDbSnapshot>(options_.instance_dir, local, range_, std::move(shared), checkpoint_id,
-                                           options_.local_recovery_dir);
+  return std::make_unique<RocksDbSnapshot>(options_.instance_dir, local, range_, std::move(shared),
+                                           std::move(prefixes), checkpoint_id, options_.local_recovery_dir);
 }
 
 void RocksDbKeyedState::FlushInBackground() {
@@ -718,8 +788,8 @@ absl::Status RocksDbKeyedState::RestoreLocally(const KeyedStateRestore& part, in
   if (ec) return absl::UnavailableError(absl::StrCat("creating ", path, ": ", ec.message()));
   for (const v1::StateFileProto& file : files.files()) {
     const std::string from = absl::StrCat(kept, "/", file.name()), to = absl::StrCat(path, "/", file.name());
-    // Table files are immutable: linked. The rest (MANIFEST, CURRENT,
-    // OPTIONS) RocksDB may write to, so they are copied.
+    // Table files are immutable: linked. The rest (the log, MANIFEST,
+    // CURRENT, OPTIONS) RocksDB may write to, so they are copied.
     if (absl::EndsWith(file.name(), ".sst")) {
       fs::create_hard_link(from, to, ec);
       if (ec) return absl::UnavailableError(absl::StrCat("linking ", from, ": ", ec.message()));

@@ -157,7 +157,7 @@ TEST_P(KeyedStateBackendTest, SnapshotRestoresEveryStateTypeAtTheSameRange) {
     if (changed.empty() && original->range().Contains(state::KeyGroupForKey(key, kMaxParallelism))) changed = key;
   }
   // Writes after the synchronous part, before the asynchronous one, are not
-  // in the snapshot.
+  // in the snapshot (they go to the buffer of the log, or to a new log).
   auto pending = original->Snapshot(1);
   ASSERT_TRUE(pending.ok()) << pending.status();
   original->SetCurrentKey(changed);
@@ -433,6 +433,26 @@ TEST_P(RocksDbSnapshotFilesTest, SnapshotsCarryTheLogAndFlushInTheBackground) {
   EXPECT_EQ(ValueState<std::string>(restored.get(), "value").Get(), keys[1] + "-v");
   restored.reset();
 
+  // Files RocksDB goes on appending to after the synchronous part (here
+  // MANIFEST, which the flush's new file is recorded in; the newest log,
+  // when no memtable switch came between) are copied only up to their size
+  // at the snapshot: a restore sees the state as it was then.
+  backend.SetCurrentKey(keys[2]);
+  ValueState<std::string>(&backend, "value").Set("before");
+  auto pending = backend.Snapshot(1000);
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  ValueState<std::string>(&backend, "value").Set("after");
+  backend.FlushForTesting();
+  KeyedStateRestore third;
+  third.checkpoint_dir = (root_ / "checkpoint").string();
+  ASSERT_TRUE((*pending)->Write(third.checkpoint_dir, "v1-s0-1000", &third.snapshot).ok());
+  restored = Make(1, 0);
+  status = restored->Restore({third});
+  ASSERT_TRUE(status.ok()) << status;
+  restored->SetCurrentKey(keys[2]);
+  EXPECT_EQ(ValueState<std::string>(restored.get(), "value").Get(), "before");
+  restored.reset();
+
   // One byte of the first snapshot's log flipped.
   std::string log;
   for (const v1::StateFileProto& file : first.snapshot.keyed_files().files()) {
@@ -450,6 +470,7 @@ TEST_P(RocksDbSnapshotFilesTest, SnapshotsCarryTheLogAndFlushInTheBackground) {
   }
   status = Make(1, 0)->Restore({first});
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("Corruption")) << status;
 }
 
 INSTANTIATE_TEST_SUITE_P(RocksDb, RocksDbSnapshotFilesTest, ::testing::Values("rocksdb"),
@@ -492,6 +513,11 @@ TEST_P(RocksDbSnapshotFilesTest, LocalRecoveryRestoresFromTheTaskManagersDisk) {
   EXPECT_TRUE(fs::is_directory(fs::path(kept) / "chk-1"));
   original->NotifyCheckpointComplete(1);
   const KeyedStateRestore second = checkpoint(2);
+  // RocksDB appends to the MANIFEST the snapshot linked (the flush records
+  // its file); the local copy keeps only what the checkpoint recorded.
+  original->SetCurrentKey(keys[0]);
+  ValueState<std::string>(original.get(), "value").Set("after");
+  original->FlushForTesting();
   original->NotifyCheckpointComplete(2);
   EXPECT_FALSE(fs::exists(fs::path(kept) / "chk-1")) << "a completed checkpoint prunes older local copies";
   const KeyedStateRestore third = checkpoint(3);
