@@ -184,6 +184,7 @@ absl::StatusOr<std::unique_ptr<KeyedStateBackend>> OperatorChain::CreateKeyedSta
   }
   rocks.instance_dir = absl::StrCat(options_.local_state_dir, "/", tdd_.job_id(), "/", task, "-v", vertex.id);
   rocks.incremental = tdd_.incremental_checkpoints();
+  rocks.write_ahead_log = !tdd_.checkpoint_dir().empty();  // no snapshots without it
   rocks.write_buffer_bytes = options_.rocksdb_write_buffer_bytes;
   if (tdd_.local_recovery()) {
     // Named by what it holds, not by attempt: the next attempt's subtask

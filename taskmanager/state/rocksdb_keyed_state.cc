@@ -391,6 +391,7 @@ RocksDbKeyedState::RocksDbKeyedState(state::KeyGroupRange range, int max_paralle
   // them there (flushed later like any other), rather than sorting them into
   // a file before the task may start.
   impl_->db_options.avoid_flush_during_recovery = true;
+  impl_->write.disableWAL = !options_.write_ahead_log;
 }
 
 absl::StatusOr<std::unique_ptr<RocksDbKeyedState>> RocksDbKeyedState::Open(state::KeyGroupRange range,
@@ -580,7 +581,9 @@ absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::Snapshot(
   // the newest log and MANIFEST, which RocksDB may go on appending to, are
   // copied up to their listed size by the asynchronous part. No file may go
   // between listing and linking (a compaction's clean-up).
-  absl::Status status = FromRocks(db_->FlushWAL(/*sync=*/false), "writing out RocksDB's log");
+  absl::Status status = impl_->write.disableWAL
+                            ? FromRocks(db_->Flush(rocksdb::FlushOptions(), impl_->handles), "flushing RocksDB")
+                            : FromRocks(db_->FlushWAL(/*sync=*/false), "writing out RocksDB's log");
   if (status.ok()) status = FromRocks(db_->DisableFileDeletions(), "holding RocksDB's files");
   if (!status.ok()) {
     RemoveTree(local);

@@ -473,6 +473,31 @@ TEST_P(RocksDbSnapshotFilesTest, SnapshotsCarryTheLogAndFlushInTheBackground) {
   EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("Corruption")) << status;
 }
 
+// A job without checkpoints keeps no log; a snapshot of such an instance
+// (none is expected) flushes first and is still whole.
+TEST_P(RocksDbSnapshotFilesTest, WithoutTheLogASnapshotFlushesFirst) {
+  RocksDbStateOptions options;
+  options.instance_dir = (root_ / "no-log").string();
+  options.write_ahead_log = false;
+  auto opened =
+      RocksDbKeyedState::Open(state::KeyGroupRangeForSubtask(kMaxParallelism, 1, 0), kMaxParallelism, options);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  const std::vector<std::string> keys = Keys(3000);
+  Fill(**opened, keys);
+  const KeyedStateRestore restore = Checkpoint(**opened, 1, "v1-s0");
+  int64_t log = 0, tables = 0;
+  for (const v1::StateFileProto& file : restore.snapshot.keyed_files().files()) {
+    if (absl::EndsWith(file.name(), ".log")) log += file.size_bytes();
+    if (absl::EndsWith(file.name(), ".sst")) tables += file.size_bytes();
+  }
+  EXPECT_EQ(log, 0);
+  EXPECT_GT(tables, 0);
+  std::unique_ptr<KeyedStateBackend> restored = Make(1, 0);
+  absl::Status status = restored->Restore({restore});
+  ASSERT_TRUE(status.ok()) << status;
+  for (const std::string& key : keys) ExpectFilled(*restored, key);
+}
+
 INSTANTIATE_TEST_SUITE_P(RocksDb, RocksDbSnapshotFilesTest, ::testing::Values("rocksdb"),
                          [](const auto& info) { return info.param; });
 
