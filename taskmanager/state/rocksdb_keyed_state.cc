@@ -581,9 +581,8 @@ absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::Snapshot(
   // the newest log and MANIFEST, which RocksDB may go on appending to, are
   // copied up to their listed size by the asynchronous part. No file may go
   // between listing and linking (a compaction's clean-up).
-  absl::Status status = impl_->write.disableWAL
-                            ? FromRocks(db_->Flush(rocksdb::FlushOptions(), impl_->handles), "flushing RocksDB")
-                            : FromRocks(db_->FlushWAL(/*sync=*/false), "writing out RocksDB's log");
+  absl::Status status =
+      impl_->write.disableWAL ? FlushNow() : FromRocks(db_->FlushWAL(/*sync=*/false), "writing out RocksDB's log");
   if (status.ok()) status = FromRocks(db_->DisableFileDeletions(), "holding RocksDB's files");
   if (!status.ok()) {
     RemoveTree(local);
@@ -599,6 +598,7 @@ absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::Snapshot(
   rocksdb::Status enabled;
   std::vector<rocksdb::LiveFileStorageInfo> files;
   std::map<std::string, int64_t> prefixes;
+  std::map<std::string, SharedFile> shared;  // incremental: the SST files, by name
   {
     Release release{db_, &enabled};
     rocksdb::LiveFilesStorageInfoOptions list;
@@ -620,6 +620,12 @@ absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::Snapshot(
       fs::create_hard_link(from, to, ec);
       if (ec) status = absl::UnavailableError(absl::StrCat("linking ", from, ": ", ec.message()));
       if (file.trim_to_size) prefixes[file.relative_filename] = static_cast<int64_t>(file.size);
+      if (options_.incremental && file.file_type == rocksdb::kTableFile) {
+        SharedFile& entry = shared[file.relative_filename];
+        auto known = confirmed_.find(file.relative_filename);
+        entry.reused = known != confirmed_.end();
+        entry.shared_name = entry.reused ? known->second : absl::StrCat(instance_id_, "-", file.relative_filename);
+      }
     }
   }
   if (status.ok()) status = FromRocks(enabled, "releasing RocksDB's files");
@@ -628,24 +634,9 @@ absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::Snapshot(
     return status;
   }
   FlushInBackground();
-  std::map<std::string, SharedFile> shared;
   if (options_.incremental) {
     std::map<std::string, std::string>& refers = in_flight_[checkpoint_id];
-    for (fs::directory_iterator it(local, ec), end; !ec && it != end; it.increment(ec)) {
-      const fs::directory_entry& entry = *it;
-      const std::string name = entry.path().filename().string();
-      if (!absl::EndsWith(name, ".sst")) continue;
-      SharedFile& file = shared[name];
-      auto known = confirmed_.find(name);
-      file.reused = known != confirmed_.end();
-      file.shared_name = file.reused ? known->second : absl::StrCat(instance_id_, "-", name);
-      refers[name] = file.shared_name;
-    }
-    if (ec) {
-      in_flight_.erase(checkpoint_id);
-      RemoveTree(local);
-      return absl::UnavailableError(absl::StrCat("listing ", local, ": ", ec.message()));
-    }
+    for (const auto& [name, file] : shared) refers[name] = file.shared_name;
   }
   return std::make_unique<RocksDbSnapshot>(options_.instance_dir, local, range_, std::move(shared),
                                            std::move(prefixes), checkpoint_id, options_.local_recovery_dir);
@@ -671,11 +662,13 @@ void RocksDbKeyedState::FlushInBackground() {
   if (!s.ok()) Log()->warn("keyed state {}: requesting a memtable flush failed: {}", range_.DebugString(), s.ToString());
 }
 
+absl::Status RocksDbKeyedState::FlushNow() {
+  return FromRocks(db_->Flush(rocksdb::FlushOptions(), impl_->handles), "flushing RocksDB's memtables");
+}
+
 void RocksDbKeyedState::FlushForTesting() {
-  rocksdb::FlushOptions flush;
-  flush.wait = true;
-  rocksdb::Status s = db_->Flush(flush, impl_->handles);
-  if (!s.ok()) Throw(s, "flushing");
+  absl::Status flushed = FlushNow();
+  if (!flushed.ok()) throw std::runtime_error(std::string(flushed.message()));
 }
 
 void RocksDbKeyedState::NotifyCheckpointComplete(int64_t checkpoint_id) {

@@ -116,6 +116,8 @@ class RocksDbKeyedState final : public KeyedStateBackend {
   void CloseDb();
   // Asks RocksDB to flush the non-empty memtables in its own threads.
   void FlushInBackground();
+  // Flushes every memtable and waits.
+  absl::Status FlushNow();
   // The column family of `state_name`, created on first use; Family also
   // checks that a key was set.
   rocksdb::ColumnFamilyHandle* Family(std::string_view state_name);
