@@ -142,6 +142,7 @@ class Task::Execution {
     network::InputGateOptions options;
     options.initial_credit = env_.buffers_per_channel;
     options.wakeup = task_->wakeup_;
+    options.network = env_.network;
     ASSIGN_OR_RETURN(gate_, network::InputGate::Create(tdd_.task_id(), std::move(channels), env_.partitions, options));
     RecordOutput& input = *chain_->input();
     Wakeup& wakeup = *task_->wakeup_;

@@ -33,6 +33,7 @@
 #include "taskmanager/job_artifacts.h"
 #include "taskmanager/mailbox/mailbox.h"
 #include "taskmanager/metrics/task_metrics.h"
+#include "taskmanager/network/network_client.h"
 #include "taskmanager/network/result_partition.h"
 #include "weir/v1/job.pb.h"
 
@@ -51,6 +52,9 @@ struct TaskEnvironment {
   std::string taskmanager_id;
   JobLoader* artifacts = nullptr;
   network::PartitionManager* partitions = nullptr;
+  // The TaskManager's client side of the data exchange (remote input
+  // channels); null gives each gate a private one (tests).
+  std::shared_ptr<network::NetworkClient> network;
   TaskStateListener* listener = nullptr;
   int buffers_per_channel = 4;
   int segment_size = 32 * 1024;

@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <algorithm>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -93,7 +95,22 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   tm->slots_ = std::make_unique<SlotTable>(static_cast<int>(config.GetInt(k::kTaskManagerSlots)));
   tm->service_ = std::make_unique<Service>(tm.get());
   tm->partitions_ = std::make_unique<network::PartitionManager>();
-  tm->data_exchange_ = std::make_unique<network::DataExchangeServiceImpl>(tm->partitions_.get());
+  // The data exchange's threads are fixed in number, whatever the channels.
+  auto network_threads = [&config](absl::string_view key, int slots) -> absl::StatusOr<int> {
+    const int64_t configured = config.GetInt(key);
+    if (configured == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(key, " is 0; set it to at least 1, or to -1 for the number of slots (at most one per core)"));
+    }
+    if (configured > 0) return static_cast<int>(configured);
+    return std::max(1, std::min(slots, static_cast<int>(std::thread::hardware_concurrency())));
+  };
+  ASSIGN_OR_RETURN(const int server_threads, network_threads(k::kNetworkServerThreads, tm->slots_->size()));
+  ASSIGN_OR_RETURN(const int client_threads, network_threads(k::kNetworkClientThreads, tm->slots_->size()));
+  network::DataExchangeServiceOptions exchange_options;
+  exchange_options.max_waiting_streams = static_cast<int>(config.GetInt(k::kNetworkMaxWaitingSubscriptions));
+  tm->data_exchange_ = std::make_unique<network::DataExchangeServiceImpl>(tm->partitions_.get(), exchange_options);
+  tm->network_client_ = network::NetworkClient::Create(client_threads);
 
   std::string host = config.GetString(k::kTaskManagerHost);
   rpc::ServerOptions options;
@@ -104,6 +121,7 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
       options.bind_host, std::string(config.GetString(k::kTaskManagerBindHost).empty() ? k::kTaskManagerHost
                                                                                        : k::kTaskManagerBindHost)));
   options.services = {tm->service_.get(), tm->data_exchange_.get()};
+  options.completion_queues = server_threads;
   // It receives deployments (a job's graph and handles) and subscriptions;
   // data buffers only leave it. Twice the JobManager's cap: a deployment
   // carries a submission's graph and a little more.
@@ -129,6 +147,7 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   tm->task_env_.taskmanager_id = tm->id();
   tm->task_env_.artifacts = tm->artifacts_.get();
   tm->task_env_.partitions = tm->partitions_.get();
+  tm->task_env_.network = tm->network_client_;
   tm->task_env_.listener = tm.get();
   tm->uploader_ = std::make_unique<SnapshotUploader>();
   tm->task_env_.uploader = tm->uploader_.get();
@@ -152,6 +171,7 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   auto started = rpc::StartServer(options);
   if (!started.ok()) return Annotate(started.status(), "starting the TaskManager's RPC server");
   tm->server_ = std::move(started->server);
+  tm->data_exchange_->Start(std::move(started->completion_queues));
   tm->info_.set_address(rpc::JoinHostPort(host, started->port));
   http::HttpServerOptions http_options;
   http_options.name = "TaskManager HTTP";
@@ -174,8 +194,9 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   tm->http_ = *std::move(http);
   tm->info_.set_rest_port(tm->http_->port());
   tm->info_.set_rest_https(tm->http_->https());
-  tm->log_->info("TaskManager {} listening on {} with {} slots", tm->id(),
-                 rpc::JoinHostPort(options.bind_host, started->port), tm->slots_->size());
+  tm->log_->info("TaskManager {} listening on {} with {} slots ({} network server and {} client threads)", tm->id(),
+                 rpc::JoinHostPort(options.bind_host, started->port), tm->slots_->size(), server_threads,
+                 client_threads);
   tm->maintenance_ = std::thread([raw = tm.get()] { raw->MaintenanceLoop(); });
   connection.heartbeat_interval = config.GetDuration(k::kHeartbeatInterval);
   connection.heartbeat_timeout = config.GetDuration(k::kHeartbeatTimeout);
@@ -242,6 +263,7 @@ void TaskManager::Shutdown(const std::string& reason) {
   connection_->Stop(reason);
   data_exchange_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  data_exchange_->Stop();
   log_->info("TaskManager {} stopped", id());
 }
 

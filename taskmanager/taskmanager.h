@@ -17,6 +17,7 @@
 #include "common/http/http_server.h"
 #include "taskmanager/job_artifacts.h"
 #include "taskmanager/network/data_exchange_service.h"
+#include "taskmanager/network/network_client.h"
 #include "taskmanager/network/result_partition.h"
 #include "taskmanager/resource_manager_connection.h"
 #include "taskmanager/slot_table.h"
@@ -88,6 +89,8 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   TaskEnvironment task_env_;
   std::unique_ptr<network::PartitionManager> partitions_;
   std::unique_ptr<network::DataExchangeServiceImpl> data_exchange_;
+  // Shared with the input gates of the tasks.
+  std::shared_ptr<network::NetworkClient> network_client_;
   std::unique_ptr<JobArtifacts> artifacts_;
   // Where the rocksdb backend's instances live; locked while this process runs.
   std::unique_ptr<LocalStateDirectory> local_state_;

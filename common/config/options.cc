@@ -196,6 +196,34 @@ constexpr std::array kOptions = {
                .scope = kTaskManager,
                .min_value = 256,
                .max_value = 64LL << 20},
+    OptionSpec{.key = keys::kNetworkServerThreads,
+               .type = OptionType::kInt,
+               .default_value = "-1",
+               .description = "Threads that send this TaskManager's data to other TaskManagers, for all "
+                              "channels together (the name is Flink's). -1: the number of slots, at most "
+                              "the number of CPU cores.",
+               .scope = kTaskManager,
+               .min_value = -1,
+               .max_value = 256},
+    OptionSpec{.key = keys::kNetworkClientThreads,
+               .type = OptionType::kInt,
+               .default_value = "-1",
+               .description = "Threads that receive data from other TaskManagers, for all input channels "
+                              "together (the name is Flink's). -1: the number of slots, at most the number "
+                              "of CPU cores.",
+               .scope = kTaskManager,
+               .min_value = -1,
+               .max_value = 256},
+    OptionSpec{.key = keys::kNetworkMaxWaitingSubscriptions,
+               .type = OptionType::kInt,
+               .default_value = "16384",
+               .description = "Subscriptions from other TaskManagers that may wait at once for a result "
+                              "partition not yet registered here (its producer still deploying). Beyond "
+                              "it a subscription is refused and the consumer retries it until its "
+                              "partition deadline.",
+               .scope = kTaskManager,
+               .min_value = 1,
+               .max_value = 1 << 20},
     OptionSpec{.key = keys::kCancelTimeout,
                .type = OptionType::kDuration,
                .default_value = "30 s",

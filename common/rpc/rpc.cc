@@ -81,6 +81,7 @@ absl::StatusOr<StartedServer> StartServer(const ServerOptions& options) {
   // Two processes on one port would split connections between them.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   for (grpc::Service* service : options.services) builder.RegisterService(service);
+  for (int i = 0; i < options.completion_queues; ++i) started.completion_queues.push_back(builder.AddCompletionQueue());
   started.server = builder.BuildAndStart();
   if (started.server == nullptr || started.port == 0) {
     return absl::UnavailableError(absl::StrCat(

@@ -30,11 +30,15 @@ struct ServerOptions {
   int max_receive_message_bytes = kControlPlaneMaxMessageBytes;
   // Caps the memory gRPC itself may use for this server (0: no cap).
   int64_t memory_quota_bytes = 0;
+  // Completion queues for the asynchronous services among `services`.
+  int completion_queues = 0;
 };
 
 struct StartedServer {
   std::unique_ptr<grpc::Server> server;
   int port = 0;
+  // ServerOptions::completion_queues of them; shut down after the server.
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> completion_queues;
 };
 
 // Builds and starts a server; fails (kUnavailable) when the address cannot be

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <deque>
-#include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -11,6 +10,7 @@
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
 #include "taskmanager/network/data_exchange_service.h"
+#include "grpcpp/alarm.h"
 #include "weir/v1/data.grpc.pb.h"
 
 namespace weir::taskmanager::network {
@@ -29,18 +29,10 @@ struct InputGate::Channel {
   std::shared_ptr<ResultPartition> partition;
   std::optional<PartitionManager::ListenerId> registration_listener;
 
-  // Remote.
-  std::unique_ptr<v1::DataExchangeService::Stub> stub;
-  std::thread reader;
-  // Guarded by the gate's mu_: received buffers not yet taken, and the
-  // context of the current call (so that Close can cancel it).
+  // Remote: received buffers not yet taken (guarded by the gate's mu_), and
+  // the stream.
   std::deque<Buffer> queue;
-  std::unique_ptr<grpc::ClientContext> context;
-  // The write side of the current call: the task thread returns credit, the
-  // reader thread subscribes, half-closes and finishes (and owns the stream).
-  absl::Mutex write_mu;
-  grpc::ClientReaderWriter<v1::SubscribeRequest, v1::DataBuffer>* stream ABSL_GUARDED_BY(write_mu) = nullptr;
-  bool writes_closed ABSL_GUARDED_BY(write_mu) = true;
+  std::unique_ptr<RemoteChannel> remote;
 };
 
 namespace {
@@ -54,6 +46,7 @@ absl::StatusCode ChannelFailureCode(absl::StatusCode code) {
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kDataLoss:
     case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kResourceExhausted:
       return code;
     default:
       return absl::StatusCode::kUnavailable;
@@ -62,12 +55,303 @@ absl::StatusCode ChannelFailureCode(absl::StatusCode code) {
 
 }  // namespace
 
+// The Subscribe stream of one remote channel, as a state machine driven by
+// completions on one network client thread. One read is always in flight
+// while the stream is open (what arrives goes to the channel's queue), at
+// most one write (the subscription, then batched credit, then the
+// half-close). A subscription answered NOT_FOUND or RESOURCE_EXHAUSTED
+// before anything arrived is retried with backoff until the partition
+// deadline; any other end before END_OF_INPUT fails the gate.
+//
+// Thread-safety: completions on a network thread; ReturnCredit on the task
+// thread; Cancel from Close. All under mu_, which is taken before the gate's
+// mu_ when both are needed.
+class InputGate::RemoteChannel {
+ public:
+  RemoteChannel(InputGate* gate, Channel* channel, v1::DataExchangeService::Stub* stub, grpc::CompletionQueue* queue)
+      : gate_(gate), channel_(channel), stub_(stub), queue_(queue), backoff_(gate->options_.initial_backoff) {}
+
+  // Opens the first subscription.
+  void Start() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    SubscribeLocked();
+  }
+
+  // The task consumed one buffer of this channel.
+  void ReturnCredit() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (done_ || ended_ || finishing_ || stream_ == nullptr) return;
+    ++pending_credit_;
+    WriteLocked();
+  }
+
+  // Ends the current call or the backoff; the last completion then settles
+  // the channel.
+  void Cancel() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    if (context_ != nullptr) context_->TryCancel();
+    if (retrying_) retry_.Cancel();
+  }
+
+  enum class Op { kStart, kRead, kWrite, kWritesDone, kFinish, kRetry };
+  void OnCompletion(Op op, bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
+    bool settled;
+    {
+      absl::MutexLock lock(&mu_);
+      --ops_;
+      switch (op) {
+        case Op::kStart:
+          if (ok) {
+            // The subscription first, then the first read.
+            pending_subscribe_ = true;
+            WriteLocked();
+            ReadLocked();
+          } else {
+            read_closed_ = true;  // the call never started; only its status is left
+          }
+          break;
+        case Op::kRead:
+          reading_ = false;
+          if (ok) {
+            OnMessageLocked();
+          } else {
+            read_closed_ = true;
+          }
+          break;
+        case Op::kWrite:
+          writing_ = false;
+          if (ok) WriteLocked();
+          break;
+        case Op::kWritesDone:
+          writing_ = false;
+          break;
+        case Op::kFinish:
+          OnFinishedLocked();
+          break;
+        case Op::kRetry:
+          retrying_ = false;
+          if (ok && !cancelled_ && !GateClosing()) {
+            SubscribeLocked();
+          } else {
+            done_ = true;
+          }
+          break;
+      }
+      FinishIfDueLocked();
+      settled = done_ && ops_ == 0;
+    }
+    // After this the gate (and this channel) may be destroyed.
+    if (settled) gate_->RemoteChannelSettled();
+  }
+
+ private:
+  using Completion = OpCompletion<RemoteChannel, Op>;
+
+  bool GateClosing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::MutexLock lock(&gate_->mu_);
+    return gate_->closing_;
+  }
+
+  void SubscribeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (cancelled_) {
+      done_ = true;
+      return;
+    }
+    context_ = std::make_unique<grpc::ClientContext>();
+    stream_ = stub_->PrepareAsyncSubscribe(context_.get(), queue_);
+    received_ = false;
+    read_closed_ = false;
+    finishing_ = false;
+    ended_ = false;
+    writes_closed_ = false;
+    pending_credit_ = 0;
+    failure_ = absl::OkStatus();
+    ++ops_;
+    stream_->StartCall(&start_done_);
+  }
+
+  void ReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    reading_ = true;
+    ++ops_;
+    stream_->Read(&incoming_, &read_done_);
+  }
+
+  // Sends what is due when no write is in flight: the subscription, credit,
+  // or (after END_OF_INPUT) the half-close.
+  void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finishing_ || read_closed_ || writes_closed_ || stream_ == nullptr) return;
+    if (pending_subscribe_) {
+      pending_subscribe_ = false;
+      outgoing_.Clear();
+      v1::Subscription* subscription = outgoing_.mutable_subscribe();
+      subscription->set_partition_id(channel_->spec.partition_id);
+      subscription->set_subpartition(channel_->spec.subpartition);
+      subscription->set_initial_credit(gate_->options_.initial_credit);
+    } else if (ended_) {
+      writes_closed_ = true;
+      writing_ = true;
+      ++ops_;
+      stream_->WritesDone(&writes_done_);
+      return;
+    } else if (pending_credit_ > 0) {
+      outgoing_.Clear();
+      outgoing_.set_credit(pending_credit_);
+      pending_credit_ = 0;
+    } else {
+      return;
+    }
+    writing_ = true;
+    ++ops_;
+    stream_->Write(outgoing_, &write_done_);
+  }
+
+  void OnMessageLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    received_ = true;
+    if (ended_) {  // nothing may follow END_OF_INPUT; the producer is about to finish the call
+      ReadLocked();
+      return;
+    }
+    absl::StatusOr<Buffer> buffer = FromProto(std::move(incoming_));
+    incoming_.Clear();
+    if (!buffer.ok()) {
+      FailStreamLocked(buffer.status());
+      return;
+    }
+    const bool end = buffer->kind == Buffer::Kind::kEndOfInput;
+    {
+      absl::MutexLock lock(&gate_->mu_);
+      if (static_cast<int>(channel_->queue.size()) >= gate_->options_.initial_credit) {
+        failure_ = absl::FailedPreconditionError("the producer sent more buffers than it had credit for");
+      } else {
+        channel_->queue.push_back(*std::move(buffer));
+      }
+    }
+    if (!failure_.ok()) {
+      FailStreamLocked(failure_);
+      return;
+    }
+    gate_->signal_->Notify();
+    if (end) {
+      ended_ = true;
+      WriteLocked();  // the half-close, unless a write is in flight (then after it)
+    }
+    ReadLocked();
+  }
+
+  void FailStreamLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    failure_ = std::move(status);
+    context_->TryCancel();
+  }
+
+  // Asks for the call's status once nothing else is in flight on it.
+  void FinishIfDueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (stream_ == nullptr || finishing_ || !read_closed_ || reading_ || writing_) return;
+    finishing_ = true;
+    ++ops_;
+    stream_->Finish(&status_, &finish_done_);
+  }
+
+  void OnFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto log = logging::Get("network");
+    stream_.reset();
+    context_.reset();
+    const grpc::Status status = status_;
+    if (ended_) {
+      if (!status.ok()) {
+        log->debug("{}: {} ended with {} after end of input", gate_->name_, channel_->description,
+                   status.error_message());
+      }
+      done_ = true;
+      return;
+    }
+    if (cancelled_ || GateClosing()) {
+      done_ = true;
+      return;
+    }
+    absl::Status failure = failure_;
+    if (failure.ok()) {
+      failure = status.ok() ? absl::UnavailableError("the producer ended the stream without END_OF_INPUT")
+                            : rpc::FromGrpcStatus(status);
+    }
+    const bool retriable = failure.code() == absl::StatusCode::kNotFound ||
+                           failure.code() == absl::StatusCode::kResourceExhausted;
+    if (!received_ && retriable && absl::Now() + backoff_ < gate_->partition_deadline_) {
+      log->debug("{}: {} is not served yet ({}); subscribing again in {}", gate_->name_, channel_->description,
+                 failure.message(), absl::FormatDuration(backoff_));
+      retrying_ = true;
+      ++ops_;
+      retry_.Set(queue_, absl::ToChronoTime(absl::Now() + backoff_), &retry_done_);
+      backoff_ = std::min(backoff_ * 2, gate_->options_.max_backoff);
+      return;
+    }
+    std::string why;
+    if (failure.code() == absl::StatusCode::kNotFound) {
+      why = absl::StrCat("the partition was not registered within ",
+                         absl::FormatDuration(gate_->options_.partition_timeout), ": ");
+    } else if (failure.code() == absl::StatusCode::kResourceExhausted) {
+      why = absl::StrCat("the producer's TaskManager refused the subscription until the partition deadline (",
+                         absl::FormatDuration(gate_->options_.partition_timeout), "): ");
+    } else if (failure.code() == absl::StatusCode::kCancelled) {
+      why = "the producer ended the stream (its task was cancelled or failed, or its TaskManager is shutting down): ";
+    }
+    gate_->Fail(absl::Status(ChannelFailureCode(failure.code()),
+                             absl::StrCat(gate_->name_, ": input channel ", channel_->index, " (",
+                                          channel_->description, ") failed before end of input: ", why,
+                                          absl::StatusCodeToString(failure.code()), ": ", failure.message())));
+    done_ = true;
+  }
+
+  InputGate* const gate_;
+  Channel* const channel_;
+  v1::DataExchangeService::Stub* const stub_;
+  grpc::CompletionQueue* const queue_;
+  Completion start_done_{this, Op::kStart};
+  Completion read_done_{this, Op::kRead};
+  Completion write_done_{this, Op::kWrite};
+  Completion writes_done_{this, Op::kWritesDone};
+  Completion finish_done_{this, Op::kFinish};
+  Completion retry_done_{this, Op::kRetry};
+
+  absl::Mutex mu_;
+  // The current call (null between calls).
+  std::unique_ptr<grpc::ClientContext> context_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<grpc::ClientAsyncReaderWriter<v1::SubscribeRequest, v1::DataBuffer>> stream_ ABSL_GUARDED_BY(mu_);
+  // Targets of the read and write in flight, and of Finish.
+  v1::DataBuffer incoming_ ABSL_GUARDED_BY(mu_);
+  v1::SubscribeRequest outgoing_ ABSL_GUARDED_BY(mu_);
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+  grpc::Alarm retry_ ABSL_GUARDED_BY(mu_);
+  // Operations in flight (each will run OnCompletion once).
+  int ops_ ABSL_GUARDED_BY(mu_) = 0;
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool writes_closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool pending_subscribe_ ABSL_GUARDED_BY(mu_) = false;
+  int pending_credit_ ABSL_GUARDED_BY(mu_) = 0;
+  // END_OF_INPUT arrived on the current call.
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  // Anything arrived on the current call.
+  bool received_ ABSL_GUARDED_BY(mu_) = false;
+  bool retrying_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  // No operation will be started any more.
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  // Why this side ended the call (bad message), if it did.
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
+};
+
+
 InputGate::InputGate(std::string name, PartitionManager* local_partitions, InputGateOptions options)
     : name_(std::move(name)),
       local_partitions_(local_partitions),
       options_(options),
       partition_deadline_(absl::Now() + options.partition_timeout),
-      signal_(options_.wakeup != nullptr ? options_.wakeup : std::make_shared<Wakeup>()) {}
+      signal_(options_.wakeup != nullptr ? options_.wakeup : std::make_shared<Wakeup>()),
+      network_(options_.network) {}
 
 absl::StatusOr<std::unique_ptr<InputGate>> InputGate::Create(std::string name, std::vector<InputChannelSpec> channels,
                                                             PartitionManager* local_partitions,
@@ -92,7 +376,6 @@ absl::StatusOr<std::unique_ptr<InputGate>> InputGate::Create(std::string name, s
   }
 
   std::unique_ptr<InputGate> gate(new InputGate(std::move(name), local_partitions, options));
-  absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> connections;
   int remote = 0;
   for (size_t i = 0; i < channels.size(); ++i) {
     auto channel = std::make_unique<Channel>();
@@ -106,19 +389,21 @@ absl::StatusOr<std::unique_ptr<InputGate>> InputGate::Create(std::string name, s
       channel->registration_listener = local_partitions->AddRegistrationListener(
           spec.partition_id, [signal = gate->signal_] { signal->Notify(); });
     } else {
-      std::shared_ptr<grpc::Channel>& connection = connections[spec.producer_address];
-      if (connection == nullptr) connection = rpc::CreateChannel(spec.producer_address);
-      channel->stub = v1::DataExchangeService::NewStub(connection);
+      if (gate->network_ == nullptr) gate->network_ = NetworkClient::Create(1);
+      channel->remote = std::make_unique<RemoteChannel>(gate.get(), channel.get(),
+                                                        gate->network_->StubFor(spec.producer_address),
+                                                        gate->network_->NextQueue());
       ++remote;
     }
     gate->channels_.push_back(std::move(channel));
   }
   gate->unfinished_ = static_cast<int>(gate->channels_.size());
+  {
+    absl::MutexLock lock(&gate->mu_);
+    gate->unsettled_remote_ = remote;
+  }
   for (const auto& channel : gate->channels_) {
-    if (!channel->spec.local) {
-      Channel* raw = channel.get();
-      channel->reader = std::thread([gate = gate.get(), raw] { gate->RunRemoteChannel(raw); });
-    }
+    if (channel->remote != nullptr) channel->remote->Start();
   }
   logging::Get("network")->debug("input gate of {}: {} channels ({} remote)", gate->name_, gate->channels_.size(),
                                  remote);
@@ -242,14 +527,7 @@ absl::StatusOr<std::optional<Buffer>> InputGate::Take(Channel& channel) {
   return std::optional<Buffer>(std::move(buffer));
 }
 
-void InputGate::ReturnCredit(Channel& channel) {
-  absl::MutexLock lock(&channel.write_mu);
-  if (channel.stream == nullptr || channel.writes_closed) return;
-  v1::SubscribeRequest request;
-  request.set_credit(1);
-  // A failed write means the call is over; the reader thread reports why.
-  channel.stream->Write(request);
-}
+void InputGate::ReturnCredit(Channel& channel) { channel.remote->ReturnCredit(); }
 
 void InputGate::Fail(absl::Status status) {
   {
@@ -261,110 +539,9 @@ void InputGate::Fail(absl::Status status) {
   signal_->Notify();
 }
 
-void InputGate::RunRemoteChannel(Channel* channel) {
-  auto log = logging::Get("network");
-  const InputChannelSpec& spec = channel->spec;
-  absl::Duration backoff = options_.initial_backoff;
-  for (;;) {
-    grpc::ClientContext* context;
-    {
-      absl::MutexLock lock(&mu_);
-      if (closing_) return;
-      channel->context = std::make_unique<grpc::ClientContext>();
-      context = channel->context.get();
-    }
-    std::unique_ptr<grpc::ClientReaderWriter<v1::SubscribeRequest, v1::DataBuffer>> stream =
-        channel->stub->Subscribe(context);
-    {
-      absl::MutexLock lock(&channel->write_mu);
-      channel->stream = stream.get();
-      channel->writes_closed = false;
-      v1::SubscribeRequest request;
-      v1::Subscription* subscription = request.mutable_subscribe();
-      subscription->set_partition_id(spec.partition_id);
-      subscription->set_subpartition(spec.subpartition);
-      subscription->set_initial_credit(options_.initial_credit);
-      // A failed write shows up in Read and Finish below.
-      stream->Write(request);
-    }
-
-    bool received = false;
-    bool ended = false;
-    absl::Status failure;
-    v1::DataBuffer message;
-    while (stream->Read(&message)) {
-      received = true;
-      if (ended) continue;  // Nothing may follow END_OF_INPUT; the producer is about to finish the call.
-      absl::StatusOr<Buffer> buffer = FromProto(std::move(message));
-      message.Clear();
-      if (!buffer.ok()) {
-        failure = buffer.status();
-        break;
-      }
-      ended = buffer->kind == Buffer::Kind::kEndOfInput;
-      {
-        absl::MutexLock lock(&mu_);
-        if (static_cast<int>(channel->queue.size()) >= options_.initial_credit) {
-          failure = absl::FailedPreconditionError("the producer sent more buffers than it had credit for");
-          break;
-        }
-        channel->queue.push_back(*std::move(buffer));
-      }
-      signal_->Notify();
-      if (ended) {
-        absl::MutexLock lock(&channel->write_mu);
-        stream->WritesDone();
-        channel->writes_closed = true;
-      }
-    }
-    if (!failure.ok()) context->TryCancel();
-    grpc::Status status;
-    {
-      // After Read returned false (or the cancel) the status is there: this
-      // does not block for long.
-      absl::MutexLock lock(&channel->write_mu);
-      channel->writes_closed = true;
-      status = stream->Finish();
-      channel->stream = nullptr;
-    }
-    stream.reset();
-    bool closing;
-    {
-      absl::MutexLock lock(&mu_);
-      channel->context.reset();
-      closing = closing_;
-    }
-    if (ended) {
-      if (!status.ok()) log->debug("{}: {} ended with {} after end of input", name_, channel->description,
-                                   status.error_message());
-      return;
-    }
-    if (closing) return;
-    if (failure.ok()) {
-      failure = status.ok() ? absl::UnavailableError("the producer ended the stream without END_OF_INPUT")
-                            : rpc::FromGrpcStatus(status);
-    }
-    if (!received && failure.code() == absl::StatusCode::kNotFound && absl::Now() + backoff < partition_deadline_) {
-      log->debug("{}: {} is not registered yet; subscribing again in {}", name_, channel->description,
-                 absl::FormatDuration(backoff));
-      absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(absl::Condition(&closing_), backoff)) return;
-      backoff = std::min(backoff * 2, options_.max_backoff);
-      continue;
-    }
-    std::string why;
-    if (failure.code() == absl::StatusCode::kNotFound) {
-      why = absl::StrCat("the partition was not registered within ", absl::FormatDuration(options_.partition_timeout),
-                         ": ");
-    } else if (failure.code() == absl::StatusCode::kCancelled) {
-      why = "the producer ended the stream (its task was cancelled or failed, or its TaskManager is shutting down): ";
-    }
-    Fail(absl::Status(ChannelFailureCode(failure.code()),
-                      absl::StrCat(name_, ": input channel ", channel->index, " (", channel->description,
-                                   ") failed before end of input: ", why, absl::StatusCodeToString(failure.code()),
-                                   ": ", failure.message())));
-    return;
-  }
+void InputGate::RemoteChannelSettled() {
+  absl::MutexLock lock(&mu_);
+  --unsettled_remote_;
 }
 
 void InputGate::Close() {
@@ -372,13 +549,15 @@ void InputGate::Close() {
     absl::MutexLock lock(&mu_);
     if (closing_) return;
     closing_ = true;
-    for (const auto& channel : channels_) {
-      if (channel->context != nullptr) channel->context->TryCancel();
-    }
   }
   signal_->Notify();
   for (const auto& channel : channels_) {
-    if (channel->reader.joinable()) channel->reader.join();
+    if (channel->remote != nullptr) channel->remote->Cancel();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return unsettled_remote_ == 0; };
+    mu_.Await(absl::Condition(&settled));
   }
   for (const auto& channel : channels_) {
     if (channel->registration_listener.has_value()) {

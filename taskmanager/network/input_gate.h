@@ -4,10 +4,13 @@
 //
 // A local channel (producer in the same TaskManager) reads the producer's
 // ResultPartition directly. A remote channel is a DataExchangeService
-// Subscribe stream to the producer's TaskManager, fed by a reader thread into
-// the channel's own queue; the gate grants the producer `initial_credit`
-// buffers up front and returns one credit each time the task consumes a buffer
-// of that channel, so the queue never holds more than `initial_credit`
+// Subscribe stream to the producer's TaskManager, driven asynchronously by
+// the TaskManager's client network threads (NetworkClient: a fixed number of
+// threads for all channels, one connection per producer TaskManager), which
+// put what arrives into the channel's own queue. The gate grants the producer
+// `initial_credit` buffers up front and returns one credit each time the task
+// consumes a buffer of that channel (credits taken while a write is in flight
+// go out together), so the queue never holds more than `initial_credit`
 // buffers and a task that stops reading stops its producers.
 //
 // Channels keep their own queues (they are not merged) so that checkpoint
@@ -30,6 +33,7 @@
 #include "absl/time/time.h"
 #include "taskmanager/mailbox/wakeup.h"
 #include "taskmanager/network/buffer.h"
+#include "taskmanager/network/network_client.h"
 #include "taskmanager/network/result_partition.h"
 
 namespace weir::taskmanager::network {
@@ -58,11 +62,15 @@ struct InputGateOptions {
   // partition was registered or released, a channel failed). A task shares
   // it with its mailbox so that one wait covers both; null: the gate's own.
   std::shared_ptr<Wakeup> wakeup;
+  // The TaskManager's client side of the data exchange; null: a gate with
+  // remote channels makes a private one with one thread (tests, tools).
+  std::shared_ptr<NetworkClient> network;
 };
 
 // Thread-safety: Next, finished, queued_buffers and Close are for the owning
-// task thread only. The gate runs one reader thread per remote channel,
-// stopped by Close (or the destructor).
+// task thread only. The remote channels' completions run on the network
+// client's threads; Close (or the destructor) ends every remote stream and
+// returns once none of those threads touches the gate any more.
 class InputGate {
  public:
   // Validates the specs and starts subscribing the remote channels.
@@ -101,17 +109,19 @@ class InputGate {
   // channel: waiting in the producer's subpartition).
   int queued_buffers(int channel) const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Cancels the remote streams, joins their threads and detaches from local
-  // partitions. Idempotent; Next fails afterwards.
+  // Cancels the remote streams, waits until their last completions have run
+  // and detaches from local partitions. Idempotent; Next fails afterwards.
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Channel;
+  class RemoteChannel;
 
   InputGate(std::string name, PartitionManager* local_partitions, InputGateOptions options);
 
-  // Remote channel reader thread.
-  void RunRemoteChannel(Channel* channel) ABSL_LOCKS_EXCLUDED(mu_);
+  // A remote channel has run its last completion (network thread); after
+  // this the gate may be gone, so it is the channel's last act.
+  void RemoteChannelSettled() ABSL_LOCKS_EXCLUDED(mu_);
   // Finds (and attaches to) a local channel's partition once it is registered.
   absl::Status ResolveLocal(Channel& channel, absl::Time now);
   // Takes the channel's next buffer if it has one.
@@ -131,9 +141,14 @@ class InputGate {
   int unfinished_ = 0;
   int next_channel_ = 0;
 
-  // Guards the remote channels' queues and call contexts, and the fields below.
+  std::shared_ptr<NetworkClient> network_;
+
+  // Guards the remote channels' queues and the fields below. A remote
+  // channel's own lock may be held when taking it, never the other way.
   mutable absl::Mutex mu_;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  // Remote channels that may still run completions.
+  int unsettled_remote_ ABSL_GUARDED_BY(mu_) = 0;
   // The first channel failure.
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <thread>
@@ -34,16 +35,20 @@ using weir::testing::WaitFor;
 constexpr absl::Duration kGuard = absl::Seconds(60);
 
 // The network side of one TaskManager: its partition registry and its
-// DataExchangeService on a real gRPC server (port 0).
+// DataExchangeService on a real gRPC server (port 0) with `threads` network
+// threads.
 class TestTaskManager {
  public:
-  explicit TestTaskManager(DataExchangeServiceOptions options = {}) : service_(&partitions_, options) {
+  explicit TestTaskManager(DataExchangeServiceOptions options = {}, int threads = 1)
+      : service_(&partitions_, options) {
     rpc::ServerOptions server_options;
     server_options.services = {&service_};
+    server_options.completion_queues = threads;
     absl::StatusOr<rpc::StartedServer> started = rpc::StartServer(server_options);
     EXPECT_TRUE(started.ok()) << started.status();
     if (!started.ok()) return;
     server_ = std::move(started->server);
+    service_.Start(std::move(started->completion_queues));
     address_ = rpc::JoinHostPort("127.0.0.1", started->port);
   }
   ~TestTaskManager() { Stop(); }
@@ -53,12 +58,15 @@ class TestTaskManager {
     if (server_ == nullptr) return;
     service_.Shutdown();
     server_->Shutdown();
+    service_.Stop();
     server_.reset();
   }
   // Like a dying process: every call is cancelled at once.
   void Kill() {
     if (server_ == nullptr) return;
     server_->Shutdown(std::chrono::system_clock::now());
+    service_.Shutdown();
+    service_.Stop();
     server_.reset();
   }
 
@@ -444,6 +452,160 @@ TEST(DataExchangeTest, ClosingTheConsumerEndsItsStreams) {
   EXPECT_EQ(after.status().code(), absl::StatusCode::kFailedPrecondition) << after.status();
   // The subpartition is free for another consumer again.
   EXPECT_TRUE(partition->AttachConsumer(0, [] {}).ok());
+}
+
+int ThreadsOfThisProcess() {
+  int threads = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) ++threads;
+  return threads;
+}
+
+// Writes `records` records and END_OF_INPUT to subpartition 0 of
+// `partition`, or stops when it is released.
+void Produce(std::shared_ptr<ResultPartition> partition, int producer, int records) {
+  RecordWriterOptions options;
+  options.max_buffer_bytes = 256;
+  RecordWriter writer(std::move(partition), TestRecordType(), Partitioning::kForward, nullptr, 1, 0, options);
+  try {
+    for (int i = 0; i < records; ++i) {
+      TestRecord record{producer, i, "k", std::string(40, 'x')};
+      writer.Emit(&record);
+    }
+    writer.EmitEndOfInput();
+  } catch (const TaskCancelled&) {
+  }
+}
+
+// The threads of the data exchange are fixed: a consumer TaskManager reading
+// 256 remote channels from a producer TaskManager (one connection, one
+// HTTP/2 stream per channel) runs no more threads than with 2 channels.
+TEST(DataExchangeTest, ThreadsDoNotGrowWithChannels) {
+  constexpr int kNetworkThreads = 2;
+  TestTaskManager producer_tm({}, kNetworkThreads);
+  auto network = NetworkClient::Create(kNetworkThreads);
+  EXPECT_EQ(producer_tm.service().network_threads(), kNetworkThreads);
+  EXPECT_EQ(network->threads(), kNetworkThreads);
+
+  // Reads `channels` channels of `records` records each, all at once.
+  auto read_channels = [&](const std::string& prefix, int channels, int records) {
+    std::vector<std::shared_ptr<ResultPartition>> partitions;
+    std::vector<InputChannelSpec> specs;
+    for (int i = 0; i < channels; ++i) {
+      partitions.push_back(std::make_shared<ResultPartition>(absl::StrCat(prefix, i), 1, 2));
+      EXPECT_TRUE(producer_tm.partitions().Register(partitions.back()).ok());
+      specs.push_back({absl::StrCat(prefix, i), 0, producer_tm.address(), false});
+    }
+    InputGateOptions options;
+    options.initial_credit = 2;
+    options.network = network;
+    std::unique_ptr<InputGate> gate = CreateGate(prefix, specs, nullptr, options);
+    EXPECT_NE(gate, nullptr);
+    // Every stream open and waiting for data: the most threads there will be.
+    EXPECT_TRUE(WaitFor([&] { return producer_tm.service().active_streams() == channels; }, kGuard));
+    const int threads = ThreadsOfThisProcess();
+    std::vector<std::thread> producers;
+    for (int i = 0; i < channels; ++i) producers.emplace_back(Produce, partitions[i], i, records);
+    std::vector<std::pair<int, TestRecord>> received;
+    absl::Status status = ReadAll(*gate, &received);
+    for (std::thread& t : producers) t.join();
+    EXPECT_TRUE(status.ok()) << status;
+    EXPECT_EQ(received.size(), static_cast<size_t>(channels) * records);
+    EXPECT_TRUE(WaitFor([&] { return producer_tm.service().active_streams() == 0; }, kGuard));
+    return threads;
+  };
+  const int with_few = read_channels("few-", 2, 100);
+  const int with_many = read_channels("many-", 256, 100);
+  // gRPC may start a helper thread of its own on first use; a thread per
+  // channel (or two per stream on the producer side) would add hundreds.
+  EXPECT_LE(with_many, with_few + 4) << "threads with 2 channels: " << with_few << ", with 256: " << with_many;
+  EXPECT_EQ(network->connections(), 1) << "every channel to one TaskManager shares its connection";
+}
+
+// A consumer that stops reading one channel stalls that channel's producer
+// only: another channel between the same two TaskManagers (the same
+// connection) delivers everything.
+TEST(DataExchangeTest, ASlowChannelDoesNotStallTheOthersOnItsConnection) {
+  TestTaskManager producer_tm;
+  auto network = NetworkClient::Create(1);
+  auto stalled = std::make_shared<ResultPartition>("stalled", 1, 2);
+  auto flowing = std::make_shared<ResultPartition>("flowing", 1, 2);
+  ASSERT_TRUE(producer_tm.partitions().Register(stalled).ok());
+  ASSERT_TRUE(producer_tm.partitions().Register(flowing).ok());
+  InputGateOptions options;
+  options.initial_credit = 2;
+  options.network = network;
+  std::unique_ptr<InputGate> stalled_gate =
+      CreateGate("stalled consumer", {{"stalled", 0, producer_tm.address(), false}}, nullptr, options);
+  std::unique_ptr<InputGate> flowing_gate =
+      CreateGate("flowing consumer", {{"flowing", 0, producer_tm.address(), false}}, nullptr, options);
+  ASSERT_NE(stalled_gate, nullptr);
+  ASSERT_NE(flowing_gate, nullptr);
+
+  std::thread stalled_producer(Produce, stalled, 0, 20000);
+  ASSERT_TRUE(WaitFor([&] { return stalled->backpressured(); }, kGuard)) << "the unread channel never filled up";
+  constexpr int kRecords = 20000;
+  std::thread flowing_producer(Produce, flowing, 1, kRecords);
+  std::vector<std::pair<int, TestRecord>> received;
+  absl::Status status = ReadAll(*flowing_gate, &received);
+  flowing_producer.join();
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(received.size(), static_cast<size_t>(kRecords));
+  EXPECT_TRUE(stalled->backpressured()) << "the unread channel's producer must still be held back";
+  EXPECT_EQ(network->connections(), 1);
+
+  stalled->Release();  // the unread producer ends (cancelled)
+  stalled_producer.join();
+}
+
+// Subscriptions waiting for unregistered partitions are bounded; the ones
+// refused beyond the bound are retried by their consumers, and nothing is
+// lost once the producers register.
+TEST(DataExchangeTest, BoundsSubscriptionsWaitingForTheirPartitions) {
+  DataExchangeServiceOptions service_options;
+  service_options.max_waiting_streams = 2;
+  service_options.partition_wait = absl::Seconds(30);
+  TestTaskManager producer_tm(service_options);
+  constexpr int kChannels = 6;
+  std::vector<InputChannelSpec> specs;
+  for (int i = 0; i < kChannels; ++i) specs.push_back({absl::StrCat("later-", i), 0, producer_tm.address(), false});
+  InputGateOptions options;
+  options.initial_backoff = absl::Milliseconds(5);
+  options.max_backoff = absl::Milliseconds(50);
+  std::unique_ptr<InputGate> gate = CreateGate("eager consumer", specs, nullptr, options);
+  ASSERT_NE(gate, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return producer_tm.service().waiting_streams() == 2; }, kGuard));
+  // The others are refused and retried, never let in beyond the bound.
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_LE(producer_tm.service().waiting_streams(), 2);
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  std::vector<std::thread> producers;
+  for (int i = 0; i < kChannels; ++i) {
+    auto partition = std::make_shared<ResultPartition>(absl::StrCat("later-", i), 1);
+    ASSERT_TRUE(producer_tm.partitions().Register(partition).ok());
+    producers.emplace_back(Produce, partition, i, 50);
+  }
+  std::vector<std::pair<int, TestRecord>> received;
+  absl::Status status = ReadAll(*gate, &received);
+  for (std::thread& t : producers) t.join();
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(received.size(), static_cast<size_t>(kChannels) * 50);
+}
+
+TEST(DataExchangeTest, ARefusedSubscriptionFailsClearlyAtThePartitionDeadline) {
+  DataExchangeServiceOptions service_options;
+  service_options.max_waiting_streams = 1;
+  service_options.partition_wait = absl::Seconds(30);
+  TestTaskManager producer_tm(service_options);
+  InputGateOptions options;
+  options.initial_backoff = absl::Milliseconds(5);
+  options.partition_timeout = absl::Milliseconds(300);
+  std::unique_ptr<InputGate> gate = CreateGate(
+      "consumer", {{"absent-0", 0, producer_tm.address(), false}, {"absent-1", 0, producer_tm.address(), false}},
+      nullptr, options);
+  ASSERT_NE(gate, nullptr);
+  ExpectErrorMentions(NextUntilError(*gate), absl::StatusCode::kResourceExhausted,
+                      {"absent-", "refused the subscription", "waiting for their partitions"});
 }
 
 TEST(DataExchangeTest, RejectsInvalidChannelSpecs) {
