@@ -5,10 +5,16 @@
 #   bench/run.sh checkpoint [--records N] [--keys K] [--parallelism P] [--state-backend rocksdb|hashmap]
 #                            [--state-keys N] [--phases all|throughput|big-state] [--flink]
 #   bench/run.sh sinks [--records N] [--keys K] [--parallelism P] [--checkpoint-ms M] [--probes N]
+#   bench/run.sh network [--parallelism 2,16,64] [--records N] [--value-bytes B] [--baseline-bin DIR] [--rounds R]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh >/dev/null
 scripts/build.sh >/dev/null
+# The network bench needs no broker.
+if [[ "${1:-}" == network ]]; then
+  shift
+  exec build/bin/network_bench "$@"
+fi
 dir="$(mktemp -d /tmp/weir-bench-XXXXXX)"
 trap 'scripts/kafka.sh stop "$dir/kafka" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
 scripts/kafka.sh start "$dir/kafka" >/dev/null
