@@ -141,12 +141,6 @@ class DataExchangeServiceImpl::Stream : public std::enable_shared_from_this<Stre
           OnFinishedLocked();
           break;
       }
-      // A call that ended while a read was still waiting for the consumer:
-      // cancelling it ends that read (the status has been sent).
-      if (finished_ && reading_ && !cancel_sent_) {
-        cancel_sent_ = true;
-        context_.TryCancel();
-      }
       if (ops_ == 0) last_reference = std::move(self_);
     }
     if (accepted) service_->Accept(queue_);
@@ -428,8 +422,9 @@ class DataExchangeServiceImpl::Stream : public std::enable_shared_from_this<Stre
     stream_.Finish(status, &finish_done_);
   }
 
+  // A read still in flight ends too: once the status is out, gRPC closes
+  // the stream's read side (a server that ends a call resets the rest).
   void OnFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    finished_ = true;
     if (registered_) {
       registered_ = false;
       absl::MutexLock lock(&service_->mu_);
@@ -474,8 +469,6 @@ class DataExchangeServiceImpl::Stream : public std::enable_shared_from_this<Stre
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   bool counted_waiting_ ABSL_GUARDED_BY(mu_) = false;
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  bool cancel_sent_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 DataExchangeServiceImpl::DataExchangeServiceImpl(PartitionManager* partitions, DataExchangeServiceOptions options)

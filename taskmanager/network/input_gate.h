@@ -136,12 +136,13 @@ class InputGate {
   // options_.wakeup or the gate's own; Next waits on it.
   const std::shared_ptr<Wakeup> signal_;
 
+  // Outlives the channels (declared before them): their streams live on
+  // its completion queues.
+  std::shared_ptr<NetworkClient> network_;
   std::vector<std::unique_ptr<Channel>> channels_;
   // Task thread only.
   int unfinished_ = 0;
   int next_channel_ = 0;
-
-  std::shared_ptr<NetworkClient> network_;
 
   // Guards the remote channels' queues and the fields below. A remote
   // channel's own lock may be held when taking it, never the other way.
