@@ -126,7 +126,12 @@ class DataExchangeServiceImpl::Stream : public std::enable_shared_from_this<Stre
           OnWakeLocked();
           break;
         case Op::kPartitionTimer:
-          if (ok && phase_ == Phase::kWaiting && !ResolveLocked()) {
+          if (ok && phase_ == Phase::kSubscribing) {
+            FinishLocked(Error(grpc::StatusCode::DEADLINE_EXCEEDED,
+                               absl::StrCat("no subscription arrived within ",
+                                            absl::FormatDuration(service_->options_.partition_wait),
+                                            " of opening the stream")));
+          } else if (ok && phase_ == Phase::kWaiting && !ResolveLocked()) {
             FinishLocked(Error(grpc::StatusCode::NOT_FOUND,
                                absl::StrCat("result partition ", partition_id_, " is not registered on this "
                                             "TaskManager (waited ",
@@ -198,6 +203,22 @@ class DataExchangeServiceImpl::Stream : public std::enable_shared_from_this<Stre
       FinishLocked(Error(grpc::StatusCode::UNAVAILABLE, "the TaskManager is shutting down"));
       return;
     }
+    // Until it is served, a stream counts against the bound on waiting
+    // ones, and has partition_wait to subscribe and find its partition.
+    {
+      absl::MutexLock lock(&service_->mu_);
+      if (service_->waiting_ >= service_->options_.max_waiting_streams) {
+        FinishLocked(Error(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                           absl::StrCat("this TaskManager already has ", service_->waiting_,
+                                        " subscriptions waiting for their partitions (the most it keeps, "
+                                        "taskmanager.network.max-waiting-subscriptions); subscribe again later")));
+        return;
+      }
+      ++service_->waiting_;
+      counted_waiting_ = true;
+    }
+    partition_timer_set_ = true;
+    SetTimerLocked(partition_timer_, partition_timer_done_, service_->options_.partition_wait);
     ReadLocked();
   }
 
@@ -256,28 +277,14 @@ class DataExchangeServiceImpl::Stream : public std::enable_shared_from_this<Stre
     credit_ = subscription.initial_credit();
     ReadLocked();  // credit, or the consumer going away
     if (ResolveLocked()) return;
-    // Not registered yet: wait for it, within bounds.
-    {
-      absl::MutexLock lock(&service_->mu_);
-      if (service_->waiting_ >= service_->options_.max_waiting_streams) {
-        FinishLocked(Error(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                           absl::StrCat("this TaskManager already has ", service_->waiting_,
-                                        " subscriptions waiting for their partitions (the most it keeps); "
-                                        "subscribe again later")));
-        return;
-      }
-      ++service_->waiting_;
-      counted_waiting_ = true;
-    }
+    // Not registered yet: wait for it (until the partition timer).
     phase_ = Phase::kWaiting;
     std::weak_ptr<Stream> weak = shared_from_this();
     registration_listener_ = service_->partitions_->AddRegistrationListener(partition_id_, [weak] {
       if (std::shared_ptr<Stream> stream = weak.lock()) stream->Wake();
     });
     // Registered between the lookup and the listener?
-    if (ResolveLocked()) return;
-    partition_timer_set_ = true;
-    SetTimerLocked(partition_timer_, partition_timer_done_, service_->options_.partition_wait);
+    ResolveLocked();
   }
 
   // Attaches to the partition once it is registered; true when the stream is

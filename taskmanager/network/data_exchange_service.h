@@ -48,15 +48,17 @@ v1::DataBuffer ToProto(Buffer buffer);
 absl::StatusOr<Buffer> FromProto(v1::DataBuffer message);
 
 struct DataExchangeServiceOptions {
-  // How long a Subscribe waits for its partition to be registered before it
-  // answers NOT_FOUND (default 5 s); consumers retry with their own deadline.
+  // How long a stream may take to subscribe and find its partition
+  // registered (default 5 s): then it ends with DEADLINE_EXCEEDED (never
+  // subscribed) or NOT_FOUND (consumers retry with their own deadline).
   absl::Duration partition_wait = absl::Seconds(5);
   // After END_OF_INPUT, how long to wait for the consumer to half-close
   // before ending the stream (default 10 s).
   absl::Duration close_grace = absl::Seconds(10);
   // Largest initial credit a consumer may ask for (default 1024).
   int max_initial_credit = 1024;
-  // Subscriptions that may wait for their partition at once (default 16384).
+  // Streams that may wait at once for their subscription or for their
+  // partition (default 16384).
   int max_waiting_streams = 16384;
 };
 

@@ -608,6 +608,53 @@ TEST(DataExchangeTest, ARefusedSubscriptionFailsClearlyAtThePartitionDeadline) {
                       {"absent-", "refused the subscription", "waiting for their partitions"});
 }
 
+// A peer that opens streams and never subscribes holds nothing for long and
+// no more than the bound: the streams beyond it are refused at once, the
+// others end after partition_wait; no thread is started for any of them.
+TEST(DataExchangeTest, APeerOpeningManyStreamsWithoutSubscribingIsBounded) {
+  DataExchangeServiceOptions service_options;
+  service_options.max_waiting_streams = 20;
+  service_options.partition_wait = absl::Seconds(2);
+  TestTaskManager producer_tm(service_options);
+  auto stub = v1::DataExchangeService::NewStub(rpc::CreateChannel(producer_tm.address()));
+  const int threads_before = ThreadsOfThisProcess();
+  constexpr int kStreams = 200;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReaderWriter<v1::SubscribeRequest, v1::DataBuffer>>> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    streams.push_back(stub->Subscribe(contexts.back().get()));
+  }
+  int peak_waiting = 0;
+  for (int i = 0; i < 50; ++i) {
+    peak_waiting = std::max(peak_waiting, producer_tm.service().waiting_streams());
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  EXPECT_LE(ThreadsOfThisProcess(), threads_before + 4);
+  int refused = 0;
+  int expired = 0;
+  for (auto& stream : streams) {
+    grpc::Status status = stream->Finish();
+    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++refused;
+      EXPECT_TRUE(absl::StrContains(status.error_message(), "taskmanager.network.max-waiting-subscriptions"))
+          << status.error_message();
+    } else if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      ++expired;
+      EXPECT_TRUE(absl::StrContains(status.error_message(), "no subscription arrived")) << status.error_message();
+    } else {
+      ADD_FAILURE() << "unexpected end of a stream that never subscribed: " << status.error_code() << " "
+                    << status.error_message();
+    }
+  }
+  EXPECT_LE(peak_waiting, 20);
+  EXPECT_GE(refused, 1);
+  EXPECT_GE(expired, 1);
+  EXPECT_EQ(refused + expired, kStreams);
+  EXPECT_TRUE(WaitFor([&] { return producer_tm.service().waiting_streams() == 0; }, kGuard));
+  EXPECT_EQ(producer_tm.service().active_streams(), 0);
+}
+
 TEST(DataExchangeTest, RejectsInvalidChannelSpecs) {
   PartitionManager partitions;
   EXPECT_EQ(InputGate::Create("t", {{"", 0, "h:1", false}}, &partitions).status().code(),
