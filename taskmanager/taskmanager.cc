@@ -214,6 +214,16 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
 TaskManager::~TaskManager() {
   Shutdown("shutdown");
   if (http_ != nullptr) http_->Stop();  // also when Start failed half-way
+  StopRpcServer();
+}
+
+void TaskManager::StopRpcServer() {
+  if (server_ == nullptr) return;
+  data_exchange_->Shutdown();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // The server's calls have ended: the data exchange's threads can stop.
+  data_exchange_->Stop();
+  server_.reset();
 }
 
 bool TaskManager::Alive() const {
@@ -261,9 +271,7 @@ void TaskManager::Shutdown(const std::string& reason) {
   uploader_->Stop();
   if (maintenance_.joinable()) maintenance_.join();
   connection_->Stop(reason);
-  data_exchange_->Shutdown();
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  data_exchange_->Stop();
+  StopRpcServer();
   log_->info("TaskManager {} stopped", id());
 }
 

@@ -61,6 +61,9 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   void Decline(const v1::DeclineCheckpointRequest& decline) override;
   // Sends a task's state to the JobManager (retrying briefly).
   void OnTaskState(const v1::TaskStateUpdate& update) override;
+  // Ends the data exchange's streams and stops the RPC server and the
+  // network threads. Idempotent; also after a failed Start.
+  void StopRpcServer();
   // Reports metrics of running tasks and reaps finished ones, every second.
   void MaintenanceLoop();
   // Deletes the local recovery copies (<local state>/local-recovery/<job>/
