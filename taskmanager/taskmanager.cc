@@ -446,6 +446,19 @@ std::string TaskManager::MetricsText() {
   out.Gauge("weir_taskmanager_slots_free", "Task slots of this TaskManager no job holds.", {}, slots.slots_free());
   out.Gauge("weir_taskmanager_registered", "1 while registered with the JobManager, else 0.", {},
             Registered() ? 1 : 0);
+  out.Gauge("weir_taskmanager_network_threads", "Threads of the data exchange, by side.", {{"side", "server"}},
+            data_exchange_->network_threads());
+  out.Gauge("weir_taskmanager_network_threads", "Threads of the data exchange, by side.", {{"side", "client"}},
+            network_client_->threads());
+  out.Gauge("weir_taskmanager_network_streams_served",
+            "Streams other TaskManagers' input channels have open to this TaskManager.", {},
+            data_exchange_->active_streams());
+  out.Gauge("weir_taskmanager_network_streams_waiting",
+            "Of those, the ones waiting for their subscription or their partition "
+            "(at most taskmanager.network.max-waiting-subscriptions).",
+            {}, data_exchange_->waiting_streams());
+  out.Gauge("weir_taskmanager_network_connections", "TaskManagers this one has a data connection to.", {},
+            network_client_->connections());
   absl::MutexLock lock(&tasks_mu_);
   out.Gauge("weir_taskmanager_tasks", "Tasks this TaskManager runs (or has not yet reaped).", {}, tasks_.size());
   for (const auto& [task_id, task] : tasks_) {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -395,6 +396,14 @@ TEST_F(ClusterTest, HttpEndpointsServeProbesMetricsAndTheRestApi) {
   ASSERT_EQ(tm_metrics.status, 200);
   EXPECT_TRUE(absl::StrContains(tm_metrics.body, "weir_taskmanager_registered 1\n")) << tm_metrics.body;
   EXPECT_TRUE(absl::StrContains(tm_metrics.body, "weir_taskmanager_slots_free 3\n")) << tm_metrics.body;
+  // Network threads by default: one per slot, at most one per core.
+  const int network_threads = std::min(3, static_cast<int>(std::thread::hardware_concurrency()));
+  for (const char* side : {"server", "client"}) {
+    EXPECT_TRUE(absl::StrContains(
+        tm_metrics.body, absl::StrCat("weir_taskmanager_network_threads{side=\"", side, "\"} ", network_threads, "\n")))
+        << tm_metrics.body;
+  }
+  EXPECT_TRUE(absl::StrContains(tm_metrics.body, "weir_taskmanager_network_streams_served 0\n")) << tm_metrics.body;
 
   testing::HttpResult unknown_job = testing::HttpGet(rest_port, "/jobs/no-such-job", secret);
   EXPECT_EQ(unknown_job.status, 404);
