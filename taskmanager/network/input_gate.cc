@@ -239,8 +239,11 @@ class InputGate::RemoteChannel {
     ReadLocked();
   }
 
+  // Ends the call from this side (no further read is started); Finish
+  // follows once nothing is in flight.
   void FailStreamLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     failure_ = std::move(status);
+    read_closed_ = true;
     context_->TryCancel();
   }
 

@@ -655,6 +655,70 @@ TEST(DataExchangeTest, APeerOpeningManyStreamsWithoutSubscribingIsBounded) {
   EXPECT_EQ(producer_tm.service().active_streams(), 0);
 }
 
+// A producer that breaks the protocol: it answers a subscription with
+// `buffers` buffers of `kind`, ignoring credit, then waits for the consumer
+// to go away.
+class MisbehavingProducer final : public v1::DataExchangeService::Service {
+ public:
+  MisbehavingProducer(v1::BufferKind kind, int buffers) : kind_(kind), buffers_(buffers) {}
+  grpc::Status Subscribe(grpc::ServerContext* context,
+                         grpc::ServerReaderWriter<v1::DataBuffer, v1::SubscribeRequest>* stream) override {
+    v1::SubscribeRequest request;
+    if (!stream->Read(&request)) return grpc::Status::CANCELLED;
+    for (int i = 0; i < buffers_; ++i) {
+      v1::DataBuffer buffer;
+      buffer.set_kind(kind_);
+      if (!stream->Write(buffer)) break;
+    }
+    while (stream->Read(&request)) {
+    }
+    ended_ = true;
+    return grpc::Status::OK;
+  }
+  // The consumer went away.
+  bool ended() const { return ended_.load(); }
+
+ private:
+  std::atomic<bool> ended_{false};
+  const v1::BufferKind kind_;
+  const int buffers_;
+};
+
+class BadProducerTest : public ::testing::TestWithParam<bool> {};
+
+// The consumer fails with an error that says what the producer did wrong,
+// and its gate closes (no stream left behind).
+TEST_P(BadProducerTest, TheConsumerFailsClearly) {
+  const bool unknown_kind = GetParam();
+  MisbehavingProducer producer(unknown_kind ? static_cast<v1::BufferKind>(77) : v1::BUFFER_KIND_DATA,
+                               unknown_kind ? 1 : 10);
+  rpc::ServerOptions server_options;
+  server_options.services = {&producer};
+  absl::StatusOr<rpc::StartedServer> started = rpc::StartServer(server_options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  const std::string address = rpc::JoinHostPort("127.0.0.1", started->port);
+  InputGateOptions options;
+  options.initial_credit = 2;
+  std::unique_ptr<InputGate> gate = CreateGate("consumer", {{"p", 0, address, false}}, nullptr, options);
+  ASSERT_NE(gate, nullptr);
+  // The consumer takes nothing until its side has ended the call, so that
+  // the extra buffers are beyond its credit.
+  ASSERT_TRUE(WaitFor([&] { return producer.ended(); }, kGuard)) << "the consumer never ended the stream";
+  const absl::Status status = NextUntilError(*gate);
+  if (unknown_kind) {
+    ExpectErrorMentions(status, absl::StatusCode::kInvalidArgument, {"unknown kind", address});
+  } else {
+    ExpectErrorMentions(status, absl::StatusCode::kFailedPrecondition, {"more buffers than it had credit", address});
+  }
+  gate->Close();
+  started->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+}
+
+INSTANTIATE_TEST_SUITE_P(UnknownKindAndTooMany, BadProducerTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "UnknownKind" : "BeyondCredit");
+                         });
+
 TEST(DataExchangeTest, RejectsInvalidChannelSpecs) {
   PartitionManager partitions;
   EXPECT_EQ(InputGate::Create("t", {{"", 0, "h:1", false}}, &partitions).status().code(),
