@@ -11,7 +11,9 @@
 # why); Weir's own code has no suppressions. network_data_exchange_test is
 # left out: it runs real gRPC streams in-process, and gRPC's C core (built
 # without TSan) hands its own objects between threads in ways TSan cannot
-# see, which it reports as races inside gRPC. The data path's own
+# see, which it reports as races inside gRPC (checked again with the
+# asynchronous data exchange: every report's racing accesses are in gRPC's
+# call operations or protobuf parsing of gRPC's buffers). The data path's own
 # concurrency (result partitions, credits, record writers, input gates fed
 # in-process) is covered by the other network and task tests.
 set -euo pipefail
