@@ -21,6 +21,7 @@
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
 #include "common/version.h"
+#include "common/wire_limits.h"
 #include "connectors/builtin.h"
 #include "taskmanager/state/rocksdb_keyed_state.h"
 
@@ -62,6 +63,38 @@ class TaskManager::Service final : public v1::TaskExecutorService::Service {
                                 v1::NotifyCheckpointResponse*) override {
     WEIR_RPC_AUTHORIZE(context);
     tm_->NotifyCheckpoint(*request);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status DeployTasks(grpc::ServerContext* context, const v1::DeployTasksRequest* request,
+                           v1::DeployTasksResponse* response) override {
+    WEIR_RPC_AUTHORIZE(context);
+    if (absl::Status count = limits::CheckCount("tasks in one deployment", request->tasks_size(),
+                                                limits::kMaxTasksPerJob);
+        !count.ok()) {
+      return rpc::ToGrpcStatus(count);
+    }
+    for (const v1::TaskDeploymentDescriptor& tdd : request->tasks()) {
+      absl::Status deployed = tm_->Deploy(tdd);
+      if (!deployed.ok()) {
+        response->set_error_code(static_cast<int>(deployed.code()));
+        response->set_error(std::string(deployed.message()));
+        break;
+      }
+      response->set_deployed(response->deployed() + 1);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status TriggerCheckpoints(grpc::ServerContext* context, const v1::TriggerCheckpointsRequest* request,
+                                  v1::TriggerCheckpointsResponse* response) override {
+    WEIR_RPC_AUTHORIZE(context);
+    if (absl::Status count = limits::CheckCount("tasks in one checkpoint trigger", request->task_ids_size(),
+                                                limits::kMaxTasksPerJob);
+        !count.ok()) {
+      return rpc::ToGrpcStatus(count);
+    }
+    tm_->TriggerCheckpoints(*request, response);
     return grpc::Status::OK;
   }
 
@@ -279,6 +312,19 @@ absl::Status TaskManager::TriggerCheckpoint(const v1::TriggerCheckpointRequest& 
                                             request.attempt(), " runs on TaskManager ", id()));
   }
   return it->second->TriggerCheckpoint(request.checkpoint_id(), request.timestamp_unix_ms(), request.stop());
+}
+
+void TaskManager::TriggerCheckpoints(const v1::TriggerCheckpointsRequest& request,
+                                     v1::TriggerCheckpointsResponse* response) {
+  absl::MutexLock lock(&tasks_mu_);
+  for (const std::string& task_id : request.task_ids()) {
+    auto it = tasks_.find(task_id);
+    if (it == tasks_.end() || it->second->job_id() != request.job_id() ||
+        it->second->attempt() != request.attempt() ||
+        !it->second->TriggerCheckpoint(request.checkpoint_id(), request.timestamp_unix_ms(), request.stop()).ok()) {
+      response->add_not_found_task_ids(task_id);
+    }
+  }
 }
 
 void TaskManager::NotifyCheckpoint(const v1::NotifyCheckpointRequest& request) {

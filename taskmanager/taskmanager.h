@@ -52,6 +52,10 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   void CancelJob(const std::string& job_id, int attempt, const std::string& reason) ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // Hands a checkpoint trigger to a source task (kNotFound: no such task).
   absl::Status TriggerCheckpoint(const v1::TriggerCheckpointRequest& request) ABSL_LOCKS_EXCLUDED(tasks_mu_);
+  // Hands a checkpoint trigger to each source task named; lists in
+  // `response` those that do not run here.
+  void TriggerCheckpoints(const v1::TriggerCheckpointsRequest& request, v1::TriggerCheckpointsResponse* response)
+      ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // Tells every task of the job attempt a checkpoint's fate.
   void NotifyCheckpoint(const v1::NotifyCheckpointRequest& request) ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // CheckpointResponder: sends the outcome of a task's snapshot to the

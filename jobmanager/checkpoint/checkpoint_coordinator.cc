@@ -522,15 +522,13 @@ void CheckpointCoordinator::ExecuteTrigger(TriggerPlan plan) {
     log_->info("job {} checkpoint {} triggered (attempt {}{})", job_id_, id, plan.attempt,
                plan.stop ? ", stop-with-savepoint" : "");
   }
-  for (const std::string& source : plan.sources) {
-    const absl::Status status =
-        gateway_->TriggerCheckpoint(plan.attempt, source, id, plan.timestamp_unix_ms, plan.stop);
-    if (!status.ok()) {
-      absl::MutexLock lock(&mu_);
-      AbortLocked(id, absl::StrCat("triggering source task ", source, " failed: ", status.message()),
-                  AbortKind::kFailure);
-      break;
-    }
+  const absl::Time fanout_start = absl::Now();
+  const absl::Status status = gateway_->TriggerCheckpoints(plan.attempt, plan.sources, id, plan.timestamp_unix_ms,
+                                                          plan.stop);
+  {
+    absl::MutexLock lock(&mu_);
+    if (CheckpointRecord* record = RecordLocked(id)) record->trigger_fanout = absl::Now() - fanout_start;
+    if (!status.ok()) AbortLocked(id, std::string(status.message()), AbortKind::kFailure);
   }
   finish_manual();
 }
@@ -629,7 +627,12 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
                longest_alignment_ms, longest_sync_ms, longest_pre_barrier_ms, longest_async_ms);
   }
   fault::MaybeCrash(fault::Point::kJobManagerBeforeNotify, id);
+  const absl::Time notify_start = absl::Now();
   gateway_->NotifyCheckpoint(attempt, id, /*completed=*/true, "");
+  {
+    absl::MutexLock lock(&mu_);
+    if (CheckpointRecord* record = RecordLocked(id)) record->notify_fanout = absl::Now() - notify_start;
+  }
   Retain(id);
 }
 
