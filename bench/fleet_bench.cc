@@ -86,6 +86,7 @@ struct Result {
   double idle_cpu_pct = NAN, idle_rss_mib = NAN;
   double deploy_s = NAN, deploy_cpu_s = NAN;
   double running_cpu_pct = NAN, running_rss_mib = NAN;
+  double threads = NAN;
   double cp_p50_ms = NAN, cp_p99_ms = NAN;
   double trigger_p50_ms = NAN, trigger_p99_ms = NAN;
   double notify_p50_ms = NAN, notify_p99_ms = NAN;
@@ -107,18 +108,21 @@ double CpuSeconds(pid_t pid) {
   return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-double RssMib(pid_t pid) {
+// A number field of /proc/<pid>/status ("VmRSS:" in kB, "Threads:").
+double StatusField(pid_t pid, const std::string& field) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) {
-      double kb = 0;
-      std::istringstream(line.substr(6)) >> kb;
-      return kb / 1024.0;
+    if (line.rfind(field, 0) == 0) {
+      double value = 0;
+      std::istringstream(line.substr(field.size())) >> value;
+      return value;
     }
   }
   return NAN;
 }
+
+double RssMib(pid_t pid) { return StatusField(pid, "VmRSS:") / 1024.0; }
 
 double Percentile(std::vector<double> values, double p) {
   if (values.empty()) return NAN;
@@ -231,6 +235,7 @@ class Fleet {
     result_.deploy_cpu_s = CpuSeconds(jobmanager_->pid()) - cpu1;
 
     Window(&result_.running_cpu_pct, &result_.running_rss_mib);
+    result_.threads = StatusField(jobmanager_->pid(), "Threads:");
 
     // Checkpoints: the ones completed since the job ran, at least --checkpoints.
     v1::ListCheckpointsResponse checkpoints;
@@ -373,18 +378,18 @@ std::string Num(double v, int precision = 1) {
 }
 
 void PrintHeader() {
-  std::printf("%-9s %5s %6s | %8s %7s %6s | %6s %7s | %8s %7s | %6s %7s | %8s %8s %8s %8s %8s %8s | %8s\n",
+  std::printf("%-9s %5s %6s | %8s %7s %6s | %6s %7s | %8s %7s | %6s %7s %7s | %8s %8s %8s %8s %8s %8s | %8s\n",
               "jobmanager", "TMs", "tasks", "reg s", "reg cpu", "rej ms", "idle%", "idleMiB", "deploy s",
-              "dep cpu", "run%", "runMiB", "cp p50", "cp p99", "trig p50", "trig p99", "ntfy p50", "ntfy p99",
+              "dep cpu", "run%", "runMiB", "threads", "cp p50", "cp p99", "trig p50", "trig p99", "ntfy p50", "ntfy p99",
               "failover");
 }
 
 void Print(const Result& r) {
-  std::printf("%-9s %5d %6d | %8s %7s %6s | %6s %7s | %8s %7s | %6s %7s | %8s %8s %8s %8s %8s %8s | %8s%s\n",
+  std::printf("%-9s %5d %6d | %8s %7s %6s | %6s %7s | %8s %7s | %6s %7s %7s | %8s %8s %8s %8s %8s %8s | %8s%s\n",
               r.label.c_str(), r.tms, r.tasks, Num(r.register_s, 2).c_str(), Num(r.register_cpu_s, 2).c_str(),
               Num(r.reject_ms, 1).c_str(), Num(r.idle_cpu_pct).c_str(), Num(r.idle_rss_mib, 0).c_str(),
               Num(r.deploy_s, 2).c_str(), Num(r.deploy_cpu_s, 2).c_str(), Num(r.running_cpu_pct).c_str(),
-              Num(r.running_rss_mib, 0).c_str(), Num(r.cp_p50_ms, 0).c_str(), Num(r.cp_p99_ms, 0).c_str(),
+              Num(r.running_rss_mib, 0).c_str(), Num(r.threads, 0).c_str(), Num(r.cp_p50_ms, 0).c_str(), Num(r.cp_p99_ms, 0).c_str(),
               Num(r.trigger_p50_ms, 1).c_str(), Num(r.trigger_p99_ms, 1).c_str(), Num(r.notify_p50_ms, 1).c_str(),
               Num(r.notify_p99_ms, 1).c_str(), Num(r.failover_s, 2).c_str(), r.ok ? "" : "  (FAILED, see above)");
   std::fflush(stdout);
