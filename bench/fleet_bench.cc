@@ -90,6 +90,7 @@ struct Result {
   double cp_p50_ms = NAN, cp_p99_ms = NAN;
   double trigger_p50_ms = NAN, trigger_p99_ms = NAN;
   double notify_p50_ms = NAN, notify_p99_ms = NAN;
+  double cpu_p50_ms = NAN, cpu_p99_ms = NAN;
   int cp_count = 0;
   double failover_s = NAN;
 };
@@ -249,12 +250,13 @@ class Fleet {
           return checkpoints.completed_count() >= flags_.checkpoints;
         },
         absl::Minutes(10), absl::Milliseconds(500));
-    std::vector<double> durations, triggers, notifies;
+    std::vector<double> durations, triggers, notifies, cpus;
     for (const v1::CheckpointSummary& c : checkpoints.checkpoints()) {
       if (c.status() != "COMPLETED") continue;
       durations.push_back(static_cast<double>(c.duration_ms()));
       if (c.has_trigger_fanout_us()) triggers.push_back(c.trigger_fanout_us() / 1000.0);
       if (c.has_notify_fanout_us()) notifies.push_back(c.notify_fanout_us() / 1000.0);
+      if (c.has_coordinator_cpu_us()) cpus.push_back(c.coordinator_cpu_us() / 1000.0);
     }
     result_.cp_count = static_cast<int>(durations.size());
     result_.cp_p50_ms = Percentile(durations, 0.5);
@@ -263,6 +265,8 @@ class Fleet {
     result_.trigger_p99_ms = Percentile(triggers, 0.99);
     result_.notify_p50_ms = Percentile(notifies, 0.5);
     result_.notify_p99_ms = Percentile(notifies, 0.99);
+    result_.cpu_p50_ms = Percentile(cpus, 0.5);
+    result_.cpu_p99_ms = Percentile(cpus, 0.99);
     if (!enough) {
       std::fprintf(stderr, "fleet_bench: only %d checkpoints completed (%lld failed)\n", result_.cp_count,
                    static_cast<long long>(checkpoints.failed_count()));
@@ -378,20 +382,21 @@ std::string Num(double v, int precision = 1) {
 }
 
 void PrintHeader() {
-  std::printf("%-9s %5s %6s | %8s %7s %6s | %6s %7s | %8s %7s | %6s %7s %7s | %8s %8s %8s %8s %8s %8s | %8s\n",
+  std::printf("%-9s %5s %6s | %8s %7s %6s | %6s %7s | %8s %7s | %6s %7s %7s | %8s %8s %8s %8s %8s %8s %8s %8s | %8s\n",
               "jobmanager", "TMs", "tasks", "reg s", "reg cpu", "rej ms", "idle%", "idleMiB", "deploy s",
-              "dep cpu", "run%", "runMiB", "threads", "cp p50", "cp p99", "trig p50", "trig p99", "ntfy p50", "ntfy p99",
+              "dep cpu", "run%", "runMiB", "threads", "cp p50", "cp p99", "trig p50", "trig p99", "ntfy p50", "ntfy p99", "cpu p50", "cpu p99",
               "failover");
 }
 
 void Print(const Result& r) {
-  std::printf("%-9s %5d %6d | %8s %7s %6s | %6s %7s | %8s %7s | %6s %7s %7s | %8s %8s %8s %8s %8s %8s | %8s%s\n",
+  std::printf("%-9s %5d %6d | %8s %7s %6s | %6s %7s | %8s %7s | %6s %7s %7s | %8s %8s %8s %8s %8s %8s %8s %8s | %8s%s\n",
               r.label.c_str(), r.tms, r.tasks, Num(r.register_s, 2).c_str(), Num(r.register_cpu_s, 2).c_str(),
               Num(r.reject_ms, 1).c_str(), Num(r.idle_cpu_pct).c_str(), Num(r.idle_rss_mib, 0).c_str(),
               Num(r.deploy_s, 2).c_str(), Num(r.deploy_cpu_s, 2).c_str(), Num(r.running_cpu_pct).c_str(),
               Num(r.running_rss_mib, 0).c_str(), Num(r.threads, 0).c_str(), Num(r.cp_p50_ms, 0).c_str(), Num(r.cp_p99_ms, 0).c_str(),
               Num(r.trigger_p50_ms, 1).c_str(), Num(r.trigger_p99_ms, 1).c_str(), Num(r.notify_p50_ms, 1).c_str(),
-              Num(r.notify_p99_ms, 1).c_str(), Num(r.failover_s, 2).c_str(), r.ok ? "" : "  (FAILED, see above)");
+              Num(r.notify_p99_ms, 1).c_str(), Num(r.cpu_p50_ms, 1).c_str(), Num(r.cpu_p99_ms, 1).c_str(),
+              Num(r.failover_s, 2).c_str(), r.ok ? "" : "  (FAILED, see above)");
   std::fflush(stdout);
 }
 

@@ -1312,7 +1312,10 @@ v1::ListCheckpointsResponse JobMaster::Checkpoints() const {
     c->set_acknowledged_tasks(r.acknowledged_tasks);
     c->set_expected_tasks(r.expected_tasks);
     if (r.trigger_fanout.has_value()) c->set_trigger_fanout_us(absl::ToInt64Microseconds(*r.trigger_fanout));
-    if (r.notify_fanout.has_value()) c->set_notify_fanout_us(absl::ToInt64Microseconds(*r.notify_fanout));
+    if (r.notify_fanout.has_value()) {
+      c->set_notify_fanout_us(absl::ToInt64Microseconds(*r.notify_fanout));
+      c->set_coordinator_cpu_us(absl::ToInt64Microseconds(r.coordinator_cpu));
+    }
   }
   return response;
 }
