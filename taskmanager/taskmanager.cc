@@ -163,7 +163,7 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   tm->task_env_.artifacts = tm->artifacts_.get();
   tm->task_env_.partitions = tm->partitions_.get();
   tm->task_env_.listener = tm.get();
-  tm->uploader_ = std::make_unique<SnapshotUploader>();
+  tm->uploader_ = std::make_unique<SnapshotUploader>([raw = tm.get()] { raw->SendAcknowledgements(); });
   tm->task_env_.uploader = tm->uploader_.get();
   tm->task_env_.checkpoint_responder = tm.get();
   tm->task_env_.buffers_per_channel = static_cast<int>(config.GetInt(k::kBuffersPerChannel));
@@ -364,9 +364,56 @@ void SendWithRetries(const std::shared_ptr<spdlog::logger>& log, const Request& 
 }  // namespace
 
 void TaskManager::Acknowledge(const v1::AcknowledgeCheckpointRequest& ack) {
-  SendWithRetries(log_, ack, "acknowledgement", [this](grpc::ClientContext* c, const auto& r, auto* out) {
-    return job_master_->AcknowledgeCheckpoint(c, r, out);
-  });
+  // Sent once the uploader has nothing else to do (SendAcknowledgements),
+  // together with those of the other tasks whose snapshots were written
+  // meanwhile: one call instead of one per task.
+  pending_acks_.push_back(ack);
+}
+
+void TaskManager::SendAcknowledgements() {
+  std::vector<v1::AcknowledgeCheckpointRequest> acks;
+  acks.swap(pending_acks_);
+  if (acks.empty()) return;
+  if (!batched_acks_unsupported_) {
+    // In pieces well below the JobManager's message limit.
+    constexpr size_t kMaxBatchBytes = rpc::kControlPlaneMaxMessageBytes / 4;
+    v1::AcknowledgeCheckpointsRequest batch;
+    size_t sent = 0;
+    auto send = [&]() {
+      if (batch.acks_size() == 0) return true;
+      for (int attempt = 0; attempt < 3; ++attempt) {
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        v1::CheckpointResponse response;
+        grpc::Status status = job_master_->AcknowledgeCheckpoints(&context, batch, &response);
+        if (status.ok()) break;
+        if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) return false;  // an older JobManager
+        log_->warn("cannot send {} acknowledgements of checkpoint {} (task {} and others) to the JobManager: {}",
+                   batch.acks_size(), batch.acks(0).checkpoint_id(), batch.acks(0).task_id(),
+                   status.error_message());
+        absl::SleepFor(absl::Milliseconds(200 << attempt));
+      }
+      sent += batch.acks_size();
+      batch.clear_acks();
+      return true;
+    };
+    for (v1::AcknowledgeCheckpointRequest& ack : acks) {
+      if (batch.acks_size() > 0 && batch.ByteSizeLong() + ack.ByteSizeLong() > kMaxBatchBytes && !send()) break;
+      *batch.add_acks() = std::move(ack);
+    }
+    if (send()) return;
+    batched_acks_unsupported_ = true;
+    log_->info("the JobManager takes acknowledgements one by one (an older version); sending them so");
+    // What was not sent, one by one below (the moved-from ones are in batch).
+    std::vector<v1::AcknowledgeCheckpointRequest> rest(batch.acks().begin(), batch.acks().end());
+    for (size_t i = sent + rest.size(); i < acks.size(); ++i) rest.push_back(std::move(acks[i]));
+    acks.swap(rest);
+  }
+  for (const v1::AcknowledgeCheckpointRequest& ack : acks) {
+    SendWithRetries(log_, ack, "acknowledgement", [this](grpc::ClientContext* c, const auto& r, auto* out) {
+      return job_master_->AcknowledgeCheckpoint(c, r, out);
+    });
+  }
 }
 
 void TaskManager::Decline(const v1::DeclineCheckpointRequest& decline) {
@@ -395,6 +442,7 @@ void TaskManager::OnRegistered(const std::string& jobmanager_session_id) {
     }
   }
   jobmanager_session_ = jobmanager_session_id;
+  batched_acks_unsupported_ = false;
 }
 
 void TaskManager::OnTaskState(const v1::TaskStateUpdate& update) {

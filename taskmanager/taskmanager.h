@@ -62,6 +62,10 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   // JobManager (from the snapshot uploader thread, retrying briefly).
   void Acknowledge(const v1::AcknowledgeCheckpointRequest& ack) override;
   void Decline(const v1::DeclineCheckpointRequest& decline) override;
+  // Sends the acknowledgements Acknowledge kept, in AcknowledgeCheckpoints
+  // calls (one by one to a JobManager without that call). The uploader
+  // thread, whenever its queue runs empty.
+  void SendAcknowledgements();
   // Sends a task's state to the JobManager (retrying briefly).
   void OnTaskState(const v1::TaskStateUpdate& update) override;
   // Reports metrics of running tasks and reaps finished ones, every second.
@@ -98,6 +102,11 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   std::shared_ptr<v1::JobMasterService::Stub> job_master_;
   // The asynchronous part of task snapshots.
   std::unique_ptr<SnapshotUploader> uploader_;
+  // Acknowledgements not sent yet, and whether the JobManager lacks
+  // AcknowledgeCheckpoints. Uploader thread only.
+  std::vector<v1::AcknowledgeCheckpointRequest> pending_acks_;
+  // (Reset at every registration: the JobManager may be another.)
+  std::atomic<bool> batched_acks_unsupported_{false};
 
   absl::Mutex tasks_mu_;
   std::map<std::string, std::unique_ptr<Task>> tasks_ ABSL_GUARDED_BY(tasks_mu_);
