@@ -71,6 +71,8 @@ struct Flags {
   int checkpoint_ms = 1000;
   int window_s = 10;
   int idle_ms = 200;
+  // How long to wait for --checkpoints to complete; fewer are reported then.
+  int checkpoint_wait_s = 300;
   std::string baseline_jobmanager;
   std::string keep_logs;
 };
@@ -249,7 +251,7 @@ class Fleet {
           if (!jobs_->ListCheckpoints(&context, request, &checkpoints).ok()) return false;
           return checkpoints.completed_count() >= flags_.checkpoints;
         },
-        absl::Minutes(10), absl::Milliseconds(500));
+        absl::Seconds(flags_.checkpoint_wait_s), absl::Milliseconds(500));
     std::vector<double> durations, triggers, notifies, cpus;
     for (const v1::CheckpointSummary& c : checkpoints.checkpoints()) {
       if (c.status() != "COMPLETED") continue;
@@ -382,18 +384,18 @@ std::string Num(double v, int precision = 1) {
 }
 
 void PrintHeader() {
-  std::printf("%-9s %5s %6s | %8s %7s %6s | %6s %7s | %8s %7s | %6s %7s %7s | %8s %8s %8s %8s %8s %8s %8s %8s | %8s\n",
+  std::printf("%-9s %5s %6s | %8s %7s %6s | %6s %7s | %8s %7s | %6s %7s %7s | %4s %8s %8s %8s %8s %8s %8s %8s %8s | %8s\n",
               "jobmanager", "TMs", "tasks", "reg s", "reg cpu", "rej ms", "idle%", "idleMiB", "deploy s",
-              "dep cpu", "run%", "runMiB", "threads", "cp p50", "cp p99", "trig p50", "trig p99", "ntfy p50", "ntfy p99", "cpu p50", "cpu p99",
+              "dep cpu", "run%", "runMiB", "threads", "cps", "cp p50", "cp p99", "trig p50", "trig p99", "ntfy p50", "ntfy p99", "cpu p50", "cpu p99",
               "failover");
 }
 
 void Print(const Result& r) {
-  std::printf("%-9s %5d %6d | %8s %7s %6s | %6s %7s | %8s %7s | %6s %7s %7s | %8s %8s %8s %8s %8s %8s %8s %8s | %8s%s\n",
+  std::printf("%-9s %5d %6d | %8s %7s %6s | %6s %7s | %8s %7s | %6s %7s %7s | %4d %8s %8s %8s %8s %8s %8s %8s %8s | %8s%s\n",
               r.label.c_str(), r.tms, r.tasks, Num(r.register_s, 2).c_str(), Num(r.register_cpu_s, 2).c_str(),
               Num(r.reject_ms, 1).c_str(), Num(r.idle_cpu_pct).c_str(), Num(r.idle_rss_mib, 0).c_str(),
               Num(r.deploy_s, 2).c_str(), Num(r.deploy_cpu_s, 2).c_str(), Num(r.running_cpu_pct).c_str(),
-              Num(r.running_rss_mib, 0).c_str(), Num(r.threads, 0).c_str(), Num(r.cp_p50_ms, 0).c_str(), Num(r.cp_p99_ms, 0).c_str(),
+              Num(r.running_rss_mib, 0).c_str(), Num(r.threads, 0).c_str(), r.cp_count, Num(r.cp_p50_ms, 0).c_str(), Num(r.cp_p99_ms, 0).c_str(),
               Num(r.trigger_p50_ms, 1).c_str(), Num(r.trigger_p99_ms, 1).c_str(), Num(r.notify_p50_ms, 1).c_str(),
               Num(r.notify_p99_ms, 1).c_str(), Num(r.cpu_p50_ms, 1).c_str(), Num(r.cpu_p99_ms, 1).c_str(),
               Num(r.failover_s, 2).c_str(), r.ok ? "" : "  (FAILED, see above)");
@@ -423,6 +425,7 @@ int main(int argc, char** argv) {
   parser.Int("--checkpoint-ms", &flags.checkpoint_ms);
   parser.Int("--window-s", &flags.window_s);
   parser.Int("--idle-ms", &flags.idle_ms, 0);
+  parser.Int("--checkpoint-wait-s", &flags.checkpoint_wait_s);
   parser.String("--baseline-jobmanager", &flags.baseline_jobmanager);
   parser.String("--keep-logs", &flags.keep_logs);
   if (!parser.Parse(argc, argv)) return 2;
