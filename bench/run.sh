@@ -6,14 +6,37 @@
 #                            [--state-keys N] [--phases all|throughput|big-state] [--flink]
 #   bench/run.sh sinks [--records N] [--keys K] [--parallelism P] [--checkpoint-ms M] [--probes N]
 #   bench/run.sh network [--parallelism 2,16,64] [--records N] [--value-bytes B] [--baseline-bin DIR] [--rounds R]
+#   bench/run.sh fleet [--sizes TMS:TASKS,...] [--taskmanagers-per-host K] [--checkpoints N] [--checkpoint-ms M]
+#                      [--window-s S] [--idle-ms I] [--baseline-jobmanager PATH] [--keep-logs DIR]
+#     (no broker; --baseline fleet builds the JobManager of git revision REV into build-baseline/ and passes it:
+#      bench/run.sh fleet --baseline REV [flags])
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh >/dev/null
 scripts/build.sh >/dev/null
-# The network bench needs no broker.
+# The network and fleet benches need no broker.
 if [[ "${1:-}" == network ]]; then
   shift
   exec build/bin/network_bench "$@"
+fi
+if [[ ${1:-} == fleet ]]; then
+  shift
+  args=()
+  while [[ $# -gt 0 ]]; do
+    if [[ $1 == --baseline ]]; then
+      # The JobManager of an earlier revision, built apart, beside this build's.
+      src="$(mktemp -d /tmp/weir-baseline-XXXXXX)"
+      git archive "$2" | tar -x -C "$src"
+      cmake -S "$src" -B build-baseline -G Ninja -DWEIR_TSAN=OFF -DWEIR_FUZZ=OFF >/dev/null
+      ninja -C build-baseline weir-jobmanager >/dev/null
+      args+=(--baseline-jobmanager "$PWD/build-baseline/bin/weir-jobmanager")
+      shift 2
+    else
+      args+=("$1")
+      shift
+    fi
+  done
+  exec build/bin/fleet_bench "${args[@]}"
 fi
 dir="$(mktemp -d /tmp/weir-bench-XXXXXX)"
 trap 'scripts/kafka.sh stop "$dir/kafka" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <set>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -14,6 +15,7 @@
 #include "connectors/connector.h"
 #include "jobmanager/checkpoint/savepoint.h"
 #include "jobmanager/checkpoint/state_assignment.h"
+#include "jobmanager/rpc_fan_out.h"
 
 namespace weir::jobmanager {
 
@@ -34,10 +36,6 @@ bool IsJobLevelKey(absl::string_view key) {
   return absl::StartsWith(key, "execution.checkpointing.") || absl::StartsWith(key, "restart-strategy.") ||
          key == k::kCheckpointsRetained || key == k::kSlotRequestTimeout ||
          key == k::kStateBackendType || key == k::kLocalRecovery;
-}
-
-std::chrono::system_clock::time_point DeadlineIn(absl::Duration d) {
-  return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(d);
 }
 
 }  // namespace
@@ -154,23 +152,27 @@ std::string JobMaster::TaskLabel(const TaskRecord& task) const {
 }
 
 JobMaster::TaskRecord* JobMaster::FindTaskLocked(const std::string& task_id) {
-  for (TaskRecord& t : tasks_) {
-    if (t.task_id == task_id) return &t;
-  }
-  return nullptr;
+  auto it = task_index_.find(task_id);
+  return it == task_index_.end() ? nullptr : &tasks_[it->second];
 }
 
-bool JobMaster::AllTasksTerminalLocked() const {
-  for (const TaskRecord& t : tasks_) {
-    if (!IsTerminal(t.state)) return false;
-  }
-  return true;
+bool JobMaster::AllTasksTerminalLocked() const { return terminal_tasks_ == tasks_.size(); }
+
+std::vector<std::string> JobMaster::AttemptAddressesLocked() const { return attempt_addresses_; }
+
+void JobMaster::SetTaskStateLocked(TaskRecord& task, v1::TaskState state) {
+  if (task.state == state) return;
+  if (task.state == v1::TASK_RUNNING) --running_tasks_;
+  if (IsTerminal(task.state)) --terminal_tasks_;
+  task.state = state;
+  if (state == v1::TASK_RUNNING) ++running_tasks_;
+  if (IsTerminal(state)) ++terminal_tasks_;
 }
 
-std::vector<std::string> JobMaster::AttemptAddressesLocked() const {
-  std::set<std::string> addresses;
-  for (const TaskRecord& t : tasks_) addresses.insert(t.slot.address);
-  return {addresses.begin(), addresses.end()};
+void JobMaster::SetInputEndedLocked(TaskRecord& task) {
+  if (task.input_ended) return;
+  task.input_ended = true;
+  if (graph_.chains[task.chain].input_edge < 0) ++sources_input_ended_;
 }
 
 void JobMaster::FailLocked(const std::string& error) {
@@ -277,12 +279,20 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
   // Every descriptor first: one that cannot be built (e.g. the restored
   // checkpoint holds no state for a task) fails the attempt before any
   // task runs.
-  std::vector<std::pair<std::string, v1::TaskDeploymentDescriptor>> deployments;
+  struct Batch {
+    std::string address;
+    v1::DeployTasksRequest request;
+    std::vector<size_t> tasks;  // indexes into tasks_, in request order
+  };
+  std::vector<Batch> batches;
   std::vector<std::string> labels;
   {
     absl::MutexLock lock(&mu_);
     tasks_.clear();
+    task_index_.clear();
+    tasks_of_taskmanager_.clear();
     first_task_of_chain_.clear();
+    running_tasks_ = terminal_tasks_ = source_tasks_ = sources_input_ended_ = 0;
     for (const Chain& chain : graph_.chains) {
       first_task_of_chain_.push_back(tasks_.size());
       for (int s = 0; s < chain.parallelism; ++s) {
@@ -292,87 +302,150 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
         task.subtask = s;
         task.slot = slots_.at(s);
         task.state = v1::TASK_DEPLOYING;
+        if (chain.input_edge < 0) ++source_tasks_;
+        task_index_[task.task_id] = tasks_.size();
+        tasks_of_taskmanager_[task.slot.taskmanager_id].push_back(tasks_.size());
         tasks_.push_back(std::move(task));
       }
     }
-    for (TaskRecord& task : tasks_) {
+    std::set<std::string> addresses;
+    for (const TaskRecord& t : tasks_) addresses.insert(t.slot.address);
+    attempt_addresses_.assign(addresses.begin(), addresses.end());
+    // One call per TaskManager (more when its descriptors are large), so
+    // that no message comes near the TaskManager's receive limit.
+    constexpr size_t kMaxBatchBytes = rpc::kControlPlaneMaxMessageBytes / 4;
+    std::map<std::string, size_t> open_batch;  // address -> index in batches
+    for (size_t i = 0; i < tasks_.size(); ++i) {
+      TaskRecord& task = tasks_[i];
       absl::StatusOr<v1::TaskDeploymentDescriptor> tdd = Describe(task, restore);
       if (!tdd.ok()) {
-        for (TaskRecord& t : tasks_) t.state = v1::TASK_CANCELED;
+        for (TaskRecord& t : tasks_) SetTaskStateLocked(t, v1::TASK_CANCELED);
         return tdd.status();
       }
-      deployments.emplace_back(task.slot.address, std::move(*tdd));
+      auto open = open_batch.find(task.slot.address);
+      if (open == open_batch.end() ||
+          batches[open->second].request.ByteSizeLong() + tdd->ByteSizeLong() > kMaxBatchBytes) {
+        batches.push_back({task.slot.address, {}, {}});
+        open = open_batch.insert_or_assign(task.slot.address, batches.size() - 1).first;
+      }
+      Batch& batch = batches[open->second];
+      *batch.request.add_tasks() = *std::move(tdd);
+      batch.tasks.push_back(i);
       labels.push_back(TaskLabel(task));
     }
-  }
-  for (size_t i = 0; i < deployments.size(); ++i) {
-    Tick();
-    bool stop = false;
-    {
-      absl::MutexLock lock(&mu_);
-      stop = cancel_requested_ || shutting_down_;
-    }
-    if (stop) {
-      MarkUndeployed(i);
+    if (cancel_requested_ || shutting_down_) {
+      for (TaskRecord& t : tasks_) SetTaskStateLocked(t, v1::TASK_CANCELED);
       return absl::OkStatus();
     }
-    const auto& [address, tdd] = deployments[i];
-    const std::string& label = labels[i];
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(absl::Seconds(10)));
-    v1::DeployTaskResponse response;
-    grpc::Status status = StubFor(address)->DeployTask(&context, tdd, &response);
-    if (!status.ok()) {
-      MarkUndeployed(i);
-      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                          absl::StrCat("deploying task ", label, " at ", address, ": ", status.error_message()));
-    }
-    {
-      absl::MutexLock lock(&mu_);
-      tasks_[i].deployed = true;
-      tasks_[i].deployed_at = absl::Now();
-    }
-    log_->info("job {}: deployed task {} {} to {} slot {}", job_id_, tdd.task_id(), label, address,
-               tdd.slot_index());
   }
-  return absl::OkStatus();
-}
-
-void JobMaster::MarkUndeployed(size_t first) {
-  // Tasks no TaskManager has (or that failed to deploy) will never report:
-  // they are done as far as this attempt is concerned. (A deployment whose
-  // call timed out may still have started: the cancellation of the attempt,
-  // sent to every TaskManager it used, stops it.)
-  absl::MutexLock lock(&mu_);
-  for (size_t i = first; i < tasks_.size(); ++i) {
-    if (tasks_[i].state == v1::TASK_DEPLOYING) tasks_[i].state = v1::TASK_CANCELED;
+  Tick();
+  Liveness::Loop::Busy busy(live_.get());  // up to the deployment deadline
+  constexpr absl::Duration kDeployTimeout = absl::Seconds(30);
+  RpcFanOut<v1::DeployTasksResponse> fan_out;
+  for (const Batch& batch : batches) {
+    fan_out.Add(kDeployTimeout, [this, &batch](grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+      return StubFor(batch.address)->PrepareAsyncDeployTasks(context, batch.request, cq);
+    });
   }
+  std::vector<RpcFanOut<v1::DeployTasksResponse>::Call> results = fan_out.Wait();
+  // A TaskManager of an older version has no DeployTasks: one call per task.
+  std::vector<size_t> one_by_one;  // indexes into batches
+  for (size_t b = 0; b < batches.size(); ++b) {
+    if (results[b].status.error_code() == grpc::StatusCode::UNIMPLEMENTED) one_by_one.push_back(b);
+  }
+  std::vector<RpcFanOut<v1::DeployTaskResponse>::Call> single_results;
+  if (!one_by_one.empty()) {
+    RpcFanOut<v1::DeployTaskResponse> singles;
+    for (size_t b : one_by_one) {
+      for (const v1::TaskDeploymentDescriptor& tdd : batches[b].request.tasks()) {
+        singles.Add(kDeployTimeout, [this, &batches, b, &tdd](grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+          return StubFor(batches[b].address)->PrepareAsyncDeployTask(context, tdd, cq);
+        });
+      }
+    }
+    single_results = singles.Wait();
+  }
+  // Which tasks were deployed, and the first failure in task order.
+  std::vector<absl::Status> outcome(labels.size(), absl::OkStatus());
+  size_t next_single = 0;
+  for (size_t b = 0; b < batches.size(); ++b) {
+    const Batch& batch = batches[b];
+    const auto& result = results[b];
+    for (size_t k = 0; k < batch.tasks.size(); ++k) {
+      absl::Status& task_outcome = outcome[batch.tasks[k]];
+      if (result.status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+        const grpc::Status& single = single_results[next_single++].status;
+        if (!single.ok()) {
+          task_outcome = absl::Status(static_cast<absl::StatusCode>(single.error_code()), single.error_message());
+        }
+      } else if (!result.status.ok()) {
+        task_outcome = absl::Status(static_cast<absl::StatusCode>(result.status.error_code()),
+                                    result.status.error_message());
+      } else if (static_cast<int>(k) == result.response.deployed()) {
+        task_outcome = absl::Status(static_cast<absl::StatusCode>(result.response.error_code()),
+                                    result.response.error());
+        if (task_outcome.ok()) task_outcome = absl::UnknownError("the TaskManager did not say why");
+      } else if (static_cast<int>(k) > result.response.deployed()) {
+        task_outcome = absl::AbortedError("not tried after an earlier task of the same call failed");
+      }
+    }
+  }
+  std::optional<absl::Status> failure;
+  std::vector<SlotAssignment> deployed_to(labels.size());
+  std::vector<std::string> task_ids(labels.size());
+  const absl::Time now = absl::Now();
+  {
+    absl::MutexLock lock(&mu_);
+    for (size_t i = 0; i < tasks_.size(); ++i) {
+      TaskRecord& task = tasks_[i];
+      if (outcome[i].ok()) {
+        task.deployed = true;
+        task.deployed_at = now;
+        deployed_to[i] = task.slot;
+        task_ids[i] = task.task_id;
+        continue;
+      }
+      // Tasks no TaskManager has will never report: they are done as far
+      // as this attempt is concerned. (A deployment whose call timed out
+      // may still have started: the cancellation of the attempt, sent to
+      // every TaskManager it used, stops it.)
+      if (task.state == v1::TASK_DEPLOYING) SetTaskStateLocked(task, v1::TASK_CANCELED);
+      if (!failure.has_value() && !absl::IsAborted(outcome[i])) {
+        failure = absl::Status(outcome[i].code(), absl::StrCat("deploying task ", labels[i], " at ",
+                                                               task.slot.address, ": ", outcome[i].message()));
+      }
+    }
+  }
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (!outcome[i].ok()) continue;
+    log_->info("job {}: deployed task {} {} to {} slot {}", job_id_, task_ids[i], labels[i], deployed_to[i].address,
+               deployed_to[i].slot_index);
+  }
+  return failure.value_or(absl::OkStatus());
 }
 
 void JobMaster::CancelTasksOnTaskManagers(const std::string& reason) {
-  Liveness::Loop::Busy busy(live_.get());  // up to 5 s per TaskManager
+  Liveness::Loop::Busy busy(live_.get());  // up to 5 s
   std::vector<std::string> addresses;
-  int attempt = 0;
+  v1::CancelJobTasksRequest request;
   {
     absl::MutexLock lock(&mu_);
+    if (shutting_down_) return;
     addresses = AttemptAddressesLocked();
-    attempt = attempt_;
+    request.set_attempt(attempt_);
   }
+  request.set_job_id(job_id_);
+  request.set_reason(reason);
+  RpcFanOut<v1::CancelJobTasksResponse> fan_out;
   for (const std::string& address : addresses) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (shutting_down_) return;
-    }
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(absl::Seconds(5)));
-    v1::CancelJobTasksRequest request;
-    request.set_job_id(job_id_);
-    request.set_attempt(attempt);
-    request.set_reason(reason);
-    v1::CancelJobTasksResponse response;
-    grpc::Status status = StubFor(address)->CancelJobTasks(&context, request, &response);
-    if (!status.ok()) {
-      log_->warn("job {}: cannot cancel its tasks at {}: {}", job_id_, address, status.error_message());
+    fan_out.Add(absl::Seconds(5), [this, &address, &request](grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+      return StubFor(address)->PrepareAsyncCancelJobTasks(context, request, cq);
+    });
+  }
+  const auto results = fan_out.Wait();
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    if (!results[i].status.ok()) {
+      log_->warn("job {}: cannot cancel its tasks at {}: {}", job_id_, addresses[i], results[i].status.error_message());
     }
   }
 }
@@ -420,7 +493,7 @@ JobMaster::AttemptEnd JobMaster::WaitForAttempt() {
           if (IsTerminal(t.state)) continue;
           log_->warn("job {}: task {} did not acknowledge cancellation within {}; declaring it canceled", job_id_,
                      TaskLabel(t), absl::FormatDuration(settings_.cancel_timeout));
-          t.state = v1::TASK_CANCELED;
+          SetTaskStateLocked(t, v1::TASK_CANCELED);
         }
         continue;
       }
@@ -510,13 +583,7 @@ absl::Status JobMaster::WaitForSlots() {
 }
 
 bool JobMaster::AllSourcesInputEndedLocked() const {
-  bool any = false;
-  for (const TaskRecord& t : tasks_) {
-    if (graph_.chains[t.chain].input_edge >= 0) continue;
-    if (!t.input_ended) return false;
-    any = true;
-  }
-  return any;
+  return source_tasks_ > 0 && sources_input_ended_ == source_tasks_;
 }
 
 bool JobMaster::HasExactlyOnceSink() const {
@@ -917,9 +984,9 @@ void JobMaster::OnTaskStateUpdateLocked(const v1::TaskStateUpdate& update) {
                task->task_id, v1::TaskState_Name(task->state));
     return;
   }
-  task->state = update.state();
+  SetTaskStateLocked(*task, update.state());
   if (update.input_ended() && update.state() == v1::TASK_RUNNING && !task->input_ended) {
-    task->input_ended = true;
+    SetInputEndedLocked(*task);
     log_->info("job {}: task {} {} reached the end of its input; it ends after the next checkpoint", job_id_,
                task->task_id, TaskLabel(*task));
   }
@@ -943,9 +1010,7 @@ void JobMaster::OnTaskStateUpdateLocked(const v1::TaskStateUpdate& update) {
                v1::TaskState_Name(update.state()));
     if (update.state() == v1::TASK_FINISHED) finished_tasks_.push_back(task->task_id);
     if (update.state() == v1::TASK_RUNNING && (state_ == v1::CREATED || state_ == v1::RESTARTING)) {
-      bool all_running = true;
-      for (const TaskRecord& t : tasks_) all_running = all_running && t.state == v1::TASK_RUNNING;
-      if (all_running) {
+      if (running_tasks_ == tasks_.size()) {
         state_ = v1::RUNNING;
         start_checkpoints_ = coordinator_ != nullptr;
         log_->info("job {} RUNNING (attempt {}, {} tasks{})", job_id_, attempt_, tasks_.size(),
@@ -959,12 +1024,15 @@ void JobMaster::OnTaskStateUpdateLocked(const v1::TaskStateUpdate& update) {
 void JobMaster::OnTaskManagerReport(const v1::ReportTaskMetricsRequest& report) {
   absl::MutexLock lock(&mu_);
   const std::string& taskmanager_id = report.taskmanager_id();
-  std::set<std::string> reported;
+  auto mine = tasks_of_taskmanager_.find(taskmanager_id);
+  if (mine == tasks_of_taskmanager_.end()) return;  // none of this attempt's tasks are there
+  absl::flat_hash_set<const TaskRecord*> reported;
+  reported.reserve(report.tasks_size());
   for (const v1::TaskMetrics& metrics : report.tasks()) {
     if (metrics.job_id() != job_id_ || metrics.attempt() != attempt_) continue;
     TaskRecord* task = FindTaskLocked(metrics.task_id());
     if (task == nullptr || task->slot.taskmanager_id != taskmanager_id) continue;
-    reported.insert(task->task_id);
+    reported.insert(task);
     task->records_in = std::max(task->records_in, metrics.records_in());
     task->records_out = std::max(task->records_out, metrics.records_out());
     task->backpressured_ms = std::max(task->backpressured_ms, metrics.backpressured_ms());
@@ -986,18 +1054,19 @@ void JobMaster::OnTaskManagerReport(const v1::ReportTaskMetricsRequest& report) 
     }
   }
   const absl::Time now = absl::Now();
-  for (TaskRecord& task : tasks_) {
-    if (task.slot.taskmanager_id != taskmanager_id || !task.deployed || IsTerminal(task.state)) continue;
-    if (reported.contains(task.task_id)) {
+  for (size_t index : mine->second) {
+    TaskRecord& task = tasks_[index];
+    if (!task.deployed || IsTerminal(task.state)) continue;
+    if (reported.contains(&task)) {
       task.missed_reports = 0;
       continue;
     }
     if (now - task.deployed_at < kReportGrace || ++task.missed_reports < kMissedReportsForLost) continue;
     if (state_ == v1::CANCELING || attempt_failed_) {
-      task.state = v1::TASK_CANCELED;  // what was asked of it
+      SetTaskStateLocked(task, v1::TASK_CANCELED);  // what was asked of it
       continue;
     }
-    task.state = v1::TASK_FAILED;
+    SetTaskStateLocked(task, v1::TASK_FAILED);
     task.error = absl::StrCat("TaskManager ", taskmanager_id, " no longer runs it, and how it ended never arrived");
     log_->warn("job {}: task {} {} failed: {} ({} reports of that TaskManager in a row left it out)", job_id_,
                task.task_id, TaskLabel(task), task.error, task.missed_reports);
@@ -1007,10 +1076,13 @@ void JobMaster::OnTaskManagerReport(const v1::ReportTaskMetricsRequest& report) 
 void JobMaster::OnTaskManagerLost(const v1::TaskManagerInfo& info, absl::string_view reason) {
   absl::MutexLock lock(&mu_);
   if (IsTerminal(state_)) return;
+  auto lost = tasks_of_taskmanager_.find(info.taskmanager_id());
+  if (lost == tasks_of_taskmanager_.end()) return;
   std::string first;
-  for (TaskRecord& t : tasks_) {
-    if (t.slot.taskmanager_id != info.taskmanager_id() || IsTerminal(t.state)) continue;
-    t.state = v1::TASK_FAILED;
+  for (size_t index : lost->second) {
+    TaskRecord& t = tasks_[index];
+    if (IsTerminal(t.state)) continue;
+    SetTaskStateLocked(t, v1::TASK_FAILED);
     t.error = absl::StrCat("TaskManager ", info.taskmanager_id(), " at ", info.address(), " lost: ", reason);
     if (first.empty()) first = TaskLabel(t);
   }
@@ -1028,31 +1100,85 @@ void JobMaster::OnCheckpointDeclined(const v1::DeclineCheckpointRequest& decline
   if (coordinator_ != nullptr) coordinator_->OnDecline(decline);
 }
 
-absl::Status JobMaster::TriggerCheckpoint(int attempt, const std::string& task_id, int64_t id,
-                                          int64_t timestamp_unix_ms, bool stop) {
-  std::string address;
+absl::Status JobMaster::TriggerCheckpoints(int attempt, const std::vector<std::string>& task_ids, int64_t id,
+                                           int64_t timestamp_unix_ms, bool stop) {
+  std::map<std::string, v1::TriggerCheckpointsRequest> by_address;
   {
     absl::MutexLock lock(&mu_);
-    TaskRecord* task = attempt == attempt_ ? FindTaskLocked(task_id) : nullptr;
-    if (task == nullptr) return absl::NotFoundError(absl::StrCat("task ", task_id, " is not running"));
-    address = task->slot.address;
+    for (const std::string& task_id : task_ids) {
+      TaskRecord* task = attempt == attempt_ ? FindTaskLocked(task_id) : nullptr;
+      if (task == nullptr) return absl::NotFoundError(absl::StrCat("triggering source task ", task_id,
+                                                                   " failed: it is not running"));
+      by_address[task->slot.address].add_task_ids(task_id);
+    }
   }
-  grpc::ClientContext context;
-  context.set_deadline(DeadlineIn(absl::Seconds(5)));
-  v1::TriggerCheckpointRequest request;
-  request.set_job_id(job_id_);
-  request.set_attempt(attempt);
-  request.set_task_id(task_id);
-  request.set_checkpoint_id(id);
-  request.set_timestamp_unix_ms(timestamp_unix_ms);
-  request.set_stop(stop);
-  v1::TriggerCheckpointResponse response;
-  grpc::Status status = StubFor(address)->TriggerCheckpoint(&context, request, &response);
-  if (!status.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                        absl::StrCat("triggering task ", task_id, " at ", address, ": ", status.error_message()));
+  std::vector<std::pair<const std::string*, v1::TriggerCheckpointsRequest*>> calls;
+  for (auto& [address, request] : by_address) {
+    request.set_job_id(job_id_);
+    request.set_attempt(attempt);
+    request.set_checkpoint_id(id);
+    request.set_timestamp_unix_ms(timestamp_unix_ms);
+    request.set_stop(stop);
+    calls.emplace_back(&address, &request);
   }
-  return absl::OkStatus();
+  constexpr absl::Duration kTriggerTimeout = absl::Seconds(5);
+  RpcFanOut<v1::TriggerCheckpointsResponse> fan_out;
+  for (const auto& [address, request] : calls) {
+    fan_out.Add(kTriggerTimeout, [this, address = address, request = request](grpc::ClientContext* context,
+                                                                                grpc::CompletionQueue* cq) {
+      return StubFor(*address)->PrepareAsyncTriggerCheckpoints(context, *request, cq);
+    });
+  }
+  const auto results = fan_out.Wait();
+  auto failed = [&](const std::string& task_id, const std::string& address, absl::string_view why) {
+    return absl::StrCat("triggering source task ", task_id, " at ", address, " failed: ", why);
+  };
+  // A TaskManager of an older version has no TriggerCheckpoints: one call per task.
+  std::vector<std::pair<std::string, std::string>> singles_of;  // (address, task id)
+  std::vector<v1::TriggerCheckpointRequest> single_requests;
+  std::optional<absl::Status> failure;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const std::string& address = *calls[i].first;
+    const v1::TriggerCheckpointsRequest& request = *calls[i].second;
+    const grpc::Status& status = results[i].status;
+    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      for (const std::string& task_id : request.task_ids()) {
+        singles_of.emplace_back(address, task_id);
+        v1::TriggerCheckpointRequest& single = single_requests.emplace_back();
+        single.set_job_id(job_id_);
+        single.set_attempt(attempt);
+        single.set_task_id(task_id);
+        single.set_checkpoint_id(id);
+        single.set_timestamp_unix_ms(timestamp_unix_ms);
+        single.set_stop(stop);
+      }
+    } else if (!status.ok()) {
+      if (!failure.has_value()) {
+        failure = absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                               failed(request.task_ids(0), address, status.error_message()));
+      }
+    } else if (results[i].response.not_found_task_ids_size() > 0 && !failure.has_value()) {
+      failure = absl::NotFoundError(failed(results[i].response.not_found_task_ids(0), address,
+                                           "no such task runs there (any more)"));
+    }
+  }
+  if (!single_requests.empty()) {
+    RpcFanOut<v1::TriggerCheckpointResponse> singles;
+    for (size_t i = 0; i < single_requests.size(); ++i) {
+      singles.Add(kTriggerTimeout, [this, &singles_of, &single_requests, i](grpc::ClientContext* context,
+                                                                             grpc::CompletionQueue* cq) {
+        return StubFor(singles_of[i].first)->PrepareAsyncTriggerCheckpoint(context, single_requests[i], cq);
+      });
+    }
+    const auto single_results = singles.Wait();
+    for (size_t i = 0; i < single_results.size() && !failure.has_value(); ++i) {
+      const grpc::Status& status = single_results[i].status;
+      if (status.ok()) continue;
+      failure = absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                             failed(singles_of[i].second, singles_of[i].first, status.error_message()));
+    }
+  }
+  return failure.value_or(absl::OkStatus());
 }
 
 void JobMaster::NotifyCheckpoint(int attempt, int64_t id, bool completed, const std::string& reason) {
@@ -1083,14 +1209,17 @@ void JobMaster::SendNotification(int attempt, int64_t id, v1::NotifyCheckpointRe
   const std::string what = request.finish_stop()
                                ? (request.end_input() ? "that the stop ends the input" : "that the stop is given up")
                                : (request.completed() ? "that it completed" : "that it was aborted");
+  RpcFanOut<v1::NotifyCheckpointResponse> fan_out;
   for (const std::string& address : addresses) {
-    grpc::ClientContext context;
-    context.set_deadline(DeadlineIn(absl::Seconds(2)));
-    v1::NotifyCheckpointResponse response;
-    grpc::Status status = StubFor(address)->NotifyCheckpoint(&context, request, &response);
-    if (!status.ok()) {
-      log_->warn("job {}: cannot tell TaskManager {} about checkpoint {} ({}): {}", job_id_, address, id, what,
-                 status.error_message());
+    fan_out.Add(absl::Seconds(2), [this, &address, &request](grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+      return StubFor(address)->PrepareAsyncNotifyCheckpoint(context, request, cq);
+    });
+  }
+  const auto results = fan_out.Wait();
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    if (!results[i].status.ok()) {
+      log_->warn("job {}: cannot tell TaskManager {} about checkpoint {} ({}): {}", job_id_, addresses[i], id, what,
+                 results[i].status.error_message());
     }
   }
 }
@@ -1182,6 +1311,11 @@ v1::ListCheckpointsResponse JobMaster::Checkpoints() const {
     c->set_failure_reason(r.failure_reason);
     c->set_acknowledged_tasks(r.acknowledged_tasks);
     c->set_expected_tasks(r.expected_tasks);
+    if (r.trigger_fanout.has_value()) c->set_trigger_fanout_us(absl::ToInt64Microseconds(*r.trigger_fanout));
+    if (r.notify_fanout.has_value()) {
+      c->set_notify_fanout_us(absl::ToInt64Microseconds(*r.notify_fanout));
+      c->set_coordinator_cpu_us(absl::ToInt64Microseconds(r.coordinator_cpu));
+    }
   }
   return response;
 }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/logging/logging.h"
@@ -206,9 +207,12 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Cancels the current attempt's tasks on every TaskManager it deployed to.
   void CancelTasksOnTaskManagers(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
-  // Marks tasks [first, end) that are still DEPLOYING as CANCELED.
   void OnTaskStateUpdateLocked(const v1::TaskStateUpdate& update) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MarkUndeployed(size_t first) ABSL_LOCKS_EXCLUDED(mu_);
+  // Every change of a task's state goes through here: it keeps the counts
+  // that tell in O(1) whether all tasks run or ended.
+  void SetTaskStateLocked(TaskRecord& task, v1::TaskState state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks a source task's input as ended (once).
+  void SetInputEndedLocked(TaskRecord& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails the current attempt with `error` unless the job is already ending.
   void FailLocked(const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AllTasksTerminalLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -217,15 +221,16 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   std::shared_ptr<v1::TaskExecutorService::Stub> StubFor(const std::string& address);
   std::vector<std::string> AttemptAddressesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // CheckpointTaskGateway (the coordinator's thread).
-  absl::Status TriggerCheckpoint(int attempt, const std::string& task_id, int64_t id, int64_t timestamp_unix_ms,
-                                 bool stop) override ABSL_LOCKS_EXCLUDED(mu_);
+  // CheckpointTaskGateway (the coordinator's thread). Triggers go out as one
+  // TriggerCheckpoints call per TaskManager, to all of them at once.
+  absl::Status TriggerCheckpoints(int attempt, const std::vector<std::string>& task_ids, int64_t id,
+                                  int64_t timestamp_unix_ms, bool stop) override ABSL_LOCKS_EXCLUDED(mu_);
   void FinishStop(int attempt, int64_t id, bool end_input) override ABSL_LOCKS_EXCLUDED(mu_);
   void NotifyCheckpoint(int attempt, int64_t id, bool completed, const std::string& reason) override
       ABSL_LOCKS_EXCLUDED(mu_);
   void FailJob(const std::string& reason) override ABSL_LOCKS_EXCLUDED(mu_);
   // Sends `request` (job, attempt and id filled in) to every TaskManager of
-  // `attempt`, one after the other; a no-op for another attempt.
+  // `attempt`, to all at once; a no-op for another attempt.
   void SendNotification(int attempt, int64_t id, v1::NotifyCheckpointRequest request) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string job_id_;
@@ -260,6 +265,17 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   void NoteRestoreLocked(const std::optional<v1::CheckpointMetadata>& restore) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<SlotAssignment> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<TaskRecord> tasks_ ABSL_GUARDED_BY(mu_);
+  // Indexes into tasks_, built with it by DeployAttempt: a report or state
+  // update costs the tasks it names, not all the job's tasks.
+  absl::flat_hash_map<std::string, size_t> task_index_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::vector<size_t>> tasks_of_taskmanager_ ABSL_GUARDED_BY(mu_);
+  // The TaskManager addresses the attempt uses, sorted.
+  std::vector<std::string> attempt_addresses_ ABSL_GUARDED_BY(mu_);
+  // Counts over tasks_ kept by SetTaskStateLocked and SetInputEndedLocked.
+  size_t running_tasks_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t terminal_tasks_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t source_tasks_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t sources_input_ended_ ABSL_GUARDED_BY(mu_) = 0;
   // Where each chain's tasks start in tasks_ (chain by chain, by subtask).
   std::vector<size_t> first_task_of_chain_ ABSL_GUARDED_BY(mu_);
   // The current attempt failed (its tasks are being canceled).

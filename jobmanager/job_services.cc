@@ -6,6 +6,7 @@
 #include "common/crypto/sha256.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
+#include "common/wire_limits.h"
 
 namespace weir::jobmanager {
 
@@ -142,6 +143,19 @@ grpc::Status JobMasterServiceImpl::AcknowledgeCheckpoint(grpc::ServerContext* co
                                                          v1::CheckpointResponse*) {
   WEIR_RPC_AUTHORIZE(context);
   dispatcher_->OnCheckpointAcknowledged(*request);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobMasterServiceImpl::AcknowledgeCheckpoints(grpc::ServerContext* context,
+                                                          const v1::AcknowledgeCheckpointsRequest* request,
+                                                          v1::CheckpointResponse*) {
+  WEIR_RPC_AUTHORIZE(context);
+  if (absl::Status count = limits::CheckCount("acknowledgements in one call", request->acks_size(),
+                                              limits::kMaxTasksPerJob);
+      !count.ok()) {
+    return rpc::ToGrpcStatus(count);
+  }
+  for (const v1::AcknowledgeCheckpointRequest& ack : request->acks()) dispatcher_->OnCheckpointAcknowledged(ack);
   return grpc::Status::OK;
 }
 

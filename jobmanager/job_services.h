@@ -49,6 +49,8 @@ class JobMasterServiceImpl final : public v1::JobMasterService::Service {
                                  v1::TaskStateUpdateResponse*) override;
   grpc::Status AcknowledgeCheckpoint(grpc::ServerContext*, const v1::AcknowledgeCheckpointRequest*,
                                      v1::CheckpointResponse*) override;
+  grpc::Status AcknowledgeCheckpoints(grpc::ServerContext*, const v1::AcknowledgeCheckpointsRequest*,
+                                      v1::CheckpointResponse*) override;
   grpc::Status DeclineCheckpoint(grpc::ServerContext*, const v1::DeclineCheckpointRequest*,
                                  v1::CheckpointResponse*) override;
 

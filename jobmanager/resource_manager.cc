@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -94,6 +95,7 @@ absl::StatusOr<uint64_t> ResourceManager::Register(const v1::RegisterTaskManager
   entry.record.registered_at = absl::Now();
   entry.record.last_heartbeat = entry.record.registered_at;
   entry.record.slot_jobs.assign(info.slots_total(), "");
+  entry.free = info.slots_total();
   entry.session = session;
   std::optional<v1::TaskManagerInfo> replaced;
   uint64_t epoch = 0;
@@ -165,9 +167,9 @@ std::vector<TaskManagerRecord> ResourceManager::List() const {
 absl::StatusOr<std::vector<SlotAssignment>> ResourceManager::AllocateSlots(const std::string& job_id, int count,
                                                                           const std::vector<std::string>& preferred) {
   absl::MutexLock lock(&mu_);
-  int free = 0, total = 0;
+  int64_t free = 0, total = 0;
   for (const auto& [id, entry] : members_) {
-    free += entry.record.free_slots();
+    free += entry.free;
     total += entry.record.info.slots_total();
   }
   if (free < count) {
@@ -179,26 +181,33 @@ absl::StatusOr<std::vector<SlotAssignment>> ResourceManager::AllocateSlots(const
     auto& jobs = entry.record.slot_jobs;
     int index = static_cast<int>(std::find(jobs.begin(), jobs.end(), std::string()) - jobs.begin());
     jobs[index] = job_id;
+    --entry.free;
     return {entry.record.info.taskmanager_id(), entry.record.info.address(), index};
   };
   std::vector<std::optional<SlotAssignment>> chosen(count);
   for (int i = 0; i < count && i < static_cast<int>(preferred.size()); ++i) {
     auto it = members_.find(preferred[i]);
-    if (it != members_.end() && it->second.record.free_slots() > 0) chosen[i] = take(it->second);
+    if (it != members_.end() && it->second.free > 0) chosen[i] = take(it->second);
+  }
+  // The rest spread: always the TaskManager with the most free slots (the
+  // smallest id among equals), O(log TaskManagers) per slot.
+  auto order = [](const std::pair<int, const std::string*>& a, const std::pair<int, const std::string*>& b) {
+    return a.first != b.first ? a.first < b.first : *a.second < *b.second;
+  };
+  std::set<std::pair<int, const std::string*>, decltype(order)> candidates(order);
+  for (auto& [id, entry] : members_) {
+    if (entry.free > 0) candidates.emplace(-entry.free, &id);
   }
   std::vector<SlotAssignment> out;
+  out.reserve(count);
   for (std::optional<SlotAssignment>& slot : chosen) {
     if (!slot.has_value()) {
-      Entry* best = nullptr;
-      for (auto& [id, entry] : members_) {
-        int f = entry.record.free_slots();
-        if (f == 0) continue;
-        if (best == nullptr || f > best->record.free_slots() ||
-            (f == best->record.free_slots() && id < best->record.info.taskmanager_id())) {
-          best = &entry;
-        }
-      }
-      slot = take(*best);
+      auto best = candidates.begin();
+      const std::string* id = best->second;
+      candidates.erase(best);
+      Entry& entry = members_.find(*id)->second;
+      slot = take(entry);
+      if (entry.free > 0) candidates.emplace(-entry.free, id);
     }
     out.push_back(*std::move(slot));
   }
@@ -209,7 +218,10 @@ void ResourceManager::ReleaseSlots(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   for (auto& [id, entry] : members_) {
     for (std::string& job : entry.record.slot_jobs) {
-      if (job == job_id) job.clear();
+      if (job == job_id) {
+        job.clear();
+        ++entry.free;
+      }
     }
   }
 }

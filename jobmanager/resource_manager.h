@@ -122,6 +122,8 @@ class ResourceManager {
     TaskManagerRecord record;
     uint64_t epoch = 0;
     MembershipSession* session = nullptr;
+    // Slots of record.slot_jobs that are free ("").
+    int free = 0;
   };
 
   void ExpireLoop();

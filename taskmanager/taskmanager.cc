@@ -23,6 +23,7 @@
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
 #include "common/version.h"
+#include "common/wire_limits.h"
 #include "connectors/builtin.h"
 #include "taskmanager/state/rocksdb_keyed_state.h"
 
@@ -64,6 +65,38 @@ class TaskManager::Service final : public v1::TaskExecutorService::Service {
                                 v1::NotifyCheckpointResponse*) override {
     WEIR_RPC_AUTHORIZE(context);
     tm_->NotifyCheckpoint(*request);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status DeployTasks(grpc::ServerContext* context, const v1::DeployTasksRequest* request,
+                           v1::DeployTasksResponse* response) override {
+    WEIR_RPC_AUTHORIZE(context);
+    if (absl::Status count = limits::CheckCount("tasks in one deployment", request->tasks_size(),
+                                                limits::kMaxTasksPerJob);
+        !count.ok()) {
+      return rpc::ToGrpcStatus(count);
+    }
+    for (const v1::TaskDeploymentDescriptor& tdd : request->tasks()) {
+      absl::Status deployed = tm_->Deploy(tdd);
+      if (!deployed.ok()) {
+        response->set_error_code(static_cast<int>(deployed.code()));
+        response->set_error(std::string(deployed.message()));
+        break;
+      }
+      response->set_deployed(response->deployed() + 1);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status TriggerCheckpoints(grpc::ServerContext* context, const v1::TriggerCheckpointsRequest* request,
+                                  v1::TriggerCheckpointsResponse* response) override {
+    WEIR_RPC_AUTHORIZE(context);
+    if (absl::Status count = limits::CheckCount("tasks in one checkpoint trigger", request->task_ids_size(),
+                                                limits::kMaxTasksPerJob);
+        !count.ok()) {
+      return rpc::ToGrpcStatus(count);
+    }
+    tm_->TriggerCheckpoints(*request, response);
     return grpc::Status::OK;
   }
 
@@ -149,7 +182,7 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   tm->task_env_.partitions = tm->partitions_.get();
   tm->task_env_.network = tm->network_client_;
   tm->task_env_.listener = tm.get();
-  tm->uploader_ = std::make_unique<SnapshotUploader>();
+  tm->uploader_ = std::make_unique<SnapshotUploader>([raw = tm.get()] { raw->SendAcknowledgements(); });
   tm->task_env_.uploader = tm->uploader_.get();
   tm->task_env_.checkpoint_responder = tm.get();
   tm->task_env_.buffers_per_channel = static_cast<int>(config.GetInt(k::kBuffersPerChannel));
@@ -311,6 +344,19 @@ absl::Status TaskManager::TriggerCheckpoint(const v1::TriggerCheckpointRequest& 
   return it->second->TriggerCheckpoint(request.checkpoint_id(), request.timestamp_unix_ms(), request.stop());
 }
 
+void TaskManager::TriggerCheckpoints(const v1::TriggerCheckpointsRequest& request,
+                                     v1::TriggerCheckpointsResponse* response) {
+  absl::MutexLock lock(&tasks_mu_);
+  for (const std::string& task_id : request.task_ids()) {
+    auto it = tasks_.find(task_id);
+    if (it == tasks_.end() || it->second->job_id() != request.job_id() ||
+        it->second->attempt() != request.attempt() ||
+        !it->second->TriggerCheckpoint(request.checkpoint_id(), request.timestamp_unix_ms(), request.stop()).ok()) {
+      response->add_not_found_task_ids(task_id);
+    }
+  }
+}
+
 void TaskManager::NotifyCheckpoint(const v1::NotifyCheckpointRequest& request) {
   if (request.completed() && !request.finish_stop()) {
     fault::MaybeCrash(fault::Point::kTaskManagerBeforeCommit, request.checkpoint_id());
@@ -348,9 +394,56 @@ void SendWithRetries(const std::shared_ptr<spdlog::logger>& log, const Request& 
 }  // namespace
 
 void TaskManager::Acknowledge(const v1::AcknowledgeCheckpointRequest& ack) {
-  SendWithRetries(log_, ack, "acknowledgement", [this](grpc::ClientContext* c, const auto& r, auto* out) {
-    return job_master_->AcknowledgeCheckpoint(c, r, out);
-  });
+  // Sent once the uploader has nothing else to do (SendAcknowledgements),
+  // together with those of the other tasks whose snapshots were written
+  // meanwhile: one call instead of one per task.
+  pending_acks_.push_back(ack);
+}
+
+void TaskManager::SendAcknowledgements() {
+  std::vector<v1::AcknowledgeCheckpointRequest> acks;
+  acks.swap(pending_acks_);
+  if (acks.empty()) return;
+  if (!batched_acks_unsupported_) {
+    // In pieces well below the JobManager's message limit.
+    constexpr size_t kMaxBatchBytes = rpc::kControlPlaneMaxMessageBytes / 4;
+    v1::AcknowledgeCheckpointsRequest batch;
+    size_t sent = 0;
+    auto send = [&]() {
+      if (batch.acks_size() == 0) return true;
+      for (int attempt = 0; attempt < 3; ++attempt) {
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        v1::CheckpointResponse response;
+        grpc::Status status = job_master_->AcknowledgeCheckpoints(&context, batch, &response);
+        if (status.ok()) break;
+        if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) return false;  // an older JobManager
+        log_->warn("cannot send {} acknowledgements of checkpoint {} (task {} and others) to the JobManager: {}",
+                   batch.acks_size(), batch.acks(0).checkpoint_id(), batch.acks(0).task_id(),
+                   status.error_message());
+        absl::SleepFor(absl::Milliseconds(200 << attempt));
+      }
+      sent += batch.acks_size();
+      batch.clear_acks();
+      return true;
+    };
+    for (v1::AcknowledgeCheckpointRequest& ack : acks) {
+      if (batch.acks_size() > 0 && batch.ByteSizeLong() + ack.ByteSizeLong() > kMaxBatchBytes && !send()) break;
+      *batch.add_acks() = std::move(ack);
+    }
+    if (send()) return;
+    batched_acks_unsupported_ = true;
+    log_->info("the JobManager takes acknowledgements one by one (an older version); sending them so");
+    // What was not sent, one by one below (the moved-from ones are in batch).
+    std::vector<v1::AcknowledgeCheckpointRequest> rest(batch.acks().begin(), batch.acks().end());
+    for (size_t i = sent + rest.size(); i < acks.size(); ++i) rest.push_back(std::move(acks[i]));
+    acks.swap(rest);
+  }
+  for (const v1::AcknowledgeCheckpointRequest& ack : acks) {
+    SendWithRetries(log_, ack, "acknowledgement", [this](grpc::ClientContext* c, const auto& r, auto* out) {
+      return job_master_->AcknowledgeCheckpoint(c, r, out);
+    });
+  }
 }
 
 void TaskManager::Decline(const v1::DeclineCheckpointRequest& decline) {
@@ -379,6 +472,7 @@ void TaskManager::OnRegistered(const std::string& jobmanager_session_id) {
     }
   }
   jobmanager_session_ = jobmanager_session_id;
+  batched_acks_unsupported_ = false;
 }
 
 void TaskManager::OnTaskState(const v1::TaskStateUpdate& update) {

@@ -53,12 +53,20 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   void CancelJob(const std::string& job_id, int attempt, const std::string& reason) ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // Hands a checkpoint trigger to a source task (kNotFound: no such task).
   absl::Status TriggerCheckpoint(const v1::TriggerCheckpointRequest& request) ABSL_LOCKS_EXCLUDED(tasks_mu_);
+  // Hands a checkpoint trigger to each source task named; lists in
+  // `response` those that do not run here.
+  void TriggerCheckpoints(const v1::TriggerCheckpointsRequest& request, v1::TriggerCheckpointsResponse* response)
+      ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // Tells every task of the job attempt a checkpoint's fate.
   void NotifyCheckpoint(const v1::NotifyCheckpointRequest& request) ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // CheckpointResponder: sends the outcome of a task's snapshot to the
   // JobManager (from the snapshot uploader thread, retrying briefly).
   void Acknowledge(const v1::AcknowledgeCheckpointRequest& ack) override;
   void Decline(const v1::DeclineCheckpointRequest& decline) override;
+  // Sends the acknowledgements Acknowledge kept, in AcknowledgeCheckpoints
+  // calls (one by one to a JobManager without that call). The uploader
+  // thread, whenever its queue runs empty.
+  void SendAcknowledgements();
   // Sends a task's state to the JobManager (retrying briefly).
   void OnTaskState(const v1::TaskStateUpdate& update) override;
   // Ends the data exchange's streams and stops the RPC server and the
@@ -100,6 +108,11 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   std::shared_ptr<v1::JobMasterService::Stub> job_master_;
   // The asynchronous part of task snapshots.
   std::unique_ptr<SnapshotUploader> uploader_;
+  // Acknowledgements not sent yet, and whether the JobManager lacks
+  // AcknowledgeCheckpoints. Uploader thread only.
+  std::vector<v1::AcknowledgeCheckpointRequest> pending_acks_;
+  // (Reset at every registration: the JobManager may be another.)
+  std::atomic<bool> batched_acks_unsupported_{false};
 
   absl::Mutex tasks_mu_;
   std::map<std::string, std::unique_ptr<Task>> tasks_ ABSL_GUARDED_BY(tasks_mu_);

@@ -1,5 +1,7 @@
 #include "jobmanager/checkpoint/checkpoint_coordinator.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -27,6 +29,13 @@ std::string DurationText(absl::Duration d) {
 std::string Cut(absl::string_view text) {
   if (text.size() <= limits::kMaxErrorLength) return std::string(text);
   return absl::StrCat(text.substr(0, limits::kMaxErrorLength), "...");
+}
+
+// CPU time of the calling thread.
+absl::Duration ThreadCpuNow() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return absl::DurationFromTimespec(ts);
 }
 
 CheckpointCoordinatorOptions Sanitized(CheckpointCoordinatorOptions options) {
@@ -213,6 +222,7 @@ void CheckpointCoordinator::FinishStop(int64_t id, bool end_input) {
 }
 
 void CheckpointCoordinator::OnAcknowledge(const v1::AcknowledgeCheckpointRequest& ack) {
+  const absl::Duration cpu_start = ThreadCpuNow();
   const int64_t id = ack.checkpoint_id();
   const std::string& task = ack.task_id();
   absl::MutexLock lock(&mu_);
@@ -260,6 +270,7 @@ void CheckpointCoordinator::OnAcknowledge(const v1::AcknowledgeCheckpointRequest
     record->longest_sync_ms = pending.longest_sync_ms;
     record->longest_async_ms = pending.longest_async_ms;
     record->longest_pre_barrier_ms = pending.longest_pre_barrier_ms;
+    record->coordinator_cpu += ThreadCpuNow() - cpu_start;
   }
   log_->debug("job {} checkpoint {}: acknowledged by task {} ({} bytes), {} to go", job_id_, id, task,
               handle.size_bytes(), pending.awaiting.size());
@@ -489,6 +500,7 @@ CheckpointCoordinator::TriggerPlan CheckpointCoordinator::PlanTriggerLocked(absl
 }
 
 void CheckpointCoordinator::ExecuteTrigger(TriggerPlan plan) {
+  const absl::Duration cpu_start = ThreadCpuNow();
   const int64_t id = plan.id;
   auto finish_manual = [&] {
     if (plan.manual == nullptr) return;
@@ -522,20 +534,22 @@ void CheckpointCoordinator::ExecuteTrigger(TriggerPlan plan) {
     log_->info("job {} checkpoint {} triggered (attempt {}{})", job_id_, id, plan.attempt,
                plan.stop ? ", stop-with-savepoint" : "");
   }
-  for (const std::string& source : plan.sources) {
-    const absl::Status status =
-        gateway_->TriggerCheckpoint(plan.attempt, source, id, plan.timestamp_unix_ms, plan.stop);
-    if (!status.ok()) {
-      absl::MutexLock lock(&mu_);
-      AbortLocked(id, absl::StrCat("triggering source task ", source, " failed: ", status.message()),
-                  AbortKind::kFailure);
-      break;
+  const absl::Time fanout_start = absl::Now();
+  const absl::Status status = gateway_->TriggerCheckpoints(plan.attempt, plan.sources, id, plan.timestamp_unix_ms,
+                                                          plan.stop);
+  {
+    absl::MutexLock lock(&mu_);
+    if (CheckpointRecord* record = RecordLocked(id)) {
+      record->trigger_fanout = absl::Now() - fanout_start;
+      record->coordinator_cpu += ThreadCpuNow() - cpu_start;
     }
+    if (!status.ok()) AbortLocked(id, std::string(status.message()), AbortKind::kFailure);
   }
   finish_manual();
 }
 
 void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
+  const absl::Duration cpu_start = ThreadCpuNow();
   v1::CheckpointMetadata metadata;
   int attempt = 0;
   int64_t size_bytes = 0;
@@ -629,7 +643,15 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
                longest_alignment_ms, longest_sync_ms, longest_pre_barrier_ms, longest_async_ms);
   }
   fault::MaybeCrash(fault::Point::kJobManagerBeforeNotify, id);
+  const absl::Time notify_start = absl::Now();
   gateway_->NotifyCheckpoint(attempt, id, /*completed=*/true, "");
+  {
+    absl::MutexLock lock(&mu_);
+    if (CheckpointRecord* record = RecordLocked(id)) {
+      record->notify_fanout = absl::Now() - notify_start;
+      record->coordinator_cpu += ThreadCpuNow() - cpu_start;
+    }
+  }
   Retain(id);
 }
 

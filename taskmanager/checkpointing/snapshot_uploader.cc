@@ -4,7 +4,8 @@
 
 namespace weir::taskmanager {
 
-SnapshotUploader::SnapshotUploader() : thread_([this] { Loop(); }) {}
+SnapshotUploader::SnapshotUploader(std::function<void()> on_idle)
+    : on_idle_(std::move(on_idle)), thread_([this] { Loop(); }) {}
 
 SnapshotUploader::~SnapshotUploader() { Stop(); }
 
@@ -26,8 +27,18 @@ void SnapshotUploader::Stop() {
 }
 
 void SnapshotUploader::Loop() {
+  bool ran_since_idle = false;
   while (true) {
     std::function<void()> work;
+    bool idle = false;
+    {
+      absl::MutexLock lock(&mu_);
+      idle = queue_.empty();
+    }
+    if (idle && ran_since_idle && on_idle_) {
+      on_idle_();
+      ran_since_idle = false;
+    }
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queue_.empty(); };
@@ -37,6 +48,7 @@ void SnapshotUploader::Loop() {
       queue_.pop_front();
     }
     work();
+    ran_since_idle = true;
   }
 }
 

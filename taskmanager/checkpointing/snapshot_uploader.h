@@ -3,8 +3,10 @@
 // and sending the acknowledgement — so that a task thread only takes the
 // short synchronous part and goes back to its records.
 //
-// Work runs in submission order on one thread. Stop drops work not yet
-// started and joins.
+// Work runs in submission order on one thread. Whenever the queue runs
+// empty after some work, the idle callback (if any) runs on that thread: a
+// place to send in one go what the work items left behind. Stop drops work
+// not yet started and joins.
 //
 // Thread-safety: Submit and Stop from any thread.
 #pragma once
@@ -20,7 +22,8 @@ namespace weir::taskmanager {
 
 class SnapshotUploader {
  public:
-  SnapshotUploader();
+  // `on_idle`: see above; may be null.
+  explicit SnapshotUploader(std::function<void()> on_idle = nullptr);
   ~SnapshotUploader();  // Stop()
 
   SnapshotUploader(const SnapshotUploader&) = delete;
@@ -33,6 +36,7 @@ class SnapshotUploader {
  private:
   void Loop();
 
+  const std::function<void()> on_idle_;
   absl::Mutex mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -63,8 +63,8 @@ class FakeGateway final : public CheckpointTaskGateway {
     trigger_status_ = std::move(status);
   }
 
-  absl::Status TriggerCheckpoint(int attempt, const std::string& task_id, int64_t id, int64_t timestamp_unix_ms,
-                                 bool stop) override {
+  absl::Status TriggerCheckpoints(int attempt, const std::vector<std::string>& task_ids, int64_t id,
+                                  int64_t timestamp_unix_ms, bool stop) override {
     int in_progress = 0;
     if (coordinator_ != nullptr) {
       for (const CheckpointRecord& record : coordinator_->History()) {
@@ -72,9 +72,15 @@ class FakeGateway final : public CheckpointTaskGateway {
       }
     }
     absl::MutexLock lock(&mu_);
-    calls_.triggers.push_back({attempt, task_id, id, timestamp_unix_ms, stop});
-    calls_.max_in_progress = std::max(calls_.max_in_progress, in_progress);
-    return trigger_status_;
+    for (const std::string& task_id : task_ids) {
+      calls_.triggers.push_back({attempt, task_id, id, timestamp_unix_ms, stop});
+      calls_.max_in_progress = std::max(calls_.max_in_progress, in_progress);
+      if (!trigger_status_.ok()) {
+        return absl::Status(trigger_status_.code(),
+                            absl::StrCat("triggering source task ", task_id, " failed: ", trigger_status_.message()));
+      }
+    }
+    return absl::OkStatus();
   }
 
   void NotifyCheckpoint(int attempt, int64_t id, bool completed, const std::string& reason) override {

@@ -2,8 +2,11 @@
 
 #include <atomic>
 #include <limits>
+#include <map>
+#include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -110,6 +113,39 @@ TEST(ResourceManagerTest, AllocationSpreadsAndHonoursPreferredTaskManagers) {
   ASSERT_TRUE(full.ok()) << full.status();
   EXPECT_EQ((*full)[0].taskmanager_id, "tm-b");
   EXPECT_EQ((*full)[1].taskmanager_id, "tm-c");
+}
+
+// At fleet size: 10 000 slots over 500 TaskManagers land evenly (most free
+// first), never one slot twice, and the free counts stay right through a
+// release.
+TEST(ResourceManagerTest, AllocationAtFleetSizeIsEvenAndExact) {
+  constexpr int kTaskManagers = 500;
+  constexpr int kSlots = 21;
+  std::vector<FakeSession> sessions(kTaskManagers);  // outlive rm, which closes them
+  ResourceManager rm(absl::Seconds(30), "jm-test");
+  for (int i = 0; i < kTaskManagers; ++i) {
+    ASSERT_TRUE(rm.Register(Registration(absl::StrCat("tm-", i), kSlots), &sessions[i]).ok());
+  }
+  absl::StatusOr<std::vector<SlotAssignment>> big = rm.AllocateSlots("job-1", 10000);
+  ASSERT_TRUE(big.ok()) << big.status();
+  ASSERT_EQ(big->size(), 10000u);
+  std::map<std::string, std::set<int>> used;
+  for (const SlotAssignment& slot : *big) {
+    EXPECT_TRUE(used[slot.taskmanager_id].insert(slot.slot_index).second) << slot.taskmanager_id;
+  }
+  ASSERT_EQ(used.size(), static_cast<size_t>(kTaskManagers));
+  for (const auto& [id, slots] : used) EXPECT_EQ(slots.size(), 20u) << id;
+
+  absl::StatusOr<std::vector<SlotAssignment>> rest = rm.AllocateSlots("job-2", 500);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  absl::StatusOr<std::vector<SlotAssignment>> none = rm.AllocateSlots("job-3", 1);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(none.status().message(), HasSubstr("has 0 free (500 TaskManagers, 10500 slots in all)"));
+
+  rm.ReleaseSlots("job-1");
+  absl::StatusOr<std::vector<SlotAssignment>> again = rm.AllocateSlots("job-3", 10000);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(rm.AllocateSlots("job-4", 1).status().code(), absl::StatusCode::kResourceExhausted);
 }
 
 }  // namespace
