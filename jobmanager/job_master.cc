@@ -283,6 +283,7 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
     std::string address;
     v1::DeployTasksRequest request;
     std::vector<size_t> tasks;  // indexes into tasks_, in request order
+    size_t bytes = 0;           // of the descriptors in request
   };
   std::vector<Batch> batches;
   std::vector<std::string> labels;
@@ -322,13 +323,14 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
         for (TaskRecord& t : tasks_) SetTaskStateLocked(t, v1::TASK_CANCELED);
         return tdd.status();
       }
+      const size_t bytes = tdd->ByteSizeLong();
       auto open = open_batch.find(task.slot.address);
-      if (open == open_batch.end() ||
-          batches[open->second].request.ByteSizeLong() + tdd->ByteSizeLong() > kMaxBatchBytes) {
-        batches.push_back({task.slot.address, {}, {}});
+      if (open == open_batch.end() || batches[open->second].bytes + bytes > kMaxBatchBytes) {
+        batches.push_back({task.slot.address, {}, {}, 0});
         open = open_batch.insert_or_assign(task.slot.address, batches.size() - 1).first;
       }
       Batch& batch = batches[open->second];
+      batch.bytes += bytes;
       *batch.request.add_tasks() = *std::move(tdd);
       batch.tasks.push_back(i);
       labels.push_back(TaskLabel(task));
@@ -343,9 +345,14 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
   constexpr absl::Duration kDeployTimeout = absl::Seconds(30);
   RpcFanOut<v1::DeployTasksResponse> fan_out;
   for (const Batch& batch : batches) {
-    fan_out.Add(kDeployTimeout, [this, &batch](grpc::ClientContext* context, grpc::CompletionQueue* cq) {
-      return StubFor(batch.address)->PrepareAsyncDeployTasks(context, batch.request, cq);
-    });
+    // The TaskManager registered a moment ago: a connection that is slow to
+    // open (hundreds open at once) is waited for, not a failed attempt.
+    fan_out.Add(
+        kDeployTimeout,
+        [this, &batch](grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+          return StubFor(batch.address)->PrepareAsyncDeployTasks(context, batch.request, cq);
+        },
+        /*wait_for_ready=*/true);
   }
   std::vector<RpcFanOut<v1::DeployTasksResponse>::Call> results = fan_out.Wait();
   // A TaskManager of an older version has no DeployTasks: one call per task.
@@ -358,9 +365,12 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
     RpcFanOut<v1::DeployTaskResponse> singles;
     for (size_t b : one_by_one) {
       for (const v1::TaskDeploymentDescriptor& tdd : batches[b].request.tasks()) {
-        singles.Add(kDeployTimeout, [this, &batches, b, &tdd](grpc::ClientContext* context, grpc::CompletionQueue* cq) {
-          return StubFor(batches[b].address)->PrepareAsyncDeployTask(context, tdd, cq);
-        });
+        singles.Add(
+            kDeployTimeout,
+            [this, &batches, b, &tdd](grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+              return StubFor(batches[b].address)->PrepareAsyncDeployTask(context, tdd, cq);
+            },
+            /*wait_for_ready=*/true);
       }
     }
     single_results = singles.Wait();

@@ -49,10 +49,15 @@ class RpcFanOut {
   RpcFanOut& operator=(const RpcFanOut&) = delete;
 
   // Queues a call with `timeout` from when it starts; starts it at once when
-  // fewer than max_in_flight are outstanding.
-  void Add(absl::Duration timeout, Start start) {
+  // fewer than max_in_flight are outstanding. `wait_for_ready`: a call whose
+  // connection is not up yet (or failed for a moment) waits for it until
+  // the timeout instead of failing at once — for calls that must reach a
+  // TaskManager known to be alive, while hundreds of connections open at
+  // once.
+  void Add(absl::Duration timeout, Start start, bool wait_for_ready = false) {
     calls_.push_back(std::make_unique<Pending>());
     calls_.back()->timeout = timeout;
+    calls_.back()->wait_for_ready = wait_for_ready;
     calls_.back()->start = std::move(start);
     queued_.push_back(calls_.size() - 1);
     StartQueued();
@@ -83,6 +88,7 @@ class RpcFanOut {
  private:
   struct Pending {
     absl::Duration timeout;
+    bool wait_for_ready = false;
     Start start;
     grpc::ClientContext context;
     std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> reader;
@@ -96,6 +102,7 @@ class RpcFanOut {
       void* tag = reinterpret_cast<void*>(queued_.front());
       queued_.pop_front();
       call.context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(call.timeout));
+      call.context.set_wait_for_ready(call.wait_for_ready);
       call.reader = call.start(&call.context, &cq_);
       call.reader->StartCall();
       call.reader->Finish(&call.response, &call.status, tag);

@@ -408,6 +408,7 @@ void TaskManager::SendAcknowledgements() {
     // In pieces well below the JobManager's message limit.
     constexpr size_t kMaxBatchBytes = rpc::kControlPlaneMaxMessageBytes / 4;
     v1::AcknowledgeCheckpointsRequest batch;
+    size_t batch_bytes = 0;
     size_t sent = 0;
     auto send = [&]() {
       if (batch.acks_size() == 0) return true;
@@ -425,10 +426,13 @@ void TaskManager::SendAcknowledgements() {
       }
       sent += batch.acks_size();
       batch.clear_acks();
+      batch_bytes = 0;
       return true;
     };
     for (v1::AcknowledgeCheckpointRequest& ack : acks) {
-      if (batch.acks_size() > 0 && batch.ByteSizeLong() + ack.ByteSizeLong() > kMaxBatchBytes && !send()) break;
+      const size_t bytes = ack.ByteSizeLong();
+      if (batch.acks_size() > 0 && batch_bytes + bytes > kMaxBatchBytes && !send()) break;
+      batch_bytes += bytes;
       *batch.add_acks() = std::move(ack);
     }
     if (send()) return;
