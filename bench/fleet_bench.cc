@@ -51,6 +51,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/bench_flags.h"
+#include "bench/proc_status.h"
 #include "common/rpc/rpc.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
@@ -111,21 +112,14 @@ double CpuSeconds(pid_t pid) {
   return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-// A number field of /proc/<pid>/status ("VmRSS:" in kB, "Threads:").
+// A number field of /proc/<pid>/status ("VmRSS" in kB, "Threads"); NAN
+// when it cannot be read.
 double StatusField(pid_t pid, const std::string& field) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field, 0) == 0) {
-      double value = 0;
-      std::istringstream(line.substr(field.size())) >> value;
-      return value;
-    }
-  }
-  return NAN;
+  const int64_t value = weir::bench::ProcStatusField(pid, field);
+  return value < 0 ? NAN : static_cast<double>(value);
 }
 
-double RssMib(pid_t pid) { return StatusField(pid, "VmRSS:") / 1024.0; }
+double RssMib(pid_t pid) { return StatusField(pid, "VmRSS") / 1024.0; }
 
 double Percentile(std::vector<double> values, double p) {
   if (values.empty()) return NAN;
@@ -238,7 +232,7 @@ class Fleet {
     result_.deploy_cpu_s = CpuSeconds(jobmanager_->pid()) - cpu1;
 
     Window(&result_.running_cpu_pct, &result_.running_rss_mib);
-    result_.threads = StatusField(jobmanager_->pid(), "Threads:");
+    result_.threads = StatusField(jobmanager_->pid(), "Threads");
 
     // Checkpoints: the ones completed since the job ran, at least --checkpoints.
     v1::ListCheckpointsResponse checkpoints;

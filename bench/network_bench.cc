@@ -28,6 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/bench_flags.h"
+#include "bench/proc_status.h"
 #include "tests/testing/local_cluster.h"
 
 namespace {
@@ -39,21 +40,6 @@ struct Flags {
   std::string baseline_bin;
   int rounds = 1;
 };
-
-// A field of /proc/<pid>/status ("Threads", "VmRSS" in kB), or -1.
-int64_t ProcStatus(pid_t pid, const std::string& field) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) != 0) continue;
-    int64_t value = -1;
-    std::string text = line.substr(field.size() + 1);
-    text.erase(0, text.find_first_not_of(" \t"));
-    text = text.substr(0, text.find_first_of(" \t"));
-    if (absl::SimpleAtoi(text, &value)) return value;
-  }
-  return -1;
-}
 
 struct Result {
   double seconds = -1;
@@ -69,13 +55,13 @@ Result RunOnce(const std::string& bin_dir, int parallelism, const Flags& flags) 
   weir::testing::LocalCluster cluster({.taskmanagers = 2, .slots_per_taskmanager = slots});
   cluster.Start();
   const pid_t pids[2] = {cluster.taskmanager(0).pid(), cluster.taskmanager(1).pid()};
-  for (int i = 0; i < 2; ++i) result.idle_threads[i] = ProcStatus(pids[i], "Threads");
+  for (int i = 0; i < 2; ++i) result.idle_threads[i] = weir::bench::ProcStatusField(pids[i], "Threads");
   std::atomic<bool> done{false};
   std::thread sampler([&] {
     while (!done.load()) {
       for (int i = 0; i < 2; ++i) {
-        result.max_threads[i] = std::max(result.max_threads[i], ProcStatus(pids[i], "Threads"));
-        result.max_rss_kb[i] = std::max(result.max_rss_kb[i], ProcStatus(pids[i], "VmRSS"));
+        result.max_threads[i] = std::max(result.max_threads[i], weir::bench::ProcStatusField(pids[i], "Threads"));
+        result.max_rss_kb[i] = std::max(result.max_rss_kb[i], weir::bench::ProcStatusField(pids[i], "VmRSS"));
       }
       absl::SleepFor(absl::Milliseconds(20));
     }
