@@ -5,6 +5,7 @@
 #   bench/run.sh checkpoint [--records N] [--keys K] [--parallelism P] [--state-backend rocksdb|hashmap]
 #                            [--state-keys N] [--phases all|throughput|big-state] [--flink]
 #   bench/run.sh sinks [--records N] [--keys K] [--parallelism P] [--checkpoint-ms M] [--probes N]
+#   bench/run.sh memory [--records N] [--parallelism K] [--rounds R] [--budget SIZE] [--jobs copy,keyed]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh >/dev/null
@@ -18,6 +19,7 @@ case "${1:-}" in
   checkpoint) bench=checkpoint_bench; shift ;;
   latency) bench=latency_bench; shift ;;
   sinks) bench=sink_bench; shift ;;
+  memory) bench=memory_bench; shift ;;
 esac
 # checkpoint --flink: the same job on Apache Flink beside Weir's (bench/flink).
 args=()

@@ -2,6 +2,7 @@
 
 #include "common/check.h"
 #include "connectors/kafka/kafka_connectors.h"
+#include "connectors/kafka/kafka_memory.h"
 #include "connectors/kafka/kafka_properties.h"
 #include "connectors/postgres/postgres_sink.h"
 #include "connectors/redis/redis_sink.h"
@@ -11,8 +12,11 @@ namespace weir::connectors {
 ConnectorRegistry BuiltinConnectors(const config::Configuration& cluster) {
   namespace k = config::keys;
   ConnectorRegistry registry;
+  // A TaskManager refuses to start with a budget that does not divide
+  // (KafkaClientMemory::FromConfig); a JobManager creates no client.
+  const KafkaClientMemory memory = KafkaClientMemory::FromConfig(cluster).value_or(KafkaClientMemory{});
   const absl::Status kafka = RegisterKafkaConnectors(
-      &registry, KafkaPropertyPolicy::FromList(cluster.GetString(k::kKafkaAllowedProperties)));
+      &registry, KafkaPropertyPolicy::FromList(cluster.GetString(k::kKafkaAllowedProperties)), memory);
   // Only a clash of built-in names can fail: a programming error.
   WEIR_CHECK(kafka.ok(), kafka.ToString());
   const absl::Status redis = registry.Register(kRedisSinkConnector, std::make_unique<RedisSinkConnector>());
@@ -20,6 +24,10 @@ ConnectorRegistry BuiltinConnectors(const config::Configuration& cluster) {
   const absl::Status postgres = registry.Register(kPostgresSinkConnector, std::make_unique<PostgresSinkConnector>());
   WEIR_CHECK(postgres.ok(), postgres.ToString());
   return registry;
+}
+
+absl::Status CheckConnectorMemory(const config::Configuration& cluster) {
+  return KafkaClientMemory::FromConfig(cluster).status();
 }
 
 }  // namespace weir::connectors

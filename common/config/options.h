@@ -87,6 +87,7 @@ inline constexpr absl::string_view kIoTmpDirs = "io.tmp.dirs";
 inline constexpr absl::string_view kBufferTimeout = "execution.buffer-timeout";
 inline constexpr absl::string_view kBuffersPerChannel = "taskmanager.network.memory.buffers-per-channel";
 inline constexpr absl::string_view kSegmentSize = "taskmanager.memory.segment-size";
+inline constexpr absl::string_view kTaskOffHeapSize = "taskmanager.memory.task.off-heap.size";
 inline constexpr absl::string_view kCancelTimeout = "task.cancellation.timeout";
 inline constexpr absl::string_view kAuthTokenFile = "security.auth.token-file";
 inline constexpr absl::string_view kKafkaAllowedProperties = "security.kafka.allowed-properties";

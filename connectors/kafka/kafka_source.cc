@@ -170,6 +170,7 @@ void KafkaSource::CreateConsumer() {
   // A committed offset that no longer exists (retention) restarts at the
   // oldest record rather than skipping to the newest.
   SetOrThrow(*conf, "auto.offset.reset", "earliest");
+  for (const auto& [name, value] : config_.memory_properties) SetOrThrow(*conf, name, value);
   for (const auto& [name, value] : config_.kafka_properties) SetOrThrow(*conf, name, value);
   // What the source relies on; FromProperties refuses extras for these.
   SetOrThrow(*conf, "bootstrap.servers", config_.brokers);

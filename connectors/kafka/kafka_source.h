@@ -43,6 +43,10 @@ struct KafkaSourceConfig {
   // "weir-<source name>-<topics>".
   bool at_most_once = false;
   Properties kafka_properties;  // the kafka.* extras, without the prefix
+  // The librdkafka properties that size the consumer within the
+  // TaskManager's budget (kafka_memory.h); none of them is in
+  // kafka_properties. Set by the connector when it creates the source.
+  Properties memory_properties;
 
   // Parses `properties` (see kafka_connectors.h); kInvalidArgument naming
   // the property that is missing or malformed. Defined in kafka_config.cc
