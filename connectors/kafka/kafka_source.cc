@@ -188,6 +188,12 @@ void KafkaSource::CreateConsumer() {
     throw std::runtime_error(absl::StrCat("cannot create a Kafka consumer for brokers ",
                                           config_.brokers, ": ", error));
   }
+  for (const char* threshold : {"queued.min.messages", "queued.max.messages.kbytes"}) {
+    if (config_.memory_properties.contains(threshold) || config_.kafka_properties.contains(threshold)) {
+      wake_fetchers_ = true;
+    }
+  }
+  if (wake_fetchers_) consumer_queue_ = rd_kafka_queue_get_consumer(consumer_->c_ptr());
 }
 
 void KafkaSource::ResolveOffsets() {
@@ -359,6 +365,7 @@ SourceStatus KafkaSource::PollNext() {
   }
   ThrowIfFatal();
   if (!batch.empty()) EmitAfterCommit(batch);
+  if (wake_fetchers_) MaybeWakeFetchers(/*queue_ran_empty=*/!progress);
   const auto now = Clock::now();
   if (now - last_lag_update_ >= std::chrono::seconds(1)) {
     last_lag_update_ = now;
@@ -549,8 +556,55 @@ std::map<std::pair<std::string, int32_t>, int64_t> KafkaSource::CurrentOffsets()
   return offsets;
 }
 
+void KafkaSource::MaybeWakeFetchers(bool queue_ran_empty) {
+  // Below this peak the queue is not what holds the fetcher back.
+  constexpr size_t kMinPeak = 64;
+  constexpr auto kEmptyWakeInterval = std::chrono::milliseconds(100);
+  const size_t length = rd_kafka_queue_length(consumer_queue_);
+  queue_peak_ = std::max(queue_peak_, length);
+  if (queue_peak_ >= kMinPeak && length <= queue_peak_ / 2) {
+    WakeFetchers();
+    queue_peak_ = length;
+    return;
+  }
+  if (!queue_ran_empty || Clock::now() - last_wake_ < kEmptyWakeInterval) return;
+  // Records wait on the brokers (as last fetched) but none arrive.
+  for (const PartitionState& p : partitions_) {
+    int64_t low = 0;
+    int64_t high = -1;
+    if (!p.done && consumer_->get_watermark_offsets(p.topic, p.partition, &low, &high) == RdKafka::ERR_NO_ERROR &&
+        high > p.next_offset) {
+      WakeFetchers();
+      return;
+    }
+  }
+}
+
+void KafkaSource::WakeFetchers() {
+  // Any request to a broker wakes the consumer's thread for that broker,
+  // which then decides again whether to fetch. ListOffsets for the end
+  // offsets is the cheapest request that reaches every partition's leader.
+  constexpr int kWakeTimeoutMs = 100;
+  last_wake_ = Clock::now();
+  std::vector<RdKafka::TopicPartition*> partitions;
+  partitions.reserve(partitions_.size());
+  for (const PartitionState& p : partitions_) {
+    if (!p.done) partitions.push_back(RdKafka::TopicPartition::create(p.topic, p.partition, -1));
+  }
+  if (partitions.empty()) return;
+  const RdKafka::ErrorCode code = consumer_->offsetsForTimes(partitions, kWakeTimeoutMs);
+  RdKafka::TopicPartition::destroy(partitions);
+  if (code != RdKafka::ERR_NO_ERROR) {
+    log_->debug("{}: waking the fetchers: {}", client_, RdKafka::err2str(code));
+  }
+}
+
 void KafkaSource::Close() {
   if (consumer_ == nullptr) return;
+  if (consumer_queue_ != nullptr) {
+    rd_kafka_queue_destroy(consumer_queue_);
+    consumer_queue_ = nullptr;
+  }
   // No group membership to leave (explicit assignment) and nothing to
   // commit, so this does not wait on the brokers.
   consumer_->close();

@@ -5,6 +5,8 @@
 #ifndef WEIR_CONNECTORS_KAFKA_KAFKA_SOURCE_H_
 #define WEIR_CONNECTORS_KAFKA_KAFKA_SOURCE_H_
 
+#include <librdkafka/rdkafka.h>
+
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -127,6 +129,16 @@ class KafkaSource : public weir::SourceOperator {
   // Sets each partition's lag gauge from the high watermark the consumer
   // last saw (cached by librdkafka; no request to the brokers).
   void UpdateLag();
+  // Small prefetch queues (kafka_memory.h): librdkafka 2.0's fetcher stops
+  // once the consumer queue holds queued.min.messages records or
+  // queued.max.messages.kbytes, and looks again only when its broker thread
+  // next wakes up — up to a second later, an idle second for the source.
+  // This wakes the brokers' threads with a request (ListOffsets for the end
+  // offsets) once the queue has drained to half its last peak, or when the
+  // queue ran empty while records wait on the brokers, so that the fetcher
+  // refills it before it runs dry.
+  void MaybeWakeFetchers(bool queue_ran_empty);
+  void WakeFetchers();
 
   const KafkaSourceConfig config_;
   // Checkpointed offsets: the state, and what was restored from it.
@@ -138,6 +150,13 @@ class KafkaSource : public weir::SourceOperator {
   RecordOutput* output_ = nullptr;
   std::unique_ptr<kafka_internal::ClientEvents> events_;
   std::unique_ptr<RdKafka::KafkaConsumer> consumer_;
+  // MaybeWakeFetchers: on when the prefetch thresholds are not librdkafka's
+  // defaults; the consumer's queue, its largest length since the last wake
+  // and when that was.
+  bool wake_fetchers_ = false;
+  rd_kafka_queue_t* consumer_queue_ = nullptr;
+  size_t queue_peak_ = 0;
+  std::chrono::steady_clock::time_point last_wake_;
   std::vector<PartitionState> partitions_;  // this subtask's, sorted
   size_t last_found_ = 0;                   // Find's guess for the next message
   size_t partitions_left_ = 0;              // bounded mode: not yet done
