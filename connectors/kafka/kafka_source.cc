@@ -1,6 +1,7 @@
 #include "connectors/kafka/kafka_source.h"
 
 #include <librdkafka/rdkafka.h>
+#include <pthread.h>
 #include <librdkafka/rdkafkacpp.h>
 
 #include <algorithm>
@@ -581,26 +582,57 @@ void KafkaSource::MaybeWakeFetchers(bool queue_ran_empty) {
 }
 
 void KafkaSource::WakeFetchers() {
+  last_wake_ = Clock::now();
+  if (!fetcher_waker_.joinable()) {
+    std::vector<std::pair<std::string, int32_t>> partitions;
+    for (const PartitionState& p : partitions_) partitions.emplace_back(p.topic, p.partition);
+    fetcher_waker_ = std::thread([this, partitions = std::move(partitions)]() mutable {
+      RunFetcherWaker(std::move(partitions));
+    });
+  }
+  absl::MutexLock lock(&waker_mutex_);
+  wake_requested_ = true;
+}
+
+void KafkaSource::RunFetcherWaker(std::vector<std::pair<std::string, int32_t>> assigned) {
   // Any request to a broker wakes the consumer's thread for that broker,
   // which then decides again whether to fetch. ListOffsets for the end
   // offsets is the cheapest request that reaches every partition's leader.
-  constexpr int kWakeTimeoutMs = 100;
-  last_wake_ = Clock::now();
-  std::vector<RdKafka::TopicPartition*> partitions;
-  partitions.reserve(partitions_.size());
-  for (const PartitionState& p : partitions_) {
-    if (!p.done) partitions.push_back(RdKafka::TopicPartition::create(p.topic, p.partition, -1));
+  constexpr int kWakeTimeoutMs = 1000;
+  pthread_setname_np(pthread_self(), "kafka-waker");
+  while (true) {
+    {
+      absl::MutexLock lock(&waker_mutex_);
+      waker_mutex_.Await(absl::Condition(
+          +[](KafkaSource* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->waker_mutex_) {
+            return s->wake_requested_ || s->waker_stopping_;
+          },
+          this));
+      if (waker_stopping_) return;
+      wake_requested_ = false;
+    }
+    std::vector<RdKafka::TopicPartition*> partitions;
+    for (const auto& [topic, partition] : assigned) {
+      partitions.push_back(RdKafka::TopicPartition::create(topic, partition, -1));
+    }
+    const RdKafka::ErrorCode code = consumer_->offsetsForTimes(partitions, kWakeTimeoutMs);
+    RdKafka::TopicPartition::destroy(partitions);
+    if (code != RdKafka::ERR_NO_ERROR) log_->debug("{}: waking the fetchers: {}", client_, RdKafka::err2str(code));
   }
-  if (partitions.empty()) return;
-  const RdKafka::ErrorCode code = consumer_->offsetsForTimes(partitions, kWakeTimeoutMs);
-  RdKafka::TopicPartition::destroy(partitions);
-  if (code != RdKafka::ERR_NO_ERROR) {
-    log_->debug("{}: waking the fetchers: {}", client_, RdKafka::err2str(code));
+}
+
+void KafkaSource::StopFetcherWaker() {
+  if (!fetcher_waker_.joinable()) return;
+  {
+    absl::MutexLock lock(&waker_mutex_);
+    waker_stopping_ = true;
   }
+  fetcher_waker_.join();
 }
 
 void KafkaSource::Close() {
   if (consumer_ == nullptr) return;
+  StopFetcherWaker();
   if (consumer_queue_ != nullptr) {
     rd_kafka_queue_destroy(consumer_queue_);
     consumer_queue_ = nullptr;

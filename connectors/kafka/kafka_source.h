@@ -12,10 +12,13 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/logging/logging.h"
 #include "connectors/connector.h"
 #include "connectors/kafka/kafka_client.h"
@@ -77,7 +80,9 @@ struct KafkaSourceConfig {
 // Failures throw std::runtime_error with a message for the user (topic
 // missing, brokers unreachable, a fatal consumer error).
 //
-// Thread-safety: one task thread calls every method (weir/operator.h).
+// Thread-safety: one task thread calls every method (weir/operator.h). With
+// small prefetch queues a thread of its own ("fetcher waker") sends the
+// requests that wake librdkafka's fetchers (MaybeWakeFetchers).
 class KafkaSource : public weir::SourceOperator {
  public:
   explicit KafkaSource(KafkaSourceConfig config);
@@ -136,9 +141,14 @@ class KafkaSource : public weir::SourceOperator {
   // This wakes the brokers' threads with a request (ListOffsets for the end
   // offsets) once the queue has drained to half its last peak, or when the
   // queue ran empty while records wait on the brokers, so that the fetcher
-  // refills it before it runs dry.
+  // refills it before it runs dry. The request is sent by fetcher_waker_,
+  // so the task thread never waits for it.
   void MaybeWakeFetchers(bool queue_ran_empty);
+  // Asks fetcher_waker_ to send a wake-up request (at most one pending).
   void WakeFetchers();
+  // fetcher_waker_'s loop; `partitions` are this subtask's.
+  void RunFetcherWaker(std::vector<std::pair<std::string, int32_t>> partitions);
+  void StopFetcherWaker();
 
   const KafkaSourceConfig config_;
   // Checkpointed offsets: the state, and what was restored from it.
@@ -157,6 +167,12 @@ class KafkaSource : public weir::SourceOperator {
   rd_kafka_queue_t* consumer_queue_ = nullptr;
   size_t queue_peak_ = 0;
   std::chrono::steady_clock::time_point last_wake_;
+  // Sends the wake-up requests; consumer_ outlives it (StopFetcherWaker
+  // joins it before the consumer closes).
+  std::thread fetcher_waker_;
+  absl::Mutex waker_mutex_;
+  bool wake_requested_ ABSL_GUARDED_BY(waker_mutex_) = false;
+  bool waker_stopping_ ABSL_GUARDED_BY(waker_mutex_) = false;
   std::vector<PartitionState> partitions_;  // this subtask's, sorted
   size_t last_found_ = 0;                   // Find's guess for the next message
   size_t partitions_left_ = 0;              // bounded mode: not yet done
