@@ -68,8 +68,8 @@ absl::StatusOr<KafkaClientMemory> KafkaClientMemory::Divide(int64_t budget_bytes
   if (per_client < kMinKafkaClientMemoryBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         k::kTaskOffHeapSize, " is ", budget_bytes, " bytes, which leaves ", per_client,
-        " bytes to each Kafka client of the ", slots, " slots (", k::kTaskManagerSlots,
-        "; a slot's share is split between its Kafka source and its Kafka sink); a client needs at least ",
+        " bytes to each Kafka client with ", k::kTaskManagerSlots, " = ", slots,
+        " (a slot's share is split between its Kafka source and its Kafka sink); a client needs at least ",
         kMinKafkaClientMemoryBytes, " bytes: raise ", k::kTaskOffHeapSize, " to at least ",
         kMinKafkaClientMemoryBytes * 2 * slots, " bytes, lower ", k::kTaskManagerSlots,
         ", or set it to 0 to keep librdkafka's own buffer sizes"));
