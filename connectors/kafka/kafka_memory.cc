@@ -31,6 +31,8 @@ constexpr int64_t kResponseFramingBytes = 512;
 constexpr int64_t kBytesPerBufferedRecord = 256;
 constexpr int64_t kMinBufferedRecords = 1000;
 constexpr int64_t kMinBatchBytes = 16 * 1024;
+constexpr int64_t kDefaultBatchMessages = 10000;
+constexpr int64_t kBatchesPerQueue = 8;
 
 // The job's value of `name` as an integer, if it sets one. Values were
 // checked against their ranges before (kafka_properties.cc).
@@ -165,12 +167,20 @@ absl::StatusOr<Properties> ProducerMemoryProperties(int64_t budget_bytes, const 
     const int64_t bytes = std::max(queue_bytes, message_max);
     derived["queue.buffering.max.kbytes"] = absl::StrCat(std::min<int64_t>((bytes + 1023) / 1024, kInt32Max));
   }
-  if (!Sets(job, "queue.buffering.max.messages")) {
-    derived["queue.buffering.max.messages"] =
-        absl::StrCat(std::clamp(queue_bytes / kBytesPerBufferedRecord, kMinBufferedRecords, kInt32Max));
-  }
+  const int64_t queue_messages =
+      JobInt(job, "queue.buffering.max.messages")
+          .value_or(std::clamp(queue_bytes / kBytesPerBufferedRecord, kMinBufferedRecords, kInt32Max));
+  if (!Sets(job, "queue.buffering.max.messages")) derived["queue.buffering.max.messages"] = absl::StrCat(queue_messages);
+  // A batch is sent when it is full or has lingered linger.ms (100 ms in
+  // the exactly-once sink). Batches of an eighth of the queue fill before
+  // the queue does for up to 8 partitions; larger ones would leave a full
+  // queue waiting for the linger time, the sink blocked.
   if (!Sets(job, "batch.size")) {
-    derived["batch.size"] = absl::StrCat(std::clamp(budget_bytes / 8, kMinBatchBytes, kDefaultBatchSize));
+    derived["batch.size"] = absl::StrCat(std::clamp(queue_bytes / kBatchesPerQueue, kMinBatchBytes, kDefaultBatchSize));
+  }
+  if (!Sets(job, "batch.num.messages") && queue_messages > 0) {
+    derived["batch.num.messages"] =
+        absl::StrCat(std::clamp<int64_t>(queue_messages / kBatchesPerQueue, 1, kDefaultBatchMessages));
   }
   return derived;
 }

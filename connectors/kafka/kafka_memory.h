@@ -71,7 +71,8 @@ struct KafkaClientMemory {
 absl::StatusOr<Properties> ConsumerMemoryProperties(int64_t budget_bytes, const Properties& job_properties);
 
 // The same for a producer within `budget_bytes`: queue.buffering.max.kbytes,
-// queue.buffering.max.messages and batch.size.
+// queue.buffering.max.messages, batch.size and batch.num.messages (an
+// eighth of the queue each, so that batches fill before the queue does).
 absl::StatusOr<Properties> ProducerMemoryProperties(int64_t budget_bytes, const Properties& job_properties);
 
 // Checks the sizing properties a job sets on a Kafka source (without the

@@ -34,7 +34,9 @@ int64_t Int(const Properties& properties, const std::string& name) {
   int64_t value = -1;
   auto it = properties.find(name);
   EXPECT_NE(it, properties.end()) << name;
-  if (it != properties.end()) EXPECT_TRUE(absl::SimpleAtoi(it->second, &value)) << it->second;
+  if (it != properties.end()) {
+    EXPECT_TRUE(absl::SimpleAtoi(it->second, &value)) << it->second;
+  }
   return value;
 }
 
@@ -146,13 +148,17 @@ TEST(KafkaMemoryTest, ProducerPropertiesFitTheBudgetAndEachOther) {
     EXPECT_GE(Int(*derived, "queue.buffering.max.messages"), 1000);
     EXPECT_LE(Int(*derived, "batch.size"), 1000000);
     EXPECT_GE(Int(*derived, "batch.size"), 16 * 1024);
+    // Batches fill before the queue does (for up to 8 partitions).
+    EXPECT_LE(Int(*derived, "batch.size") * 8, std::max<int64_t>(queue_kbytes * 1024, 8 * 16 * 1024));
+    EXPECT_LE(Int(*derived, "batch.num.messages") * 8, Int(*derived, "queue.buffering.max.messages"));
     EXPECT_EQ(LibrdkafkaRefusal(*derived, /*consumer=*/false), "");
   }
   auto two = ProducerMemoryProperties(2 * kMiB, {});
   ASSERT_TRUE(two.ok());
   EXPECT_EQ(Int(*two, "queue.buffering.max.kbytes"), 1024);
   EXPECT_EQ(Int(*two, "queue.buffering.max.messages"), 4096);
-  EXPECT_EQ(Int(*two, "batch.size"), 262144);
+  EXPECT_EQ(Int(*two, "batch.size"), 131072);
+  EXPECT_EQ(Int(*two, "batch.num.messages"), 512);
 }
 
 TEST(KafkaMemoryTest, TheJobsOwnPropertiesWin) {
