@@ -559,22 +559,27 @@ std::map<std::pair<std::string, int32_t>, int64_t> KafkaSource::CurrentOffsets()
 
 void KafkaSource::MaybeWakeFetchers(bool queue_ran_empty) {
   // Below this peak the queue is not what holds the fetcher back.
-  constexpr size_t kMinPeak = 64;
-  constexpr auto kEmptyWakeInterval = std::chrono::milliseconds(100);
+  constexpr size_t kMinPeak = 8;
   const size_t length = rd_kafka_queue_length(consumer_queue_);
   queue_peak_ = std::max(queue_peak_, length);
+  if (!queue_ran_empty) idle_wake_sent_ = false;
   if (queue_peak_ >= kMinPeak && length <= queue_peak_ / 2) {
     WakeFetchers();
     queue_peak_ = length;
     return;
   }
-  if (!queue_ran_empty || Clock::now() - last_wake_ < kEmptyWakeInterval) return;
-  // Records wait on the brokers (as last fetched) but none arrive.
+  // The queue ran empty while records wait on the brokers (as last
+  // fetched): wake the fetchers once. One wake-up makes them look again,
+  // and with an empty queue they keep fetching; so an idle source (or one
+  // whose partitions end in a transaction marker, which the high watermark
+  // counts) sends no more until records arrive again.
+  if (!queue_ran_empty || idle_wake_sent_) return;
   for (const PartitionState& p : partitions_) {
     int64_t low = 0;
     int64_t high = -1;
     if (!p.done && consumer_->get_watermark_offsets(p.topic, p.partition, &low, &high) == RdKafka::ERR_NO_ERROR &&
         high > p.next_offset) {
+      idle_wake_sent_ = true;
       WakeFetchers();
       return;
     }
@@ -582,7 +587,6 @@ void KafkaSource::MaybeWakeFetchers(bool queue_ran_empty) {
 }
 
 void KafkaSource::WakeFetchers() {
-  last_wake_ = Clock::now();
   if (!fetcher_waker_.joinable()) {
     std::vector<std::pair<std::string, int32_t>> partitions;
     for (const PartitionState& p : partitions_) partitions.emplace_back(p.topic, p.partition);

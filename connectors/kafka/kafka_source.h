@@ -139,9 +139,9 @@ class KafkaSource : public weir::SourceOperator {
   // queued.max.messages.kbytes, and looks again only when its broker thread
   // next wakes up — up to a second later, an idle second for the source.
   // This wakes the brokers' threads with a request (ListOffsets for the end
-  // offsets) once the queue has drained to half its last peak, or when the
-  // queue ran empty while records wait on the brokers, so that the fetcher
-  // refills it before it runs dry. The request is sent by fetcher_waker_,
+  // offsets) once the queue has drained to half its last peak, or once when
+  // the queue ran empty while records wait on the brokers, so that the
+  // fetcher refills it before it runs dry. The request is sent by fetcher_waker_,
   // so the task thread never waits for it.
   void MaybeWakeFetchers(bool queue_ran_empty);
   // Asks fetcher_waker_ to send a wake-up request (at most one pending).
@@ -166,7 +166,7 @@ class KafkaSource : public weir::SourceOperator {
   bool wake_fetchers_ = false;
   rd_kafka_queue_t* consumer_queue_ = nullptr;
   size_t queue_peak_ = 0;
-  std::chrono::steady_clock::time_point last_wake_;
+  bool idle_wake_sent_ = false;  // since the last record
   // Sends the wake-up requests; consumer_ outlives it (StopFetcherWaker
   // joins it before the consumer closes).
   std::thread fetcher_waker_;
