@@ -1,8 +1,8 @@
 #include "connectors/kafka/kafka_source.h"
 
 #include <librdkafka/rdkafka.h>
-#include <pthread.h>
 #include <librdkafka/rdkafkacpp.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <map>

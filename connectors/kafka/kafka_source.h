@@ -141,8 +141,8 @@ class KafkaSource : public weir::SourceOperator {
   // This wakes the brokers' threads with a request (ListOffsets for the end
   // offsets) once the queue has drained to half its last peak, or once when
   // the queue ran empty while records wait on the brokers, so that the
-  // fetcher refills it before it runs dry. The request is sent by fetcher_waker_,
-  // so the task thread never waits for it.
+  // fetcher refills it before it runs dry. fetcher_waker_ sends the
+  // request, so the task thread never waits for it.
   void MaybeWakeFetchers(bool queue_ran_empty);
   // Asks fetcher_waker_ to send a wake-up request (at most one pending).
   void WakeFetchers();
