@@ -1,6 +1,8 @@
 #include "connectors/builtin.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/check.h"
+#include "common/status_macros.h"
 #include "connectors/kafka/kafka_connectors.h"
 #include "connectors/kafka/kafka_memory.h"
 #include "connectors/kafka/kafka_properties.h"
@@ -26,8 +28,15 @@ ConnectorRegistry BuiltinConnectors(const config::Configuration& cluster) {
   return registry;
 }
 
-absl::Status CheckConnectorMemory(const config::Configuration& cluster) {
-  return KafkaClientMemory::FromConfig(cluster).status();
+absl::StatusOr<std::string> DescribeConnectorMemory(const config::Configuration& cluster) {
+  namespace k = config::keys;
+  ASSIGN_OR_RETURN(const KafkaClientMemory memory, KafkaClientMemory::FromConfig(cluster));
+  if (memory.unlimited()) {
+    return absl::StrCat("Kafka clients keep librdkafka's own buffer sizes (", k::kTaskOffHeapSize, " = 0)");
+  }
+  return absl::StrCat("Kafka clients buffer up to ", memory.consumer_bytes, " bytes per source subtask and ",
+                      memory.producer_bytes, " bytes per sink producer (", k::kTaskOffHeapSize, " over ",
+                      k::kTaskManagerSlots, " = ", cluster.GetInt(k::kTaskManagerSlots), ")");
 }
 
 }  // namespace weir::connectors

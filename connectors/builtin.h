@@ -6,7 +6,9 @@
 #ifndef WEIR_CONNECTORS_BUILTIN_H_
 #define WEIR_CONNECTORS_BUILTIN_H_
 
-#include "absl/status/status.h"
+#include <string>
+
+#include "absl/status/statusor.h"
 #include "common/config/configuration.h"
 #include "connectors/registry.h"
 
@@ -20,9 +22,11 @@ namespace weir::connectors {
 // CheckConnectorMemory reports).
 ConnectorRegistry BuiltinConnectors(const config::Configuration& cluster);
 
-// Whether the connectors' memory settings of `cluster` work together (a
-// TaskManager checks this at start): kInvalidArgument naming the keys.
-absl::Status CheckConnectorMemory(const config::Configuration& cluster);
+// What the connectors' clients may buffer under `cluster`'s settings, for
+// the TaskManager's start-up log ("Kafka clients buffer up to ..."), or
+// kInvalidArgument naming the keys when the settings do not work together
+// (a TaskManager then refuses to start).
+absl::StatusOr<std::string> DescribeConnectorMemory(const config::Configuration& cluster);
 
 }  // namespace weir::connectors
 
