@@ -3,7 +3,7 @@
 // topic and the same partition count, in one run.
 //
 //   bench/run.sh [--records N] [--value-bytes B] [--partitions P] [--parallelism K]
-//                [--checkpoint-ms M]
+//                [--checkpoint-ms M] [--cluster-config -Dk=v,...]
 //
 // Prints records/s for both and their ratio (weir / baseline). With
 // --checkpoint-ms, Weir also runs with checkpoints every M ms, at-least-once
@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -35,6 +36,7 @@ struct Flags {
   int partitions = 4;
   int parallelism = 1;
   int64_t checkpoint_ms = 0;  // 0: only the run without checkpoints
+  std::vector<std::string> cluster_config;  // -Dkey=value for every daemon
 };
 
 std::unique_ptr<RdKafka::Conf> Conf(const std::map<std::string, std::string>& props) {
@@ -99,6 +101,7 @@ int main(int argc, char** argv) {
   parser.Int("--partitions", &flags.partitions);
   parser.Int("--parallelism", &flags.parallelism);
   parser.Int("--checkpoint-ms", &flags.checkpoint_ms);
+  parser.List("--cluster-config", &flags.cluster_config);
   if (!parser.Parse(argc, argv)) return 2;
   std::string bootstrap = weir::test::TestKafkaBootstrap();
   if (bootstrap.empty()) return 1;
@@ -124,7 +127,8 @@ int main(int argc, char** argv) {
 
   double baseline_s = BaselineCopy(bootstrap, in, out_base, flags.partitions, flags.records);
 
-  weir::testing::LocalCluster cluster({.taskmanagers = 1, .slots_per_taskmanager = flags.parallelism});
+  weir::testing::LocalCluster cluster(
+      {.taskmanagers = 1, .slots_per_taskmanager = flags.parallelism, .config = flags.cluster_config});
   cluster.Start();
   // Runs kafka_copy over the input into a new topic; the seconds from
   // submission to FINISHED, or a negative number on failure.

@@ -10,6 +10,7 @@
 #                      [--window-s S] [--idle-ms I] [--baseline-jobmanager PATH] [--keep-logs DIR]
 #     (no broker; --baseline fleet builds the JobManager of git revision REV into build-baseline/ and passes it:
 #      bench/run.sh fleet --baseline REV [flags])
+#   bench/run.sh memory [--records N] [--parallelism K] [--rounds R] [--budget SIZE] [--jobs copy,keyed]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh >/dev/null
@@ -47,6 +48,7 @@ case "${1:-}" in
   checkpoint) bench=checkpoint_bench; shift ;;
   latency) bench=latency_bench; shift ;;
   sinks) bench=sink_bench; shift ;;
+  memory) bench=memory_bench; shift ;;
 esac
 # checkpoint --flink: the same job on Apache Flink beside Weir's (bench/flink).
 args=()

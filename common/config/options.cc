@@ -224,6 +224,19 @@ constexpr std::array kOptions = {
                .scope = kTaskManager,
                .min_value = 1,
                .max_value = 1 << 20},
+    OptionSpec{.key = keys::kTaskOffHeapSize,
+               .type = OptionType::kMemorySize,
+               .default_value = "8 mb",
+               .description = "Memory the tasks' connector clients may buffer records in, for the whole "
+                              "TaskManager: divided evenly among the slots, and a slot's share evenly between "
+                              "the Kafka source and the Kafka sink subtask it runs. Weir sizes librdkafka's "
+                              "prefetch (queued.max.messages.kbytes, queued.min.messages, fetch.max.bytes, "
+                              "max.partition.fetch.bytes) and producer queue (queue.buffering.max.kbytes, "
+                              "queue.buffering.max.messages, batch.size, batch.num.messages) from it; a kafka.<name> property of the "
+                              "job wins. At least 512 kb per slot; 0 keeps librdkafka's own sizes (up to 64 MB "
+                              "prefetched per source subtask, 1 GB queued per producer).",
+               .scope = kTaskManager,
+               .min_value = 0},
     OptionSpec{.key = keys::kCancelTimeout,
                .type = OptionType::kDuration,
                .default_value = "30 s",

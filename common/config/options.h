@@ -90,6 +90,7 @@ inline constexpr absl::string_view kSegmentSize = "taskmanager.memory.segment-si
 inline constexpr absl::string_view kNetworkServerThreads = "taskmanager.network.netty.server.numThreads";
 inline constexpr absl::string_view kNetworkClientThreads = "taskmanager.network.netty.client.numThreads";
 inline constexpr absl::string_view kNetworkMaxWaitingSubscriptions = "taskmanager.network.max-waiting-subscriptions";
+inline constexpr absl::string_view kTaskOffHeapSize = "taskmanager.memory.task.off-heap.size";
 inline constexpr absl::string_view kCancelTimeout = "task.cancellation.timeout";
 inline constexpr absl::string_view kAuthTokenFile = "security.auth.token-file";
 inline constexpr absl::string_view kKafkaAllowedProperties = "security.kafka.allowed-properties";

@@ -17,6 +17,7 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "connectors/kafka/kafka_connectors.h"
+#include "connectors/kafka/kafka_memory.h"
 #include "connectors/kafka/kafka_properties.h"
 #include "connectors/kafka/kafka_sink.h"
 #include "connectors/kafka/kafka_source.h"
@@ -258,6 +259,7 @@ absl::StatusOr<KafkaSourceConfig> KafkaSourceConfig::FromProperties(const Proper
        {"enable.auto.commit", managed},
        {"enable.partition.eof", managed}},
       policy));
+  RETURN_IF_ERROR(CheckConsumerMemoryProperties(connector, config.kafka_properties));
   return config;
 }
 
@@ -303,6 +305,7 @@ absl::StatusOr<KafkaSinkConfig> KafkaSinkConfig::FromProperties(const Properties
 
   RETURN_IF_ERROR(CheckKafkaProperties(
       connector, config.kafka_properties, SinkReservedProperties(config.guarantee), policy));
+  RETURN_IF_ERROR(CheckProducerMemoryProperties(connector, config.kafka_properties));
   return config;
 }
 

@@ -21,6 +21,8 @@ absl::StatusOr<std::unique_ptr<weir::SourceOperator>> KafkaSourceConnector::Crea
     const Properties& properties, const SourceContext& context) const {
   ASSIGN_OR_RETURN(KafkaSourceConfig config, KafkaSourceConfig::FromProperties(properties, policy_));
   if (context.job_at_most_once && !properties.contains("at-most-once")) config.at_most_once = true;
+  ASSIGN_OR_RETURN(config.memory_properties,
+                   ConsumerMemoryProperties(memory_.consumer_bytes, config.kafka_properties));
   return std::make_unique<KafkaSource>(std::move(config));
 }
 
@@ -71,15 +73,18 @@ std::optional<ExclusiveNameClaim> KafkaSinkConnector::ExclusiveName(const Proper
 absl::StatusOr<std::unique_ptr<weir::StreamOperator>> KafkaSinkConnector::CreateSink(
     const Properties& properties) const {
   ASSIGN_OR_RETURN(KafkaSinkConfig config, KafkaSinkConfig::FromProperties(properties, policy_));
+  ASSIGN_OR_RETURN(config.memory_properties,
+                   ProducerMemoryProperties(memory_.producer_bytes, config.kafka_properties));
   if (config.guarantee == kafka::Guarantee::kExactlyOnce) {
     return std::make_unique<KafkaTransactionalSink>(std::move(config));
   }
   return std::make_unique<KafkaSink>(std::move(config));
 }
 
-absl::Status RegisterKafkaConnectors(ConnectorRegistry* registry, KafkaPropertyPolicy policy) {
-  RETURN_IF_ERROR(registry->Register(kKafkaSourceConnector, std::make_unique<KafkaSourceConnector>(policy)));
-  return registry->Register(kKafkaSinkConnector, std::make_unique<KafkaSinkConnector>(std::move(policy)));
+absl::Status RegisterKafkaConnectors(ConnectorRegistry* registry, KafkaPropertyPolicy policy,
+                                     KafkaClientMemory memory) {
+  RETURN_IF_ERROR(registry->Register(kKafkaSourceConnector, std::make_unique<KafkaSourceConnector>(policy, memory)));
+  return registry->Register(kKafkaSinkConnector, std::make_unique<KafkaSinkConnector>(std::move(policy), memory));
 }
 
 }  // namespace weir::connectors

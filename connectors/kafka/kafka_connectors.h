@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "connectors/connector.h"
+#include "connectors/kafka/kafka_memory.h"
 #include "connectors/kafka/kafka_properties.h"
 #include "connectors/registry.h"
 #include "weir/operator.h"
@@ -35,7 +36,9 @@ inline constexpr char kKafkaSinkConnector[] = "kafka-sink";
 // "kafka-source": a KafkaSource (kafka_source.h).
 class KafkaSourceConnector final : public Connector {
  public:
-  explicit KafkaSourceConnector(KafkaPropertyPolicy policy = {}) : policy_(std::move(policy)) {}
+  // `memory`: what the consumer of each source subtask may buffer.
+  explicit KafkaSourceConnector(KafkaPropertyPolicy policy = {}, KafkaClientMemory memory = {})
+      : policy_(std::move(policy)), memory_(memory) {}
 
   Kind kind() const override { return Kind::kSource; }
   // KafkaSourceConfig::FromProperties: kInvalidArgument naming the property.
@@ -48,13 +51,16 @@ class KafkaSourceConnector final : public Connector {
 
  private:
   const KafkaPropertyPolicy policy_;
+  const KafkaClientMemory memory_;
 };
 
 // "kafka-sink": a KafkaSink, or a KafkaTransactionalSink for guarantee
 // exactly-once (kafka_sink.h, kafka_transactional_sink.h).
 class KafkaSinkConnector final : public Connector {
  public:
-  explicit KafkaSinkConnector(KafkaPropertyPolicy policy = {}) : policy_(std::move(policy)) {}
+  // `memory`: what each producer of a sink subtask may buffer.
+  explicit KafkaSinkConnector(KafkaPropertyPolicy policy = {}, KafkaClientMemory memory = {})
+      : policy_(std::move(policy)), memory_(memory) {}
 
   Kind kind() const override { return Kind::kSink; }
   // KafkaSinkConfig::FromProperties: kInvalidArgument naming the property;
@@ -71,11 +77,13 @@ class KafkaSinkConnector final : public Connector {
 
  private:
   const KafkaPropertyPolicy policy_;
+  const KafkaClientMemory memory_;
 };
 
-// Registers "kafka-source" and "kafka-sink" with `policy`; kAlreadyExists
-// when `registry` has either name.
-absl::Status RegisterKafkaConnectors(ConnectorRegistry* registry, KafkaPropertyPolicy policy = {});
+// Registers "kafka-source" and "kafka-sink" with `policy` and the clients'
+// `memory`; kAlreadyExists when `registry` has either name.
+absl::Status RegisterKafkaConnectors(ConnectorRegistry* registry, KafkaPropertyPolicy policy = {},
+                                     KafkaClientMemory memory = {});
 
 }  // namespace weir::connectors
 

@@ -54,6 +54,7 @@ void KafkaSink::Open(OperatorContext& context, RecordOutput* output) {
   SetOrThrow(*conf, "client.id", "weir-kafka-sink");
   SetOrThrow(*conf, "partitioner", "murmur2_random");
   if (!at_least_once) SetOrThrow(*conf, "acks", "1");
+  for (const auto& [name, value] : config_.memory_properties) SetOrThrow(*conf, name, value);
   for (const auto& [name, value] : config_.kafka_properties) SetOrThrow(*conf, name, value);
   // What the guarantee relies on; FromProperties refuses extras for these.
   SetOrThrow(*conf, "bootstrap.servers", config_.brokers);

@@ -27,6 +27,10 @@ struct KafkaSinkConfig {
   // (property 'transactional.id.prefix').
   std::string transactional_id_prefix;
   Properties kafka_properties;  // the kafka.* extras, without the prefix
+  // The librdkafka properties that size each producer within the
+  // TaskManager's budget (kafka_memory.h); none of them is in
+  // kafka_properties. Set by the connector when it creates the sink.
+  Properties memory_properties;
 
   // Parses `properties` (see kafka_connectors.h); kInvalidArgument naming
   // the property that is missing or malformed. Defined in kafka_config.cc

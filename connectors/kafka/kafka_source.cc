@@ -2,6 +2,7 @@
 
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafkacpp.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <map>
@@ -170,6 +171,7 @@ void KafkaSource::CreateConsumer() {
   // A committed offset that no longer exists (retention) restarts at the
   // oldest record rather than skipping to the newest.
   SetOrThrow(*conf, "auto.offset.reset", "earliest");
+  for (const auto& [name, value] : config_.memory_properties) SetOrThrow(*conf, name, value);
   for (const auto& [name, value] : config_.kafka_properties) SetOrThrow(*conf, name, value);
   // What the source relies on; FromProperties refuses extras for these.
   SetOrThrow(*conf, "bootstrap.servers", config_.brokers);
@@ -187,6 +189,12 @@ void KafkaSource::CreateConsumer() {
     throw std::runtime_error(absl::StrCat("cannot create a Kafka consumer for brokers ",
                                           config_.brokers, ": ", error));
   }
+  for (const char* threshold : {"queued.min.messages", "queued.max.messages.kbytes"}) {
+    if (config_.memory_properties.contains(threshold) || config_.kafka_properties.contains(threshold)) {
+      wake_fetchers_ = true;
+    }
+  }
+  if (wake_fetchers_) consumer_queue_ = rd_kafka_queue_get_consumer(consumer_->c_ptr());
 }
 
 void KafkaSource::ResolveOffsets() {
@@ -358,6 +366,7 @@ SourceStatus KafkaSource::PollNext() {
   }
   ThrowIfFatal();
   if (!batch.empty()) EmitAfterCommit(batch);
+  if (wake_fetchers_) MaybeWakeFetchers(/*queue_ran_empty=*/!progress);
   const auto now = Clock::now();
   if (now - last_lag_update_ >= std::chrono::seconds(1)) {
     last_lag_update_ = now;
@@ -548,8 +557,90 @@ std::map<std::pair<std::string, int32_t>, int64_t> KafkaSource::CurrentOffsets()
   return offsets;
 }
 
+void KafkaSource::MaybeWakeFetchers(bool queue_ran_empty) {
+  // Below this peak the queue is not what holds the fetcher back.
+  constexpr size_t kMinPeak = 8;
+  const size_t length = rd_kafka_queue_length(consumer_queue_);
+  queue_peak_ = std::max(queue_peak_, length);
+  if (!queue_ran_empty) idle_wake_sent_ = false;
+  if (queue_peak_ >= kMinPeak && length <= queue_peak_ / 2) {
+    WakeFetchers();
+    queue_peak_ = length;
+    return;
+  }
+  // The queue ran empty while records wait on the brokers (as last
+  // fetched): wake the fetchers once. One wake-up makes them look again,
+  // and with an empty queue they keep fetching; so an idle source (or one
+  // whose partitions end in a transaction marker, which the high watermark
+  // counts) sends no more until records arrive again.
+  if (!queue_ran_empty || idle_wake_sent_) return;
+  for (const PartitionState& p : partitions_) {
+    int64_t low = 0;
+    int64_t high = -1;
+    if (!p.done && consumer_->get_watermark_offsets(p.topic, p.partition, &low, &high) == RdKafka::ERR_NO_ERROR &&
+        high > p.next_offset) {
+      idle_wake_sent_ = true;
+      WakeFetchers();
+      return;
+    }
+  }
+}
+
+void KafkaSource::WakeFetchers() {
+  if (!fetcher_waker_.joinable()) {
+    std::vector<std::pair<std::string, int32_t>> partitions;
+    for (const PartitionState& p : partitions_) partitions.emplace_back(p.topic, p.partition);
+    fetcher_waker_ = std::thread([this, partitions = std::move(partitions)]() mutable {
+      RunFetcherWaker(std::move(partitions));
+    });
+  }
+  absl::MutexLock lock(&waker_mutex_);
+  wake_requested_ = true;
+}
+
+void KafkaSource::RunFetcherWaker(std::vector<std::pair<std::string, int32_t>> assigned) {
+  // Any request to a broker wakes the consumer's thread for that broker,
+  // which then decides again whether to fetch. ListOffsets for the end
+  // offsets is the cheapest request that reaches every partition's leader.
+  constexpr int kWakeTimeoutMs = 1000;
+  pthread_setname_np(pthread_self(), "kafka-waker");
+  while (true) {
+    {
+      absl::MutexLock lock(&waker_mutex_);
+      waker_mutex_.Await(absl::Condition(
+          +[](KafkaSource* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->waker_mutex_) {
+            return s->wake_requested_ || s->waker_stopping_;
+          },
+          this));
+      if (waker_stopping_) return;
+      wake_requested_ = false;
+    }
+    std::vector<RdKafka::TopicPartition*> partitions;
+    for (const auto& [topic, partition] : assigned) {
+      partitions.push_back(RdKafka::TopicPartition::create(topic, partition, -1));
+    }
+    const RdKafka::ErrorCode code = consumer_->offsetsForTimes(partitions, kWakeTimeoutMs);
+    RdKafka::TopicPartition::destroy(partitions);
+    if (code != RdKafka::ERR_NO_ERROR) log_->debug("{}: waking the fetchers: {}", client_, RdKafka::err2str(code));
+  }
+}
+
+void KafkaSource::StopFetcherWaker() {
+  if (!fetcher_waker_.joinable()) return;
+  {
+    absl::MutexLock lock(&waker_mutex_);
+    waker_stopping_ = true;
+  }
+  fetcher_waker_.join();
+}
+
 void KafkaSource::Close() {
   if (consumer_ == nullptr) return;
+  StopFetcherWaker();
+  if (consumer_queue_ != nullptr) {
+    rd_kafka_queue_destroy(consumer_queue_);
+    consumer_queue_ = nullptr;
+  }
   // No group membership to leave (explicit assignment) and nothing to
   // commit, so this does not wait on the brokers.
   consumer_->close();

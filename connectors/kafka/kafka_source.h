@@ -5,15 +5,20 @@
 #ifndef WEIR_CONNECTORS_KAFKA_KAFKA_SOURCE_H_
 #define WEIR_CONNECTORS_KAFKA_KAFKA_SOURCE_H_
 
+#include <librdkafka/rdkafka.h>
+
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/logging/logging.h"
 #include "connectors/connector.h"
 #include "connectors/kafka/kafka_client.h"
@@ -43,6 +48,10 @@ struct KafkaSourceConfig {
   // "weir-<source name>-<topics>".
   bool at_most_once = false;
   Properties kafka_properties;  // the kafka.* extras, without the prefix
+  // The librdkafka properties that size the consumer within the
+  // TaskManager's budget (kafka_memory.h); none of them is in
+  // kafka_properties. Set by the connector when it creates the source.
+  Properties memory_properties;
 
   // Parses `properties` (see kafka_connectors.h); kInvalidArgument naming
   // the property that is missing or malformed. Defined in kafka_config.cc
@@ -71,7 +80,9 @@ struct KafkaSourceConfig {
 // Failures throw std::runtime_error with a message for the user (topic
 // missing, brokers unreachable, a fatal consumer error).
 //
-// Thread-safety: one task thread calls every method (weir/operator.h).
+// Thread-safety: one task thread calls every method (weir/operator.h). With
+// small prefetch queues a thread of its own ("fetcher waker") sends the
+// requests that wake librdkafka's fetchers (MaybeWakeFetchers).
 class KafkaSource : public weir::SourceOperator {
  public:
   explicit KafkaSource(KafkaSourceConfig config);
@@ -123,6 +134,21 @@ class KafkaSource : public weir::SourceOperator {
   // Sets each partition's lag gauge from the high watermark the consumer
   // last saw (cached by librdkafka; no request to the brokers).
   void UpdateLag();
+  // Small prefetch queues (kafka_memory.h): librdkafka 2.0's fetcher stops
+  // once the consumer queue holds queued.min.messages records or
+  // queued.max.messages.kbytes, and looks again only when its broker thread
+  // next wakes up — up to a second later, an idle second for the source.
+  // This wakes the brokers' threads with a request (ListOffsets for the end
+  // offsets) once the queue has drained to half its last peak, or once when
+  // the queue ran empty while records wait on the brokers, so that the
+  // fetcher refills it before it runs dry. fetcher_waker_ sends the
+  // request, so the task thread never waits for it.
+  void MaybeWakeFetchers(bool queue_ran_empty);
+  // Asks fetcher_waker_ to send a wake-up request (at most one pending).
+  void WakeFetchers();
+  // fetcher_waker_'s loop; `partitions` are this subtask's.
+  void RunFetcherWaker(std::vector<std::pair<std::string, int32_t>> partitions);
+  void StopFetcherWaker();
 
   const KafkaSourceConfig config_;
   // Checkpointed offsets: the state, and what was restored from it.
@@ -134,6 +160,19 @@ class KafkaSource : public weir::SourceOperator {
   RecordOutput* output_ = nullptr;
   std::unique_ptr<kafka_internal::ClientEvents> events_;
   std::unique_ptr<RdKafka::KafkaConsumer> consumer_;
+  // MaybeWakeFetchers: on when the prefetch thresholds are not librdkafka's
+  // defaults; the consumer's queue, its largest length since the last wake
+  // and when that was.
+  bool wake_fetchers_ = false;
+  rd_kafka_queue_t* consumer_queue_ = nullptr;
+  size_t queue_peak_ = 0;
+  bool idle_wake_sent_ = false;  // since the last record
+  // Sends the wake-up requests; consumer_ outlives it (StopFetcherWaker
+  // joins it before the consumer closes).
+  std::thread fetcher_waker_;
+  absl::Mutex waker_mutex_;
+  bool wake_requested_ ABSL_GUARDED_BY(waker_mutex_) = false;
+  bool waker_stopping_ ABSL_GUARDED_BY(waker_mutex_) = false;
   std::vector<PartitionState> partitions_;  // this subtask's, sorted
   size_t last_found_ = 0;                   // Find's guess for the next message
   size_t partitions_left_ = 0;              // bounded mode: not yet done

@@ -369,6 +369,7 @@ absl::Status KafkaTransactionalSink::Prepare(Slot& slot, bool learn_id) const {
     SetOrThrow(*conf, "partitioner", "murmur2_random");
     SetOrThrow(*conf, "transaction.timeout.ms", absl::StrCat(kDefaultTransactionTimeoutMs));
     SetOrThrow(*conf, "linger.ms", kTransactionalLingerMs);
+    for (const auto& [name, value] : config_.memory_properties) SetOrThrow(*conf, name, value);
     for (const auto& [name, value] : config_.kafka_properties) SetOrThrow(*conf, name, value);
     SetOrThrow(*conf, "bootstrap.servers", config_.brokers);
     SetOrThrow(*conf, "transactional.id", slot.transactional_id);

@@ -632,6 +632,60 @@ TEST_F(KafkaConnectorTest, ReadCommittedSkipsAbortedTransactionsAndStillEnds) {
   EXPECT_EQ(abort_error, nullptr) << abort_error->str();
 }
 
+// The smallest memory budget a client may get (taskmanager.memory.task.off-heap.size
+// divided among slots, source and sink): the prefetch queue holds 1000
+// records, so the source's consumer stops fetching and is woken up again
+// many times over 20000 records. Every record still arrives once, in each
+// partition's order, and the sink, with its queue at the same budget,
+// delivers all of them.
+TEST_F(KafkaConnectorTest, SmallestMemoryBudgetStillCopiesEveryRecordOnce) {
+  constexpr int kPartitions = 2;
+  constexpr int kRecords = 20000;
+  const std::string in = NewTopic("weir-source-small-budget", kPartitions);
+  const std::string out = NewTopic("weir-sink-small-budget", kPartitions);
+  std::vector<TestRecord> produced;
+  for (int i = 0; i < kRecords; ++i) {
+    produced.push_back({.partition = i % kPartitions, .key = absl::StrCat("key-", i), .value = absl::StrCat("value-", i)});
+  }
+  ASSERT_NO_FATAL_FAILURE(Produce(bootstrap_, in, produced));
+
+  const KafkaClientMemory memory{.consumer_bytes = kMinKafkaClientMemoryBytes,
+                                 .producer_bytes = kMinKafkaClientMemoryBytes};
+  const KafkaSourceConnector source_connector({}, memory);
+  const KafkaSinkConnector sink_connector({}, memory);
+  auto created_source = source_connector.CreateSource(
+      SourceProperties({.brokers = bootstrap_, .topics = {in}, .bounded = true}), {});
+  ASSERT_TRUE(created_source.ok()) << created_source.status();
+  auto created_sink = sink_connector.CreateSink(
+      SinkProperties({.brokers = bootstrap_, .topic = out, .guarantee = kafka::Guarantee::kAtLeastOnce}));
+  ASSERT_TRUE(created_sink.ok()) << created_sink.status();
+  auto* source = dynamic_cast<KafkaSource*>(created_source->get());
+  ASSERT_NE(source, nullptr);
+  FakeContext context(0, 1);
+  CollectingOutput output;
+  source->Open(context, &output);
+  (*created_sink)->Open(context, nullptr);
+  ASSERT_TRUE(ReadToEnd({source}));
+  EXPECT_EQ(output.records.size(), static_cast<size_t>(kRecords));
+  std::map<int32_t, int64_t> next_offset;
+  std::set<std::string> values;
+  for (kafka::Record& r : output.records) {
+    EXPECT_EQ(r.offset, next_offset[r.partition]++) << "partition " << r.partition;
+    values.insert(r.value);
+    (*created_sink)->Process(&r);
+  }
+  EXPECT_EQ(values.size(), static_cast<size_t>(kRecords));
+  (*created_sink)->EndInput();
+  (*created_sink)->Close();
+  source->Close();
+
+  const std::vector<kafka::Record> copied = ReadTopic(bootstrap_, out, kPartitions);
+  std::set<std::string> copied_values;
+  for (const kafka::Record& r : copied) copied_values.insert(r.value);
+  EXPECT_EQ(copied.size(), static_cast<size_t>(kRecords));
+  EXPECT_EQ(copied_values, values);
+}
+
 TEST_F(KafkaConnectorTest, AtLeastOnceSinkDeliversEverythingBeforeEndInputReturns) {
   constexpr int kPartitions = 3;
   constexpr int kRecords = 3000;
