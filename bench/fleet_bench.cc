@@ -3,7 +3,8 @@
 //
 //   bench/run.sh fleet [--sizes 50:1000,100:2000,...] [--taskmanagers-per-host 50] [--checkpoints 20]
 //                      [--checkpoint-ms 1000] [--window-s 10] [--idle-ms 200]
-//                      [--baseline-jobmanager PATH] [--keep-logs DIR]
+//                      [--baseline-jobmanager PATH] [--keep-logs DIR] [--checkpoint-wait-s S]
+//                      [--heartbeat-timeout-s S (default 30)]
 //
 // Every size TMS:TASKS starts weir-jobmanager, then weir-fleet-host processes
 // holding TMS TaskManagers in all (TaskManager::Start instances, each with its
@@ -74,6 +75,9 @@ struct Flags {
   int idle_ms = 200;
   // How long to wait for --checkpoints to complete; fewer are reported then.
   int checkpoint_wait_s = 300;
+  // heartbeat.timeout of the cluster: two cores starting 10 000 task threads
+  // at once can starve a TaskManager's heartbeat for longer than the default.
+  int heartbeat_timeout_s = 30;
   std::string baseline_jobmanager;
   std::string keep_logs;
 };
@@ -170,7 +174,8 @@ class Fleet {
     std::filesystem::create_directories(dir_);
     const int port = weir::testing::FreePort();
     address_ = absl::StrCat("127.0.0.1:", port);
-    common_ = {absl::StrCat("-Djobmanager.rpc.port=", port), "-Dpipeline.max-parallelism=16384"};
+    common_ = {absl::StrCat("-Djobmanager.rpc.port=", port), "-Dpipeline.max-parallelism=16384",
+               absl::StrCat("-Dheartbeat.timeout=", flags_.heartbeat_timeout_s, " s")};
     std::vector<std::string> jm = {jobmanager_binary_, absl::StrCat("-Dhigh-availability.storageDir=", dir_, "/ha"),
                                    absl::StrCat("-Drest.port=", weir::testing::FreePort())};
     jm.insert(jm.end(), common_.begin(), common_.end());
@@ -420,6 +425,7 @@ int main(int argc, char** argv) {
   parser.Int("--window-s", &flags.window_s);
   parser.Int("--idle-ms", &flags.idle_ms, 0);
   parser.Int("--checkpoint-wait-s", &flags.checkpoint_wait_s);
+  parser.Int("--heartbeat-timeout-s", &flags.heartbeat_timeout_s);
   parser.String("--baseline-jobmanager", &flags.baseline_jobmanager);
   parser.String("--keep-logs", &flags.keep_logs);
   if (!parser.Parse(argc, argv)) return 2;
