@@ -34,7 +34,7 @@ namespace weir::jobmanager {
 struct DispatcherOptions {
   int default_parallelism = 1;
   int max_parallelism = 128;
-  absl::Duration cancel_timeout = absl::Seconds(30);
+  absl::Duration cancel_timeout = absl::Minutes(3);
   // The connectors that jobs name (connectors/builtin.h): submissions are
   // validated against them. Null: none.
   std::shared_ptr<const connectors::ConnectorRegistry> connectors;

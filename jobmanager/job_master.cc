@@ -498,7 +498,8 @@ JobMaster::AttemptEnd JobMaster::WaitForAttempt() {
         }
         return AttemptEnd::kFinished;
       }
-      if (cancel_sent && absl::Now() > cancel_deadline) {
+      // task.cancellation.timeout 0: wait for the TaskManagers however long.
+      if (cancel_sent && settings_.cancel_timeout > absl::ZeroDuration() && absl::Now() > cancel_deadline) {
         for (TaskRecord& t : tasks_) {
           if (IsTerminal(t.state)) continue;
           log_->warn("job {}: task {} did not acknowledge cancellation within {}; declaring it canceled", job_id_,

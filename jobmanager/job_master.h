@@ -46,7 +46,7 @@ namespace weir::jobmanager {
 // A job's settings, resolved and validated at submission.
 struct JobSettings {
   int max_parallelism = 128;
-  absl::Duration cancel_timeout = absl::Seconds(30);
+  absl::Duration cancel_timeout = absl::Minutes(3);
   absl::Duration slot_request_timeout = absl::Minutes(5);
   // state.backend.type: "rocksdb" or "hashmap".
   std::string state_backend = "rocksdb";

@@ -57,7 +57,8 @@ absl::Status EnsurePrivateDirectory(const std::string& dir) {
 
 }  // namespace
 
-absl::StatusOr<std::string> JobArtifacts::Fetch(const std::string& sha256, const std::string& job_id) {
+absl::StatusOr<std::string> JobArtifacts::Fetch(const std::string& sha256, const std::string& job_id,
+                                                Cancellation* cancel) {
   if (!crypto::IsSha256Hex(sha256)) return absl::InvalidArgumentError(absl::StrCat("bad artifact id '", sha256, "'"));
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(dir_).parent_path(), ec);
@@ -82,6 +83,9 @@ absl::StatusOr<std::string> JobArtifacts::Fetch(const std::string& sha256, const
   {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+    // gRPC cancels a call whose context was cancelled before it started.
+    Cancellation::Registration cancel_download;
+    if (cancel != nullptr) cancel_download = cancel->OnCancel([&context] { context.TryCancel(); });
     v1::DownloadArtifactRequest request;
     request.set_sha256(sha256);
     auto reader = jobmanager_->Download(&context, request);
@@ -100,7 +104,12 @@ absl::StatusOr<std::string> JobArtifacts::Fetch(const std::string& sha256, const
       }
     }
     grpc::Status status = reader->Finish();
+    cancel_download.Reset();
     const bool closed = close(fd) == 0;
+    if (cancel != nullptr && cancel->cancelled()) {
+      remove_temp();
+      return absl::CancelledError(absl::StrCat("the download of job binary ", sha256, " was cancelled with the task"));
+    }
     if (!status.ok()) {
       remove_temp();
       return Annotate(rpc::FromGrpcStatus(status), absl::StrCat("downloading job binary ", sha256));
@@ -123,7 +132,8 @@ absl::StatusOr<std::string> JobArtifacts::Fetch(const std::string& sha256, const
 absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> JobArtifacts::Acquire(const std::string& job_id,
                                                                            const std::string& sha256,
                                                                            const std::vector<std::string>& args,
-                                                                           const std::string& expected_graph_sha256) {
+                                                                           const std::string& expected_graph_sha256,
+                                                                           Cancellation* cancel) {
   std::shared_ptr<Entry> entry;
   {
     absl::MutexLock lock(&mu_);
@@ -133,15 +143,33 @@ absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> JobArtifacts::Acquire(const
     entry = slot;
   }
   absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> result;
+  bool load_here = false;
   {
+    // Another caller may be loading this job: wait for it, or for `cancel`
+    // (its callback touches the mutex, so that the condition is evaluated
+    // again). Registered outside the lock, which the callback takes.
+    Cancellation::Registration wake;
+    if (cancel != nullptr) wake = cancel->OnCancel([e = entry.get()] { absl::MutexLock touch(&e->mu); });
     absl::MutexLock lock(&entry->mu);
-    if (entry->job == nullptr) {
-      auto loaded = Load(job_id, sha256, args, expected_graph_sha256);
-      if (loaded.ok()) entry->job = *loaded;
-      result = loaded;
-    } else {
+    auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(entry->mu) {
+      return !entry->loading || (cancel != nullptr && cancel->cancelled());
+    };
+    entry->mu.Await(absl::Condition(&ready));
+    if (entry->job != nullptr) {
       result = entry->job;
+    } else if (cancel != nullptr && cancel->cancelled()) {
+      result = absl::CancelledError(absl::StrCat("job ", job_id, ": the task was cancelled while its binary loaded"));
+    } else {
+      entry->loading = true;
+      load_here = true;
     }
+  }
+  if (load_here) {
+    auto loaded = Load(job_id, sha256, args, expected_graph_sha256, cancel);
+    absl::MutexLock lock(&entry->mu);
+    entry->loading = false;
+    if (loaded.ok()) entry->job = *loaded;
+    result = std::move(loaded);
   }
   if (!result.ok()) Release(job_id);
   return result;
@@ -150,8 +178,9 @@ absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> JobArtifacts::Acquire(const
 absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> JobArtifacts::Load(const std::string& job_id,
                                                                         const std::string& sha256,
                                                                         const std::vector<std::string>& args,
-                                                                        const std::string& expected_graph_sha256) {
-  ASSIGN_OR_RETURN(std::string artifact, Fetch(sha256, job_id));
+                                                                        const std::string& expected_graph_sha256,
+                                                                        Cancellation* cancel) {
+  ASSIGN_OR_RETURN(std::string artifact, Fetch(sha256, job_id, cancel));
   // A private copy per job: dlopen of one path twice would share one instance.
   std::string jobs_dir = absl::StrCat(dir_, "/jobs");
   RETURN_IF_ERROR(EnsurePrivateDirectory(jobs_dir));

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "jobgraph/job_library.h"
+#include "taskmanager/cancellation.h"
 #include "weir/v1/job.grpc.pb.h"
 
 namespace weir::taskmanager {
@@ -34,12 +35,16 @@ class JobLoader {
  public:
   virtual ~JobLoader() = default;
   // The job `job_id` loaded from `sha256` with `args`; its graph must have
-  // the fingerprint `expected_graph_sha256` (jobgraph::GraphFingerprint). Every successful Acquire is matched by one Release once the
-  // caller no longer runs any of the job's code.
+  // the fingerprint `expected_graph_sha256` (jobgraph::GraphFingerprint).
+  // Every successful Acquire is matched by one Release once the caller no
+  // longer runs any of the job's code. `cancel` (may be null): when it
+  // fires, a download or a wait for another caller's load ends with
+  // kCancelled.
   virtual absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> Acquire(const std::string& job_id,
                                                                        const std::string& sha256,
                                                                        const std::vector<std::string>& args,
-                                                                       const std::string& expected_graph_sha256) = 0;
+                                                                       const std::string& expected_graph_sha256,
+                                                                       Cancellation* cancel) = 0;
   virtual void Release(const std::string& job_id) = 0;
 };
 
@@ -51,10 +56,14 @@ class JobArtifacts final : public JobLoader {
   // The job `job_id` loaded from `sha256` with `args`; loads it on first use.
   // Every successful Acquire must be matched by a Release once the caller
   // (a task) no longer runs any of the job's code. Loading one job does not
-  // hold up the others.
+  // hold up the others. A cancelled caller stops downloading (the gRPC call
+  // is cancelled) or stops waiting for another caller's load of the same
+  // job, and gets kCancelled; the job's build function, once running, is
+  // not interrupted (the TaskManager's cancellation watchdog covers it).
   absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> Acquire(const std::string& job_id, const std::string& sha256,
                                                                const std::vector<std::string>& args,
-                                                               const std::string& expected_graph_sha256) override
+                                                               const std::string& expected_graph_sha256,
+                                                               Cancellation* cancel) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Drops one reference; the job is forgotten (and unloaded once the last
@@ -65,13 +74,15 @@ class JobArtifacts final : public JobLoader {
   struct Entry {
     absl::Mutex mu;
     std::shared_ptr<jobgraph::LoadedJob> job ABSL_GUARDED_BY(mu);
+    bool loading ABSL_GUARDED_BY(mu) = false;  // a caller runs Load
     int refs = 0;  // guarded by JobArtifacts::mu_
   };
 
   absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> Load(const std::string& job_id, const std::string& sha256,
                                                             const std::vector<std::string>& args,
-                                                            const std::string& expected_graph_sha256);
-  absl::StatusOr<std::string> Fetch(const std::string& sha256, const std::string& job_id);
+                                                            const std::string& expected_graph_sha256,
+                                                            Cancellation* cancel);
+  absl::StatusOr<std::string> Fetch(const std::string& sha256, const std::string& job_id, Cancellation* cancel);
 
   const std::string dir_;
   const std::shared_ptr<v1::ArtifactService::Stub> jobmanager_;

@@ -38,7 +38,8 @@ class Task::Execution {
 
   absl::Status Run() {
     ASSIGN_OR_RETURN(job_, env_.artifacts->Acquire(tdd_.job_id(), tdd_.artifact_sha256(),
-                                                   {tdd_.args().begin(), tdd_.args().end()}, tdd_.graph_sha256()));
+                                                   {tdd_.args().begin(), tdd_.args().end()}, tdd_.graph_sha256(),
+                                                   &task_->cancellation_));
     OperatorChainOptions options;
     options.partitions = env_.partitions;
     options.buffers_per_channel = env_.buffers_per_channel;
@@ -232,10 +233,17 @@ void Task::Start() { thread_ = std::thread([this] { Run(); }); }
 void Task::Cancel(const std::string& reason) {
   if (done() || cancel_requested_.HasBeenNotified()) return;
   log_->info("task {} canceling: {}", tdd_.task_id(), reason);
+  cancel_requested_ms_.store(absl::ToUnixMillis(absl::Now()));
   cancel_requested_.Notify();
   wakeup_->Notify();
+  cancellation_.Cancel();
   absl::MutexLock lock(&partitions_mu_);
   for (const auto& p : partitions_) p->Release();
+}
+
+bool Task::WriteThreadBacktrace() {
+  if (done() || !thread_.joinable()) return false;
+  return process::WriteBacktraceOf(thread_.native_handle(), absl::Seconds(2));
 }
 
 bool Task::PostMail(std::string description, ChainMail mail) {

@@ -26,8 +26,10 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "common/logging/logging.h"
 #include "connectors/registry.h"
+#include "taskmanager/cancellation.h"
 #include "taskmanager/checkpointing/snapshot_uploader.h"
 #include "taskmanager/checkpointing/subtask_checkpointer.h"
 #include "taskmanager/job_artifacts.h"
@@ -103,6 +105,16 @@ class Task {
   void FinishStop(int64_t checkpoint_id, bool end_input);
 
   bool done() const { return done_.HasBeenNotified(); }
+  // When Cancel was first called, or nullopt; for the TaskManager's
+  // cancellation watchdog.
+  std::optional<absl::Time> cancel_requested_at() const {
+    const int64_t ms = cancel_requested_ms_.load();
+    if (ms == 0) return std::nullopt;
+    return absl::FromUnixMillis(ms);
+  }
+  // Writes the task thread's backtrace to stderr (process::WriteBacktraceOf),
+  // for a task that does not end; false when the thread did not answer.
+  bool WriteThreadBacktrace();
   const std::string& task_id() const { return tdd_.task_id(); }
   const std::string& job_id() const { return tdd_.job_id(); }
   int attempt() const { return tdd_.attempt(); }
@@ -126,6 +138,10 @@ class Task {
   std::thread thread_;
   absl::Notification done_;
   absl::Notification cancel_requested_;
+  std::atomic<int64_t> cancel_requested_ms_{0};  // Unix ms; 0 until Cancel
+  // Fired by Cancel: ends the download of the job binary, or the wait for
+  // another task's load of it.
+  Cancellation cancellation_;
   // Bumped by mails, input and cancellation; the task thread waits on it.
   const std::shared_ptr<Wakeup> wakeup_;
   Mailbox mailbox_;

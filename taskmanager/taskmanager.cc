@@ -285,23 +285,19 @@ void TaskManager::Shutdown(const std::string& reason) {
   for (auto& [id, task] : tasks) task->Cancel(reason);
   // A task stuck in user code would hold the process forever: past
   // task.cancellation.timeout it exits without it (systemd or Kubernetes
-  // restarts it; its jobs restart elsewhere).
-  const absl::Time deadline = absl::Now() + cancel_timeout_;
-  std::vector<std::string> stuck;
+  // restarts it; its jobs restart elsewhere). 0: waits as long as it takes.
+  const absl::Time deadline =
+      cancel_timeout_ > absl::ZeroDuration() ? absl::Now() + cancel_timeout_ : absl::InfiniteFuture();
+  std::vector<Task*> stuck;
   while (true) {
     stuck.clear();
     for (const auto& [id, task] : tasks) {
-      if (!task->done()) stuck.push_back(id);
+      if (!task->done()) stuck.push_back(task.get());
     }
     if (stuck.empty() || absl::Now() >= deadline) break;
     absl::SleepFor(absl::Milliseconds(20));
   }
-  if (!stuck.empty()) {
-    log_->error("TaskManager {}: tasks {} did not stop within task.cancellation.timeout ({}); exiting without them",
-                id(), absl::StrJoin(stuck, ", "), config::FormatDuration(cancel_timeout_));
-    std::fflush(nullptr);
-    std::_Exit(1);
-  }
+  if (!stuck.empty()) ExitForStuckTasks(stuck);
   tasks.clear();  // joins the task threads
   uploader_->Stop();
   if (maintenance_.joinable()) maintenance_.join();
@@ -578,6 +574,45 @@ std::string TaskManager::MetricsText() {
   return out.Text();
 }
 
+void TaskManager::WatchCancelledTasksLocked() {
+  if (cancel_timeout_ <= absl::ZeroDuration()) return;
+  const absl::Time now = absl::Now();
+  std::vector<Task*> stuck;
+  std::set<std::string> still_ending;
+  for (const auto& [task_id, task] : tasks_) {
+    const std::optional<absl::Time> since = task->cancel_requested_at();
+    if (!since.has_value() || task->done()) continue;
+    still_ending.insert(task_id);
+    const absl::Duration waited = now - *since;
+    if (waited >= cancel_timeout_) {
+      stuck.push_back(task.get());
+    } else if (waited >= cancel_timeout_ / 2 && warned_slow_cancel_.insert(task_id).second) {
+      log_->warn("TaskManager {}: task {} ({}) has not ended {} after its cancellation; its user code may not "
+                 "return. At task.cancellation.timeout ({}) this TaskManager exits so that it is restarted",
+                 id(), task_id, task->name(), config::FormatDuration(absl::Trunc(waited, absl::Seconds(1))),
+                 config::FormatDuration(cancel_timeout_));
+    }
+  }
+  std::erase_if(warned_slow_cancel_, [&](const std::string& id) { return !still_ending.contains(id); });
+  if (!stuck.empty()) ExitForStuckTasks(stuck);
+}
+
+void TaskManager::ExitForStuckTasks(const std::vector<Task*>& stuck) {
+  // Where each one hangs, for whoever reads the log: its thread's backtrace.
+  std::vector<std::string> names;
+  for (Task* task : stuck) {
+    const bool written = task->WriteThreadBacktrace();
+    names.push_back(absl::StrCat(task->task_id(), " (", task->name(), written ? "" : "; no backtrace", ")"));
+  }
+  log_->error("TaskManager {}: tasks {} did not stop within task.cancellation.timeout ({}) after they were "
+              "cancelled: their user code does not return (backtraces above). Exiting (code 1) so that "
+              "systemd or Kubernetes restarts this TaskManager; its jobs restart from their last checkpoint",
+              id(), absl::StrJoin(names, ", "), config::FormatDuration(cancel_timeout_));
+  spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& logger) { logger->flush(); });
+  std::fflush(nullptr);
+  std::_Exit(1);
+}
+
 void TaskManager::MaintenanceLoop() {
   while (true) {
     maintenance_tick_ms_ = absl::ToUnixMillis(absl::Now());
@@ -602,6 +637,7 @@ void TaskManager::MaintenanceLoop() {
         }
       }
       UpdateSlotsLocked();
+      WatchCancelledTasksLocked();
     }
     for (const auto& [task_id, ending] : unconfirmed_endings_) *report.add_tasks() = ending.first;
     if (drop_final_reports_ == DropFinalReports::kAll) {

@@ -10,7 +10,9 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/config/configuration.h"
@@ -74,6 +76,13 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   void StopRpcServer();
   // Reports metrics of running tasks and reaps finished ones, every second.
   void MaintenanceLoop();
+  // The cancellation watchdog, from the maintenance loop: warns about a
+  // cancelled task not ended after half of task.cancellation.timeout, and
+  // exits the process (ExitForStuckTasks) once one is past all of it.
+  void WatchCancelledTasksLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_);
+  // Writes the stuck tasks' backtraces and one error line naming them,
+  // flushes the logs and ends the process with exit code 1.
+  [[noreturn]] void ExitForStuckTasks(const std::vector<Task*>& stuck);
   // Deletes the local recovery copies (<local state>/local-recovery/<job>/
   // <range>) that no checkpoint touched for 10 min.
   void SweepLocalRecovery();
@@ -119,8 +128,12 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   bool stopping_ ABSL_GUARDED_BY(tasks_mu_) = false;
   std::string jobmanager_session_ ABSL_GUARDED_BY(tasks_mu_);
   std::thread maintenance_;
-  // task.cancellation.timeout: how long Shutdown waits for its tasks.
-  absl::Duration cancel_timeout_ = absl::Seconds(30);
+  // task.cancellation.timeout: how long a cancelled task may take to end
+  // (the watchdog in the maintenance loop, and Shutdown); 0: no bound.
+  absl::Duration cancel_timeout_ = absl::Minutes(3);
+  // Cancelled tasks already warned about (half the timeout gone).
+  // Maintenance thread only.
+  std::set<std::string> warned_slow_cancel_;
   // Maintenance thread only.
   absl::Time last_sweep_ = absl::InfinitePast();
   // Tasks that ended, with their final metrics: in every report until one

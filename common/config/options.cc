@@ -239,13 +239,16 @@ constexpr std::array kOptions = {
                .min_value = 0},
     OptionSpec{.key = keys::kCancelTimeout,
                .type = OptionType::kDuration,
-               .default_value = "30 s",
-               .description = "How long the JobManager waits for tasks to acknowledge a cancellation "
-                              "before it declares them canceled anyway; and how long a TaskManager that stops "
-                              "waits for its tasks to end (a task stuck in user code) before it exits without "
-                              "them.",
+               .default_value = "3 min",
+               .description = "How long a cancelled task may take to end (the name and default are Flink's). "
+                              "A TaskManager with a cancelled task still running past it (user code that does "
+                              "not return) logs the task's backtrace and exits with code 1, so that systemd or "
+                              "Kubernetes restarts it; a TaskManager that stops waits this long for its tasks. "
+                              "The JobManager declares tasks canceled that have not acknowledged their "
+                              "cancellation by then. 0 turns all three off (a stuck task then holds its slot "
+                              "and its job's restart until the TaskManager is restarted by hand).",
                .scope = kJobManager | kTaskManager,
-               .min_value = 100,
+               .min_value = 0,
                .max_value = 3600000},
     OptionSpec{.key = keys::kAuthTokenFile,
                .type = OptionType::kString,

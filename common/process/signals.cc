@@ -37,7 +37,12 @@ int WaitForTerminationSignal() {
 #include <initializer_list>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstring>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 
 namespace weir::process {
 namespace {
@@ -88,7 +93,48 @@ void OnFatalSignal(int sig) {
   raise(sig);
 }
 
+// WriteBacktraceOf: the signal it sends, whether its handler is installed
+// (without it the signal's default action would end the process), and the
+// request the handler answers.
+int BacktraceSignal() { return SIGRTMIN + 4; }
+std::atomic<bool> g_backtrace_handler_installed{false};
+std::atomic<uint64_t> g_backtrace_answered{0};
+std::atomic<uint64_t> g_backtrace_requested{0};
+
+void OnBacktraceSignal(int) {
+  const int saved_errno = errno;
+  WriteString(g_program);
+  WriteString(": backtrace of thread ");
+  WriteNumber(static_cast<long>(gettid()));
+  if (t_crash_context != nullptr) {
+    WriteString(" running ");
+    WriteString(t_crash_context);
+  }
+  WriteString(":\n");
+  void* frames[64];
+  int n = backtrace(frames, 64);
+  backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  g_backtrace_answered.store(g_backtrace_requested.load());
+  errno = saved_errno;
+}
+
 }  // namespace
+
+bool WriteBacktraceOf(pthread_t thread, absl::Duration wait) {
+  if (!g_backtrace_handler_installed.load()) return false;
+  // One request at a time: the handler answers the latest.
+  static absl::Mutex mu(absl::kConstInit);
+  absl::MutexLock lock(&mu);
+  const uint64_t request = g_backtrace_requested.load() + 1;
+  g_backtrace_requested.store(request);
+  if (pthread_kill(thread, BacktraceSignal()) != 0) return false;
+  const absl::Time deadline = absl::Now() + wait;
+  while (g_backtrace_answered.load() != request) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
 
 void InstallCrashHandler(const char* program) {
   g_program = program;
@@ -100,6 +146,11 @@ void InstallCrashHandler(const char* program) {
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESETHAND;
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &action, nullptr);
+  struct sigaction backtrace_action {};
+  backtrace_action.sa_handler = OnBacktraceSignal;
+  sigemptyset(&backtrace_action.sa_mask);
+  backtrace_action.sa_flags = SA_RESTART;
+  if (sigaction(BacktraceSignal(), &backtrace_action, nullptr) == 0) g_backtrace_handler_installed.store(true);
 }
 
 void SetCrashContext(const char* context) { t_crash_context = context; }

@@ -5,6 +5,10 @@
 // main thread once the daemon runs. No async-signal handler runs any Weir code.
 #pragma once
 
+#include <pthread.h>
+
+#include "absl/time/time.h"
+
 namespace weir::process {
 
 void BlockTerminationSignals();
@@ -25,5 +29,12 @@ void InstallCrashHandler(const char* program);
 // What the calling thread is running ("task <id>"), for the crash line;
 // `context` must outlive the setting (nullptr clears it).
 void SetCrashContext(const char* context);
+
+// Makes `thread` write "<program>: backtrace of thread <tid> running
+// <crash context>:" and its frames to stderr, from a handler of a real-time
+// signal that InstallCrashHandler installs (SA_RESTART: the thread goes on
+// afterwards). Waits up to `wait` for it; false when no handler is
+// installed or the thread did not answer (it ended, or blocks the signal).
+bool WriteBacktraceOf(pthread_t thread, absl::Duration wait);
 
 }  // namespace weir::process

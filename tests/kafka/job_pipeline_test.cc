@@ -723,6 +723,46 @@ TEST_F(JobPipelineTest, AStuckTaskDoesNotHoldAStoppingTaskManager) {
       << cluster_->taskmanager(tm).Log();
 }
 
+// A cancelled task whose user code never returns makes its TaskManager
+// exit once task.cancellation.timeout has passed (the cancellation
+// watchdog), naming the task and writing where its thread hangs, so that
+// systemd or Kubernetes restarts the process; the job itself ends CANCELED.
+TEST_F(JobPipelineTest, ACancelledTaskStuckInUserCodeMakesItsTaskManagerExit) {
+  StartCluster({"-Dtask.cancellation.timeout=2s"});
+  std::string in = NewTopic("stuck-cancel-in"), out = NewTopic("stuck-cancel-out");
+  std::string job = SubmitOrFail(kJobs + "/test/stuck_map.so", {"-p", "1"},
+                                 {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out});
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, {{"k", "v"}}).ok());
+  // The record entered the chain: the map now never returns.
+  std::string where, task_id;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const nlohmann::json status = cluster_->WeirJson({"status", job});
+        if (status.is_null() || status["tasks"].empty() || status["tasks"][0]["records_in"] < 1) return false;
+        where = status["tasks"][0]["taskmanager_id"];
+        task_id = status["tasks"][0]["task_id"];
+        return true;
+      },
+      absl::Seconds(60)))
+      << cluster_->Logs();
+  const int tm = where == cluster_->taskmanager_id(0) ? 0 : 1;
+  ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
+  EXPECT_EQ(cluster_->taskmanager(tm).Wait(absl::Seconds(60)), 1) << cluster_->taskmanager(tm).Log();
+  const std::string log = cluster_->taskmanager(tm).Log();
+  EXPECT_TRUE(absl::StrContains(log, "has not ended")) << log;  // the warning at half the timeout
+  EXPECT_TRUE(absl::StrContains(log, "did not stop within task.cancellation.timeout (2 s)")) << log;
+  EXPECT_TRUE(absl::StrContains(log, task_id)) << log;
+  EXPECT_TRUE(absl::StrContains(log, "Stuck")) << log;
+  EXPECT_TRUE(absl::StrContains(log, absl::StrCat("backtrace of thread"))) << log;
+  EXPECT_TRUE(absl::StrContains(log, absl::StrCat("running task ", task_id))) << log;
+  // The other TaskManager was not involved, and the job ended as asked.
+  EXPECT_TRUE(cluster_->taskmanager(1 - tm).running());
+  nlohmann::json status = cluster_->WaitForJobEnd(job, absl::Seconds(60));
+  EXPECT_EQ(status["state"], "CANCELED") << status.dump(2);
+}
+
 TEST_F(JobPipelineTest, TasksOfAJobManagerThatDiedAreCanceledWhenANewOneTakesOver) {
   StartCluster();
   std::string in = NewTopic("orphan-in"), out = NewTopic("orphan-out");

@@ -187,8 +187,10 @@ def check_rendering(where, docs, work):
     jm_probes = check_probes(f"{where} JobManager", jm_container, jm_ports, rest_port)
     tm_probes = check_probes(f"{where} TaskManager", tm_container, tm_ports, int(config["taskmanager.rest.port"]))
 
-    cancel = config.get("task.cancellation.timeout", "30 s").split()[0]
-    check(tm["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > int(cancel),
+    # The default (3 min) when the configuration does not set it.
+    value, unit = config.get("task.cancellation.timeout", "3 min").split()
+    cancel = int(value) * {"ms": 0.001, "s": 1, "min": 60, "h": 3600}[unit]
+    check(tm["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > cancel,
           f"{where}: terminationGracePeriodSeconds leaves no room for task.cancellation.timeout")
 
     # The image: binaries where the manifests run them, the same user.

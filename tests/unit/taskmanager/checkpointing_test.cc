@@ -213,8 +213,8 @@ class Loader final : public JobLoader {
  public:
   explicit Loader(std::shared_ptr<jobgraph::LoadedJob> job) : job_(std::move(job)) {}
   absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> Acquire(const std::string&, const std::string&,
-                                                               const std::vector<std::string>&,
-                                                               const std::string&) override {
+                                                               const std::vector<std::string>&, const std::string&,
+                                                               Cancellation*) override {
     return job_;
   }
   void Release(const std::string&) override {}

@@ -7,11 +7,16 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 
 namespace weir::taskmanager {
@@ -54,7 +59,7 @@ TEST_F(JobArtifactsTest, APlantedCachedBinaryIsNotLoaded) {
   const fs::path planted = fs::path(dir_) / "artifacts" / absl::StrCat(kSha, ".so");
   std::ofstream(planted) << "not what the JobManager has";
   auto artifacts = Unreachable();
-  auto loaded = artifacts->Acquire("job-1", kSha, {}, "");
+  auto loaded = artifacts->Acquire("job-1", kSha, {}, "", nullptr);
   ASSERT_FALSE(loaded.ok());
   EXPECT_THAT(std::string(loaded.status().message()), HasSubstr("downloading job binary"));
   EXPECT_FALSE(fs::exists(planted));
@@ -65,7 +70,7 @@ TEST_F(JobArtifactsTest, DirectoriesAreMadePrivate) {
   fs::create_directories(dir_);
   fs::permissions(dir_, fs::perms::all, fs::perm_options::replace);
   auto artifacts = Unreachable();
-  EXPECT_FALSE(artifacts->Acquire("job-1", kSha, {}, "").ok());
+  EXPECT_FALSE(artifacts->Acquire("job-1", kSha, {}, "", nullptr).ok());
   EXPECT_EQ(fs::status(dir_).permissions() & fs::perms::all, fs::perms::owner_all);
   EXPECT_EQ(fs::status(fs::path(dir_) / "artifacts").permissions() & fs::perms::all, fs::perms::owner_all);
 }
@@ -76,7 +81,7 @@ TEST_F(JobArtifactsTest, ADirectoryOfAnotherUserIsRefused) {
   fs::create_directories(dir_);
   ASSERT_EQ(chown(dir_.c_str(), 65534, 65534), 0);
   auto artifacts = Unreachable();
-  auto loaded = artifacts->Acquire("job-1", kSha, {}, "");
+  auto loaded = artifacts->Acquire("job-1", kSha, {}, "", nullptr);
   ASSERT_FALSE(loaded.ok());
   EXPECT_THAT(std::string(loaded.status().message()), HasSubstr("belongs to user id 65534"));
   EXPECT_THAT(std::string(loaded.status().message()), HasSubstr("io.tmp.dirs"));
@@ -87,9 +92,95 @@ TEST_F(JobArtifactsTest, ASymlinkInPlaceOfTheDirectoryIsRefused) {
   fs::create_directories(root_ / "elsewhere");
   fs::create_directory_symlink(root_ / "elsewhere", dir_);
   auto artifacts = Unreachable();
-  auto loaded = artifacts->Acquire("job-1", kSha, {}, "");
+  auto loaded = artifacts->Acquire("job-1", kSha, {}, "", nullptr);
   ASSERT_FALSE(loaded.ok());
   EXPECT_THAT(std::string(loaded.status().message()), HasSubstr("is not a directory"));
+}
+
+// A JobManager whose downloads never send a byte: each waits until its
+// caller goes away.
+class StalledArtifactService final : public v1::ArtifactService::Service {
+ public:
+  grpc::Status Download(grpc::ServerContext* context, const v1::DownloadArtifactRequest*,
+                        grpc::ServerWriter<v1::ArtifactChunk>*) override {
+    started_.fetch_add(1);
+    while (!context->IsCancelled()) absl::SleepFor(absl::Milliseconds(5));
+    ended_.fetch_add(1);
+    return grpc::Status::CANCELLED;
+  }
+  std::atomic<int> started_{0}, ended_{0};
+};
+
+bool WaitFor(const std::function<bool()>& done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);  // a guard, not a timing expectation
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
+
+// A task cancelled while its job's binary downloads does not wait for the
+// download (up to five minutes): the call is cancelled. A second task of
+// the same job, waiting for the first one's load, ends on its own
+// cancellation too.
+TEST_F(JobArtifactsTest, CancellingATaskEndsItsDownloadAndItsWaitForAnotherLoad) {
+  StalledArtifactService service;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+  JobArtifacts artifacts(dir_, v1::ArtifactService::NewStub(channel));
+
+  Cancellation first_cancel, second_cancel;
+  std::optional<absl::Status> first, second;
+  std::thread downloading([&] { first = artifacts.Acquire("job-1", kSha, {}, "", &first_cancel).status(); });
+  ASSERT_TRUE(WaitFor([&] { return service.started_.load() == 1; }));
+  std::thread waiting([&] { second = artifacts.Acquire("job-1", kSha, {}, "", &second_cancel).status(); });
+
+  second_cancel.Cancel();
+  waiting.join();
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->code(), absl::StatusCode::kCancelled) << *second;
+  EXPECT_THAT(std::string(second->message()), HasSubstr("cancelled while its binary loaded"));
+  EXPECT_EQ(service.ended_.load(), 0) << "the first task's download went on";
+
+  first_cancel.Cancel();
+  downloading.join();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->code(), absl::StatusCode::kCancelled) << *first;
+  EXPECT_THAT(std::string(first->message()), HasSubstr("was cancelled with the task"));
+  EXPECT_TRUE(WaitFor([&] { return service.ended_.load() == 1; }));
+  // Nothing half-written is left behind.
+  for (const auto& entry : fs::directory_iterator(fs::path(dir_) / "artifacts")) {
+    ADD_FAILURE() << "left behind: " << entry.path();
+  }
+  // A task that was never cancelled can still load the job afterwards
+  // (here the download fails: the JobManager never answers, so cancel it).
+  Cancellation third_cancel;
+  third_cancel.Cancel();
+  EXPECT_EQ(artifacts.Acquire("job-1", kSha, {}, "", &third_cancel).status().code(), absl::StatusCode::kCancelled);
+  server->Shutdown();
+}
+
+// Cancellation runs callbacks once, at once for late registrations, never
+// after their registration is dropped.
+TEST(CancellationTest, CallbacksRunOnceAndNotAfterTheirRegistrationIsDropped) {
+  Cancellation cancel;
+  int kept = 0, dropped = 0, late = 0;
+  Cancellation::Registration keep = cancel.OnCancel([&] { ++kept; });
+  { Cancellation::Registration drop = cancel.OnCancel([&] { ++dropped; }); }
+  EXPECT_FALSE(cancel.cancelled());
+  cancel.Cancel();
+  cancel.Cancel();
+  EXPECT_TRUE(cancel.cancelled());
+  Cancellation::Registration after = cancel.OnCancel([&] { ++late; });
+  EXPECT_EQ(kept, 1);
+  EXPECT_EQ(dropped, 0);
+  EXPECT_EQ(late, 1);
 }
 
 }  // namespace

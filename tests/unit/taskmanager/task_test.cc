@@ -27,8 +27,8 @@ class FakeLoader final : public JobLoader {
  public:
   explicit FakeLoader(std::shared_ptr<jobgraph::LoadedJob> job) : job_(std::move(job)) {}
   absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> Acquire(const std::string&, const std::string&,
-                                                               const std::vector<std::string>&,
-                                                               const std::string&) override {
+                                                               const std::vector<std::string>&, const std::string&,
+                                                               Cancellation*) override {
     ++acquired_;
     return job_;
   }
