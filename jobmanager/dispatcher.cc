@@ -1,5 +1,6 @@
 #include "jobmanager/dispatcher.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -536,6 +537,19 @@ void Dispatcher::OnTaskManagerReport(const v1::ReportTaskMetricsRequest& report)
 
 void Dispatcher::OnCheckpointAcknowledged(const v1::AcknowledgeCheckpointRequest& ack) {
   if (auto master = Find(ack.job_id())) master->OnCheckpointAcknowledged(ack);
+}
+
+void Dispatcher::OnCheckpointsAcknowledged(const v1::AcknowledgeCheckpointsRequest& request) {
+  // Mostly one job per batch; in the order they came.
+  std::vector<std::pair<std::string, std::vector<const v1::AcknowledgeCheckpointRequest*>>> by_job;
+  for (const v1::AcknowledgeCheckpointRequest& ack : request.acks()) {
+    auto it = std::find_if(by_job.begin(), by_job.end(), [&](const auto& job) { return job.first == ack.job_id(); });
+    if (it == by_job.end()) it = by_job.insert(by_job.end(), {ack.job_id(), {}});
+    it->second.push_back(&ack);
+  }
+  for (const auto& [job_id, acks] : by_job) {
+    if (auto master = Find(job_id)) master->OnCheckpointsAcknowledged(acks);
+  }
 }
 
 void Dispatcher::OnCheckpointDeclined(const v1::DeclineCheckpointRequest& decline) {

@@ -94,6 +94,8 @@ class Dispatcher {
   // A TaskManager's report of every task it holds, to every job.
   void OnTaskManagerReport(const v1::ReportTaskMetricsRequest& report) ABSL_LOCKS_EXCLUDED(mu_);
   void OnCheckpointAcknowledged(const v1::AcknowledgeCheckpointRequest& ack) ABSL_LOCKS_EXCLUDED(mu_);
+  // A TaskManager's batch: one job lookup per job in it.
+  void OnCheckpointsAcknowledged(const v1::AcknowledgeCheckpointsRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   void OnCheckpointDeclined(const v1::DeclineCheckpointRequest& decline) ABSL_LOCKS_EXCLUDED(mu_);
   // Recent checkpoints of a job, newest first; kNotFound for an unknown job.
   absl::StatusOr<v1::ListCheckpointsResponse> Checkpoints(const std::string& job_id) const ABSL_LOCKS_EXCLUDED(mu_);

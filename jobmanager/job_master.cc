@@ -1107,6 +1107,10 @@ void JobMaster::OnCheckpointAcknowledged(const v1::AcknowledgeCheckpointRequest&
   if (coordinator_ != nullptr) coordinator_->OnAcknowledge(ack);
 }
 
+void JobMaster::OnCheckpointsAcknowledged(absl::Span<const v1::AcknowledgeCheckpointRequest* const> acks) {
+  if (coordinator_ != nullptr) coordinator_->OnAcknowledgeBatch(acks);
+}
+
 void JobMaster::OnCheckpointDeclined(const v1::DeclineCheckpointRequest& decline) {
   if (coordinator_ != nullptr) coordinator_->OnDecline(decline);
 }

@@ -31,6 +31,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "absl/time/time.h"
 #include "common/logging/logging.h"
 #include "common/process/liveness.h"
@@ -116,6 +117,7 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   static constexpr absl::Duration kReportGrace = absl::Seconds(10);
   void OnTaskManagerLost(const v1::TaskManagerInfo& info, absl::string_view reason) ABSL_LOCKS_EXCLUDED(mu_);
   void OnCheckpointAcknowledged(const v1::AcknowledgeCheckpointRequest& ack);
+  void OnCheckpointsAcknowledged(absl::Span<const v1::AcknowledgeCheckpointRequest* const> acks);
   void OnCheckpointDeclined(const v1::DeclineCheckpointRequest& decline);
 
   // Cancels the job; kFailedPrecondition if it already ended.

@@ -155,7 +155,7 @@ grpc::Status JobMasterServiceImpl::AcknowledgeCheckpoints(grpc::ServerContext* c
       !count.ok()) {
     return rpc::ToGrpcStatus(count);
   }
-  for (const v1::AcknowledgeCheckpointRequest& ack : request->acks()) dispatcher_->OnCheckpointAcknowledged(ack);
+  dispatcher_->OnCheckpointsAcknowledged(*request);
   return grpc::Status::OK;
 }
 

@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "absl/time/time.h"
 #include "common/logging/logging.h"
 #include "common/process/liveness.h"
@@ -219,6 +220,9 @@ class CheckpointCoordinator {
   // An acknowledgement whose state handle names an unusable file aborts the
   // checkpoint; a decline aborts it with the task and its reason.
   void OnAcknowledge(const v1::AcknowledgeCheckpointRequest& ack) ABSL_LOCKS_EXCLUDED(mu_);
+  // The same for a TaskManager's batch (AcknowledgeCheckpoints), under one
+  // lock.
+  void OnAcknowledgeBatch(absl::Span<const v1::AcknowledgeCheckpointRequest* const> acks) ABSL_LOCKS_EXCLUDED(mu_);
   void OnDecline(const v1::DeclineCheckpointRequest& decline) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Task `task_id` of `attempt` finished (bounded input). A pending
@@ -332,6 +336,9 @@ class CheckpointCoordinator {
   void AbortAllLocked(const std::string& reason, AbortKind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   CheckpointRecord* RecordLocked(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes in one acknowledgement (OnAcknowledge's rules); false when it was
+  // ignored. The caller updates the checkpoint's record.
+  bool AcknowledgeLocked(const v1::AcknowledgeCheckpointRequest& ack) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string job_id_;
   const CheckpointCoordinatorOptions options_;

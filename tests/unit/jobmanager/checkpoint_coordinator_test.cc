@@ -305,6 +305,36 @@ TEST_F(CheckpointCoordinatorTest, CompletesOnlyAfterEveryAcknowledgementAndItsMe
   EXPECT_EQ(record->size_bytes, bytes);
 }
 
+// A TaskManager's batch of acknowledgements (AcknowledgeCheckpoints) is
+// taken in under one lock with the same rules as single ones: stale ones
+// (another attempt, a task it does not wait for, a repeat) are ignored and
+// the others count.
+TEST_F(CheckpointCoordinatorTest, ABatchOfAcknowledgementsCountsLikeSingleOnes) {
+  CheckpointCoordinator& coordinator = StartCoordinator(Options());
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 1);
+  const v1::AcknowledgeCheckpointRequest src0 = Ack("src-0", 1, 1, /*alignment_ms=*/5);
+  const v1::AcknowledgeCheckpointRequest stale = Ack("src-1", 1, /*attempt=*/0);
+  const v1::AcknowledgeCheckpointRequest unknown = Ack("not-a-task", 1);
+  const v1::AcknowledgeCheckpointRequest src1 = Ack("src-1", 1, 1, /*alignment_ms=*/9);
+  coordinator.OnAcknowledgeBatch({&src0, &stale, &unknown, &src0, &src1});
+  std::optional<CheckpointRecord> record = RecordOf(coordinator, 1);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, CheckpointStatus::kInProgress);
+  EXPECT_EQ(record->acknowledged_tasks, 2);
+  EXPECT_EQ(record->longest_alignment_ms, 9);
+  EXPECT_EQ(gateway_->NoticesAbout(1), 0u);
+
+  const v1::AcknowledgeCheckpointRequest sink0 = Ack("sink-0", 1);
+  coordinator.OnAcknowledgeBatch({&sink0});
+  std::optional<FakeGateway::Notice> notice = gateway_->WaitForNotice(1);
+  ASSERT_TRUE(notice.has_value());
+  EXPECT_TRUE(notice->completed);
+  record = RecordOf(coordinator, 1);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->acknowledged_tasks, 3);
+  EXPECT_GT(record->coordinator_cpu, absl::ZeroDuration());
+}
+
 TEST_F(CheckpointCoordinatorTest, DeclineAbortsAndNotifies) {
   CheckpointCoordinator& coordinator = StartCoordinator(Options());
   ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 1);
