@@ -34,9 +34,16 @@ absl::StatusOr<std::string> DescribeConnectorMemory(const config::Configuration&
   if (memory.unlimited()) {
     return absl::StrCat("Kafka clients keep librdkafka's own buffer sizes (", k::kTaskOffHeapSize, " = 0)");
   }
+  const int64_t slots = cluster.GetInt(k::kTaskManagerSlots);
+  const bool grown = !cluster.IsSet(k::kTaskOffHeapSize) &&
+                     cluster.GetMemorySize(k::kTaskOffHeapSize) < kMinKafkaClientMemoryBytes * 2 * slots;
   return absl::StrCat("Kafka clients buffer up to ", memory.consumer_bytes, " bytes per source subtask and ",
                       memory.producer_bytes, " bytes per sink producer (", k::kTaskOffHeapSize, " over ",
-                      k::kTaskManagerSlots, " = ", cluster.GetInt(k::kTaskManagerSlots), ")");
+                      k::kTaskManagerSlots, " = ", slots,
+                      grown ? absl::StrCat("; the default raised to ", kMinKafkaClientMemoryBytes * 2 * slots,
+                                           " bytes, the least for that many slots")
+                            : "",
+                      ")");
 }
 
 }  // namespace weir::connectors

@@ -387,6 +387,11 @@ absl::Duration Configuration::GetDuration(absl::string_view key) const {
   return *d;
 }
 
+bool Configuration::IsSet(absl::string_view key) const {
+  auto it = values_.find(key);
+  return it != values_.end() && it->second.second != ValueSource::kDefault;
+}
+
 int64_t Configuration::GetMemorySize(absl::string_view key) const {
   auto s = ParseMemorySize(Raw(key));
   WEIR_CHECK(s.ok(), key);

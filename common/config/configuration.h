@@ -75,6 +75,9 @@ class Configuration {
   bool GetBool(absl::string_view key) const;
   absl::Duration GetDuration(absl::string_view key) const;
   int64_t GetMemorySize(absl::string_view key) const;
+  // Whether `key` was set in the file or on the command line (not its
+  // default).
+  bool IsSet(absl::string_view key) const;
 
   // Every key with its effective value, in schema order.
   std::vector<EffectiveValue> Effective() const;

@@ -233,7 +233,8 @@ constexpr std::array kOptions = {
                               "prefetch (queued.max.messages.kbytes, queued.min.messages, fetch.max.bytes, "
                               "max.partition.fetch.bytes) and producer queue (queue.buffering.max.kbytes, "
                               "queue.buffering.max.messages, batch.size, batch.num.messages) from it; a kafka.<name> property of the "
-                              "job wins. At least 512 kb per slot; 0 keeps librdkafka's own sizes (up to 64 MB "
+                              "job wins. At least 512 kb per slot (the default grows to that with many slots; a value "
+                              "set below it is refused); 0 keeps librdkafka's own sizes (up to 64 MB "
                               "prefetched per source subtask, 1 GB queued per producer).",
                .scope = kTaskManager,
                .min_value = 0},

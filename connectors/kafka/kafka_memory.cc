@@ -81,7 +81,12 @@ absl::StatusOr<KafkaClientMemory> KafkaClientMemory::Divide(int64_t budget_bytes
 
 absl::StatusOr<KafkaClientMemory> KafkaClientMemory::FromConfig(const config::Configuration& config) {
   namespace k = config::keys;
-  return Divide(config.GetMemorySize(k::kTaskOffHeapSize), config.GetInt(k::kTaskManagerSlots));
+  const int64_t slots = config.GetInt(k::kTaskManagerSlots);
+  int64_t budget = config.GetMemorySize(k::kTaskOffHeapSize);
+  // The default budget grows with the slots to the smallest share a client
+  // works with; only a budget set on purpose is refused as too small.
+  if (!config.IsSet(k::kTaskOffHeapSize)) budget = std::max(budget, kMinKafkaClientMemoryBytes * 2 * slots);
+  return Divide(budget, slots);
 }
 
 absl::Status CheckConsumerMemoryProperties(absl::string_view connector, const Properties& job) {

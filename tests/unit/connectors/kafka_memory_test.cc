@@ -91,6 +91,21 @@ TEST(KafkaMemoryTest, ConfigurationKeysAndTheirDefault) {
   EXPECT_EQ(memory->consumer_bytes, 2 * kMiB);
 }
 
+// The default budget does not stop a TaskManager of many slots from
+// starting: it grows to the smallest share each client works with. A
+// budget set on purpose is taken as it is (and refused when too small).
+TEST(KafkaMemoryTest, TheDefaultBudgetGrowsWithManySlots) {
+  config::Configuration many_slots;
+  ASSERT_TRUE(many_slots.Set("taskmanager.numberOfTaskSlots", "21", config::ValueSource::kCommandLine).ok());
+  auto memory = KafkaClientMemory::FromConfig(many_slots);
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  EXPECT_EQ(memory->consumer_bytes, kMinKafkaClientMemoryBytes);
+  EXPECT_EQ(memory->producer_bytes, kMinKafkaClientMemoryBytes);
+
+  ASSERT_TRUE(many_slots.Set("taskmanager.memory.task.off-heap.size", "8 mb", config::ValueSource::kFile).ok());
+  EXPECT_EQ(KafkaClientMemory::FromConfig(many_slots).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(KafkaMemoryTest, BudgetTooSmallForTheSlotsIsRefusedNamingBothKeys) {
   const absl::Status refused = KafkaClientMemory::Divide(1 * kMiB, 4).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
