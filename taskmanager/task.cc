@@ -168,6 +168,13 @@ class Task::Execution {
               channel, barriers->OnBarrier(channel, buffer.checkpoint_id, buffer.checkpoint_timestamp_ms, now)));
         } else if (buffer.kind == network::Buffer::Kind::kEndOfInput) {
           RETURN_IF_ERROR(OnBarrierDecision(channel, barriers->OnEndOfInput(channel, now)));
+        } else {
+          // Event-time buffers: the wire knows them (docs/design/event-time.md);
+          // tasks do not handle them yet, and nothing in this version sends them.
+          return absl::UnimplementedError(absl::StrCat("input channel ", channel, " delivered a ",
+                                                       network::BufferKindName(buffer.kind),
+                                                       " buffer, which this TaskManager's tasks do not handle yet: "
+                                                       "run one Weir version on every TaskManager"));
         }
         chain_->FlushDue(now);
         if (gate_->finished()) break;

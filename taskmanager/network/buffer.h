@@ -3,8 +3,11 @@
 //
 // A data buffer holds whole records, each framed as
 //   [varint32 length][length bytes of TypeOps-serialized record]
-// and counts them in `record_count`. Events (end of input, checkpoint
-// barriers) are buffers of their own kind, so they keep their place among the
+// and counts them in `record_count`; a timestamped data buffer (event time,
+// docs/design/event-time.md) frames each as
+//   [varint32 length][int64 little-endian timestamp][length bytes]
+// Events (end of input, checkpoint barriers, watermarks and watermark
+// statuses) are buffers of their own kind, so they keep their place among the
 // records of a channel. Events take a credit like data buffers: a barrier
 // must stay behind the records before it, and a consumer returns the credit
 // as soon as it takes the barrier, so this cannot stall alignment.
@@ -35,21 +38,36 @@ class TaskCancelled : public std::exception {
 };
 
 struct Buffer {
-  enum class Kind { kData, kEndOfInput, kBarrier };
+  enum class Kind { kData, kEndOfInput, kBarrier, kTimestampedData, kWatermark, kWatermarkStatus };
 
   Kind kind = Kind::kData;
-  // kData: the framed records. Empty for events.
+  // kData, kTimestampedData: the framed records. Empty for events.
   std::string data;
   int32_t record_count = 0;
   // kBarrier: the checkpoint and when it was triggered (Unix ms).
   int64_t checkpoint_id = 0;
   int64_t checkpoint_timestamp_ms = 0;
+  // kWatermark: no later record on the channel has a timestamp <= it.
+  int64_t watermark = 0;
+  // kWatermarkStatus: whether the channel is idle from here on.
+  bool idle = false;
 
   static Buffer EndOfInput() { return Buffer{Kind::kEndOfInput, std::string(), 0}; }
   static Buffer Barrier(int64_t checkpoint_id, int64_t timestamp_ms) {
     return Buffer{Kind::kBarrier, std::string(), 0, checkpoint_id, timestamp_ms};
   }
-  bool is_data() const { return kind == Kind::kData; }
+  static Buffer Watermark(int64_t watermark) {
+    Buffer buffer{Kind::kWatermark};
+    buffer.watermark = watermark;
+    return buffer;
+  }
+  static Buffer WatermarkStatus(bool idle) {
+    Buffer buffer{Kind::kWatermarkStatus};
+    buffer.idle = idle;
+    return buffer;
+  }
+  // Holds records (with or without timestamps).
+  bool is_data() const { return kind == Kind::kData || kind == Kind::kTimestampedData; }
 };
 
 inline const char* BufferKindName(Buffer::Kind kind) {
@@ -57,6 +75,9 @@ inline const char* BufferKindName(Buffer::Kind kind) {
     case Buffer::Kind::kData: return "data";
     case Buffer::Kind::kEndOfInput: return "end-of-input";
     case Buffer::Kind::kBarrier: return "checkpoint barrier";
+    case Buffer::Kind::kTimestampedData: return "timestamped data";
+    case Buffer::Kind::kWatermark: return "watermark";
+    case Buffer::Kind::kWatermarkStatus: return "watermark status";
   }
   return "?";
 }
@@ -82,11 +103,30 @@ inline void AppendRecord(absl::string_view record, Buffer* buffer) {
   ++buffer->record_count;
 }
 
-// Calls `fn` with the bytes of every record of a data buffer, in order. Fails
-// with kDataLoss, without calling `fn` for the rest, when the framing is
-// corrupt: a length that runs past the end, a malformed varint, or a record
-// count that does not match. The views point into `buffer`.
-inline absl::Status ForEachRecord(const Buffer& buffer, absl::FunctionRef<void(absl::string_view)> fn) {
+// Bytes of the timestamp in front of a record of a timestamped data buffer.
+inline constexpr size_t kRecordTimestampBytes = 8;
+
+// Appends one record with its event time (Unix ms) to a timestamped data
+// buffer (Kind::kTimestampedData).
+inline void AppendTimestampedRecord(absl::string_view record, int64_t timestamp, Buffer* buffer) {
+  uint32_t length = static_cast<uint32_t>(record.size());
+  while (length >= 0x80) {
+    buffer->data.push_back(static_cast<char>((length & 0x7f) | 0x80));
+    length >>= 7;
+  }
+  buffer->data.push_back(static_cast<char>(length));
+  const uint64_t bits = static_cast<uint64_t>(timestamp);
+  for (size_t i = 0; i < kRecordTimestampBytes; ++i) buffer->data.push_back(static_cast<char>(bits >> (8 * i)));
+  buffer->data.append(record.data(), record.size());
+  ++buffer->record_count;
+}
+
+namespace internal {
+
+// The framing parser behind ForEachRecord and ForEachTimestampedRecord;
+// `timestamped`: each record's length is followed by its timestamp.
+inline absl::Status ParseRecords(const Buffer& buffer, bool timestamped,
+                                 absl::FunctionRef<void(int64_t, absl::string_view)> fn) {
   const std::string& data = buffer.data;
   size_t pos = 0;
   int32_t index = 0;
@@ -108,6 +148,19 @@ inline absl::Status ForEachRecord(const Buffer& buffer, absl::FunctionRef<void(a
       return absl::DataLossError(absl::StrCat("corrupt record framing: malformed length of record ", index,
                                               " at offset ", record_start, " of a ", data.size(), "-byte buffer"));
     }
+    int64_t timestamp = 0;
+    if (timestamped) {
+      if (data.size() - pos < kRecordTimestampBytes) {
+        return absl::DataLossError(absl::StrCat("corrupt record framing: record ", index, " at offset ",
+                                                record_start, " is cut off inside its timestamp"));
+      }
+      uint64_t bits = 0;
+      for (size_t i = 0; i < kRecordTimestampBytes; ++i) {
+        bits |= static_cast<uint64_t>(static_cast<uint8_t>(data[pos + i])) << (8 * i);
+      }
+      timestamp = static_cast<int64_t>(bits);
+      pos += kRecordTimestampBytes;
+    }
     if (length > data.size() - pos) {
       return absl::DataLossError(absl::StrCat("corrupt record framing: record ", index, " at offset ", record_start,
                                               " claims ", length, " bytes but only ", data.size() - pos,
@@ -117,7 +170,7 @@ inline absl::Status ForEachRecord(const Buffer& buffer, absl::FunctionRef<void(a
       return absl::DataLossError(absl::StrCat("corrupt record framing: the buffer says it holds ",
                                               buffer.record_count, " records but holds more"));
     }
-    fn(absl::string_view(data.data() + pos, static_cast<size_t>(length)));
+    fn(timestamp, absl::string_view(data.data() + pos, static_cast<size_t>(length)));
     pos += static_cast<size_t>(length);
     ++index;
   }
@@ -126,6 +179,25 @@ inline absl::Status ForEachRecord(const Buffer& buffer, absl::FunctionRef<void(a
                                             " records but holds ", index));
   }
   return absl::OkStatus();
+}
+
+}  // namespace internal
+
+// Calls `fn` with the bytes of every record of a data buffer, in order. Fails
+// with kDataLoss, without calling `fn` for the rest, when the framing is
+// corrupt: a length that runs past the end, a malformed varint, or a record
+// count that does not match. The views point into `buffer`.
+inline absl::Status ForEachRecord(const Buffer& buffer, absl::FunctionRef<void(absl::string_view)> fn) {
+  return internal::ParseRecords(buffer, /*timestamped=*/false,
+                                [&](int64_t, absl::string_view record) { fn(record); });
+}
+
+// The same for a timestamped data buffer: `fn` gets each record's event time
+// (Unix ms) and bytes; kDataLoss also for a record cut off inside its
+// timestamp.
+inline absl::Status ForEachTimestampedRecord(const Buffer& buffer,
+                                             absl::FunctionRef<void(int64_t, absl::string_view)> fn) {
+  return internal::ParseRecords(buffer, /*timestamped=*/true, fn);
 }
 
 }  // namespace weir::taskmanager::network

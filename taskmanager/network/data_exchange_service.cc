@@ -36,6 +36,19 @@ v1::DataBuffer ToProto(Buffer buffer) {
       message.set_checkpoint_id(buffer.checkpoint_id);
       message.set_checkpoint_timestamp_unix_ms(buffer.checkpoint_timestamp_ms);
       break;
+    case Buffer::Kind::kTimestampedData:
+      message.set_kind(v1::BUFFER_KIND_TIMESTAMPED_DATA);
+      message.set_data(std::move(buffer.data));
+      message.set_record_count(buffer.record_count);
+      break;
+    case Buffer::Kind::kWatermark:
+      message.set_kind(v1::BUFFER_KIND_WATERMARK);
+      message.set_watermark_ms(buffer.watermark);
+      break;
+    case Buffer::Kind::kWatermarkStatus:
+      message.set_kind(v1::BUFFER_KIND_WATERMARK_STATUS);
+      message.set_idle(buffer.idle);
+      break;
   }
   return message;
 }
@@ -43,11 +56,17 @@ v1::DataBuffer ToProto(Buffer buffer) {
 absl::StatusOr<Buffer> FromProto(v1::DataBuffer message) {
   switch (message.kind()) {
     case v1::BUFFER_KIND_DATA:
+    case v1::BUFFER_KIND_TIMESTAMPED_DATA:
       if (message.record_count() < 0) {
         return absl::InvalidArgumentError(
             absl::StrCat("data buffer with a negative record count ", message.record_count()));
       }
-      return Buffer{Buffer::Kind::kData, std::move(*message.mutable_data()), message.record_count()};
+      return Buffer{message.kind() == v1::BUFFER_KIND_DATA ? Buffer::Kind::kData : Buffer::Kind::kTimestampedData,
+                    std::move(*message.mutable_data()), message.record_count()};
+    case v1::BUFFER_KIND_WATERMARK:
+      return Buffer::Watermark(message.watermark_ms());
+    case v1::BUFFER_KIND_WATERMARK_STATUS:
+      return Buffer::WatermarkStatus(message.idle());
     case v1::BUFFER_KIND_END_OF_INPUT:
       return Buffer::EndOfInput();
     case v1::BUFFER_KIND_CHECKPOINT_BARRIER:

@@ -1,5 +1,6 @@
 // Fuzz target: a data-exchange frame from another TaskManager (DataBuffer),
-// its conversion to a network buffer, the record framing inside it, and the
+// its conversion to a network buffer, the record framing inside it (with or
+// without event timestamps), and the
 // typed record decoders a task runs on each record (strings, numbers, pairs,
 // Kafka records). Corrupt input must give an error (or, from a record
 // decoder, an exception the task turns into a failure), never a crash.
@@ -33,11 +34,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!message.ParseFromArray(data, static_cast<int>(size))) return 0;
   auto buffer = weir::taskmanager::network::FromProto(std::move(message));
   if (!buffer.ok() || !buffer->is_data()) return 0;
-  (void)weir::taskmanager::network::ForEachRecord(*buffer, [](absl::string_view record) {
+  auto decode_all = [](absl::string_view record) {
     Decode<std::string>(record);
     Decode<int64_t>(record);
     Decode<std::pair<std::string, int64_t>>(record);
     Decode<weir::kafka::Record>(record);
-  });
+  };
+  if (buffer->kind == weir::taskmanager::network::Buffer::Kind::kTimestampedData) {
+    (void)weir::taskmanager::network::ForEachTimestampedRecord(
+        *buffer, [&](int64_t, absl::string_view record) { decode_all(record); });
+  } else {
+    (void)weir::taskmanager::network::ForEachRecord(*buffer, decode_all);
+  }
   return 0;
 }

@@ -1,6 +1,9 @@
 #include "taskmanager/network/buffer.h"
 
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -128,6 +131,65 @@ TEST(WireFormatTest, RejectsWhatItCannotHandle) {
 
   v1::DataBuffer negative;
   negative.set_kind(v1::BUFFER_KIND_DATA);
+  negative.set_record_count(-1);
+  EXPECT_EQ(FromProto(negative).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Event time: each record's timestamp travels in front of its bytes, at every
+// value an int64 holds (before 1970, the extremes the watermark uses).
+TEST(RecordFramingTest, TimestampedRecordsRoundTripWithTheirEventTime) {
+  const std::vector<std::pair<int64_t, std::string>> records = {
+      {1700000000123, "one"},
+      {-1, std::string(300, 'p')},
+      {std::numeric_limits<int64_t>::min(), ""},
+      {std::numeric_limits<int64_t>::max(), std::string(70000, 'x')},
+      {0, "zero"}};
+  Buffer buffer{Buffer::Kind::kTimestampedData};
+  for (const auto& [timestamp, bytes] : records) AppendTimestampedRecord(bytes, timestamp, &buffer);
+  EXPECT_EQ(buffer.record_count, static_cast<int32_t>(records.size()));
+
+  absl::StatusOr<Buffer> back = FromProto(ToProto(buffer));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->kind, Buffer::Kind::kTimestampedData);
+  EXPECT_TRUE(back->is_data());
+  std::vector<std::pair<int64_t, std::string>> seen;
+  ASSERT_TRUE(ForEachTimestampedRecord(*back, [&](int64_t timestamp, absl::string_view bytes) {
+                seen.emplace_back(timestamp, std::string(bytes));
+              }).ok());
+  EXPECT_EQ(seen, records);
+}
+
+TEST(RecordFramingTest, ReportsATimestampCutOff) {
+  Buffer buffer{Buffer::Kind::kTimestampedData};
+  AppendTimestampedRecord("abc", 42, &buffer);
+  Buffer cut = buffer;
+  cut.data.resize(1 + 5);  // the length and 5 of the timestamp's 8 bytes
+  absl::Status status = ForEachTimestampedRecord(cut, [](int64_t, absl::string_view) {});
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(absl::StrContains(status.message(), "inside its timestamp")) << status;
+  // Read without timestamps, the same bytes are not the records they were.
+  std::vector<std::string> misread;
+  (void)ForEachRecord(buffer, [&](absl::string_view bytes) { misread.emplace_back(bytes); });
+  EXPECT_NE(misread, std::vector<std::string>{"abc"});
+}
+
+TEST(WireFormatTest, RoundTripsWatermarksAndTheirStatus) {
+  for (const int64_t watermark : {std::numeric_limits<int64_t>::min(), int64_t{-5}, int64_t{0},
+                                  int64_t{1700000000999}, std::numeric_limits<int64_t>::max()}) {
+    absl::StatusOr<Buffer> back = FromProto(ToProto(Buffer::Watermark(watermark)));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->kind, Buffer::Kind::kWatermark);
+    EXPECT_FALSE(back->is_data());
+    EXPECT_EQ(back->watermark, watermark);
+  }
+  for (const bool idle : {true, false}) {
+    absl::StatusOr<Buffer> back = FromProto(ToProto(Buffer::WatermarkStatus(idle)));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->kind, Buffer::Kind::kWatermarkStatus);
+    EXPECT_EQ(back->idle, idle);
+  }
+  v1::DataBuffer negative;
+  negative.set_kind(v1::BUFFER_KIND_TIMESTAMPED_DATA);
   negative.set_record_count(-1);
   EXPECT_EQ(FromProto(negative).status().code(), absl::StatusCode::kInvalidArgument);
 }
