@@ -18,7 +18,7 @@ RecordWriter::RecordWriter(std::shared_ptr<ResultPartition> partition, const wei
       subtask_index_(subtask_index),
       options_(options),
       effective_partitioning_(partitioning),
-      pending_(num_consumers > 0 ? num_consumers : 0),
+      pending_(num_consumers > 0 ? num_consumers : 0, EmptyBuffer()),
       next_round_robin_(num_consumers > 0 ? subtask_index % num_consumers : 0) {
   WEIR_CHECK(partition_ != nullptr, "RecordWriter needs a partition");
   WEIR_CHECK(type_ != nullptr && type_->serialize != nullptr,
@@ -42,28 +42,37 @@ RecordWriter::RecordWriter(std::shared_ptr<ResultPartition> partition, const wei
   }
 }
 
-void RecordWriter::Emit(void* record) {
+void RecordWriter::Emit(void* record) { Route(record, kNoRecordTimestamp); }
+
+void RecordWriter::EmitAt(void* record, int64_t timestamp) { Route(record, timestamp); }
+
+Buffer RecordWriter::EmptyBuffer() const {
+  return Buffer{options_.timestamps ? Buffer::Kind::kTimestampedData : Buffer::Kind::kData};
+}
+
+void RecordWriter::Route(void* record, int64_t timestamp) {
   WEIR_CHECK(!ended_, absl::StrCat("Emit after EmitEndOfInput on ", partition_->id()));
+  ActivateIfIdle();
   record_bytes_.clear();
   type_->serialize(record, record_bytes_);
   const absl::string_view bytes(record_bytes_.data(), record_bytes_.size());
   switch (effective_partitioning_) {
     case weir::Partitioning::kForward:
-      Append(subtask_index_, bytes);
+      Append(subtask_index_, bytes, timestamp);
       break;
     case weir::Partitioning::kRebalance:
-      Append(NextRoundRobin(), bytes);
+      Append(NextRoundRobin(), bytes, timestamp);
       break;
     case weir::Partitioning::kHash: {
       key_bytes_.clear();
       key_(record, key_bytes_);
       int key_group = state::KeyGroupForKey(absl::string_view(key_bytes_.data(), key_bytes_.size()),
                                      options_.max_parallelism);
-      Append(state::SubtaskForKeyGroup(key_group, options_.max_parallelism, num_consumers_), bytes);
+      Append(state::SubtaskForKeyGroup(key_group, options_.max_parallelism, num_consumers_), bytes, timestamp);
       break;
     }
     case weir::Partitioning::kBroadcast:
-      for (int i = 0; i < num_consumers_; ++i) Append(i, bytes);
+      for (int i = 0; i < num_consumers_; ++i) Append(i, bytes, timestamp);
       break;
   }
   records_out_.fetch_add(1, std::memory_order_relaxed);
@@ -75,12 +84,16 @@ int RecordWriter::NextRoundRobin() {
   return target;
 }
 
-void RecordWriter::Append(int subpartition, absl::string_view record) {
+void RecordWriter::Append(int subpartition, absl::string_view record, int64_t timestamp) {
   Buffer& buffer = pending_[subpartition];
   if (buffer.record_count == 0) {
     buffer.data.reserve(std::max<size_t>(options_.max_buffer_bytes, FramedRecordSize(record.size())));
   }
-  AppendRecord(record, &buffer);
+  if (options_.timestamps) {
+    AppendTimestampedRecord(record, timestamp, &buffer);
+  } else {
+    AppendRecord(record, &buffer);
+  }
   if (buffer.data.size() >= static_cast<size_t>(options_.max_buffer_bytes)) Flush(subpartition);
 }
 
@@ -88,7 +101,7 @@ void RecordWriter::Flush(int subpartition) {
   Buffer& pending = pending_[subpartition];
   if (pending.record_count == 0) return;
   Buffer full = std::move(pending);
-  pending = Buffer();
+  pending = EmptyBuffer();
   Hand(subpartition, std::move(full));
 }
 
@@ -128,6 +141,34 @@ void RecordWriter::BroadcastBarrier(int64_t checkpoint_id, int64_t timestamp_ms)
   WEIR_CHECK(!ended_, absl::StrCat("barrier after EmitEndOfInput on ", partition_->id()));
   FlushAll();
   HandEvent(Buffer::Barrier(checkpoint_id, timestamp_ms));
+}
+
+void RecordWriter::ActivateIfIdle() {
+  if (!idle_) return;
+  idle_ = false;
+  FlushAll();
+  HandEvent(Buffer::WatermarkStatus(/*idle=*/false));
+}
+
+void RecordWriter::BroadcastWatermark(int64_t watermark) {
+  WEIR_CHECK(!ended_, absl::StrCat("watermark after EmitEndOfInput on ", partition_->id()));
+  if (watermark <= last_watermark_) return;
+  ActivateIfIdle();
+  last_watermark_ = watermark;
+  FlushAll();
+  HandEvent(Buffer::Watermark(watermark));
+}
+
+void RecordWriter::BroadcastWatermarkStatus(bool idle) {
+  WEIR_CHECK(!ended_, absl::StrCat("watermark status after EmitEndOfInput on ", partition_->id()));
+  if (idle == idle_) return;
+  if (!idle) {
+    ActivateIfIdle();
+    return;
+  }
+  idle_ = true;
+  FlushAll();
+  HandEvent(Buffer::WatermarkStatus(/*idle=*/true));
 }
 
 }  // namespace weir::taskmanager::network

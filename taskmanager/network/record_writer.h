@@ -41,7 +41,14 @@ struct RecordWriterOptions {
   // the consumer count, forward behaves like rebalance so that every consumer
   // gets records. 0 (default): the same as the consumer count.
   int producer_parallelism = 0;
+  // Event time (docs/design/event-time.md): records go out in timestamped
+  // data buffers, each with its event time (EmitAt; Emit sends
+  // kNoRecordTimestamp). Only edges downstream of a watermark strategy.
+  bool timestamps = false;
 };
+
+// The event time of a record that has none.
+inline constexpr int64_t kNoRecordTimestamp = INT64_MIN;
 
 // Thread-safety: not thread-safe; owned and used by one task thread.
 // records_out() may be read from any thread.
@@ -61,6 +68,9 @@ class RecordWriter : public weir::RecordOutput {
 
   // Throws TaskCancelled when the partition has been released.
   void Emit(void* record) override;
+  // Emit with the record's event time (RecordWriterOptions::timestamps;
+  // without it the timestamp is dropped).
+  void EmitAt(void* record, int64_t timestamp);
 
   // Hands over every non-empty buffer if the flush interval has passed since
   // the previous flush. Called by the task loop between records and while idle.
@@ -74,6 +84,17 @@ class RecordWriter : public weir::RecordOutput {
   // Flushes, then sends checkpoint barrier `checkpoint_id` where
   // EmitEndOfInput sends END_OF_INPUT, behind every record emitted before.
   void BroadcastBarrier(int64_t checkpoint_id, int64_t timestamp_ms);
+  // Event time. Like barriers, a watermark goes out behind every record
+  // emitted before it, where EmitEndOfInput sends END_OF_INPUT. One not
+  // above the last one sent is dropped. A status says the stream is idle
+  // (`idle`) or active again; after an idle status, the next record or
+  // watermark is preceded by an active one. Each costs a credit and a slot
+  // of the subpartition's queue, like a barrier: send them periodically,
+  // not per record.
+  void BroadcastWatermark(int64_t watermark);
+  void BroadcastWatermarkStatus(bool idle);
+  // The last watermark sent (INT64_MIN before the first).
+  int64_t last_watermark() const { return last_watermark_; }
 
   // Records emitted (a broadcast record counts once).
   int64_t records_out() const { return records_out_.load(std::memory_order_relaxed); }
@@ -81,7 +102,13 @@ class RecordWriter : public weir::RecordOutput {
 
  private:
   int NextRoundRobin();
-  void Append(int subpartition, absl::string_view record);
+  void Append(int subpartition, absl::string_view record, int64_t timestamp);
+  // Serializes `record` and appends it where the partitioning says.
+  void Route(void* record, int64_t timestamp);
+  // A buffer for the records of one subpartition (timestamped or not).
+  Buffer EmptyBuffer() const;
+  // Rule of BroadcastWatermarkStatus: active again before what follows.
+  void ActivateIfIdle();
   void Flush(int subpartition);
   void Hand(int subpartition, Buffer buffer);
   // Hands an event to every subpartition that has a consumer.
@@ -102,6 +129,8 @@ class RecordWriter : public weir::RecordOutput {
   int next_round_robin_;
   absl::Time next_flush_ = absl::InfinitePast();
   bool ended_ = false;
+  int64_t last_watermark_ = INT64_MIN;
+  bool idle_ = false;
   std::atomic<int64_t> records_out_{0};
 };
 

@@ -180,6 +180,75 @@ TEST(RecordWriterTest, ForwardEventsGoOnlyToTheConsumedSubpartition) {
   EXPECT_EQ(Drain(*partition, 1)[0].kind, Buffer::Kind::kEndOfInput);
 }
 
+// Event time: with timestamps on, every record carries its event time, and
+// watermarks and statuses keep their place behind the records before them.
+TEST(RecordWriterTest, TimestampedRecordsAndWatermarksKeepTheirOrder) {
+  auto partition = std::make_shared<ResultPartition>("p", 2, 100);
+  RecordWriterOptions options;
+  options.timestamps = true;
+  RecordWriter writer(partition, TestRecordType(), Partitioning::kRebalance, nullptr, 2, 0, options);
+  TestRecord a{0, 1, "a", ""}, b{0, 2, "b", ""}, c{0, 3, "c", ""};
+  writer.EmitAt(&a, 1000);
+  writer.EmitAt(&b, 900);
+  writer.BroadcastWatermark(950);
+  writer.BroadcastWatermark(950);  // not above the last: dropped
+  writer.BroadcastWatermark(940);  // nor this
+  writer.Emit(&c);                 // without an event time
+  writer.EmitEndOfInput();
+  EXPECT_EQ(writer.last_watermark(), 950);
+
+  // Subpartition 0: a, then the watermark, then c; subpartition 1: b, the
+  // watermark. Each ends with END_OF_INPUT.
+  std::vector<Buffer> zero = Drain(*partition, 0);
+  ASSERT_EQ(zero.size(), 4u);
+  EXPECT_EQ(zero[0].kind, Buffer::Kind::kTimestampedData);
+  EXPECT_EQ(zero[1].kind, Buffer::Kind::kWatermark);
+  EXPECT_EQ(zero[1].watermark, 950);
+  EXPECT_EQ(zero[2].kind, Buffer::Kind::kTimestampedData);
+  EXPECT_EQ(zero[3].kind, Buffer::Kind::kEndOfInput);
+  std::vector<int64_t> times;
+  ASSERT_TRUE(ForEachTimestampedRecord(zero[0], [&](int64_t t, absl::string_view) { times.push_back(t); }).ok());
+  ASSERT_TRUE(ForEachTimestampedRecord(zero[2], [&](int64_t t, absl::string_view) { times.push_back(t); }).ok());
+  EXPECT_EQ(times, (std::vector<int64_t>{1000, kNoRecordTimestamp}));
+  std::vector<Buffer> one = Drain(*partition, 1);
+  ASSERT_EQ(one.size(), 3u);
+  EXPECT_EQ(one[0].kind, Buffer::Kind::kTimestampedData);
+  EXPECT_EQ(one[1].kind, Buffer::Kind::kWatermark);
+  EXPECT_EQ(one[2].kind, Buffer::Kind::kEndOfInput);
+}
+
+// An idle stream says so once; what comes next (a record or a watermark)
+// is preceded by an active status, so no consumer counts it while idle.
+TEST(RecordWriterTest, AfterAnIdleStatusTheStreamTurnsActiveBeforeAnythingElse) {
+  auto partition = std::make_shared<ResultPartition>("p", 1, 100);
+  RecordWriterOptions options;
+  options.timestamps = true;
+  RecordWriter writer(partition, TestRecordType(), Partitioning::kForward, nullptr, 1, 0, options);
+  writer.BroadcastWatermark(10);
+  writer.BroadcastWatermarkStatus(true);
+  writer.BroadcastWatermarkStatus(true);  // no change: nothing sent
+  TestRecord a{0, 1, "a", ""};
+  writer.EmitAt(&a, 20);
+  writer.BroadcastWatermarkStatus(true);
+  writer.BroadcastWatermark(30);
+  writer.FlushAll();
+  std::vector<std::pair<Buffer::Kind, std::string>> seen;
+  for (const Buffer& buffer : Drain(*partition, 0)) {
+    std::string detail;
+    if (buffer.kind == Buffer::Kind::kWatermark) detail = absl::StrCat(buffer.watermark);
+    if (buffer.kind == Buffer::Kind::kWatermarkStatus) detail = buffer.idle ? "idle" : "active";
+    seen.emplace_back(buffer.kind, detail);
+  }
+  using K = Buffer::Kind;
+  EXPECT_EQ(seen, (std::vector<std::pair<K, std::string>>{{K::kWatermark, "10"},
+                                                         {K::kWatermarkStatus, "idle"},
+                                                         {K::kWatermarkStatus, "active"},
+                                                         {K::kTimestampedData, ""},
+                                                         {K::kWatermarkStatus, "idle"},
+                                                         {K::kWatermarkStatus, "active"},
+                                                         {K::kWatermark, "30"}}));
+}
+
 TEST(RecordWriterTest, EmitThrowsTaskCancelledWhenReleasedWhileBlocked) {
   auto partition = std::make_shared<ResultPartition>("p", 1, 1);
   RecordWriterOptions options;
