@@ -1,6 +1,8 @@
 #include "taskmanager/operator_chain.h"
 
+#include <set>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging/logging.h"
@@ -29,8 +31,10 @@ Partitioning FromProto(v1::Partitioning p) {
 class OperatorChain::Context final : public OperatorContext {
  public:
   Context(std::string name, int subtask, int parallelism, const google::protobuf::Map<std::string, std::string>* config,
-          OperatorStateSnapshot restored_operator_state, bool restored, std::unique_ptr<MetricGroup> metrics)
-      : metrics_(std::move(metrics)),
+          OperatorStateSnapshot restored_operator_state, bool restored, std::unique_ptr<MetricGroup> metrics,
+          const int64_t* element_time)
+      : element_time_(element_time),
+        metrics_(std::move(metrics)),
         name_(std::move(name)),
         subtask_(subtask),
         parallelism_(parallelism),
@@ -52,12 +56,14 @@ class OperatorChain::Context final : public OperatorContext {
   OperatorStateStore* operator_state() override { return &operator_state_; }
   bool is_restored() const override { return restored_; }
   MetricGroup& metrics() override { return *metrics_; }
+  int64_t current_timestamp() const override { return *element_time_; }
 
   void EnableKeyedState(std::unique_ptr<KeyedStateBackend> keyed) { keyed_ = std::move(keyed); }
   KeyedStateBackend* keyed() { return keyed_.get(); }
   OperatorStateBackend& operator_state_backend() { return operator_state_; }
 
  private:
+  const int64_t* const element_time_;  // the chain's
   const std::unique_ptr<MetricGroup> metrics_;
   const std::string name_;
   const int subtask_;
@@ -82,6 +88,26 @@ bool AllSinksAtMostOnce(const JobGraph& graph) {
   return sinks > 0;
 }
 
+// Whether a vertex with a watermark strategy (property weir.event-time =
+// source) is `vertex` or upstream of it: then records carry their event time
+// on the way out of `vertex`.
+bool FedByEventTime(const JobGraph& graph, int vertex) {
+  std::vector<int> todo = {vertex};
+  std::set<int> seen;
+  while (!todo.empty()) {
+    const int v = todo.back();
+    todo.pop_back();
+    if (!seen.insert(v).second) continue;
+    const VertexSpec& spec = graph.vertices.at(v);
+    auto it = spec.properties.find(std::string(kEventTimeProperty));
+    if (it != spec.properties.end() && it->second == "source") return true;
+    for (const EdgeSpec& e : graph.edges) {
+      if (e.target == v) todo.push_back(e.source);
+    }
+  }
+  return false;
+}
+
 // The registry of `options`, or an empty one (every connector is unknown).
 const connectors::ConnectorRegistry& ConnectorsOf(const OperatorChainOptions& options) {
   static const connectors::ConnectorRegistry* const kNone = new connectors::ConnectorRegistry();
@@ -90,28 +116,62 @@ const connectors::ConnectorRegistry& ConnectorsOf(const OperatorChainOptions& op
 
 }  // namespace
 
-class OperatorChain::ChainedOutput final : public RecordOutput {
+// What an operator emits into: the next operator of the chain (`next`, whose
+// own output is `next_output`), or another output (`then`: the writers, or an
+// output that counts). Counts the records that pass on `counter` (and
+// `second`). The event time of the record in flight lives in the chain's
+// slot `element_time`: EmitAt sets it for the call, Emit keeps it, and what
+// leaves the chain takes it along. Watermarks go through each operator's
+// OnWatermark; statuses pass by the operators.
+class OperatorChain::Output final : public RecordOutput {
  public:
-  explicit ChainedOutput(StreamOperator* next) : next_(next) {}
-  void Emit(void* record) override { next_->Process(record); }
+  Output(int64_t* element_time, StreamOperator* next, RecordOutput* next_output, RecordOutput* then,
+         std::atomic<int64_t>* counter, std::atomic<int64_t>* second = nullptr)
+      : element_time_(element_time),
+        next_(next),
+        next_output_(next_output),
+        then_(then),
+        counter_(counter),
+        second_(second) {}
 
- private:
-  StreamOperator* const next_;
-};
-
-// Counts records (on up to two counters) and passes them on.
-class OperatorChain::CountingOutput final : public RecordOutput {
- public:
-  CountingOutput(std::function<void(void*)> next, std::atomic<int64_t>* counter, std::atomic<int64_t>* second = nullptr)
-      : next_(std::move(next)), counter_(counter), second_(second) {}
   void Emit(void* record) override {
-    counter_->fetch_add(1, std::memory_order_relaxed);
+    if (counter_ != nullptr) counter_->fetch_add(1, std::memory_order_relaxed);
     if (second_ != nullptr) second_->fetch_add(1, std::memory_order_relaxed);
-    next_(record);
+    if (next_ != nullptr) {
+      next_->Process(record);
+    } else if (then_ != nullptr) {
+      then_->EmitAt(record, *element_time_);
+    }
+  }
+  void EmitAt(void* record, int64_t timestamp) override {
+    const int64_t saved = *element_time_;
+    *element_time_ = timestamp;
+    // Restored also when the call throws (TaskCancelled, a user error).
+    struct Restore {
+      int64_t* slot;
+      int64_t value;
+      ~Restore() { *slot = value; }
+    } restore{element_time_, saved};
+    Emit(record);
+  }
+  void EmitWatermark(int64_t watermark) override {
+    if (next_ != nullptr) {
+      const int64_t passed = next_->OnWatermark(watermark);
+      if (passed != kMinWatermark && next_output_ != nullptr) next_output_->EmitWatermark(passed);
+    } else if (then_ != nullptr) {
+      then_->EmitWatermark(watermark);
+    }
+  }
+  void EmitWatermarkStatus(bool idle) override {
+    RecordOutput* onward = next_ != nullptr ? next_output_ : then_;
+    if (onward != nullptr) onward->EmitWatermarkStatus(idle);
   }
 
  private:
-  const std::function<void(void*)> next_;
+  int64_t* const element_time_;
+  StreamOperator* const next_;
+  RecordOutput* const next_output_;
+  RecordOutput* const then_;
   std::atomic<int64_t>* const counter_;
   std::atomic<int64_t>* const second_;
 };
@@ -123,6 +183,15 @@ class OperatorChain::FanOutOutput final : public RecordOutput {
   void Emit(void* record) override {
     // Only RecordWriters sit here; they serialize and never move from the record.
     for (RecordOutput* out : outputs_) out->Emit(record);
+  }
+  void EmitAt(void* record, int64_t timestamp) override {
+    for (RecordOutput* out : outputs_) out->EmitAt(record, timestamp);
+  }
+  void EmitWatermark(int64_t watermark) override {
+    for (RecordOutput* out : outputs_) out->EmitWatermark(watermark);
+  }
+  void EmitWatermarkStatus(bool idle) override {
+    for (RecordOutput* out : outputs_) out->EmitWatermarkStatus(idle);
   }
 
  private:
@@ -213,7 +282,7 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
     if (restored != nullptr) restored_operator_state = restored->operators[i].operator_state;
     auto context = std::make_unique<Context>(v.name, tdd_.subtask_index(), tdd_.parallelism(), &tdd_.config(),
                                              std::move(restored_operator_state), restored != nullptr,
-                                             metrics_->ForOperator(v.name));
+                                             metrics_->ForOperator(v.name), &element_time_);
     if (v.input_key) {
       const state::KeyGroupRange range =
           state::KeyGroupRangeForSubtask(max_parallelism, tdd_.parallelism(), tdd_.subtask_index());
@@ -248,6 +317,8 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
 
   // The tail's output: the writers of its outgoing edges (none for a sink).
   const VertexSpec& tail = vertex(n - 1);
+  // Records carry event time on the wire only below a watermark strategy.
+  const bool event_time = FedByEventTime(job_.graph, tail.id);
   std::vector<RecordOutput*> tail_outputs;
   for (const v1::OutputSpec& out : tdd_.outputs()) {
     auto partition = std::make_shared<network::ResultPartition>(out.partition_id(), out.num_subpartitions(),
@@ -264,6 +335,7 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
                                                      " exceeds the job's max parallelism ", max_parallelism));
     }
     writer_options.producer_parallelism = tdd_.parallelism();
+    writer_options.timestamps = event_time;
     KeyFunction key;
     for (const EdgeSpec& e : job_.graph.edges) {
       if (e.source == tail.id && e.target == out.target_vertex()) key = e.key;
@@ -290,28 +362,28 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
     return outputs_owned_.back().get();
   };
   std::vector<RecordOutput*> outputs(n, discard_.get());
-  for (int i = 0; i < n; ++i) {
+  int64_t* const slot = &element_time_;
+  // From the tail back, so that each output knows the next operator's.
+  for (int i = n - 1; i >= 0; --i) {
     if (i + 1 < n) {
-      RecordOutput* next = add(std::make_unique<ChainedOutput>(operators_[i + 1].get()));
+      RecordOutput* next = add(std::make_unique<Output>(slot, operators_[i + 1].get(), outputs[i + 1], nullptr,
+                                                        nullptr));
       if (i + 2 == n && tail_is_sink) {
-        next = add(std::make_unique<CountingOutput>([next](void* r) { next->Emit(r); }, counters_.records_out));
+        next = add(std::make_unique<Output>(slot, nullptr, nullptr, next, counters_.records_out));
       }
       outputs[i] = next;
     } else if (tail_output != nullptr) {
-      outputs[i] = add(std::make_unique<CountingOutput>([tail_output](void* r) { tail_output->Emit(r); },
-                                                        counters_.records_out));
+      outputs[i] = add(std::make_unique<Output>(slot, nullptr, nullptr, tail_output, counters_.records_out));
     }
   }
   if (source_ != nullptr) {
     // What the source produces enters the chain.
-    RecordOutput* first = outputs[0];
-    outputs[0] = add(std::make_unique<CountingOutput>([first](void* r) { first->Emit(r); }, counters_.records_in));
+    outputs[0] = add(std::make_unique<Output>(slot, nullptr, nullptr, outputs[0], counters_.records_in));
   } else {
     // A lone sink: what it takes in is what it writes out.
     const bool sink_only = n == 1 && tail_is_sink;
-    StreamOperator* head = operators_[0].get();
-    head_input_ = std::make_unique<CountingOutput>([head](void* r) { head->Process(r); }, counters_.records_in,
-                                                   sink_only ? counters_.records_out : nullptr);
+    head_input_ = std::make_unique<Output>(slot, operators_[0].get(), outputs[0], nullptr, counters_.records_in,
+                                           sink_only ? counters_.records_out : nullptr);
   }
   outputs_ = std::move(outputs);
   opened_.assign(n, false);
@@ -338,6 +410,23 @@ void OperatorChain::InitializeStateAndOpen() {
     }
     opened_[i] = true;
   }
+}
+
+void OperatorChain::ProcessWatermark(int64_t watermark) {
+  if (head_input_ != nullptr) head_input_->EmitWatermark(watermark);
+}
+
+void OperatorChain::EndSourceEventTime() {
+  if (source_ == nullptr || source_event_time_ended_ || outputs_.empty()) return;
+  const VertexSpec& head = job_.graph.vertices.at(tdd_.vertex_ids(0));
+  auto it = head.properties.find(std::string(kEventTimeProperty));
+  if (it == head.properties.end() || it->second != "source") return;
+  source_event_time_ended_ = true;
+  outputs_[0]->EmitWatermark(kMaxWatermark);
+}
+
+void OperatorChain::ProcessWatermarkStatus(bool idle) {
+  if (head_input_ != nullptr) head_input_->EmitWatermarkStatus(idle);
 }
 
 void OperatorChain::FlushDue(absl::Time now) {

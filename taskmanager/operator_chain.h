@@ -104,6 +104,16 @@ class OperatorChain {
   RecordOutput* input() { return head_input_.get(); }
   // The record type of the task's input (the upstream vertex's output).
   const TypeOps* input_type() const;
+  // Event time (docs/design/event-time.md): the timestamp of the input
+  // records fed next (kNoTimestamp for none), and the task's watermark and
+  // idleness (WatermarkValve) into the head, through every operator's
+  // OnWatermark, out to the writers.
+  void SetElementTimestamp(int64_t timestamp) { element_time_ = timestamp; }
+  void ProcessWatermark(int64_t watermark);
+  void ProcessWatermarkStatus(bool idle);
+  // A source with a watermark strategy reached the end of its input: sends
+  // kMaxWatermark (once). Nothing for other chains.
+  void EndSourceEventTime();
 
   // Sends buffers whose buffer timeout has passed.
   void FlushDue(absl::Time now);
@@ -131,8 +141,7 @@ class OperatorChain {
 
  private:
   class Context;
-  class ChainedOutput;
-  class CountingOutput;
+  class Output;
   class FanOutOutput;
   class Discard;
 
@@ -163,6 +172,9 @@ class OperatorChain {
   std::vector<RecordOutput*> outputs_;  // each operator's output
   std::unique_ptr<RecordOutput> head_input_;
   std::unique_ptr<RecordOutput> discard_;
+  // The event time of the record in flight through the chain.
+  int64_t element_time_ = kNoTimestamp;
+  bool source_event_time_ended_ = false;
   std::vector<bool> opened_;
   bool consumed_ = false;
 };

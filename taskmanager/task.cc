@@ -6,6 +6,7 @@
 #include "common/status_macros.h"
 #include "taskmanager/checkpointing/barrier_handler.h"
 #include "taskmanager/checkpointing/snapshot_file.h"
+#include "taskmanager/eventtime/watermark_valve.h"
 #include "taskmanager/network/buffer.h"
 #include "taskmanager/network/input_gate.h"
 #include "taskmanager/operator_chain.h"
@@ -118,6 +119,9 @@ class Task::Execution {
       const absl::Time now = absl::Now();
       chain_->FlushDue(now);
       if (status == SourceStatus::kEndOfInput) {
+        // Event time ends with the input: windows fire before the final
+        // checkpoint and before the end of input goes out.
+        chain_->EndSourceEventTime();
         if (!tdd_.final_checkpoint() || task_->checkpointer_ == nullptr || !task_->checkpointer_->enabled()) break;
         task_->input_ended_ = true;
         task_->log_->info("task {}: end of input; waiting for a checkpoint after it to complete before ending",
@@ -149,6 +153,18 @@ class Task::Execution {
     Wakeup& wakeup = *task_->wakeup_;
     std::unique_ptr<BarrierHandler> barriers =
         BarrierHandler::Create(tdd_.checkpointing_mode(), gate_->num_channels());
+    // The task's event time from its channels' watermarks; silent for
+    // inputs that carry none.
+    eventtime::WatermarkValve valve(gate_->num_channels());
+    auto pass_on = [&](const std::vector<eventtime::ValveEvent>& events) {
+      for (const eventtime::ValveEvent& e : events) {
+        if (e.kind == eventtime::ValveEvent::Kind::kWatermark) {
+          chain_->ProcessWatermark(e.watermark);
+        } else {
+          chain_->ProcessWatermarkStatus(e.kind == eventtime::ValveEvent::Kind::kIdle);
+        }
+      }
+    };
     while (!cancelled()) {
       const uint64_t seen = wakeup.generation();
       RETURN_IF_ERROR(RunMails());
@@ -159,22 +175,38 @@ class Task::Execution {
       if (next.has_value()) {
         const int channel = next->first;
         network::Buffer& buffer = next->second;
-        if (buffer.kind == network::Buffer::Kind::kData) {
-          RETURN_IF_ERROR(network::ForEachRecord(buffer, [&](absl::string_view bytes) {
-            type->deserialize_to(std::string_view(bytes.data(), bytes.size()), input);
-          }));
-        } else if (buffer.kind == network::Buffer::Kind::kBarrier) {
-          RETURN_IF_ERROR(OnBarrierDecision(
-              channel, barriers->OnBarrier(channel, buffer.checkpoint_id, buffer.checkpoint_timestamp_ms, now)));
-        } else if (buffer.kind == network::Buffer::Kind::kEndOfInput) {
-          RETURN_IF_ERROR(OnBarrierDecision(channel, barriers->OnEndOfInput(channel, now)));
-        } else {
-          // Event-time buffers: the wire knows them (docs/design/event-time.md);
-          // tasks do not handle them yet, and nothing in this version sends them.
-          return absl::UnimplementedError(absl::StrCat("input channel ", channel, " delivered a ",
-                                                       network::BufferKindName(buffer.kind),
-                                                       " buffer, which this TaskManager's tasks do not handle yet: "
-                                                       "run one Weir version on every TaskManager"));
+        switch (buffer.kind) {
+          case network::Buffer::Kind::kData:
+            RETURN_IF_ERROR(network::ForEachRecord(buffer, [&](absl::string_view bytes) {
+              type->deserialize_to(std::string_view(bytes.data(), bytes.size()), input);
+            }));
+            break;
+          case network::Buffer::Kind::kTimestampedData: {
+            absl::Status read = network::ForEachTimestampedRecord(buffer, [&](int64_t timestamp,
+                                                                              absl::string_view bytes) {
+              chain_->SetElementTimestamp(timestamp);
+              type->deserialize_to(std::string_view(bytes.data(), bytes.size()), input);
+            });
+            chain_->SetElementTimestamp(kNoTimestamp);
+            RETURN_IF_ERROR(read);
+            break;
+          }
+          case network::Buffer::Kind::kBarrier:
+            RETURN_IF_ERROR(OnBarrierDecision(
+                channel, barriers->OnBarrier(channel, buffer.checkpoint_id, buffer.checkpoint_timestamp_ms, now)));
+            break;
+          case network::Buffer::Kind::kWatermark:
+            pass_on(valve.OnWatermark(channel, buffer.watermark, now));
+            break;
+          case network::Buffer::Kind::kWatermarkStatus:
+            pass_on(valve.OnStatus(channel, buffer.idle, now));
+            break;
+          case network::Buffer::Kind::kEndOfInput:
+            // The last channel's end may move event time to its end: that
+            // goes out before the chain ends its input.
+            pass_on(valve.OnEndOfInput(channel, now));
+            RETURN_IF_ERROR(OnBarrierDecision(channel, barriers->OnEndOfInput(channel, now)));
+            break;
         }
         chain_->FlushDue(now);
         if (gate_->finished()) break;

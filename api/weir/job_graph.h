@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "weir/operator.h"
@@ -30,6 +31,11 @@ const char* PartitioningName(Partitioning p);
 
 // Writes the serialized key of a record (for kHash edges and keyed state).
 using KeyFunction = std::function<void(const void* record, std::string& key_out)>;
+
+// A vertex property: "source" on a vertex whose records get their event
+// time and watermarks there (a watermark strategy); the records of it and
+// of every vertex downstream carry their event time between tasks.
+inline constexpr std::string_view kEventTimeProperty = "weir.event-time";
 
 struct VertexSpec {
   enum class Kind { kSource, kOperator, kSink };

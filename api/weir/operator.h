@@ -36,7 +36,13 @@
 
 namespace weir {
 
-// Where an operator sends its output records.
+// Event time (Unix ms) of a record that has none.
+inline constexpr int64_t kNoTimestamp = INT64_MIN;
+// The smallest and the largest watermark: nothing is known yet, and the
+// input has ended (every event-time window may fire).
+inline constexpr int64_t kMinWatermark = INT64_MIN;
+inline constexpr int64_t kMaxWatermark = INT64_MAX;
+
 // Thrown by an operator (or any user code) for a failure that restarting
 // cannot fix, such as output that is already lost: the job then FAILS at
 // once, whatever its restart strategy, with this message. Any other
@@ -46,10 +52,21 @@ class UnrecoverableError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Where an operator sends its output records. A record emitted with Emit
+// keeps the event time of the record being processed (none at a source).
 class RecordOutput {
  public:
   virtual ~RecordOutput() = default;
   virtual void Emit(void* record) = 0;
+  // Emits `record` with event time `timestamp` (Unix ms).
+  virtual void EmitAt(void* record, int64_t timestamp) { Emit(record); }
+  // Event time reached `watermark`: no later record has a timestamp at or
+  // below it. Sources (their watermark strategy) send these; operators
+  // pass them on through StreamOperator::OnWatermark.
+  virtual void EmitWatermark(int64_t watermark) {}
+  // The stream is idle (sends nothing for now: leave it out of event time
+  // downstream) or active again.
+  virtual void EmitWatermarkStatus(bool idle) {}
 };
 
 // Keyed state of one operator instance, for the key of the record being
@@ -130,6 +147,8 @@ class OperatorContext {
   virtual bool is_restored() const = 0;
   // Counters and gauges this operator exports (weir/metrics.h).
   virtual MetricGroup& metrics() = 0;
+  // The event time of the record being processed (kNoTimestamp if none).
+  virtual int64_t current_timestamp() const { return kNoTimestamp; }
 };
 
 // The checkpoint hooks every operator has (see the lifecycle above).
@@ -159,6 +178,9 @@ class StreamOperator : public CheckpointListener {
   // input: send what is buffered (a sink that batches writes flushes here),
   // so that output never waits for the next record or barrier.
   virtual void OnIdle() {}
+  // Event time reached `watermark` at this operator's input; returns the
+  // watermark to pass on (kMinWatermark: none). Called between records.
+  virtual int64_t OnWatermark(int64_t watermark) { return watermark; }
   virtual void Close() {}
 };
 

@@ -48,7 +48,7 @@ struct RecordWriterOptions {
 };
 
 // The event time of a record that has none.
-inline constexpr int64_t kNoRecordTimestamp = INT64_MIN;
+inline constexpr int64_t kNoRecordTimestamp = weir::kNoTimestamp;
 
 // Thread-safety: not thread-safe; owned and used by one task thread.
 // records_out() may be read from any thread.
@@ -70,7 +70,7 @@ class RecordWriter : public weir::RecordOutput {
   void Emit(void* record) override;
   // Emit with the record's event time (RecordWriterOptions::timestamps;
   // without it the timestamp is dropped).
-  void EmitAt(void* record, int64_t timestamp);
+  void EmitAt(void* record, int64_t timestamp) override;
 
   // Hands over every non-empty buffer if the flush interval has passed since
   // the previous flush. Called by the task loop between records and while idle.
@@ -93,6 +93,8 @@ class RecordWriter : public weir::RecordOutput {
   // not per record.
   void BroadcastWatermark(int64_t watermark);
   void BroadcastWatermarkStatus(bool idle);
+  void EmitWatermark(int64_t watermark) override { BroadcastWatermark(watermark); }
+  void EmitWatermarkStatus(bool idle) override { BroadcastWatermarkStatus(idle); }
   // The last watermark sent (INT64_MIN before the first).
   int64_t last_watermark() const { return last_watermark_; }
 

@@ -166,6 +166,147 @@ void WaitDone(Task& task) {
   ASSERT_TRUE(task.done());
 }
 
+// Event time across two tasks: a source with a watermark strategy emits
+// records with their event time and watermarks; the map and the sink of the
+// next task see each record's time, and the watermarks in order between
+// the records, then the end of event time when the input ends.
+class EventSource final : public SourceOperator {
+ public:
+  void Open(OperatorContext&, RecordOutput* output) override { output_ = output; }
+  SourceStatus PollNext() override {
+    switch (step_++) {
+      case 0: Emit(10, 1000); break;
+      case 1: Emit(11, 1005); break;
+      case 2: output_->EmitWatermark(1003); break;
+      case 3: Emit(12, 990); break;  // late, still passed on
+      case 4: output_->EmitWatermark(1003); break;  // not above the last: dropped
+      case 5: output_->EmitWatermark(1010); break;
+      default: return SourceStatus::kEndOfInput;
+    }
+    return SourceStatus::kMoreAvailable;
+  }
+
+ private:
+  void Emit(int64_t value, int64_t timestamp) { output_->EmitAt(&value, timestamp); }
+  RecordOutput* output_ = nullptr;
+  int step_ = 0;
+};
+
+// Adds 100, keeping the record's event time; notes what it saw.
+class TimedMap final : public StreamOperator {
+ public:
+  explicit TimedMap(Trace* trace) : trace_(trace) {}
+  void Open(OperatorContext& context, RecordOutput* output) override {
+    context_ = &context;
+    output_ = output;
+  }
+  void Process(void* record) override {
+    int64_t value = *static_cast<int64_t*>(record);
+    trace_->Add(absl::StrCat("map ", value, "@", context_->current_timestamp()));
+    value += 100;
+    output_->Emit(&value);
+  }
+  int64_t OnWatermark(int64_t watermark) override {
+    trace_->Add(absl::StrCat("map watermark ", watermark));
+    return watermark;
+  }
+
+ private:
+  Trace* const trace_;
+  OperatorContext* context_ = nullptr;
+  RecordOutput* output_ = nullptr;
+};
+
+class TimedSink final : public StreamOperator {
+ public:
+  explicit TimedSink(Trace* trace) : trace_(trace) {}
+  void Open(OperatorContext& context, RecordOutput*) override { context_ = &context; }
+  void Process(void* record) override {
+    trace_->Add(absl::StrCat("sink ", *static_cast<int64_t*>(record), "@", context_->current_timestamp()));
+  }
+  int64_t OnWatermark(int64_t watermark) override {
+    trace_->Add(absl::StrCat("sink watermark ", watermark));
+    return watermark;
+  }
+
+ private:
+  Trace* const trace_;
+  OperatorContext* context_ = nullptr;
+};
+
+std::shared_ptr<jobgraph::LoadedJob> EventTimeJob(Trace* trace) {
+  auto job = std::make_shared<jobgraph::LoadedJob>();
+  VertexSpec source;
+  source.id = 0;
+  source.name = "events";
+  source.kind = VertexSpec::Kind::kSource;
+  source.source_factory = [] { return std::make_unique<EventSource>(); };
+  source.output_type = TypeOpsOf<int64_t>();
+  source.properties[std::string(kEventTimeProperty)] = "source";
+  VertexSpec map;
+  map.id = 1;
+  map.name = "map";
+  map.operator_factory = [trace] { return std::make_unique<TimedMap>(trace); };
+  map.output_type = TypeOpsOf<int64_t>();
+  VertexSpec sink;
+  sink.id = 2;
+  sink.name = "sink";
+  sink.kind = VertexSpec::Kind::kSink;
+  sink.operator_factory = [trace] { return std::make_unique<TimedSink>(trace); };
+  job->graph.vertices = {source, map, sink};
+  job->graph.edges = {EdgeSpec{0, 1, Partitioning::kForward, nullptr}, EdgeSpec{1, 2, Partitioning::kForward, nullptr}};
+  return job;
+}
+
+TEST(TaskTest, EventTimeCrossesTasksWithItsRecordsAndWatermarks) {
+  Trace trace;
+  network::PartitionManager partitions;
+  FakeListener source_listener, sink_listener;
+  FakeLoader loader(EventTimeJob(&trace));
+  auto env = [&](FakeListener* listener) {
+    TaskEnvironment e;
+    e.taskmanager_id = "tm-test";
+    e.artifacts = &loader;
+    e.partitions = &partitions;
+    e.listener = listener;
+    return e;
+  };
+  v1::TaskDeploymentDescriptor producer = Descriptor();
+  producer.set_task_id("job-1/1/c0s0");
+  producer.clear_vertex_ids();
+  producer.add_vertex_ids(0);
+  v1::OutputSpec* out = producer.add_outputs();
+  out->set_partition_id("p-events");
+  out->set_target_vertex(1);
+  out->set_partitioning(v1::FORWARD);
+  out->set_num_subpartitions(1);
+  v1::TaskDeploymentDescriptor consumer = Descriptor();
+  consumer.set_task_id("job-1/1/c1s0");
+  consumer.clear_vertex_ids();
+  consumer.add_vertex_ids(1);
+  consumer.add_vertex_ids(2);
+  consumer.set_input_vertex(0);
+  v1::InputChannelSpec* in = consumer.add_inputs();
+  in->set_partition_id("p-events");
+  in->set_subpartition(0);
+  in->set_local(true);
+
+  Task source_task(producer, env(&source_listener));
+  Task sink_task(consumer, env(&sink_listener));
+  source_task.Start();
+  sink_task.Start();
+  WaitDone(source_task);
+  WaitDone(sink_task);
+  EXPECT_EQ(source_listener.states().back(), v1::TASK_FINISHED) << source_listener.error();
+  EXPECT_EQ(sink_listener.states().back(), v1::TASK_FINISHED) << sink_listener.error();
+  absl::MutexLock lock(&trace.mu);
+  const std::string end = absl::StrCat(kMaxWatermark);
+  EXPECT_THAT(trace.events,
+              ElementsAre("map 10@1000", "sink 110@1000", "map 11@1005", "sink 111@1005", "map watermark 1003",
+                          "sink watermark 1003", "map 12@990", "sink 112@990", "map watermark 1010",
+                          "sink watermark 1010", "map watermark " + end, "sink watermark " + end));
+}
+
 TEST(TaskTest, BoundedChainRunsTheLifecycleInOrder) {
   Harness h;
   std::unique_ptr<Task> task = h.MakeTask(1000, /*unbounded=*/false);
