@@ -416,6 +416,13 @@ void OperatorChain::ProcessWatermark(int64_t watermark) {
   if (head_input_ != nullptr) head_input_->EmitWatermark(watermark);
 }
 
+void OperatorChain::PeriodicEmit() {
+  if (source_ != nullptr) source_->OnPeriodicEmit();
+  for (auto& op : operators_) {
+    if (op != nullptr) op->OnPeriodicEmit();
+  }
+}
+
 void OperatorChain::EndSourceEventTime() {
   if (source_ == nullptr || source_event_time_ended_ || outputs_.empty()) return;
   const VertexSpec& head = job_.graph.vertices.at(tdd_.vertex_ids(0));

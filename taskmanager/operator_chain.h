@@ -114,6 +114,9 @@ class OperatorChain {
   // A source with a watermark strategy reached the end of its input: sends
   // kMaxWatermark (once). Nothing for other chains.
   void EndSourceEventTime();
+  // OnPeriodicEmit of the source and every operator (watermark strategies
+  // emit there).
+  void PeriodicEmit();
 
   // Sends buffers whose buffer timeout has passed.
   void FlushDue(absl::Time now);

@@ -17,6 +17,9 @@ namespace {
 // How long an idle source waits before it is polled again (mails and
 // cancellation end the wait at once).
 constexpr absl::Duration kIdleSourceWait = absl::Milliseconds(10);
+// How long event time may wait on one input channel while the others move
+// on before the task says so.
+constexpr absl::Duration kEventTimeStallWarning = absl::Seconds(60);
 
 }  // namespace
 
@@ -98,6 +101,35 @@ class Task::Execution {
  private:
   bool cancelled() const { return task_->cancel_requested_.HasBeenNotified(); }
 
+  // Event time waits on one input channel whose watermark has not moved
+  // for kEventTimeStallWarning while others' have: says which, once per
+  // stall (an upstream partition without records and without an idleness
+  // setting holds every window behind it).
+  void WarnIfEventTimeStalls(const eventtime::WatermarkValve& valve, absl::Time now) {
+    if (now < next_stall_check_) return;
+    next_stall_check_ = now + absl::Seconds(1);
+    const std::optional<int> holding = valve.Holding(now, kEventTimeStallWarning);
+    if (holding == stalled_channel_) return;
+    stalled_channel_ = holding;
+    if (!holding.has_value()) return;
+    const v1::InputChannelSpec& in = tdd_.inputs(*holding);
+    task_->log_->warn("task {}: event time (watermark {}) has waited {} or more on input channel {} (subpartition {} "
+                      "of {} from {}) while other channels moved on: its upstream sends no records and no idle "
+                      "status; set an idleness on the watermark strategy if it may stay quiet",
+                      tdd_.task_id(), valve.watermark(), absl::FormatDuration(kEventTimeStallWarning), *holding,
+                      in.subpartition(), in.partition_id(), in.producer_address().empty() ? "this TaskManager"
+                                                                                          : in.producer_address());
+  }
+
+  // The chain's periodic emission (watermark strategies), every
+  // pipeline.auto-watermark-interval. Waits are shorter than it
+  // (execution.buffer-timeout, the idle source's poll), so no extra wake-up.
+  void MaybePeriodicEmit(absl::Time now) {
+    if (now < next_periodic_emit_) return;
+    next_periodic_emit_ = now + env_.watermark_interval;
+    chain_->PeriodicEmit();
+  }
+
   // Runs the mails that arrived since the last turn.
   absl::Status RunMails() { return task_->mailbox_.RunPending(); }
 
@@ -117,6 +149,7 @@ class Task::Execution {
       }
       const SourceStatus status = source->PollNext();
       const absl::Time now = absl::Now();
+      MaybePeriodicEmit(now);
       chain_->FlushDue(now);
       if (status == SourceStatus::kEndOfInput) {
         // Event time ends with the input: windows fire before the final
@@ -208,13 +241,17 @@ class Task::Execution {
             RETURN_IF_ERROR(OnBarrierDecision(channel, barriers->OnEndOfInput(channel, now)));
             break;
         }
+        MaybePeriodicEmit(now);
+        WarnIfEventTimeStalls(valve, now);
         chain_->FlushDue(now);
         if (gate_->finished()) break;
         continue;
       }
       if (gate_->finished()) break;
+      MaybePeriodicEmit(now);
+      WarnIfEventTimeStalls(valve, now);
       chain_->Idle(now);
-      wakeup.WaitForChange(seen, now + env_.buffer_timeout);
+      wakeup.WaitForChange(seen, std::min(now + env_.buffer_timeout, next_periodic_emit_));
     }
     return absl::OkStatus();
   }
@@ -249,6 +286,9 @@ class Task::Execution {
   std::shared_ptr<jobgraph::LoadedJob>& job_;
   std::unique_ptr<OperatorChain> chain_;
   std::unique_ptr<network::InputGate> gate_;
+  absl::Time next_periodic_emit_ = absl::InfinitePast();
+  std::optional<int> stalled_channel_;  // WarnIfEventTimeStalls: the one warned about
+  absl::Time next_stall_check_ = absl::InfinitePast();
 };
 
 Task::Task(v1::TaskDeploymentDescriptor tdd, TaskEnvironment env)

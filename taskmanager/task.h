@@ -61,6 +61,8 @@ struct TaskEnvironment {
   int buffers_per_channel = 4;
   int segment_size = 32 * 1024;
   absl::Duration buffer_timeout = absl::Milliseconds(100);
+  // pipeline.auto-watermark-interval: how often OnPeriodicEmit runs.
+  absl::Duration watermark_interval = absl::Milliseconds(200);
   int max_parallelism = 128;
   // The connectors that jobs name (connectors/builtin.h); shared by every
   // task. Null: none.

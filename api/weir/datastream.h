@@ -22,6 +22,7 @@
 #include <typeinfo>
 #include <utility>
 
+#include "weir/event_time.h"
 #include "weir/job_graph.h"
 #include "weir/operator.h"
 #include "weir/serializer.h"
@@ -50,6 +51,8 @@ class Collector {
  public:
   explicit Collector(RecordOutput* output) : output_(output) {}
   void Collect(T value) { output_->Emit(&value); }
+  // With its event time (Unix ms; weir/event_time.h).
+  void CollectAt(T value, int64_t timestamp) { output_->EmitAt(&value, timestamp); }
 
  private:
   RecordOutput* output_;
@@ -73,6 +76,8 @@ class RuntimeContext {
   // This operator's counters and gauges (weir/metrics.h); ask once per name
   // and keep the reference.
   MetricGroup& metrics() { return context_->metrics(); }
+  // The event time of the record being processed (kNoTimestamp if none).
+  int64_t timestamp() const { return context_->current_timestamp(); }
 
  private:
   OperatorContext* context_;
@@ -250,6 +255,72 @@ class SinkFunctionOperator final : public OperatorBase {
   F fn_;
 };
 
+// AssignTimestampsAndWatermarks: gives each record its event time (the
+// strategy's extractor, or the time it carries), checks it, and emits the
+// watermark every periodic tick. Watermarks from upstream are not passed on
+// (this operator's replace them), except the end of event time.
+template <typename T>
+class TimestampsAndWatermarksOperator final : public OperatorBase {
+ public:
+  explicit TimestampsAndWatermarksOperator(WatermarkStrategy<T> strategy)
+      : strategy_(std::move(strategy)),
+        watermarks_(strategy_.out_of_orderness.count(), strategy_.idleness.count()) {}
+
+  void Open(OperatorContext& context, RecordOutput* output) override {
+    OperatorBase::Open(context, output);
+    split_ = watermarks_.AddSplit(context.operator_name(), NowMs());
+    dropped_ = &context.metrics().counter("weir_event_time_dropped_records_total",
+                                          "Records dropped for an invalid event time (missing, negative, or "
+                                          "too far in the future).");
+  }
+  void Process(void* record) override {
+    const T& value = *static_cast<const T*>(record);
+    const int64_t timestamp = strategy_.timestamp ? strategy_.timestamp(value) : context_->current_timestamp();
+    const int64_t now = NowMs();
+    const std::string invalid = CheckTimestamp(timestamp, now, strategy_.max_future);
+    if (!invalid.empty()) {
+      if (strategy_.invalid_timestamps == InvalidTimestamps::kDrop) {
+        dropped_->Inc();
+        watermarks_.OnRecord(split_, kNoTimestamp, now);
+        return;
+      }
+      throw UnrecoverableError("event time of operator '" + context_->operator_name() + "': " + invalid +
+                               "; fix the timestamps, or set the watermark strategy's invalid_timestamps to "
+                               "kDrop to drop such records");
+    }
+    watermarks_.OnRecord(split_, timestamp, now);
+    output_->EmitAt(record, timestamp);
+  }
+  int64_t OnWatermark(int64_t watermark) override { return watermark == kMaxWatermark ? watermark : kMinWatermark; }
+  void OnPeriodicEmit() override {
+    const SplitWatermarks::Combined now = watermarks_.Combine(NowMs());
+    if (now.idle != idle_) {
+      idle_ = now.idle;
+      output_->EmitWatermarkStatus(idle_);
+    }
+    if (!now.idle && now.watermark > emitted_) {
+      emitted_ = now.watermark;
+      output_->EmitWatermark(emitted_);
+    }
+  }
+  // Bounded input: every event-time window may fire.
+  void EndInput() override { output_->EmitWatermark(kMaxWatermark); }
+
+ private:
+  static int64_t NowMs() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
+  const WatermarkStrategy<T> strategy_;
+  SplitWatermarks watermarks_;
+  int split_ = 0;
+  bool idle_ = false;
+  int64_t emitted_ = kMinWatermark;
+  Counter* dropped_ = nullptr;
+};
+
 template <typename T>
 class SourceFunctionOperator final : public SourceOperator {
  public:
@@ -373,6 +444,17 @@ class DataStream {
   template <typename F, typename K = std::decay_t<std::invoke_result_t<F, const T&>>, typename KS = Serializer<K>>
   KeyedStream<T, K, KS> KeyBy(F key_fn) const {
     return KeyedStream<T, K, KS>(env_, vertex_, key_fn);
+  }
+
+  // Event time: each record's timestamp and this stream's watermarks from
+  // `strategy` (weir/event_time.h). Runs chained after this stream's vertex
+  // (same parallelism); everything downstream carries event time.
+  DataStream<T> AssignTimestampsAndWatermarks(WatermarkStrategy<T> strategy) const {
+    DataStream<T> timed = Then<T>("Timestamps/Watermarks", env_->vertex(vertex_).output_type, [strategy] {
+      return std::make_unique<internal::TimestampsAndWatermarksOperator<T>>(strategy);
+    });
+    env_->vertex(timed.vertex_id()).properties[std::string(kEventTimeProperty)] = "source";
+    return timed;
   }
 
   // Spreads records round-robin over the next vertex's subtasks.

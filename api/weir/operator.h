@@ -181,6 +181,9 @@ class StreamOperator : public CheckpointListener {
   // Event time reached `watermark` at this operator's input; returns the
   // watermark to pass on (kMinWatermark: none). Called between records.
   virtual int64_t OnWatermark(int64_t watermark) { return watermark; }
+  // Called every pipeline.auto-watermark-interval (200 ms) of processing
+  // time, between records: where a watermark strategy emits.
+  virtual void OnPeriodicEmit() {}
   virtual void Close() {}
 };
 
@@ -197,6 +200,8 @@ class SourceOperator : public CheckpointListener {
  public:
   virtual void Open(OperatorContext& context, RecordOutput* output) = 0;
   virtual SourceStatus PollNext() = 0;
+  // As StreamOperator::OnPeriodicEmit, between two PollNext calls.
+  virtual void OnPeriodicEmit() {}
   virtual void Close() {}
 };
 

@@ -180,6 +180,15 @@ constexpr std::array kOptions = {
                .scope = kTaskManager,
                .min_value = 1,
                .max_value = 60000},
+    OptionSpec{.key = keys::kAutoWatermarkInterval,
+               .type = OptionType::kDuration,
+               .default_value = "200 ms",
+               .description = "How often watermark strategies emit their watermark, in processing time (the "
+                              "name and default are Flink's): the delay before event time moves on after "
+                              "records arrive.",
+               .scope = kTaskManager,
+               .min_value = 1,
+               .max_value = 60000},
     OptionSpec{.key = keys::kBuffersPerChannel,
                .type = OptionType::kInt,
                .default_value = "4",

@@ -307,6 +307,122 @@ TEST(TaskTest, EventTimeCrossesTasksWithItsRecordsAndWatermarks) {
                           "sink watermark 1010", "map watermark " + end, "sink watermark " + end));
 }
 
+// A user source's records get their event time from a watermark strategy
+// chained after it; its watermark follows at the periodic tick (the largest
+// timestamp minus the bound, minus one), a late record still passes, and the
+// end of the input ends event time.
+struct TimedTrace : Trace {
+  std::atomic<bool> watermark_seen{false};
+};
+
+class BurstSource final : public SourceFunction<int64_t> {
+ public:
+  explicit BurstSource(TimedTrace* trace) : trace_(trace) {}
+  SourceStatus Poll(Collector<int64_t>& out) override {
+    if (step_ == 0) {
+      for (int64_t t : {1000, 1010, 1005}) out.Collect(t);
+      ++step_;
+      return SourceStatus::kMoreAvailable;
+    }
+    if (step_ == 1) {
+      // Until the watermark of the first burst went through (a guard of 30 s).
+      if (!trace_->watermark_seen && absl::Now() < deadline_) return SourceStatus::kNothingAvailable;
+      out.Collect(1003);  // behind the watermark: late
+      ++step_;
+      return SourceStatus::kMoreAvailable;
+    }
+    return SourceStatus::kEndOfInput;
+  }
+
+ private:
+  TimedTrace* const trace_;
+  const absl::Time deadline_ = absl::Now() + absl::Seconds(30);
+  int step_ = 0;
+};
+
+class WatermarkSink final : public StreamOperator {
+ public:
+  explicit WatermarkSink(TimedTrace* trace) : trace_(trace) {}
+  void Open(OperatorContext& context, RecordOutput*) override { context_ = &context; }
+  void Process(void* record) override {
+    trace_->Add(absl::StrCat("sink ", *static_cast<int64_t*>(record), "@", context_->current_timestamp()));
+  }
+  int64_t OnWatermark(int64_t watermark) override {
+    trace_->Add(absl::StrCat("sink watermark ", watermark));
+    trace_->watermark_seen = true;
+    return watermark;
+  }
+
+ private:
+  TimedTrace* const trace_;
+  OperatorContext* context_ = nullptr;
+};
+
+std::shared_ptr<jobgraph::LoadedJob> StrategyJob(TimedTrace* trace, WatermarkStrategy<int64_t> strategy) {
+  auto job = std::make_shared<jobgraph::LoadedJob>();
+  StreamEnvironment env(&job->graph);
+  VertexSpec sink;
+  sink.name = "sink";
+  sink.kind = VertexSpec::Kind::kSink;
+  sink.operator_factory = [trace] { return std::make_unique<WatermarkSink>(trace); };
+  env.AddSource<int64_t>("burst", [trace] { return std::make_unique<BurstSource>(trace); })
+      .AssignTimestampsAndWatermarks(std::move(strategy))
+      .Attach(std::move(sink));
+  return job;
+}
+
+void RunStrategyJob(TimedTrace* trace, WatermarkStrategy<int64_t> strategy, FakeListener* listener) {
+  network::PartitionManager partitions;
+  FakeLoader loader(StrategyJob(trace, std::move(strategy)));
+  TaskEnvironment env;
+  env.taskmanager_id = "tm-test";
+  env.artifacts = &loader;
+  env.partitions = &partitions;
+  env.listener = listener;
+  env.watermark_interval = absl::Milliseconds(1);
+  v1::TaskDeploymentDescriptor tdd = Descriptor();
+  tdd.add_vertex_ids(2);
+  Task task(tdd, env);
+  task.Start();
+  WaitDone(task);
+}
+
+TEST(TaskTest, AWatermarkStrategyStampsRecordsAndEmitsItsWatermark) {
+  TimedTrace trace;
+  FakeListener listener;
+  WatermarkStrategy<int64_t> strategy;
+  strategy.out_of_orderness = std::chrono::milliseconds(5);
+  strategy.timestamp = [](const int64_t& t) { return t; };
+  RunStrategyJob(&trace, strategy, &listener);
+  EXPECT_EQ(listener.states().back(), v1::TASK_FINISHED) << listener.error();
+  absl::MutexLock lock(&trace.mu);
+  EXPECT_THAT(trace.events, ElementsAre("sink 1000@1000", "sink 1010@1010", "sink 1005@1005", "sink watermark 1004",
+                                        "sink 1003@1003", "sink watermark " + absl::StrCat(kMaxWatermark)));
+}
+
+// A record without a usable event time fails the job by default, saying
+// why; with kDrop it is dropped instead.
+TEST(TaskTest, AnInvalidEventTimeFailsTheJobOrIsDropped) {
+  WatermarkStrategy<int64_t> strategy;
+  strategy.timestamp = [](const int64_t& t) { return t == 1010 ? int64_t{-7} : t; };
+  {
+    TimedTrace trace;
+    FakeListener listener;
+    RunStrategyJob(&trace, strategy, &listener);
+    EXPECT_EQ(listener.states().back(), v1::TASK_FAILED);
+    EXPECT_THAT(listener.error(), ::testing::HasSubstr("its timestamp -7 is before 1970"));
+    EXPECT_THAT(listener.error(), ::testing::HasSubstr("kDrop"));
+  }
+  strategy.invalid_timestamps = InvalidTimestamps::kDrop;
+  TimedTrace trace;
+  FakeListener listener;
+  RunStrategyJob(&trace, strategy, &listener);
+  EXPECT_EQ(listener.states().back(), v1::TASK_FINISHED) << listener.error();
+  absl::MutexLock lock(&trace.mu);
+  EXPECT_THAT(trace.events, ElementsAre("sink 1000@1000", "sink 1005@1005", "sink watermark 1004", "sink 1003@1003",
+                                        "sink watermark " + absl::StrCat(kMaxWatermark)));
+}
+
 TEST(TaskTest, BoundedChainRunsTheLifecycleInOrder) {
   Harness h;
   std::unique_ptr<Task> task = h.MakeTask(1000, /*unbounded=*/false);

@@ -1,0 +1,159 @@
+// Event time in the job API: where a stream's records get their timestamps
+// and how its watermarks follow (docs/design/event-time.md, section 3).
+//
+//   auto timed = events.AssignTimestampsAndWatermarks(weir::WatermarkStrategy<Event>{
+//       .out_of_orderness = std::chrono::seconds(5),
+//       .timestamp = [](const Event& e) { return e.time_ms; }});
+//
+// A record's event time is Unix ms. The watermark says: no record later on
+// this stream has a timestamp at or below it. With bounded out-of-orderness
+// B it trails the largest timestamp seen by B (plus one ms), so a record up
+// to B behind the newest is still on time.
+//
+// Header-only; part of the job API (weir/job.h includes it).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "weir/operator.h"
+
+namespace weir {
+
+// What to do with a record whose timestamp is missing (kNoTimestamp),
+// negative, or further ahead of the wall clock than `max_future`.
+enum class InvalidTimestamps {
+  kFail,  // the job fails at once, naming the record's time (the default)
+  kDrop,  // the record is dropped and counted (metric
+          // weir_event_time_dropped_records_total of the operator)
+};
+
+template <typename T>
+struct WatermarkStrategy {
+  // How far behind the newest timestamp a record may come and still be on
+  // time. 0: timestamps only grow.
+  std::chrono::milliseconds out_of_orderness{0};
+  // A stream (a Kafka partition, a subtask) without records for this long
+  // of processing time is idle: it stops holding event time back
+  // downstream, until its next record. 0 (default): never idle — a quiet
+  // stream holds every window behind it, and the log says so.
+  std::chrono::milliseconds idleness{0};
+  // The event time of a record; empty: the time it already carries (set by
+  // its source, e.g. a Kafka record's timestamp).
+  std::function<int64_t(const T&)> timestamp;
+  InvalidTimestamps invalid_timestamps = InvalidTimestamps::kFail;
+  // Timestamps more than this ahead of the wall clock are invalid (a clock
+  // or a unit gone wrong: seconds read as ms). 0: no check.
+  std::chrono::milliseconds max_future = std::chrono::hours(24);
+};
+
+namespace internal {
+
+// Why `timestamp` is not usable ("" when it is), given the wall clock `now_ms`.
+inline std::string CheckTimestamp(int64_t timestamp, int64_t now_ms, std::chrono::milliseconds max_future) {
+  if (timestamp == kNoTimestamp) return "the record has no timestamp";
+  if (timestamp < 0) return "its timestamp " + std::to_string(timestamp) + " is before 1970";
+  if (max_future.count() > 0 && timestamp > now_ms && timestamp - now_ms > max_future.count()) {
+    return "its timestamp " + std::to_string(timestamp) + " is " + std::to_string(timestamp - now_ms) +
+           " ms ahead of the wall clock, more than max_future (" + std::to_string(max_future.count()) + " ms)";
+  }
+  return "";
+}
+
+// The watermark of a source subtask from its splits (Kafka partitions, or
+// the whole subtask): each split's is its largest timestamp minus the bound
+// (minus one ms); the subtask's is the minimum over splits that are neither
+// idle nor finished, and it never goes back. A split is idle after
+// `idleness_ms` (> 0) of processing time without a record, active again
+// with its next one; a split back from idleness behind the subtask's
+// watermark holds nothing back until it catches up. Not thread-safe.
+class SplitWatermarks {
+ public:
+  struct Combined {
+    int64_t watermark = kMinWatermark;
+    bool idle = false;
+  };
+
+  SplitWatermarks(int64_t out_of_orderness_ms, int64_t idleness_ms)
+      : bound_(std::max<int64_t>(0, out_of_orderness_ms)), idleness_(std::max<int64_t>(0, idleness_ms)) {}
+
+  // A new split; returns its index.
+  int AddSplit(std::string name, int64_t now_ms) {
+    splits_.push_back(Split{std::move(name), kMinWatermark, now_ms, false});
+    return static_cast<int>(splits_.size()) - 1;
+  }
+  void OnRecord(int split, int64_t timestamp, int64_t now_ms) {
+    Split& s = splits_.at(static_cast<size_t>(split));
+    s.last_record_ms = now_ms;
+    if (timestamp == kNoTimestamp) return;
+    // max_ts - bound - 1, without overflow at the extremes.
+    const int64_t mark = timestamp < kMinWatermark + bound_ + 1 ? kMinWatermark : timestamp - bound_ - 1;
+    s.watermark = std::max(s.watermark, mark);
+  }
+  // A bounded split ended: it no longer holds event time back.
+  void Finish(int split) { splits_.at(static_cast<size_t>(split)).finished = true; }
+
+  // The subtask's watermark and idleness now (call at every periodic tick).
+  Combined Combine(int64_t now_ms) {
+    bool any_active = false;
+    bool any_open = false;
+    int64_t minimum = kMaxWatermark;
+    for (const Split& s : splits_) {
+      if (s.finished) continue;
+      any_open = true;
+      if (Idle(s, now_ms)) continue;
+      any_active = true;
+      // A split behind the output (back from idleness) is not counted
+      // until it catches up.
+      if (s.watermark < output_.watermark) continue;
+      minimum = std::min(minimum, s.watermark);
+    }
+    if (!splits_.empty() && !any_open) {
+      output_ = {kMaxWatermark, false};
+    } else if (!any_active) {
+      output_.idle = true;
+    } else {
+      output_.idle = false;
+      if (minimum != kMaxWatermark && minimum > output_.watermark) output_.watermark = minimum;
+    }
+    return output_;
+  }
+
+  // Splits that hold the watermark (theirs is the lowest) and have had no
+  // record for `quiet_ms`, by name: for the stall warning. As of the last
+  // Combine.
+  std::vector<std::string> Quiet(int64_t now_ms, int64_t quiet_ms) const {
+    std::vector<std::string> names;
+    for (const Split& s : splits_) {
+      const bool holding = s.watermark <= output_.watermark;
+      if (!s.finished && !Idle(s, now_ms) && holding && now_ms - s.last_record_ms >= quiet_ms) {
+        names.push_back(s.name);
+      }
+    }
+    return names;
+  }
+
+  size_t size() const { return splits_.size(); }
+
+ private:
+  struct Split {
+    std::string name;
+    int64_t watermark = kMinWatermark;
+    int64_t last_record_ms = 0;
+    bool finished = false;
+  };
+  bool Idle(const Split& s, int64_t now_ms) const { return idleness_ > 0 && now_ms - s.last_record_ms >= idleness_; }
+
+  const int64_t bound_;
+  const int64_t idleness_;
+  std::vector<Split> splits_;
+  Combined output_;
+};
+
+}  // namespace internal
+}  // namespace weir
