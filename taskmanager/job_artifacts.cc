@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/crypto/sha256.h"
 #include "common/logging/logging.h"
@@ -67,7 +68,7 @@ absl::StatusOr<std::string> JobArtifacts::Fetch(const std::string& sha256, const
   RETURN_IF_ERROR(EnsurePrivateDirectory(artifacts));
   std::string path = absl::StrCat(artifacts, "/", sha256, ".so");
   // A cached copy is used only if it still hashes to its name.
-  if (std::filesystem::exists(path)) {
+  if (std::filesystem::exists(path, ec)) {
     absl::StatusOr<std::string> cached = crypto::Sha256OfFile(path);
     if (cached.ok() && *cached == sha256) return path;
     logging::Get("taskmanager")->warn("job {}: the cached job binary {} does not match its hash; downloading it again",
@@ -165,10 +166,24 @@ absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> JobArtifacts::Acquire(const
     }
   }
   if (load_here) {
-    auto loaded = Load(job_id, sha256, args, expected_graph_sha256, cancel);
-    absl::MutexLock lock(&entry->mu);
-    entry->loading = false;
-    if (loaded.ok()) entry->job = *loaded;
+    // `loading` ends however Load does (an exception included), or the
+    // job's other tasks would wait for it forever.
+    absl::Cleanup done_loading = [&] {
+      absl::MutexLock lock(&entry->mu);
+      entry->loading = false;
+    };
+    absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> loaded;
+    try {
+      loaded = Load(job_id, sha256, args, expected_graph_sha256, cancel);
+    } catch (...) {
+      std::move(done_loading).Invoke();
+      Release(job_id);
+      throw;
+    }
+    {
+      absl::MutexLock lock(&entry->mu);
+      if (loaded.ok()) entry->job = *loaded;
+    }
     result = std::move(loaded);
   }
   if (!result.ok()) Release(job_id);

@@ -425,9 +425,10 @@ void OperatorChain::PeriodicEmit() {
 
 void OperatorChain::EndSourceEventTime() {
   if (source_ == nullptr || source_event_time_ended_ || outputs_.empty()) return;
-  const VertexSpec& head = job_.graph.vertices.at(tdd_.vertex_ids(0));
-  auto it = head.properties.find(std::string(kEventTimeProperty));
-  if (it == head.properties.end() || it->second != "source") return;
+  // Every bounded source ends event time, with or without a strategy of its
+  // own: a watermark strategy further down (in this chain or another task)
+  // passes it on, so that event-time windows fire before the final
+  // checkpoint. Operators that do not use event time pass it through.
   source_event_time_ended_ = true;
   outputs_[0]->EmitWatermark(kMaxWatermark);
 }

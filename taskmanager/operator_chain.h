@@ -111,8 +111,9 @@ class OperatorChain {
   void SetElementTimestamp(int64_t timestamp) { element_time_ = timestamp; }
   void ProcessWatermark(int64_t watermark);
   void ProcessWatermarkStatus(bool idle);
-  // A source with a watermark strategy reached the end of its input: sends
-  // kMaxWatermark (once). Nothing for other chains.
+  // A source reached the end of its input: sends kMaxWatermark (once), so
+  // that event time ends before the final checkpoint. Nothing for chains
+  // without a source.
   void EndSourceEventTime();
   // OnPeriodicEmit of the source and every operator (watermark strategies
   // emit there).

@@ -1,5 +1,7 @@
 #include "taskmanager/task.h"
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/process/signals.h"
@@ -188,7 +190,7 @@ class Task::Execution {
         BarrierHandler::Create(tdd_.checkpointing_mode(), gate_->num_channels());
     // The task's event time from its channels' watermarks; silent for
     // inputs that carry none.
-    eventtime::WatermarkValve valve(gate_->num_channels());
+    eventtime::WatermarkValve valve(gate_->num_channels(), absl::Now());
     auto pass_on = [&](const std::vector<eventtime::ValveEvent>& events) {
       for (const eventtime::ValveEvent& e : events) {
         if (e.kind == eventtime::ValveEvent::Kind::kWatermark) {
@@ -321,8 +323,8 @@ void Task::Cancel(const std::string& reason) {
 }
 
 bool Task::WriteThreadBacktrace() {
-  if (done() || !thread_.joinable()) return false;
-  return process::WriteBacktraceOf(thread_.native_handle(), absl::Seconds(2));
+  if (done() || !thread_.joinable() || thread_tid_.load() == 0) return false;
+  return process::WriteBacktraceOf(thread_.native_handle(), thread_tid_.load(), absl::Seconds(2));
 }
 
 bool Task::PostMail(std::string description, ChainMail mail) {
@@ -431,6 +433,7 @@ void Task::Report(v1::TaskState state, const std::string& error, bool unrecovera
 }
 
 void Task::Run() {
+  thread_tid_.store(gettid());
   const std::string crash_context = absl::StrCat("task ", tdd_.task_id());
   process::SetCrashContext(crash_context.c_str());
   log_->info("task {} starting (vertices {}, subtask {}/{})", tdd_.task_id(), tdd_.vertex_ids_size(),

@@ -19,6 +19,8 @@
 // thread; the rest runs on the task thread.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -141,6 +143,7 @@ class Task {
   absl::Notification done_;
   absl::Notification cancel_requested_;
   std::atomic<int64_t> cancel_requested_ms_{0};  // Unix ms; 0 until Cancel
+  std::atomic<pid_t> thread_tid_{0};             // the task thread's kernel id, once it runs
   // Fired by Cancel: ends the download of the job binary, or the wait for
   // another task's load of it.
   Cancellation cancellation_;

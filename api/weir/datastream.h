@@ -291,7 +291,11 @@ class TimestampsAndWatermarksOperator final : public OperatorBase {
     watermarks_.OnRecord(split_, timestamp, now);
     output_->EmitAt(record, timestamp);
   }
-  int64_t OnWatermark(int64_t watermark) override { return watermark == kMaxWatermark ? watermark : kMinWatermark; }
+  int64_t OnWatermark(int64_t watermark) override {
+    if (watermark != kMaxWatermark || emitted_ == kMaxWatermark) return kMinWatermark;
+    emitted_ = kMaxWatermark;
+    return watermark;
+  }
   void OnPeriodicEmit() override {
     const SplitWatermarks::Combined now = watermarks_.Combine(NowMs());
     if (now.idle != idle_) {
@@ -304,7 +308,11 @@ class TimestampsAndWatermarksOperator final : public OperatorBase {
     }
   }
   // Bounded input: every event-time window may fire.
-  void EndInput() override { output_->EmitWatermark(kMaxWatermark); }
+  void EndInput() override {
+    if (emitted_ == kMaxWatermark) return;
+    emitted_ = kMaxWatermark;
+    output_->EmitWatermark(kMaxWatermark);
+  }
 
  private:
   static int64_t NowMs() {

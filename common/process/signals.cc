@@ -98,8 +98,8 @@ void OnFatalSignal(int sig) {
 // request the handler answers.
 int BacktraceSignal() { return SIGRTMIN + 4; }
 std::atomic<bool> g_backtrace_handler_installed{false};
-std::atomic<uint64_t> g_backtrace_answered{0};
-std::atomic<uint64_t> g_backtrace_requested{0};
+// The kernel thread id of the last thread that wrote its backtrace.
+std::atomic<pid_t> g_backtrace_answered{0};
 
 void OnBacktraceSignal(int) {
   const int saved_errno = errno;
@@ -114,22 +114,21 @@ void OnBacktraceSignal(int) {
   void* frames[64];
   int n = backtrace(frames, 64);
   backtrace_symbols_fd(frames, n, STDERR_FILENO);
-  g_backtrace_answered.store(g_backtrace_requested.load());
+  g_backtrace_answered.store(gettid());
   errno = saved_errno;
 }
 
 }  // namespace
 
-bool WriteBacktraceOf(pthread_t thread, absl::Duration wait) {
+bool WriteBacktraceOf(pthread_t thread, pid_t tid, absl::Duration wait) {
   if (!g_backtrace_handler_installed.load()) return false;
-  // One request at a time: the handler answers the latest.
+  // One request at a time; an answer counts only from the thread asked.
   static absl::Mutex mu(absl::kConstInit);
   absl::MutexLock lock(&mu);
-  const uint64_t request = g_backtrace_requested.load() + 1;
-  g_backtrace_requested.store(request);
+  g_backtrace_answered.store(0);
   if (pthread_kill(thread, BacktraceSignal()) != 0) return false;
   const absl::Time deadline = absl::Now() + wait;
-  while (g_backtrace_answered.load() != request) {
+  while (g_backtrace_answered.load() != tid) {
     if (absl::Now() >= deadline) return false;
     absl::SleepFor(absl::Milliseconds(5));
   }

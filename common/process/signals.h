@@ -6,6 +6,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <sys/types.h>
 
 #include "absl/time/time.h"
 
@@ -30,11 +31,12 @@ void InstallCrashHandler(const char* program);
 // `context` must outlive the setting (nullptr clears it).
 void SetCrashContext(const char* context);
 
-// Makes `thread` write "<program>: backtrace of thread <tid> running
-// <crash context>:" and its frames to stderr, from a handler of a real-time
-// signal that InstallCrashHandler installs (SA_RESTART: the thread goes on
-// afterwards). Waits up to `wait` for it; false when no handler is
-// installed or the thread did not answer (it ended, or blocks the signal).
-bool WriteBacktraceOf(pthread_t thread, absl::Duration wait);
+// Makes `thread` (kernel thread id `tid`) write "<program>: backtrace of
+// thread <tid> running <crash context>:" and its frames to stderr, from a
+// handler of a real-time signal that InstallCrashHandler installs
+// (SA_RESTART: the thread goes on afterwards). Waits up to `wait` for that
+// thread's answer; false when no handler is installed or the thread did not
+// answer (it ended, blocks the signal, or sleeps uninterruptibly).
+bool WriteBacktraceOf(pthread_t thread, pid_t tid, absl::Duration wait);
 
 }  // namespace weir::process

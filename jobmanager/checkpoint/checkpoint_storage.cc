@@ -229,8 +229,13 @@ absl::Status CheckpointStorage::VerifyTaskFiles(const v1::CheckpointMetadata& me
   const std::string dir = CheckpointDir(id);
   // Looked up relative to the directories, opened once: at thousands of
   // tasks a full path walk per file is most of the coordinator's work.
-  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return ErrnoError("opening", dir, errno);
+  // O_PATH: lookups need search permission only, as lstat of a path did.
+  const int dir_fd = open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return absl::DataLossError(absl::StrCat("checkpoint directory ", dir, " is missing"));
+    return ErrnoError("opening", dir, err);
+  }
   int shared_fd = -1;
   absl::Cleanup close_dirs = [&] {
     close(dir_fd);
@@ -265,7 +270,7 @@ absl::Status CheckpointStorage::VerifyTaskFiles(const v1::CheckpointMetadata& me
                                                 name.message()));
       }
       if (shared_fd < 0) {
-        shared_fd = open(SharedDir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        shared_fd = open(SharedDir().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (shared_fd < 0) {
           const int err = errno;
           if (err == ENOENT) {

@@ -4,7 +4,10 @@
 
 namespace weir::taskmanager::eventtime {
 
-WatermarkValve::WatermarkValve(int num_channels) : channels_(static_cast<size_t>(std::max(num_channels, 0))) {}
+WatermarkValve::WatermarkValve(int num_channels, absl::Time start)
+    : channels_(static_cast<size_t>(std::max(num_channels, 0))) {
+  for (Channel& c : channels_) c.advanced_at = start;
+}
 
 std::vector<ValveEvent> WatermarkValve::OnWatermark(int channel, int64_t watermark, absl::Time now) {
   std::vector<ValveEvent> out;

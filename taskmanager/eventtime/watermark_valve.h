@@ -45,7 +45,8 @@ struct ValveEvent {
 
 class WatermarkValve {
  public:
-  explicit WatermarkValve(int num_channels);
+  // `start`: when the channels are taken to have last advanced (for Holding).
+  WatermarkValve(int num_channels, absl::Time start);
 
   std::vector<ValveEvent> OnWatermark(int channel, int64_t watermark, absl::Time now);
   std::vector<ValveEvent> OnStatus(int channel, bool idle, absl::Time now);

@@ -19,7 +19,7 @@ const ValveEvent kActive{ValveEvent::Kind::kActive};
 const absl::Time kNow = absl::FromUnixSeconds(1700000000);
 
 TEST(WatermarkValveTest, TheMinimumOfTheChannelsAndOnlyWhenItGrows) {
-  WatermarkValve valve(3);
+  WatermarkValve valve(3, kNow);
   EXPECT_EQ(valve.OnWatermark(0, 10, kNow), Events{});
   EXPECT_EQ(valve.OnWatermark(1, 5, kNow), Events{});
   EXPECT_EQ(valve.OnWatermark(2, 7, kNow), Events{W(5)});
@@ -32,7 +32,7 @@ TEST(WatermarkValveTest, TheMinimumOfTheChannelsAndOnlyWhenItGrows) {
 }
 
 TEST(WatermarkValveTest, AnIdleChannelDoesNotHoldTheOthersBack) {
-  WatermarkValve valve(2);
+  WatermarkValve valve(2, kNow);
   EXPECT_EQ(valve.OnWatermark(0, 100, kNow), Events{});
   // Channel 1 never sends a watermark but says it is idle.
   EXPECT_EQ(valve.OnStatus(1, /*idle=*/true, kNow), Events{W(100)});
@@ -41,7 +41,7 @@ TEST(WatermarkValveTest, AnIdleChannelDoesNotHoldTheOthersBack) {
 }
 
 TEST(WatermarkValveTest, AChannelBackFromIdleCatchesUpBeforeItCountsAgain) {
-  WatermarkValve valve(2);
+  WatermarkValve valve(2, kNow);
   valve.OnWatermark(0, 100, kNow);
   valve.OnWatermark(1, 40, kNow);
   EXPECT_EQ(valve.watermark(), 40);
@@ -55,7 +55,7 @@ TEST(WatermarkValveTest, AChannelBackFromIdleCatchesUpBeforeItCountsAgain) {
 }
 
 TEST(WatermarkValveTest, AllIdleAdvancesToTheFurthestAndGoesIdleThenActiveFirst) {
-  WatermarkValve valve(2);
+  WatermarkValve valve(2, kNow);
   valve.OnWatermark(0, 10, kNow);
   valve.OnWatermark(1, 30, kNow);
   EXPECT_EQ(valve.OnStatus(0, true, kNow), (Events{W(30)}));
@@ -66,7 +66,7 @@ TEST(WatermarkValveTest, AllIdleAdvancesToTheFurthestAndGoesIdleThenActiveFirst)
 }
 
 TEST(WatermarkValveTest, EndedChannelsLeaveTheMinimumForGood) {
-  WatermarkValve valve(3);
+  WatermarkValve valve(3, kNow);
   valve.OnWatermark(0, 5, kNow);
   valve.OnWatermark(1, 8, kNow);
   valve.OnWatermark(2, 9, kNow);
@@ -82,7 +82,7 @@ TEST(WatermarkValveTest, EndedChannelsLeaveTheMinimumForGood) {
 }
 
 TEST(WatermarkValveTest, NamesTheChannelHoldingEventTimeBack) {
-  WatermarkValve valve(3);
+  WatermarkValve valve(3, kNow);
   valve.OnWatermark(0, 10, kNow);
   valve.OnWatermark(1, 50, kNow);
   valve.OnWatermark(2, 60, kNow);
@@ -102,7 +102,7 @@ TEST(WatermarkValveTest, InvariantsHoldForRandomInput) {
   std::mt19937 random(20261204);
   for (int round = 0; round < 200; ++round) {
     const int n = 1 + static_cast<int>(random() % 5);
-    WatermarkValve valve(n);
+    WatermarkValve valve(n, kNow);
     std::vector<int64_t> marks(n, kMinWatermark);
     std::vector<bool> idle(n, false), ended(n, false);
     int64_t last_out = kMinWatermark;

@@ -19,6 +19,17 @@
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 
+#if defined(__SANITIZE_THREAD__)
+#define WEIR_THREAD_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define WEIR_THREAD_SANITIZER 1
+#endif
+#endif
+#ifndef WEIR_THREAD_SANITIZER
+#define WEIR_THREAD_SANITIZER 0
+#endif
+
 namespace weir::taskmanager {
 namespace {
 
@@ -125,6 +136,12 @@ bool WaitFor(const std::function<bool()>& done) {
 // the same job, waiting for the first one's load, ends on its own
 // cancellation too.
 TEST_F(JobArtifactsTest, CancellingATaskEndsItsDownloadAndItsWaitForAnotherLoad) {
+#if WEIR_THREAD_SANITIZER
+  // Cancelling a call from another thread is allowed by gRPC, but Debian's
+  // libgrpc is not instrumented: ThreadSanitizer reports its internal
+  // synchronization (the cancel against the call's own send) as races.
+  GTEST_SKIP() << "gRPC's cancellation from another thread is not visible to ThreadSanitizer";
+#endif
   StalledArtifactService service;
   int port = 0;
   grpc::ServerBuilder builder;
