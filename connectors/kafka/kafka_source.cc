@@ -461,7 +461,13 @@ bool KafkaSource::EmitRecord(RdKafka::Message& message) {
 
   state->next_offset = offset + 1;
   ++records_read_;
-  output_->Emit(&record);
+  // The record's Kafka timestamp (CreateTime or LogAppendTime) is its event
+  // time: a watermark strategy without an extractor uses it.
+  if (record.timestamp_ms >= 0) {
+    output_->EmitAt(&record, record.timestamp_ms);
+  } else {
+    output_->Emit(&record);
+  }
   if (config_.bounded && state->next_offset >= state->end_offset) MarkDone(*state);
   return true;
 }

@@ -238,21 +238,26 @@ void CheckpointCoordinator::OnAcknowledgeBatch(absl::Span<const v1::AcknowledgeC
     if (AcknowledgeLocked(*ack)) ++touched[ack->checkpoint_id()];
   }
   if (touched.empty()) return;
+  int counted = 0;
+  for (const auto& [id, count] : touched) counted += count;
   const absl::Duration cpu = ThreadCpuNow() - cpu_start;
   for (const auto& [id, count] : touched) {
-    auto it = pending_.find(id);
     CheckpointRecord* record = RecordLocked(id);
     if (record == nullptr) continue;
-    record->coordinator_cpu += cpu * count / static_cast<int>(acks.size());
-    if (it == pending_.end()) continue;  // aborted by an ack of this batch
-    const Pending& pending = it->second;
-    record->acknowledged_tasks = static_cast<int>(pending.handles.size());
-    record->size_bytes = pending.size_bytes;
-    record->longest_alignment_ms = pending.longest_alignment_ms;
-    record->longest_sync_ms = pending.longest_sync_ms;
-    record->longest_async_ms = pending.longest_async_ms;
-    record->longest_pre_barrier_ms = pending.longest_pre_barrier_ms;
+    record->coordinator_cpu += cpu * count / counted;
+    auto it = pending_.find(id);
+    // Aborted by an ack of this batch: AcknowledgeLocked copied the figures.
+    if (it != pending_.end()) CopyFigures(it->second, record);
   }
+}
+
+void CheckpointCoordinator::CopyFigures(const Pending& pending, CheckpointRecord* record) {
+  record->acknowledged_tasks = static_cast<int>(pending.handles.size());
+  record->size_bytes = pending.size_bytes;
+  record->longest_alignment_ms = pending.longest_alignment_ms;
+  record->longest_sync_ms = pending.longest_sync_ms;
+  record->longest_async_ms = pending.longest_async_ms;
+  record->longest_pre_barrier_ms = pending.longest_pre_barrier_ms;
 }
 
 bool CheckpointCoordinator::AcknowledgeLocked(const v1::AcknowledgeCheckpointRequest& ack) {
@@ -284,6 +289,8 @@ bool CheckpointCoordinator::AcknowledgeLocked(const v1::AcknowledgeCheckpointReq
                                                      handle.state_files_bytes(), " bytes"));
   }
   if (!usable.ok()) {
+    // What the checkpoint got before this one, for its record.
+    if (CheckpointRecord* record = RecordLocked(id)) CopyFigures(pending, record);
     AbortLocked(id, absl::StrCat("task ", task, " acknowledged with an unusable state handle: ", usable.message()),
                 AbortKind::kFailure);
     return true;

@@ -339,6 +339,8 @@ class CheckpointCoordinator {
   // Takes in one acknowledgement (OnAcknowledge's rules); false when it was
   // ignored. The caller updates the checkpoint's record.
   bool AcknowledgeLocked(const v1::AcknowledgeCheckpointRequest& ack) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The figures the acknowledgements so far give `pending`'s record.
+  static void CopyFigures(const Pending& pending, CheckpointRecord* record);
 
   const std::string job_id_;
   const CheckpointCoordinatorOptions options_;

@@ -96,8 +96,15 @@ class CollectingOutput : public RecordOutput {
  public:
   void Emit(void* record) override {
     records.push_back(std::move(*static_cast<kafka::Record*>(record)));
+    event_times.push_back(kNoTimestamp);
+  }
+  void EmitAt(void* record, int64_t timestamp) override {
+    records.push_back(std::move(*static_cast<kafka::Record*>(record)));
+    event_times.push_back(timestamp);
   }
   std::vector<kafka::Record> records;
+  // The event time each record was emitted with (kNoTimestamp: none).
+  std::vector<int64_t> event_times;
 };
 
 // The properties kafka::Source / kafka::Sink put into a job graph.
@@ -453,6 +460,11 @@ TEST_F(KafkaConnectorTest, BoundedSourceSplitsPartitionsAndReadsEveryRecordOnce)
       EXPECT_GT(r.timestamp_ms, 0);
       values.insert(r.value);
       positions.insert({r.partition, r.offset});
+    }
+    // Each record's Kafka timestamp is its event time.
+    ASSERT_EQ(output->event_times.size(), output->records.size());
+    for (size_t k = 0; k < output->records.size(); ++k) {
+      EXPECT_EQ(output->event_times[k], output->records[k].timestamp_ms);
     }
   }
   EXPECT_EQ(output0.records.size() + output1.records.size(), static_cast<size_t>(kRecords));
