@@ -10,14 +10,15 @@
 //
 // With --baseline-bin (the bin directory of another build, e.g. the last
 // release) every measurement runs on both builds, interleaved, in the same
-// run, and the ratios are printed. The job binary is this build's for both
-// (the job API is the same).
+// run, and the ratios are printed. Each build runs the job binary of its own
+// build directory (<bin>/../jobs/), since the job API may differ.
 #include <signal.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -67,7 +68,13 @@ Result RunOnce(const std::string& bin_dir, int parallelism, const Flags& flags) 
     }
   });
   std::string error;
-  std::string job = cluster.Submit(std::string(WEIR_JOBS_DIR) + "/network_shuffle.so",
+  // The job binary of the build whose daemons run it (the job API may
+  // differ between builds): <bin>/../jobs/ when there is one there.
+  std::string job_binary = std::string(WEIR_JOBS_DIR) + "/network_shuffle.so";
+  if (const std::string own = bin_dir + "/../jobs/network_shuffle.so"; std::filesystem::exists(own)) {
+    job_binary = own;
+  }
+  std::string job = cluster.Submit(job_binary,
                                    {"-p", std::to_string(parallelism)},
                                    {"--records", std::to_string(flags.records), "--value-bytes",
                                     std::to_string(flags.value_bytes)},
