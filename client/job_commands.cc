@@ -7,12 +7,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "common/crypto/sha256.h"
 #include "common/rpc/rpc.h"
 #include "client/topic_check.h"
 #include "jobgraph/graph_spec.h"
 #include "jobgraph/job_library.h"
 #include "nlohmann/json.hpp"
+#include "weir/operator.h"
 #include "weir/v1/job.grpc.pb.h"
 
 namespace weir::client {
@@ -22,6 +24,14 @@ std::string StateName(v1::JobState s) { return v1::JobState_Name(s); }
 std::string StateName(v1::TaskState s) {
   std::string name = v1::TaskState_Name(s);
   return name.rfind("TASK_", 0) == 0 ? name.substr(5) : name;
+}
+
+// A task's event time for the status table: "-" before any watermark,
+// "end" once its input ended event time, else UTC to the millisecond.
+std::string WatermarkText(const v1::TaskStatus& t) {
+  if (!t.has_watermark_ms()) return "-";
+  if (t.watermark_ms() == kMaxWatermark) return "end";
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(t.watermark_ms()), absl::UTCTimeZone());
 }
 
 nlohmann::json JobJson(const v1::JobStatus& job) {
@@ -36,6 +46,7 @@ nlohmann::json JobJson(const v1::JobStatus& job) {
                      {"state", StateName(t.state())},
                      {"records_in", t.records_in()},
                      {"records_out", t.records_out()},
+                     {"watermark_ms", t.has_watermark_ms() ? nlohmann::json(t.watermark_ms()) : nlohmann::json()},
                      {"error", t.error()}});
   }
   return {{"job_id", job.job_id()},
@@ -215,13 +226,14 @@ int RunStatus(const Options& options, std::ostream& out, std::ostream& err) {
                                                             : std::string("no checkpoint"));
   }
   if (!job.last_failure().empty() && job.error().empty()) out << "last failure: " << job.last_failure() << "\n";
-  out << absl::StrFormat("%-12s %-40s %-9s %-14s %12s %12s\n", "TASK", "NAME", "STATE", "TASKMANAGER", "RECORDS IN",
-                         "RECORDS OUT");
+  out << absl::StrFormat("%-12s %-40s %-9s %-14s %12s %12s %s\n", "TASK", "NAME", "STATE", "TASKMANAGER",
+                         "RECORDS IN", "RECORDS OUT", "WATERMARK");
   for (const v1::TaskStatus& t : job.tasks()) {
     std::string short_id = t.task_id().substr(t.task_id().rfind('/') + 1);
-    out << absl::StrFormat("%-12s %-40s %-9s %-14s %12d %12d\n", short_id,
+    out << absl::StrFormat("%-12s %-40s %-9s %-14s %12d %12d %s\n", short_id,
                            absl::StrCat(t.name(), " (", t.subtask_index() + 1, "/", t.parallelism(), ")"),
-                           StateName(t.state()), t.taskmanager_id(), t.records_in(), t.records_out());
+                           StateName(t.state()), t.taskmanager_id(), t.records_in(), t.records_out(),
+                           WatermarkText(t));
     if (!t.error().empty()) out << "  error: " << t.error() << "\n";
   }
   return 0;

@@ -1003,6 +1003,7 @@ void JobMaster::OnTaskStateUpdateLocked(const v1::TaskStateUpdate& update) {
   }
   task->records_in = std::max(task->records_in, update.records_in());
   task->records_out = std::max(task->records_out, update.records_out());
+  if (update.has_watermark_ms()) task->watermark_ms = update.watermark_ms();
   if (update.state() == v1::TASK_FAILED) {
     // Error text from the wire is cut, not trusted to be small.
     task->error = update.error().substr(0, limits::kMaxErrorLength);
@@ -1047,6 +1048,7 @@ void JobMaster::OnTaskManagerReport(const v1::ReportTaskMetricsRequest& report) 
     task->records_in = std::max(task->records_in, metrics.records_in());
     task->records_out = std::max(task->records_out, metrics.records_out());
     task->backpressured_ms = std::max(task->backpressured_ms, metrics.backpressured_ms());
+    if (metrics.has_watermark_ms()) task->watermark_ms = metrics.watermark_ms();
     if (IsTerminal(metrics.final_state()) && !IsTerminal(task->state)) {
       log_->warn("job {}: task {} {} ended {}, which its own report did not tell (lost?); its TaskManager's "
                  "metrics report did",
@@ -1286,6 +1288,7 @@ v1::JobStatus JobMaster::Status() const {
     ts->set_records_in(t.records_in);
     ts->set_records_out(t.records_out);
     ts->set_backpressured_ms(t.backpressured_ms);
+    if (t.watermark_ms.has_value()) ts->set_watermark_ms(*t.watermark_ms);
     ts->set_error(t.error);
   }
   return status;

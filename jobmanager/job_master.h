@@ -157,6 +157,9 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
     int64_t records_in = 0;
     int64_t records_out = 0;
     int64_t backpressured_ms = 0;
+    // Event time the task reached, as last reported (it only grows within an
+    // attempt, so the last report is the newest).
+    std::optional<int64_t> watermark_ms;
     // A source task that reached the end of its input and waits for the
     // final checkpoint.
     bool input_ended = false;

@@ -125,9 +125,10 @@ const connectors::ConnectorRegistry& ConnectorsOf(const OperatorChainOptions& op
 // OnWatermark; statuses pass by the operators.
 class OperatorChain::Output final : public RecordOutput {
  public:
-  Output(int64_t* element_time, StreamOperator* next, RecordOutput* next_output, RecordOutput* then,
-         std::atomic<int64_t>* counter, std::atomic<int64_t>* second = nullptr)
+  Output(int64_t* element_time, std::atomic<int64_t>* watermark, StreamOperator* next, RecordOutput* next_output,
+         RecordOutput* then, std::atomic<int64_t>* counter, std::atomic<int64_t>* second = nullptr)
       : element_time_(element_time),
+        watermark_(watermark),
         next_(next),
         next_output_(next_output),
         then_(then),
@@ -155,6 +156,10 @@ class OperatorChain::Output final : public RecordOutput {
     Emit(record);
   }
   void EmitWatermark(int64_t watermark) override {
+    // Only the task thread writes it; metrics read it.
+    if (watermark_ != nullptr && watermark > watermark_->load(std::memory_order_relaxed)) {
+      watermark_->store(watermark, std::memory_order_relaxed);
+    }
     if (next_ != nullptr) {
       const int64_t passed = next_->OnWatermark(watermark);
       if (passed != kMinWatermark && next_output_ != nullptr) next_output_->EmitWatermark(passed);
@@ -169,6 +174,7 @@ class OperatorChain::Output final : public RecordOutput {
 
  private:
   int64_t* const element_time_;
+  std::atomic<int64_t>* const watermark_;
   StreamOperator* const next_;
   RecordOutput* const next_output_;
   RecordOutput* const then_;
@@ -366,23 +372,23 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
   // From the tail back, so that each output knows the next operator's.
   for (int i = n - 1; i >= 0; --i) {
     if (i + 1 < n) {
-      RecordOutput* next = add(std::make_unique<Output>(slot, operators_[i + 1].get(), outputs[i + 1], nullptr,
+      RecordOutput* next = add(std::make_unique<Output>(slot, counters_.watermark, operators_[i + 1].get(), outputs[i + 1], nullptr,
                                                         nullptr));
       if (i + 2 == n && tail_is_sink) {
-        next = add(std::make_unique<Output>(slot, nullptr, nullptr, next, counters_.records_out));
+        next = add(std::make_unique<Output>(slot, counters_.watermark, nullptr, nullptr, next, counters_.records_out));
       }
       outputs[i] = next;
     } else if (tail_output != nullptr) {
-      outputs[i] = add(std::make_unique<Output>(slot, nullptr, nullptr, tail_output, counters_.records_out));
+      outputs[i] = add(std::make_unique<Output>(slot, counters_.watermark, nullptr, nullptr, tail_output, counters_.records_out));
     }
   }
   if (source_ != nullptr) {
     // What the source produces enters the chain.
-    outputs[0] = add(std::make_unique<Output>(slot, nullptr, nullptr, outputs[0], counters_.records_in));
+    outputs[0] = add(std::make_unique<Output>(slot, counters_.watermark, nullptr, nullptr, outputs[0], counters_.records_in));
   } else {
     // A lone sink: what it takes in is what it writes out.
     const bool sink_only = n == 1 && tail_is_sink;
-    head_input_ = std::make_unique<Output>(slot, operators_[0].get(), outputs[0], nullptr, counters_.records_in,
+    head_input_ = std::make_unique<Output>(slot, counters_.watermark, operators_[0].get(), outputs[0], nullptr, counters_.records_in,
                                            sink_only ? counters_.records_out : nullptr);
   }
   outputs_ = std::move(outputs);

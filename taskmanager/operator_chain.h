@@ -38,6 +38,8 @@ namespace weir::taskmanager {
 struct ChainCounters {
   std::atomic<int64_t>* records_in = nullptr;   // records entering the chain
   std::atomic<int64_t>* records_out = nullptr;  // records leaving it
+  // The highest watermark that went through the chain (kMinWatermark: none).
+  std::atomic<int64_t>* watermark = nullptr;
 };
 
 struct OperatorChainOptions {

@@ -78,7 +78,7 @@ class Task::Execution {
                         tdd_.restore_states_size(), tdd_.parallelism());
     }
     ASSIGN_OR_RETURN(chain_, OperatorChain::Create(tdd_, *job_, std::move(options),
-                                                   ChainCounters{&task_->records_in_, &task_->records_out_},
+                                                   ChainCounters{&task_->records_in_, &task_->records_out_, &task_->watermark_},
                                                    restored.has_value() ? &*restored : nullptr));
     chain_->InitializeStateAndOpen();
     task_->open_chain_ = chain_.get();
@@ -409,6 +409,9 @@ v1::TaskMetrics Task::Metrics() const {
     for (const auto& partition : partitions_) backpressured += partition->backpressured_time();
   }
   m.set_backpressured_ms(absl::ToInt64Milliseconds(backpressured));
+  if (const int64_t watermark = watermark_.load(std::memory_order_relaxed); watermark != kMinWatermark) {
+    m.set_watermark_ms(watermark);
+  }
   if (done_.HasBeenNotified()) {
     m.set_final_state(final_state_);
     m.set_error(final_error_.substr(0, 4096));
@@ -428,6 +431,7 @@ void Task::Report(v1::TaskState state, const std::string& error, bool unrecovera
   update.set_input_ended(input_ended);
   update.set_records_in(records_in_.load());
   update.set_records_out(records_out_.load());
+  if (const int64_t watermark = watermark_.load(); watermark != kMinWatermark) update.set_watermark_ms(watermark);
   update.set_taskmanager_id(env_.taskmanager_id);
   env_.listener->OnTaskState(update);
 }

@@ -168,6 +168,7 @@ class Task {
   TaskMetrics operator_metrics_;
   std::atomic<int64_t> records_in_{0};
   std::atomic<int64_t> records_out_{0};
+  std::atomic<int64_t> watermark_{kMinWatermark};
   // The final report, for Metrics() once the task ended (done_ notified
   // after they are set).
   v1::TaskState final_state_ = v1::TASK_STATE_UNSPECIFIED;

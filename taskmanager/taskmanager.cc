@@ -570,6 +570,11 @@ std::string TaskManager::MetricsText() {
                 "Time the task spent blocked on full output buffers; its rate is the fraction of time "
                 "backpressured.",
                 labels, m.backpressured_ms() / 1000.0);
+    if (m.has_watermark_ms()) {
+      out.Gauge("weir_task_watermark_ms", "Event time the task reached: the highest watermark through its chain "
+                "(Unix ms; the end of event time is 9223372036854775807).", labels,
+                static_cast<double>(m.watermark_ms()));
+    }
     task->operator_metrics().Export(out, labels);
   }
   return out.Text();

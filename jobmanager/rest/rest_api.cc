@@ -243,6 +243,7 @@ json RenderJob(const v1::JobStatus& job, absl::Time now) {
                               {"metrics", json{{"read-records", task->records_in()},
                                                {"write-records", task->records_out()},
                                                {"backpressured-time-ms", task->backpressured_ms()}}},
+                              {"watermark-ms", task->has_watermark_ms() ? json(task->watermark_ms()) : json()},
                               {"failure", task->error()}});
     }
     // Task ids end in "/c<chain>s<subtask>": the vertex is "c<chain>".

@@ -371,7 +371,8 @@ std::shared_ptr<jobgraph::LoadedJob> StrategyJob(TimedTrace* trace, WatermarkStr
   return job;
 }
 
-void RunStrategyJob(TimedTrace* trace, WatermarkStrategy<int64_t> strategy, FakeListener* listener) {
+// Runs the job to its end; returns the task's final metrics.
+v1::TaskMetrics RunStrategyJob(TimedTrace* trace, WatermarkStrategy<int64_t> strategy, FakeListener* listener) {
   network::PartitionManager partitions;
   FakeLoader loader(StrategyJob(trace, std::move(strategy)));
   TaskEnvironment env;
@@ -385,6 +386,7 @@ void RunStrategyJob(TimedTrace* trace, WatermarkStrategy<int64_t> strategy, Fake
   Task task(tdd, env);
   task.Start();
   WaitDone(task);
+  return task.Metrics();
 }
 
 TEST(TaskTest, AWatermarkStrategyStampsRecordsAndEmitsItsWatermark) {
@@ -393,8 +395,11 @@ TEST(TaskTest, AWatermarkStrategyStampsRecordsAndEmitsItsWatermark) {
   WatermarkStrategy<int64_t> strategy;
   strategy.out_of_orderness = std::chrono::milliseconds(5);
   strategy.timestamp = [](const int64_t& t) { return t; };
-  RunStrategyJob(&trace, strategy, &listener);
+  const v1::TaskMetrics metrics = RunStrategyJob(&trace, strategy, &listener);
   EXPECT_EQ(listener.states().back(), v1::TASK_FINISHED) << listener.error();
+  // The event time the task reached, for weir status and /metrics.
+  ASSERT_TRUE(metrics.has_watermark_ms());
+  EXPECT_EQ(metrics.watermark_ms(), kMaxWatermark);
   absl::MutexLock lock(&trace.mu);
   EXPECT_THAT(trace.events, ElementsAre("sink 1000@1000", "sink 1010@1010", "sink 1005@1005", "sink watermark 1004",
                                         "sink 1003@1003", "sink watermark " + absl::StrCat(kMaxWatermark)));
@@ -416,8 +421,11 @@ TEST(TaskTest, AnInvalidEventTimeFailsTheJobOrIsDropped) {
   strategy.invalid_timestamps = InvalidTimestamps::kDrop;
   TimedTrace trace;
   FakeListener listener;
-  RunStrategyJob(&trace, strategy, &listener);
+  const v1::TaskMetrics metrics = RunStrategyJob(&trace, strategy, &listener);
   EXPECT_EQ(listener.states().back(), v1::TASK_FINISHED) << listener.error();
+  // The event time the task reached, for weir status and /metrics.
+  ASSERT_TRUE(metrics.has_watermark_ms());
+  EXPECT_EQ(metrics.watermark_ms(), kMaxWatermark);
   absl::MutexLock lock(&trace.mu);
   EXPECT_THAT(trace.events, ElementsAre("sink 1000@1000", "sink 1005@1005", "sink watermark 1004", "sink 1003@1003",
                                         "sink watermark " + absl::StrCat(kMaxWatermark)));
