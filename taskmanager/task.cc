@@ -19,9 +19,6 @@ namespace {
 // How long an idle source waits before it is polled again (mails and
 // cancellation end the wait at once).
 constexpr absl::Duration kIdleSourceWait = absl::Milliseconds(10);
-// How long event time may wait on one input channel while the others move
-// on before the task says so.
-constexpr absl::Duration kEventTimeStallWarning = absl::Seconds(60);
 
 }  // namespace
 
@@ -104,13 +101,13 @@ class Task::Execution {
   bool cancelled() const { return task_->cancel_requested_.HasBeenNotified(); }
 
   // Event time waits on one input channel whose watermark has not moved
-  // for kEventTimeStallWarning while others' have: says which, once per
+  // for env_.event_time_stall_warning while others' have: says which, once per
   // stall (an upstream partition without records and without an idleness
   // setting holds every window behind it).
   void WarnIfEventTimeStalls(const eventtime::WatermarkValve& valve, absl::Time now) {
     if (now < next_stall_check_) return;
     next_stall_check_ = now + absl::Seconds(1);
-    const std::optional<int> holding = valve.Holding(now, kEventTimeStallWarning);
+    const std::optional<int> holding = valve.Holding(now, env_.event_time_stall_warning);
     if (holding == stalled_channel_) return;
     stalled_channel_ = holding;
     if (!holding.has_value()) return;
@@ -118,7 +115,7 @@ class Task::Execution {
     task_->log_->warn("task {}: event time (watermark {}) has waited {} or more on input channel {} (subpartition {} "
                       "of {} from {}) while other channels moved on: its upstream sends no records and no idle "
                       "status; set an idleness on the watermark strategy if it may stay quiet",
-                      tdd_.task_id(), valve.watermark(), absl::FormatDuration(kEventTimeStallWarning), *holding,
+                      tdd_.task_id(), valve.watermark(), absl::FormatDuration(env_.event_time_stall_warning), *holding,
                       in.subpartition(), in.partition_id(), in.producer_address().empty() ? "this TaskManager"
                                                                                           : in.producer_address());
   }

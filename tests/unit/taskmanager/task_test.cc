@@ -6,14 +6,19 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/logging/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "spdlog/sinks/base_sink.h"
 #include "taskmanager/operator_chain.h"
 #include "weir/datastream.h"
 
@@ -429,6 +434,121 @@ TEST(TaskTest, AnInvalidEventTimeFailsTheJobOrIsDropped) {
   absl::MutexLock lock(&trace.mu);
   EXPECT_THAT(trace.events, ElementsAre("sink 1000@1000", "sink 1005@1005", "sink watermark 1004", "sink 1003@1003",
                                         "sink watermark " + absl::StrCat(kMaxWatermark)));
+}
+
+// Keeps what a logger writes, for tests of log lines.
+class CapturingSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::string text() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return text_;
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    text_.append(msg.payload.data(), msg.payload.size());
+    text_ += '\n';
+  }
+  void flush_() override {}
+
+ private:
+  std::string text_;
+};
+
+// A task whose event time waits on one input while the other moves on says
+// which input, once: here source subtask 1 sends nothing at all.
+class StallSource final : public SourceOperator {
+ public:
+  explicit StallSource(std::atomic<bool>* stop) : stop_(stop) {}
+  void Open(OperatorContext& context, RecordOutput* output) override {
+    output_ = output;
+    subtask_ = context.subtask_index();
+  }
+  SourceStatus PollNext() override {
+    if (stop_->load()) return SourceStatus::kEndOfInput;
+    if (subtask_ == 1) return SourceStatus::kNothingAvailable;
+    absl::SleepFor(absl::Milliseconds(1));
+    output_->EmitWatermark(++watermark_);
+    return SourceStatus::kMoreAvailable;
+  }
+
+ private:
+  std::atomic<bool>* const stop_;
+  RecordOutput* output_ = nullptr;
+  int subtask_ = 0;
+  int64_t watermark_ = 1000;
+};
+
+TEST(TaskTest, EventTimeHeldBackByOneInputIsLoggedNamingIt) {
+  std::atomic<bool> stop{false};
+  auto job = std::make_shared<jobgraph::LoadedJob>();
+  VertexSpec source;
+  source.id = 0;
+  source.name = "events";
+  source.kind = VertexSpec::Kind::kSource;
+  source.source_factory = [&stop] { return std::make_unique<StallSource>(&stop); };
+  source.output_type = TypeOpsOf<int64_t>();
+  Trace trace;
+  VertexSpec sink;
+  sink.id = 1;
+  sink.name = "sink";
+  sink.kind = VertexSpec::Kind::kSink;
+  sink.operator_factory = [&trace] { return std::make_unique<TimedSink>(&trace); };
+  job->graph.vertices = {source, sink};
+  job->graph.edges = {EdgeSpec{0, 1, Partitioning::kForward, nullptr}};
+
+  // What the tasks log, to look for the warning.
+  auto log_sink = std::make_shared<CapturingSink>();
+  logging::Get("task")->sinks().push_back(log_sink);
+  auto log_text = [&] { return log_sink->text(); };
+
+  network::PartitionManager partitions;
+  FakeListener listener;
+  FakeLoader loader(job);
+  TaskEnvironment env;
+  env.taskmanager_id = "tm-test";
+  env.artifacts = &loader;
+  env.partitions = &partitions;
+  env.listener = &listener;
+  env.event_time_stall_warning = absl::Milliseconds(200);
+  std::vector<std::unique_ptr<Task>> tasks;
+  v1::TaskDeploymentDescriptor consumer = Descriptor();
+  consumer.set_task_id("job-1/1/c1s0");
+  consumer.clear_vertex_ids();
+  consumer.add_vertex_ids(1);
+  consumer.set_input_vertex(0);
+  for (int subtask = 0; subtask < 2; ++subtask) {
+    v1::TaskDeploymentDescriptor producer = Descriptor();
+    producer.set_task_id(absl::StrCat("job-1/1/c0s", subtask));
+    producer.clear_vertex_ids();
+    producer.add_vertex_ids(0);
+    producer.set_subtask_index(subtask);
+    producer.set_parallelism(2);
+    v1::OutputSpec* out = producer.add_outputs();
+    out->set_partition_id(absl::StrCat("p-s", subtask));
+    out->set_target_vertex(1);
+    out->set_partitioning(v1::FORWARD);
+    out->set_num_subpartitions(1);
+    tasks.push_back(std::make_unique<Task>(producer, env));
+    v1::InputChannelSpec* in = consumer.add_inputs();
+    in->set_partition_id(absl::StrCat("p-s", subtask));
+    in->set_subpartition(0);
+    in->set_local(true);
+  }
+  tasks.push_back(std::make_unique<Task>(consumer, env));
+  for (auto& task : tasks) task->Start();
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);  // a guard
+  while (!absl::StrContains(log_text(), "has waited") && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  stop = true;
+  for (auto& task : tasks) WaitDone(*task);
+  auto& sinks = logging::Get("task")->sinks();
+  sinks.erase(std::remove(sinks.begin(), sinks.end(), log_sink), sinks.end());
+  const std::string logged = log_text();
+  EXPECT_TRUE(absl::StrContains(logged, "task job-1/1/c1s0: event time (watermark")) << logged;
+  EXPECT_TRUE(absl::StrContains(logged, "on input channel 1 (subpartition 0 of p-s1")) << logged;
+  EXPECT_FALSE(absl::StrContains(logged, "on input channel 0")) << "the channel that moved on is not named";
 }
 
 TEST(TaskTest, BoundedChainRunsTheLifecycleInOrder) {
