@@ -75,20 +75,27 @@ void WriteNumber(long v) {
 }
 
 // Only async-signal-safe calls from here on (backtrace was primed at start).
+
+// `label` and the thread's crash context when it set one, then `tail`, then
+// the calling thread's frames, one per line.
+void WriteContextAndFrames(const char* label, const char* tail) {
+  if (t_crash_context != nullptr) {
+    WriteString(label);
+    WriteString(t_crash_context);
+  }
+  WriteString(tail);
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  backtrace_symbols_fd(frames, n, STDERR_FILENO);
+}
+
 void OnFatalSignal(int sig) {
   WriteString(g_program);
   WriteString(": fatal signal ");
   WriteString(sigabbrev_np(sig) != nullptr ? sigabbrev_np(sig) : "?");
   WriteString(" in pid ");
   WriteNumber(getpid());
-  if (t_crash_context != nullptr) {
-    WriteString(" while running ");
-    WriteString(t_crash_context);
-  }
-  WriteString("; backtrace:\n");
-  void* frames[64];
-  int n = backtrace(frames, 64);
-  backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  WriteContextAndFrames(" while running ", "; backtrace:\n");
   signal(sig, SIG_DFL);
   raise(sig);
 }
@@ -106,14 +113,7 @@ void OnBacktraceSignal(int) {
   WriteString(g_program);
   WriteString(": backtrace of thread ");
   WriteNumber(static_cast<long>(gettid()));
-  if (t_crash_context != nullptr) {
-    WriteString(" running ");
-    WriteString(t_crash_context);
-  }
-  WriteString(":\n");
-  void* frames[64];
-  int n = backtrace(frames, 64);
-  backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  WriteContextAndFrames(" running ", ":\n");
   g_backtrace_answered.store(gettid());
   errno = saved_errno;
 }
