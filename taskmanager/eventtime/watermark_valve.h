@@ -21,16 +21,17 @@
 #pragma once
 
 #include <cstdint>
-#include <limits>
 #include <optional>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "weir/operator.h"
 
 namespace weir::taskmanager::eventtime {
 
-inline constexpr int64_t kMinWatermark = std::numeric_limits<int64_t>::min();
-inline constexpr int64_t kMaxWatermark = std::numeric_limits<int64_t>::max();
+// The job API's (weir/operator.h): nothing known yet, and the end of input.
+using weir::kMaxWatermark;
+using weir::kMinWatermark;
 
 // What the valve passes downstream, in order.
 struct ValveEvent {

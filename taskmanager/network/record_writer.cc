@@ -42,7 +42,7 @@ RecordWriter::RecordWriter(std::shared_ptr<ResultPartition> partition, const wei
   }
 }
 
-void RecordWriter::Emit(void* record) { Route(record, kNoRecordTimestamp); }
+void RecordWriter::Emit(void* record) { Route(record, weir::kNoTimestamp); }
 
 void RecordWriter::EmitAt(void* record, int64_t timestamp) { Route(record, timestamp); }
 

@@ -43,12 +43,10 @@ struct RecordWriterOptions {
   int producer_parallelism = 0;
   // Event time (docs/design/event-time.md): records go out in timestamped
   // data buffers, each with its event time (EmitAt; Emit sends
-  // kNoRecordTimestamp). Only edges downstream of a watermark strategy.
+  // weir::kNoTimestamp). Only edges downstream of a watermark strategy.
   bool timestamps = false;
 };
 
-// The event time of a record that has none.
-inline constexpr int64_t kNoRecordTimestamp = weir::kNoTimestamp;
 
 // Thread-safety: not thread-safe; owned and used by one task thread.
 // records_out() may be read from any thread.
@@ -95,7 +93,7 @@ class RecordWriter : public weir::RecordOutput {
   void BroadcastWatermarkStatus(bool idle);
   void EmitWatermark(int64_t watermark) override { BroadcastWatermark(watermark); }
   void EmitWatermarkStatus(bool idle) override { BroadcastWatermarkStatus(idle); }
-  // The last watermark sent (INT64_MIN before the first).
+  // The last watermark sent (kMinWatermark before the first).
   int64_t last_watermark() const { return last_watermark_; }
 
   // Records emitted (a broadcast record counts once).
@@ -131,7 +129,7 @@ class RecordWriter : public weir::RecordOutput {
   int next_round_robin_;
   absl::Time next_flush_ = absl::InfinitePast();
   bool ended_ = false;
-  int64_t last_watermark_ = INT64_MIN;
+  int64_t last_watermark_ = weir::kMinWatermark;
   bool idle_ = false;
   std::atomic<int64_t> records_out_{0};
 };

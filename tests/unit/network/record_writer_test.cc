@@ -209,7 +209,7 @@ TEST(RecordWriterTest, TimestampedRecordsAndWatermarksKeepTheirOrder) {
   std::vector<int64_t> times;
   ASSERT_TRUE(ForEachTimestampedRecord(zero[0], [&](int64_t t, absl::string_view) { times.push_back(t); }).ok());
   ASSERT_TRUE(ForEachTimestampedRecord(zero[2], [&](int64_t t, absl::string_view) { times.push_back(t); }).ok());
-  EXPECT_EQ(times, (std::vector<int64_t>{1000, kNoRecordTimestamp}));
+  EXPECT_EQ(times, (std::vector<int64_t>{1000, weir::kNoTimestamp}));
   std::vector<Buffer> one = Drain(*partition, 1);
   ASSERT_EQ(one.size(), 3u);
   EXPECT_EQ(one[0].kind, Buffer::Kind::kTimestampedData);
