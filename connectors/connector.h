@@ -10,6 +10,8 @@
 #ifndef WEIR_CONNECTORS_CONNECTOR_H_
 #define WEIR_CONNECTORS_CONNECTOR_H_
 
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -45,6 +47,9 @@ struct SourceContext {
   // Every sink of the job writes at-most-once: the source must not replay
   // after a failure, but resume from the newest position it reached.
   bool job_at_most_once = false;
+  // The vertex's event-time extractor (VertexSpec::timestamp_extractor), if
+  // its watermark strategy has one.
+  std::function<int64_t(const void* record)> timestamp_extractor;
 };
 
 // A name that no two vertices of a job and no two running jobs may share,

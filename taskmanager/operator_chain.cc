@@ -308,6 +308,7 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
         // failure: its sources resume from the newest position reached.
         connectors::SourceContext source_context;
         source_context.job_at_most_once = AllSinksAtMostOnce(job_.graph);
+        source_context.timestamp_extractor = v.timestamp_extractor;
         ASSIGN_OR_RETURN(source_, ConnectorsOf(options_).CreateSource(v.connector, props, source_context));
       } else {
         source_ = v.source_factory();

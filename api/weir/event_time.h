@@ -139,6 +139,11 @@ class SplitWatermarks {
   }
 
   size_t size() const { return splits_.size(); }
+  // One split's watermark (kMinWatermark before its first record), whether
+  // it is idle at `now_ms`, and when its last record came.
+  int64_t watermark(int split) const { return splits_.at(static_cast<size_t>(split)).watermark; }
+  bool idle(int split, int64_t now_ms) const { return Idle(splits_.at(static_cast<size_t>(split)), now_ms); }
+  int64_t last_record_ms(int split) const { return splits_.at(static_cast<size_t>(split)).last_record_ms; }
 
  private:
   struct Split {

@@ -56,6 +56,10 @@ struct VertexSpec {
   const TypeOps* output_type = nullptr;
   // For operators after key_by: the key of an input record (keyed state).
   KeyFunction input_key;
+  // A connector source's event-time extractor (a watermark strategy's
+  // `timestamp`): the event time of one of its records (of output_type).
+  // Empty: the connector's own time (a Kafka record's timestamp).
+  std::function<int64_t(const void* record)> timestamp_extractor;
 };
 
 struct EdgeSpec {

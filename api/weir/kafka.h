@@ -65,6 +65,12 @@ struct SourceOptions {
   bool bounded = false;
   // Extra librdkafka consumer properties.
   std::map<std::string, std::string> properties;
+  // Event time: each record's is its Kafka timestamp (or the strategy's
+  // extractor), and each partition has its own watermark; a subtask emits
+  // the minimum over its partitions that are not idle
+  // (docs/job-authoring.md, "Event time"). Unset: records still carry their
+  // Kafka timestamps, but the source emits no watermarks.
+  std::optional<WatermarkStrategy<Record>> watermarks;
 };
 
 struct SinkOptions {
@@ -147,6 +153,23 @@ inline DataStream<Record> Source(StreamEnvironment& env, const SourceOptions& op
                      {"isolation.level", options.isolation_level},
                      {"bounded", options.bounded ? "true" : "false"}};
   for (const auto& [k, v] : options.properties) spec.properties["kafka." + k] = v;
+  if (const auto& strategy = options.watermarks) {
+    if (strategy->out_of_orderness.count() < 0 || strategy->idleness.count() < 0 || strategy->max_future.count() < 0) {
+      throw std::invalid_argument("kafka::Source: a watermark strategy's durations must not be negative");
+    }
+    spec.properties[std::string(kEventTimeProperty)] = "source";
+    spec.properties["watermark.out-of-orderness-ms"] = std::to_string(strategy->out_of_orderness.count());
+    spec.properties["watermark.idleness-ms"] = std::to_string(strategy->idleness.count());
+    spec.properties["watermark.max-future-ms"] = std::to_string(strategy->max_future.count());
+    spec.properties["watermark.invalid-timestamps"] =
+        strategy->invalid_timestamps == InvalidTimestamps::kDrop ? "drop" : "fail";
+    spec.properties["watermark.timestamps"] = strategy->timestamp ? "extractor" : "record";
+    if (strategy->timestamp) {
+      spec.timestamp_extractor = [fn = strategy->timestamp](const void* record) {
+        return fn(*static_cast<const Record*>(record));
+      };
+    }
+  }
   return DataStream<Record>(&env, env.AddVertex(std::move(spec)));
 }
 

@@ -4,6 +4,7 @@
 // the JobManager can run them on untrusted submissions.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "connectors/kafka/kafka_sink.h"
 #include "connectors/kafka/kafka_source.h"
 #include "connectors/kafka/protocol/transaction_client.h"
+#include "weir/job_graph.h"
 
 namespace weir::connectors {
 namespace {
@@ -161,6 +163,55 @@ absl::Status CheckKafkaProperties(absl::string_view connector, const Properties&
   return absl::OkStatus();
 }
 
+// The source's event time: weir.event-time=source with the watermark.*
+// properties kafka::Source writes for a WatermarkStrategy; none of them
+// without weir.event-time.
+absl::StatusOr<std::optional<KafkaSourceConfig::EventTime>> ParseEventTime(absl::string_view connector,
+                                                                           const Properties& properties) {
+  const std::string* marker = Find(properties, std::string(kEventTimeProperty));
+  if (marker == nullptr) {
+    for (const auto& [key, value] : properties) {
+      if (absl::StartsWith(key, "watermark.")) {
+        return Invalid(connector, absl::StrCat("property '", key, "' needs '", std::string(kEventTimeProperty),
+                                               "' = 'source' (kafka::Source sets both from its watermark strategy)"));
+      }
+    }
+    return std::nullopt;
+  }
+  if (*marker != "source") {
+    return Invalid(connector,
+                   absl::StrCat("property '", std::string(kEventTimeProperty), "' is '", *marker, "'; expected source"));
+  }
+  KafkaSourceConfig::EventTime event_time;
+  auto milliseconds = [&](const char* key, int64_t* out) -> absl::Status {
+    const std::string* text = Find(properties, key);
+    if (text == nullptr) return absl::OkStatus();
+    if (!absl::SimpleAtoi(*text, out) || *out < 0) {
+      return Invalid(connector, absl::StrCat("property '", key, "' is '", *text,
+                                             "'; expected a whole number of milliseconds, 0 or more"));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(milliseconds("watermark.out-of-orderness-ms", &event_time.out_of_orderness_ms));
+  RETURN_IF_ERROR(milliseconds("watermark.idleness-ms", &event_time.idleness_ms));
+  RETURN_IF_ERROR(milliseconds("watermark.max-future-ms", &event_time.max_future_ms));
+  if (const std::string* invalid = Find(properties, "watermark.invalid-timestamps")) {
+    if (*invalid != "fail" && *invalid != "drop") {
+      return Invalid(connector, absl::StrCat("property 'watermark.invalid-timestamps' is '", *invalid,
+                                             "'; expected fail or drop"));
+    }
+    event_time.drop_invalid = *invalid == "drop";
+  }
+  if (const std::string* timestamps = Find(properties, "watermark.timestamps")) {
+    if (*timestamps != "record" && *timestamps != "extractor") {
+      return Invalid(connector, absl::StrCat("property 'watermark.timestamps' is '", *timestamps,
+                                             "'; expected record (the Kafka timestamp) or extractor"));
+    }
+    event_time.extractor = *timestamps == "extractor";
+  }
+  return event_time;
+}
+
 }  // namespace
 
 absl::StatusOr<KafkaSourceConfig> KafkaSourceConfig::FromProperties(const Properties& properties,
@@ -169,8 +220,10 @@ absl::StatusOr<KafkaSourceConfig> KafkaSourceConfig::FromProperties(const Proper
   KafkaSourceConfig config;
   ASSIGN_OR_RETURN(config.kafka_properties,
                    SplitExtras(connector, properties,
-                               {"brokers", "topics", "start", "group.id", "isolation.level",
-                                "bounded", "at-most-once"}));
+                               {"brokers", "topics", "start", "group.id", "isolation.level", "bounded",
+                                "at-most-once", std::string(kEventTimeProperty), "watermark.out-of-orderness-ms",
+                                "watermark.idleness-ms", "watermark.max-future-ms", "watermark.invalid-timestamps",
+                                "watermark.timestamps"}));
   ASSIGN_OR_RETURN(config.brokers, ParseBrokers(connector, properties));
 
   const std::string* topics = Find(properties, "topics");
@@ -247,6 +300,8 @@ absl::StatusOr<KafkaSourceConfig> KafkaSourceConfig::FromProperties(const Proper
       return Invalid(connector, absl::StrCat("property 'at-most-once' is '", *amo, "'; expected true or false"));
     }
   }
+
+  ASSIGN_OR_RETURN(config.event_time, ParseEventTime(connector, properties));
 
   const std::string managed = "Weir manages it (explicit partition assignment, offsets kept "
                               "by Weir)";

@@ -21,6 +21,14 @@ absl::StatusOr<std::unique_ptr<weir::SourceOperator>> KafkaSourceConnector::Crea
     const Properties& properties, const SourceContext& context) const {
   ASSIGN_OR_RETURN(KafkaSourceConfig config, KafkaSourceConfig::FromProperties(properties, policy_));
   if (context.job_at_most_once && !properties.contains("at-most-once")) config.at_most_once = true;
+  if (config.event_time.has_value() && config.event_time->extractor) {
+    if (!context.timestamp_extractor) {
+      return absl::InvalidArgumentError(
+          "kafka-source: property 'watermark.timestamps' is 'extractor' but the job gave no extractor; build the "
+          "source with kafka::Source and a WatermarkStrategy whose timestamp is set");
+    }
+    config.timestamp_extractor = context.timestamp_extractor;
+  }
   ASSIGN_OR_RETURN(config.memory_properties,
                    ConsumerMemoryProperties(memory_.consumer_bytes, config.kafka_properties));
   return std::make_unique<KafkaSource>(std::move(config));

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "common/check.h"
 #include "common/logging/logging.h"
 #include "connectors/kafka/kafka_client.h"
@@ -60,6 +61,22 @@ std::string DescribeStart(const KafkaSourceConfig& config) {
       return absl::StrCat("timestamp ", config.start_timestamp_ms);
   }
   return "?";
+}
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string PartitionName(const std::string& topic, int32_t partition) {
+  return absl::StrCat(topic, "[", partition, "]");
+}
+
+// An event time as the logs show it: UTC with ms.
+std::string EventTimeText(int64_t ms) {
+  if (ms == kMinWatermark) return "the start of time";
+  if (ms == kMaxWatermark) return "the end of time";
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(ms), absl::UTCTimeZone());
 }
 
 int RemainingMs(Clock::time_point deadline) {
@@ -142,6 +159,111 @@ void KafkaSource::Open(OperatorContext& context, RecordOutput* output) {
   metrics_ = &context.metrics();
   lag_.assign(partitions_.size(), nullptr);
   last_progress_ = Clock::now();
+  if (const auto& event_time = config_.event_time) {
+    watermarks_.emplace(event_time->out_of_orderness_ms, event_time->idleness_ms);
+    const int64_t now = WallMs();
+    for (PartitionState& p : partitions_) {
+      p.split = watermarks_->AddSplit(PartitionName(p.topic, p.partition), now);
+      if (p.done) watermarks_->Finish(p.split);
+    }
+    dropped_ = &metrics_->counter("weir_event_time_dropped_records_total",
+                                  "Records dropped for an invalid event time (missing, negative, or too far in the "
+                                  "future).");
+    log_->info("{}: event time from {}, watermarks per partition: out-of-orderness {} ms, idleness {}, invalid "
+               "timestamps {}",
+               client_, event_time->extractor ? "the job's extractor" : "the Kafka record timestamps",
+               event_time->out_of_orderness_ms,
+               event_time->idleness_ms > 0 ? absl::StrCat(event_time->idleness_ms, " ms") : "off",
+               event_time->drop_invalid ? "dropped" : "fail the job");
+    if (partitions_.empty()) {
+      log_->info("{}: no partition to read, so this subtask is idle and does not hold event time back", client_);
+    }
+  }
+}
+
+void KafkaSource::OnPeriodicEmit() {
+  if (!watermarks_.has_value() || output_ == nullptr) return;
+  const int64_t now = WallMs();
+  const weir::internal::SplitWatermarks::Combined combined = watermarks_->Combine(now);
+  ReportPartitions(now, combined.watermark);
+  if (combined.idle != idle_) {
+    idle_ = combined.idle;
+    output_->EmitWatermarkStatus(idle_);
+  }
+  if (!combined.idle && combined.watermark > emitted_watermark_) {
+    emitted_watermark_ = combined.watermark;
+    output_->EmitWatermark(emitted_watermark_);
+  }
+}
+
+void KafkaSource::ReportPartitions(int64_t now_ms, int64_t combined_watermark) {
+  const KafkaSourceConfig::EventTime& event_time = *config_.event_time;
+  // The furthest partition, for the stall warning.
+  int64_t ahead = kMinWatermark;
+  const PartitionState* leader = nullptr;
+  for (const PartitionState& p : partitions_) {
+    if (!p.done && watermarks_->watermark(p.split) > ahead) {
+      ahead = watermarks_->watermark(p.split);
+      leader = &p;
+    }
+  }
+  for (PartitionState& p : partitions_) {
+    const int64_t watermark = watermarks_->watermark(p.split);
+    if (watermark != kMinWatermark) {
+      if (p.watermark_gauge == nullptr) {
+        p.watermark_gauge = &metrics_->gauge(
+            "weir_kafka_partition_watermark_ms",
+            "The partition's watermark (its largest event time minus the out-of-orderness), Unix ms.",
+            {{"topic", p.topic}, {"partition", absl::StrCat(p.partition)}});
+      }
+      p.watermark_gauge->Set(static_cast<double>(watermark));
+    }
+    if (p.done) continue;
+    const int64_t quiet_ms = now_ms - watermarks_->last_record_ms(p.split);
+    const bool idle = watermarks_->idle(p.split, now_ms);
+    if (idle != p.idle) {
+      p.idle = idle;
+      if (idle) {
+        log_->info("{}: partition {} idle (no record for {} ms): event time advances without it", client_,
+                   PartitionName(p.topic, p.partition), quiet_ms);
+      } else {
+        log_->info("{}: partition {} active again", client_, PartitionName(p.topic, p.partition));
+      }
+    }
+    const bool holding = watermark <= combined_watermark && leader != nullptr && ahead > watermark;
+    if (!idle && holding && event_time.stall_warning_ms > 0 && quiet_ms >= event_time.stall_warning_ms &&
+        !p.stall_reported) {
+      p.stall_reported = true;
+      log_->warn("{}: partition {} has had no record for {} s and holds the watermark at {} while partition {} is "
+                 "at {}; set the watermark strategy's idleness if it may stay quiet",
+                 client_, PartitionName(p.topic, p.partition), quiet_ms / 1000, EventTimeText(watermark),
+                 PartitionName(leader->topic, leader->partition), EventTimeText(ahead));
+    }
+  }
+}
+
+bool KafkaSource::EventTimeOf(const PartitionState& partition, const kafka::Record& record, int64_t* timestamp) {
+  const KafkaSourceConfig::EventTime& event_time = *config_.event_time;
+  *timestamp = config_.timestamp_extractor ? config_.timestamp_extractor(&record)
+               : record.timestamp_ms >= 0  ? record.timestamp_ms
+                                           : kNoTimestamp;
+  const std::string invalid =
+      weir::internal::CheckTimestamp(*timestamp, now_ms_, std::chrono::milliseconds(event_time.max_future_ms));
+  if (invalid.empty()) return true;
+  const std::string where = absl::StrCat("the record at offset ", record.offset, " of partition ",
+                                         PartitionName(partition.topic, partition.partition));
+  if (!event_time.drop_invalid) {
+    throw weir::UnrecoverableError(absl::StrCat(
+        client_, ": ", where, " has no usable event time: ", invalid,
+        "; fix the producer's timestamps (or the extractor), or set the watermark strategy's invalid_timestamps "
+        "to kDrop to drop such records"));
+  }
+  dropped_->Inc();
+  int64_t suppressed = 0;
+  if (drop_log_limiter_.ShouldLog(&suppressed)) {
+    log_->warn("{}: dropped {}: {} ({} more dropped since the last message)", client_, where, invalid, suppressed);
+  }
+  return false;
 }
 
 void KafkaSource::UpdateLag() {
@@ -342,6 +464,7 @@ void KafkaSource::AssignAndLog(size_t total_partitions) {
 
 SourceStatus KafkaSource::PollNext() {
   WEIR_CHECK(consumer_ != nullptr, "KafkaSource::PollNext before Open or after Close");
+  if (watermarks_.has_value()) now_ms_ = WallMs();
   bool progress = false;
   std::vector<std::unique_ptr<RdKafka::Message>> batch;  // at-most-once: emitted after the commit
   for (int i = 0; i < kMaxBatch; ++i) {
@@ -461,9 +584,16 @@ bool KafkaSource::EmitRecord(RdKafka::Message& message) {
 
   state->next_offset = offset + 1;
   ++records_read_;
-  // The record's Kafka timestamp (CreateTime or LogAppendTime) is its event
-  // time: a watermark strategy without an extractor uses it.
-  if (record.timestamp_ms >= 0) {
+  if (watermarks_.has_value()) {
+    int64_t event_time = kNoTimestamp;
+    const bool valid = EventTimeOf(*state, record, &event_time);
+    // A dropped record still counts as activity of its partition.
+    watermarks_->OnRecord(state->split, valid ? event_time : kNoTimestamp, now_ms_);
+    state->stall_reported = false;
+    if (valid) output_->EmitAt(&record, event_time);
+  } else if (record.timestamp_ms >= 0) {
+    // Without a strategy the record's Kafka timestamp (CreateTime or
+    // LogAppendTime) is still its event time, for a strategy downstream.
     output_->EmitAt(&record, record.timestamp_ms);
   } else {
     output_->Emit(&record);
@@ -526,6 +656,7 @@ void KafkaSource::HandleConsumeError(RdKafka::Message& message) {
 
 void KafkaSource::MarkDone(PartitionState& partition) {
   partition.done = true;
+  if (watermarks_.has_value()) watermarks_->Finish(partition.split);
   --partitions_left_;
   log_->debug("{}: finished {} at offset {}", client_, Describe(partition),
               partition.next_offset);

@@ -9,7 +9,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -24,7 +26,12 @@
 #include "connectors/kafka/kafka_client.h"
 #include "connectors/kafka/kafka_properties.h"
 #include "spdlog/logger.h"
+#include "weir/event_time.h"
 #include "weir/operator.h"
+
+namespace weir::kafka {
+struct Record;
+}  // namespace weir::kafka
 
 namespace weir::connectors {
 
@@ -48,6 +55,24 @@ struct KafkaSourceConfig {
   // "weir-<source name>-<topics>".
   bool at_most_once = false;
   Properties kafka_properties;  // the kafka.* extras, without the prefix
+  // Event time with watermarks (the job's WatermarkStrategy, property
+  // weir.event-time=source and the watermark.* properties). Unset: records
+  // carry their Kafka timestamps, and no watermark is emitted.
+  struct EventTime {
+    int64_t out_of_orderness_ms = 0;
+    int64_t idleness_ms = 0;  // 0: a partition is never idle
+    int64_t max_future_ms = 24 * 3600 * 1000;  // 0: no check
+    bool drop_invalid = false;  // watermark.invalid-timestamps=drop
+    bool extractor = false;     // watermark.timestamps=extractor
+    // A partition without records for this long that holds the watermark
+    // back while another is ahead is named in a warning (once per stall).
+    // Not a property (tests shorten it).
+    int64_t stall_warning_ms = 60 * 1000;
+  };
+  std::optional<EventTime> event_time;
+  // With event_time->extractor: the job's extractor
+  // (SourceContext::timestamp_extractor), set when the source is created.
+  std::function<int64_t(const void* record)> timestamp_extractor;
   // The librdkafka properties that size the consumer within the
   // TaskManager's budget (kafka_memory.h); none of them is in
   // kafka_properties. Set by the connector when it creates the source.
@@ -77,6 +102,19 @@ struct KafkaSourceConfig {
 // one (another parallelism, more partitions); a partition without a restored
 // offset starts as `start` says.
 //
+// Event time (config.event_time): each record's event time is its Kafka
+// timestamp (CreateTime or LogAppendTime, as the topic says) or the
+// extractor's. Each partition has a watermark (its largest timestamp minus
+// the out-of-orderness, minus 1 ms); every periodic tick the subtask emits
+// the minimum over its partitions that are neither idle (no record for
+// idleness_ms, when > 0) nor finished (bounded), or IDLE when every open
+// partition is idle — a subtask without partitions is idle from its first
+// tick. Records with a missing, negative or far-future timestamp fail the
+// job (weir::UnrecoverableError naming the record's position) or, with
+// drop_invalid, are skipped and counted. Partitions turning idle and active
+// are logged, and so is a partition that holds the watermark back without
+// records for stall_warning_ms.
+//
 // Failures throw std::runtime_error with a message for the user (topic
 // missing, brokers unreachable, a fatal consumer error).
 //
@@ -94,6 +132,7 @@ class KafkaSource : public weir::SourceOperator {
   void InitializeState(OperatorContext& context) override;
   void Open(OperatorContext& context, RecordOutput* output) override;
   SourceStatus PollNext() override;
+  void OnPeriodicEmit() override;
   void SnapshotState(const CheckpointInfo& checkpoint) override;
   void Close() override;
 
@@ -111,6 +150,12 @@ class KafkaSource : public weir::SourceOperator {
     int64_t end_offset = -1;  // bounded mode only
     bool done = false;        // bounded mode: reached end_offset
     bool restored = false;    // next_offset came from a checkpoint
+    // Event time: the partition's split in watermarks_, whether it was idle
+    // at the last tick, and whether its stall was reported.
+    int split = -1;
+    bool idle = false;
+    bool stall_reported = false;
+    Gauge* watermark_gauge = nullptr;
   };
 
   void CreateConsumer();
@@ -128,6 +173,12 @@ class KafkaSource : public weir::SourceOperator {
   // Throws for errors the consumer cannot recover from; logs the others.
   void HandleConsumeError(RdKafka::Message& message);
   void MarkDone(PartitionState& partition);
+  // Event time: the record's timestamp, checked; false if the record is to
+  // be dropped (drop_invalid). Throws weir::UnrecoverableError otherwise.
+  bool EventTimeOf(const PartitionState& partition, const kafka::Record& record, int64_t* timestamp);
+  // Event time: logs partitions turning idle or active and stalls, and sets
+  // the partitions' watermark gauges, as of `combined`.
+  void ReportPartitions(int64_t now_ms, int64_t combined_watermark);
   void ThrowIfFatal() const;
   void ThrowIfStalled();
   std::string Describe(const PartitionState& partition) const;
@@ -185,6 +236,13 @@ class KafkaSource : public weir::SourceOperator {
   std::vector<Gauge*> lag_;
   std::chrono::steady_clock::time_point last_lag_update_;
   logging::RateLimiter error_log_limiter_{std::chrono::seconds(10)};
+  // Event time (config_.event_time): one split per partition.
+  std::optional<weir::internal::SplitWatermarks> watermarks_;
+  int64_t emitted_watermark_ = kMinWatermark;
+  bool idle_ = false;
+  int64_t now_ms_ = 0;  // the wall clock at the start of PollNext
+  Counter* dropped_ = nullptr;
+  logging::RateLimiter drop_log_limiter_{std::chrono::seconds(10)};
 };
 
 }  // namespace weir::connectors

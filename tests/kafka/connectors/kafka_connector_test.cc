@@ -19,6 +19,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/logging/logging.h"
 #include "connectors/kafka/kafka_connectors.h"
 #include "connectors/kafka/kafka_sink.h"
 #include "connectors/kafka/kafka_source.h"
@@ -30,6 +32,7 @@
 #include "taskmanager/state/operator_state.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
+#include "tests/testing/log_capture.h"
 #include "tests/testing/process.h"
 #include "weir/datastream.h"
 #include "weir/job_graph.h"
@@ -39,6 +42,7 @@ namespace weir::connectors {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::weir::test::CreateTopic;
 using ::weir::test::DeliveryCounter;
@@ -102,9 +106,13 @@ class CollectingOutput : public RecordOutput {
     records.push_back(std::move(*static_cast<kafka::Record*>(record)));
     event_times.push_back(timestamp);
   }
+  void EmitWatermark(int64_t watermark) override { events.push_back(absl::StrCat("watermark ", watermark)); }
+  void EmitWatermarkStatus(bool idle) override { events.push_back(idle ? "idle" : "active"); }
   std::vector<kafka::Record> records;
   // The event time each record was emitted with (kNoTimestamp: none).
   std::vector<int64_t> event_times;
+  // Watermarks and statuses, in order.
+  std::vector<std::string> events;
 };
 
 // The properties kafka::Source / kafka::Sink put into a job graph.
@@ -123,8 +131,14 @@ Properties SinkProperties(const kafka::SinkOptions& options) {
 }
 
 std::unique_ptr<KafkaSource> NewSource(const kafka::SourceOptions& options) {
+  // As a TaskManager creates it from the job graph.
+  JobGraph graph;
+  StreamEnvironment env(&graph);
+  kafka::Source(env, options);
+  SourceContext context;
+  context.timestamp_extractor = graph.vertices.at(0).timestamp_extractor;
   absl::StatusOr<std::unique_ptr<SourceOperator>> created =
-      Kafka().CreateSource(kKafkaSourceConnector, SourceProperties(options), {});
+      Kafka().CreateSource(kKafkaSourceConnector, graph.vertices.at(0).properties, context);
   if (!created.ok()) {
     ADD_FAILURE() << "CreateSource: " << created.status();
     return nullptr;
@@ -473,6 +487,175 @@ TEST_F(KafkaConnectorTest, BoundedSourceSplitsPartitionsAndReadsEveryRecordOnce)
   EXPECT_EQ(source0->records_read() + source1->records_read(), kRecords);
   source0->Close();
   source1->Close();
+}
+
+// Polls `source` until it has emitted `count` records in all.
+void ReadRecords(KafkaSource& source, const CollectingOutput& output, size_t count) {
+  const auto deadline = Clock::now() + kDeadline;
+  while (output.records.size() < count) {
+    ASSERT_LT(Clock::now(), deadline) << "read " << output.records.size() << " of " << count << " records";
+    source.PollNext();
+  }
+}
+
+TEST_F(KafkaConnectorTest, EventTimeWatermarkIsTheMinimumOverPartitionsThatAreNotIdle) {
+  const std::string topic = NewTopic("weir-source-watermarks", 2);
+  const int64_t base = NowMs() - 3600 * 1000;
+  std::vector<TestRecord> produced;
+  // Partition 0 reaches base + 1009, partition 1 only base + 504.
+  for (int i = 0; i < 10; ++i) produced.push_back({.partition = 0, .value = "a", .timestamp_ms = base + 1000 + i});
+  for (int i = 0; i < 5; ++i) produced.push_back({.partition = 1, .value = "b", .timestamp_ms = base + 500 + i});
+  ASSERT_NO_FATAL_FAILURE(Produce(bootstrap_, topic, produced));
+
+  kafka::SourceOptions options{.brokers = bootstrap_, .topics = {topic}};
+  options.watermarks = WatermarkStrategy<kafka::Record>{.out_of_orderness = std::chrono::milliseconds(100),
+                                                         .idleness = std::chrono::seconds(1)};
+  std::unique_ptr<KafkaSource> source = NewSource(options);
+  ASSERT_TRUE(source);
+  auto log = std::make_shared<weir::testing::LogCapture>();
+  logging::Get("kafka")->sinks().push_back(log);
+  FakeContext context(0, 1);
+  CollectingOutput output;
+  source->Open(context, &output);
+  // Before any record: no watermark at all.
+  source->OnPeriodicEmit();
+  EXPECT_TRUE(output.events.empty());
+
+  ASSERT_NO_FATAL_FAILURE(ReadRecords(*source, output, produced.size()));
+  ASSERT_EQ(output.event_times.size(), output.records.size());
+  for (size_t i = 0; i < output.records.size(); ++i) {
+    EXPECT_EQ(output.event_times[i], output.records[i].timestamp_ms);
+  }
+  // The slower partition holds the watermark: its largest time minus the
+  // bound, minus 1 ms.
+  source->OnPeriodicEmit();
+  EXPECT_THAT(output.events, ElementsAre(absl::StrCat("watermark ", base + 504 - 101)));
+  EXPECT_THAT(context.MetricsText(), HasSubstr("weir_kafka_partition_watermark_ms"));
+
+  // Both quiet past the idleness: the subtask goes idle, and holds nothing.
+  absl::SleepFor(absl::Milliseconds(1200));
+  source->PollNext();
+  source->OnPeriodicEmit();
+  EXPECT_THAT(output.events, ElementsAre(absl::StrCat("watermark ", base + 504 - 101), "idle"));
+
+  // Partition 0 alone comes back: active again, and partition 1 (idle)
+  // holds nothing back.
+  ASSERT_NO_FATAL_FAILURE(Produce(bootstrap_, topic, {{.partition = 0, .value = "c", .timestamp_ms = base + 2000}}));
+  ASSERT_NO_FATAL_FAILURE(ReadRecords(*source, output, produced.size() + 1));
+  source->OnPeriodicEmit();
+  EXPECT_THAT(output.events, ElementsAre(absl::StrCat("watermark ", base + 504 - 101), "idle", "active",
+                                         absl::StrCat("watermark ", base + 2000 - 101)));
+  const std::string name = absl::StrCat(topic, "[1]");
+  EXPECT_THAT(log->text(), HasSubstr(absl::StrCat("partition ", name, " idle (no record for ")));
+  EXPECT_THAT(log->text(), HasSubstr(absl::StrCat("partition ", topic, "[0] active again")));
+  source->Close();
+}
+
+TEST_F(KafkaConnectorTest, EventTimeOfAQuietPartitionIsLoggedAndBoundedPartitionsEndIt) {
+  const std::string topic = NewTopic("weir-source-stall", 3);
+  const int64_t base = NowMs() - 3600 * 1000;
+  ASSERT_NO_FATAL_FAILURE(Produce(bootstrap_, topic,
+                                  {{.partition = 0, .value = "a", .timestamp_ms = base + 1000},
+                                   {.partition = 1, .value = "b", .timestamp_ms = base + 50}}));
+  auto log = std::make_shared<weir::testing::LogCapture>();
+  logging::Get("kafka")->sinks().push_back(log);
+
+  // Unbounded, without idleness: partition 1 holds the watermark, and after
+  // the (shortened) stall warning the log names it and the one ahead.
+  // Partition 2 never had a record: it holds at the start of time.
+  kafka::SourceOptions options{.brokers = bootstrap_, .topics = {topic}};
+  options.watermarks = WatermarkStrategy<kafka::Record>{};
+  Properties properties = SourceProperties(options);
+  absl::StatusOr<KafkaSourceConfig> config = KafkaSourceConfig::FromProperties(properties);
+  ASSERT_TRUE(config.ok()) << config.status();
+  config->event_time->stall_warning_ms = 100;
+  {
+    KafkaSource source(*config);
+    FakeContext context(0, 1);
+    CollectingOutput output;
+    source.Open(context, &output);
+    ASSERT_NO_FATAL_FAILURE(ReadRecords(source, output, 2));
+    absl::SleepFor(absl::Milliseconds(150));
+    source.OnPeriodicEmit();
+    EXPECT_TRUE(output.events.empty()) << "partition 2 has no record, so no watermark yet";
+    EXPECT_THAT(log->text(), HasSubstr(absl::StrCat("partition ", topic, "[2] has had no record for ")));
+    EXPECT_THAT(log->text(), HasSubstr(absl::StrCat("while partition ", topic, "[0] is at ")));
+    EXPECT_THAT(log->text(), HasSubstr("set the watermark strategy's idleness"));
+    source.Close();
+  }
+
+  // Bounded: every partition reaching its end offset ends event time; a
+  // subtask without partitions is idle from its first tick.
+  options.bounded = true;
+  std::unique_ptr<KafkaSource> source = NewSource(options);
+  std::unique_ptr<KafkaSource> empty = NewSource(options);
+  ASSERT_TRUE(source && empty);
+  FakeContext context(0, 1);
+  FakeContext empty_context(3, 4);  // 3 partitions: subtask 3 of 4 has none
+  CollectingOutput output;
+  CollectingOutput empty_output;
+  source->Open(context, &output);
+  empty->Open(empty_context, &empty_output);
+  ASSERT_TRUE(ReadToEnd({source.get(), empty.get()}));
+  source->OnPeriodicEmit();
+  empty->OnPeriodicEmit();
+  EXPECT_THAT(output.events, ElementsAre(absl::StrCat("watermark ", kMaxWatermark)));
+  EXPECT_THAT(empty_output.events, ElementsAre("idle"));
+  source->Close();
+  empty->Close();
+}
+
+TEST_F(KafkaConnectorTest, InvalidEventTimesFailTheJobOrAreDroppedAndCounted) {
+  const std::string topic = NewTopic("weir-source-invalid-time", 1);
+  const int64_t now = NowMs();
+  // The broker takes timestamps up to an hour ahead; the source is told
+  // that a minute ahead is too far.
+  ASSERT_NO_FATAL_FAILURE(Produce(bootstrap_, topic,
+                                  {{.partition = 0, .value = "1000", .timestamp_ms = now - 1000},
+                                   {.partition = 0, .value = "-5", .timestamp_ms = now + 30 * 60 * 1000},
+                                   {.partition = 0, .value = "3000", .timestamp_ms = now - 500}}));
+  kafka::SourceOptions options{.brokers = bootstrap_, .topics = {topic}, .bounded = true};
+  options.watermarks = WatermarkStrategy<kafka::Record>{.max_future = std::chrono::minutes(1)};
+  {
+    std::unique_ptr<KafkaSource> source = NewSource(options);
+    ASSERT_TRUE(source);
+    FakeContext context(0, 1);
+    CollectingOutput output;
+    source->Open(context, &output);
+    std::string error;
+    try {
+      ReadToEnd({source.get()});
+    } catch (const UnrecoverableError& e) {
+      error = e.what();
+    }
+    EXPECT_THAT(error, HasSubstr(absl::StrCat("the record at offset 1 of partition ", topic, "[0]")));
+    EXPECT_THAT(error, HasSubstr("ahead of the wall clock"));
+    EXPECT_THAT(error, HasSubstr("invalid_timestamps to kDrop"));
+    EXPECT_EQ(output.records.size(), 1u) << "nothing after the invalid record";
+    source->Close();
+  }
+
+  // An extractor reading the value, and kDrop: the negative time is
+  // dropped and counted, the rest carries the extracted times.
+  options.watermarks = WatermarkStrategy<kafka::Record>{
+      .timestamp = [](const kafka::Record& r) { return std::stoll(r.value); },
+      .invalid_timestamps = InvalidTimestamps::kDrop};
+  std::unique_ptr<KafkaSource> source = NewSource(options);
+  ASSERT_TRUE(source);
+  FakeContext context(0, 1);
+  CollectingOutput output;
+  source->Open(context, &output);
+  ASSERT_TRUE(ReadToEnd({source.get()}));
+  EXPECT_THAT(output.event_times, ElementsAre(1000, 3000));
+  EXPECT_EQ(source->CurrentOffsets(), Offsets(topic, {{0, 3}})) << "a dropped record is still consumed";
+  EXPECT_THAT(context.MetricsText(), HasSubstr("weir_event_time_dropped_records_total"));
+  EXPECT_THAT(context.MetricsText(), ::testing::ContainsRegex("weir_event_time_dropped_records_total\\{[^}]*\\} 1"));
+  source->Close();
+
+  // A graph that says "extractor" but gives none is refused.
+  Properties properties = SourceProperties(options);
+  EXPECT_THAT(Kafka().CreateSource(kKafkaSourceConnector, properties, {}).status().message(),
+              HasSubstr("the job gave no extractor"));
 }
 
 TEST_F(KafkaConnectorTest, AssignsSortedPartitionsOfAllTopicsRoundRobin) {
@@ -853,6 +1036,21 @@ TEST(ConnectorValidationTest, AcceptsWhatTheJobApiWrites) {
   EXPECT_TRUE(Kafka().Validate(kKafkaSinkConnector,
                                 SinkProperties({.brokers = "k1:9092", .topic = "out"}))
                   .ok());
+  kafka::SourceOptions timed{.brokers = "k1:9092", .topics = {"a"}};
+  timed.watermarks = WatermarkStrategy<kafka::Record>{.out_of_orderness = std::chrono::seconds(5),
+                                                       .idleness = std::chrono::minutes(1),
+                                                       .timestamp = [](const kafka::Record&) { return 0; },
+                                                       .invalid_timestamps = InvalidTimestamps::kDrop};
+  const Properties timed_properties = SourceProperties(timed);
+  EXPECT_TRUE(Kafka().Validate(kKafkaSourceConnector, timed_properties).ok());
+  absl::StatusOr<KafkaSourceConfig> config = KafkaSourceConfig::FromProperties(timed_properties);
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_TRUE(config->event_time.has_value());
+  EXPECT_EQ(config->event_time->out_of_orderness_ms, 5000);
+  EXPECT_EQ(config->event_time->idleness_ms, 60000);
+  EXPECT_EQ(config->event_time->max_future_ms, 24 * 3600 * 1000);
+  EXPECT_TRUE(config->event_time->drop_invalid);
+  EXPECT_TRUE(config->event_time->extractor);
 }
 
 TEST(ConnectorValidationTest, ExactlyOnceGetsATransactionalIdPrefix) {
@@ -946,6 +1144,16 @@ TEST(ConnectorValidationTest, RejectsMalformedPropertiesNamingThem) {
       {"kafka-source", with(source, "kafka.fetch.max.bytes", "lots"), "property 'kafka.fetch.max.bytes'"},
       {"kafka-source", with(source, "kafka.bootstrap.servers", "x:1"), "property 'kafka.bootstrap.servers'"},
       {"kafka-source", with(source, "kafka.enable.auto.commit", "true"), "property 'kafka.enable.auto.commit'"},
+      {"kafka-source", with(source, "watermark.idleness-ms", "5"), "needs 'weir.event-time' = 'source'"},
+      {"kafka-source", with(source, "weir.event-time", "sink"), "property 'weir.event-time'"},
+      {"kafka-source", with(with(source, "weir.event-time", "source"), "watermark.idleness-ms", "-1"),
+       "property 'watermark.idleness-ms'"},
+      {"kafka-source", with(with(source, "weir.event-time", "source"), "watermark.out-of-orderness-ms", "5s"),
+       "property 'watermark.out-of-orderness-ms'"},
+      {"kafka-source", with(with(source, "weir.event-time", "source"), "watermark.invalid-timestamps", "ignore"),
+       "property 'watermark.invalid-timestamps'"},
+      {"kafka-source", with(with(source, "weir.event-time", "source"), "watermark.timestamps", "header"),
+       "property 'watermark.timestamps'"},
       {"kafka-sink", with(sink, "brokers", ""), "property 'brokers'"},
       {"kafka-sink", with(sink, "topic", std::nullopt), "property 'topic'"},
       {"kafka-sink", with(sink, "topic", "a,b"), "property 'topic'"},

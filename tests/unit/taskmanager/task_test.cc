@@ -18,8 +18,8 @@
 #include "common/logging/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "spdlog/sinks/base_sink.h"
 #include "taskmanager/operator_chain.h"
+#include "tests/testing/log_capture.h"
 #include "weir/datastream.h"
 
 namespace weir::taskmanager {
@@ -436,25 +436,6 @@ TEST(TaskTest, AnInvalidEventTimeFailsTheJobOrIsDropped) {
                                         "sink watermark " + absl::StrCat(kMaxWatermark)));
 }
 
-// Keeps what a logger writes, for tests of log lines.
-class CapturingSink final : public spdlog::sinks::base_sink<std::mutex> {
- public:
-  std::string text() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return text_;
-  }
-
- protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override {
-    text_.append(msg.payload.data(), msg.payload.size());
-    text_ += '\n';
-  }
-  void flush_() override {}
-
- private:
-  std::string text_;
-};
-
 // A task whose event time waits on one input while the other moves on says
 // which input, once: here source subtask 1 sends nothing at all.
 class StallSource final : public SourceOperator {
@@ -498,7 +479,7 @@ TEST(TaskTest, EventTimeHeldBackByOneInputIsLoggedNamingIt) {
   job->graph.edges = {EdgeSpec{0, 1, Partitioning::kForward, nullptr}};
 
   // What the tasks log, to look for the warning.
-  auto log_sink = std::make_shared<CapturingSink>();
+  auto log_sink = std::make_shared<weir::testing::LogCapture>();
   logging::Get("task")->sinks().push_back(log_sink);
   auto log_text = [&] { return log_sink->text(); };
 
