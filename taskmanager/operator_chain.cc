@@ -9,6 +9,7 @@
 #include "common/state/key_groups.h"
 #include "common/status_macros.h"
 #include "connectors/connector.h"
+#include "taskmanager/eventtime/timer_service.h"
 #include "taskmanager/state/in_memory_keyed_state.h"
 #include "taskmanager/state/rocksdb_keyed_state.h"
 
@@ -57,9 +58,16 @@ class OperatorChain::Context final : public OperatorContext {
   bool is_restored() const override { return restored_; }
   MetricGroup& metrics() override { return *metrics_; }
   int64_t current_timestamp() const override { return *element_time_; }
+  TimerService* timers() override { return timers_.get(); }
 
-  void EnableKeyedState(std::unique_ptr<KeyedStateBackend> keyed) { keyed_ = std::move(keyed); }
+  // Keyed state, restored already, and the timers it holds.
+  void EnableKeyedState(std::unique_ptr<KeyedStateBackend> keyed, int64_t* element_time) {
+    keyed_ = std::move(keyed);
+    timers_ = std::make_unique<InternalTimerService>(keyed_.get(), element_time);
+    timers_->Restore();
+  }
   KeyedStateBackend* keyed() { return keyed_.get(); }
+  InternalTimerService* timer_service() { return timers_.get(); }
   OperatorStateBackend& operator_state_backend() { return operator_state_; }
 
  private:
@@ -72,6 +80,7 @@ class OperatorChain::Context final : public OperatorContext {
   OperatorStateBackend operator_state_;
   const bool restored_;
   std::unique_ptr<KeyedStateBackend> keyed_;
+  std::unique_ptr<InternalTimerService> timers_;  // with keyed_
 };
 
 // Passes records to the next operator of the chain.
@@ -155,12 +164,19 @@ class OperatorChain::Output final : public RecordOutput {
     } restore{element_time_, saved};
     Emit(record);
   }
+  // The timers of the next operator (keyed operators): its event-time
+  // timers fire as the watermark reaches it, before its OnWatermark.
+  void set_next_timers(InternalTimerService* timers) { next_timers_ = timers; }
+
   void EmitWatermark(int64_t watermark) override {
     // Only the task thread writes it; metrics read it.
     if (watermark_ != nullptr && watermark > watermark_->load(std::memory_order_relaxed)) {
       watermark_->store(watermark, std::memory_order_relaxed);
     }
     if (next_ != nullptr) {
+      if (next_timers_ != nullptr) {
+        next_timers_->AdvanceWatermark(watermark, [this](const FiredTimer& timer) { next_->OnTimer(timer); });
+      }
       const int64_t passed = next_->OnWatermark(watermark);
       if (passed != kMinWatermark && next_output_ != nullptr) next_output_->EmitWatermark(passed);
     } else if (then_ != nullptr) {
@@ -180,6 +196,7 @@ class OperatorChain::Output final : public RecordOutput {
   RecordOutput* const then_;
   std::atomic<int64_t>* const counter_;
   std::atomic<int64_t>* const second_;
+  InternalTimerService* next_timers_ = nullptr;
 };
 
 // Sends each record to several outputs (a vertex with several downstreams).
@@ -297,7 +314,7 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
         RETURN_IF_ERROR(Annotate(keyed->Restore(restored->operators[i].keyed_restore),
                                  absl::StrCat("restoring the keyed state of operator '", v.name, "'")));
       }
-      context->EnableKeyedState(std::move(keyed));
+      context->EnableKeyedState(std::move(keyed), &element_time_);
     }
     contexts_.push_back(std::move(context));
 
@@ -373,8 +390,10 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
   // From the tail back, so that each output knows the next operator's.
   for (int i = n - 1; i >= 0; --i) {
     if (i + 1 < n) {
-      RecordOutput* next = add(std::make_unique<Output>(slot, counters_.watermark, operators_[i + 1].get(), outputs[i + 1], nullptr,
-                                                        nullptr));
+      auto into_next = std::make_unique<Output>(slot, counters_.watermark, operators_[i + 1].get(), outputs[i + 1],
+                                                nullptr, nullptr);
+      into_next->set_next_timers(contexts_[i + 1]->timer_service());
+      RecordOutput* next = add(std::move(into_next));
       if (i + 2 == n && tail_is_sink) {
         next = add(std::make_unique<Output>(slot, counters_.watermark, nullptr, nullptr, next, counters_.records_out));
       }
@@ -389,8 +408,10 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
   } else {
     // A lone sink: what it takes in is what it writes out.
     const bool sink_only = n == 1 && tail_is_sink;
-    head_input_ = std::make_unique<Output>(slot, counters_.watermark, operators_[0].get(), outputs[0], nullptr, counters_.records_in,
-                                           sink_only ? counters_.records_out : nullptr);
+    auto head = std::make_unique<Output>(slot, counters_.watermark, operators_[0].get(), outputs[0], nullptr,
+                                         counters_.records_in, sink_only ? counters_.records_out : nullptr);
+    head->set_next_timers(contexts_[0]->timer_service());
+    head_input_ = std::move(head);
   }
   outputs_ = std::move(outputs);
   opened_.assign(n, false);
@@ -428,6 +449,26 @@ void OperatorChain::PeriodicEmit() {
   for (auto& op : operators_) {
     if (op != nullptr) op->OnPeriodicEmit();
   }
+}
+
+void OperatorChain::FireProcessingTimers(int64_t now_ms) {
+  for (size_t i = 0; i < contexts_.size(); ++i) {
+    InternalTimerService* timers = contexts_[i]->timer_service();
+    if (timers == nullptr || operators_[i] == nullptr) continue;
+    StreamOperator* op = operators_[i].get();
+    timers->FireProcessingTimers(now_ms, [op](const FiredTimer& timer) { op->OnTimer(timer); });
+  }
+}
+
+std::optional<int64_t> OperatorChain::NextProcessingTimer() const {
+  std::optional<int64_t> next;
+  for (const auto& context : contexts_) {
+    const InternalTimerService* timers = context->timer_service();
+    if (timers == nullptr) continue;
+    const std::optional<int64_t> due = timers->NextProcessingTime();
+    if (due.has_value() && (!next.has_value() || *due < *next)) next = due;
+  }
+  return next;
 }
 
 void OperatorChain::EndSourceEventTime() {

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,11 @@ class OperatorChain {
   // OnPeriodicEmit of the source and every operator (watermark strategies
   // emit there).
   void PeriodicEmit();
+  // Timers (keyed operators): fires every processing-time timer due at
+  // `now_ms`, and says when the next one is due. Event-time timers fire
+  // with the watermarks (ProcessWatermark).
+  void FireProcessingTimers(int64_t now_ms);
+  std::optional<int64_t> NextProcessingTimer() const;
 
   // Sends buffers whose buffer timeout has passed.
   void FlushDue(absl::Time now);

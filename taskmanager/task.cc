@@ -129,6 +129,19 @@ class Task::Execution {
     chain_->PeriodicEmit();
   }
 
+  // Fires the processing-time timers due at `now`; returns when the next
+  // one is due (absl::InfiniteFuture() for none).
+  absl::Time FireProcessingTimers(absl::Time now) {
+    std::optional<int64_t> due = chain_->NextProcessingTimer();
+    if (!due.has_value()) return absl::InfiniteFuture();
+    const int64_t now_ms = absl::ToUnixMillis(now);
+    if (*due <= now_ms) {
+      chain_->FireProcessingTimers(now_ms);
+      due = chain_->NextProcessingTimer();
+    }
+    return due.has_value() ? absl::FromUnixMillis(*due) : absl::InfiniteFuture();
+  }
+
   // Runs the mails that arrived since the last turn.
   absl::Status RunMails() { return task_->mailbox_.RunPending(); }
 
@@ -240,6 +253,7 @@ class Task::Execution {
             RETURN_IF_ERROR(OnBarrierDecision(channel, barriers->OnEndOfInput(channel, now)));
             break;
         }
+        FireProcessingTimers(now);
         MaybePeriodicEmit(now);
         WarnIfEventTimeStalls(valve, now);
         chain_->FlushDue(now);
@@ -247,10 +261,11 @@ class Task::Execution {
         continue;
       }
       if (gate_->finished()) break;
+      const absl::Time next_timer = FireProcessingTimers(now);
       MaybePeriodicEmit(now);
       WarnIfEventTimeStalls(valve, now);
       chain_->Idle(now);
-      wakeup.WaitForChange(seen, std::min(now + env_.buffer_timeout, next_periodic_emit_));
+      wakeup.WaitForChange(seen, std::min({now + env_.buffer_timeout, next_periodic_emit_, next_timer}));
     }
     return absl::OkStatus();
   }

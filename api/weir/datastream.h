@@ -58,6 +58,12 @@ class Collector {
   RecordOutput* output_;
 };
 
+// A timer firing, as KeyedStream::Process's on_timer sees it.
+struct TimerInfo {
+  int64_t time = 0;
+  TimeDomain domain = TimeDomain::kEventTime;
+};
+
 // What Map, Filter, FlatMap and Sink functions may take as their last
 // argument: fn(T, RuntimeContext&) -> Out, fn(const T&, RuntimeContext&),
 // fn(T, Collector<Out>&, RuntimeContext&), fn(const T&, RuntimeContext&).
@@ -87,8 +93,25 @@ class RuntimeContext {
 template <typename K>
 class KeyedContext {
  public:
-  KeyedContext(const K& key, OperatorContext* context) : key_(key), context_(context) {}
+  // `timers`: the Process call has an on_timer function to fire them into.
+  KeyedContext(const K& key, OperatorContext* context, bool timers = false)
+      : key_(key), context_(context), timers_(timers) {}
   const K& key() const { return key_; }
+  // The event time of the record being processed, or the time of the
+  // event-time timer firing (kNoTimestamp: none).
+  int64_t timestamp() const { return context_->current_timestamp(); }
+  // The operator's event time: the last watermark that reached it
+  // (kMinWatermark before the first).
+  int64_t CurrentWatermark() { return Timers().CurrentWatermark(); }
+  // The wall clock, Unix ms.
+  int64_t CurrentProcessingTime() { return Timers().CurrentProcessingTime(); }
+  // Timers of the current key (weir::TimerService): on_timer is called
+  // once the watermark (event time) or the wall clock (processing time)
+  // reaches `time`. Registering a timer that exists does nothing.
+  void RegisterEventTimeTimer(int64_t time) { Timers().Register(TimeDomain::kEventTime, time); }
+  void DeleteEventTimeTimer(int64_t time) { Timers().Delete(TimeDomain::kEventTime, time); }
+  void RegisterProcessingTimeTimer(int64_t time) { Timers().Register(TimeDomain::kProcessingTime, time); }
+  void DeleteProcessingTimeTimer(int64_t time) { Timers().Delete(TimeDomain::kProcessingTime, time); }
   int subtask_index() const { return context_->subtask_index(); }
   // This operator's counters and gauges (weir/metrics.h); ask once per name
   // and keep the reference in the function object (a mutable lambda's
@@ -118,8 +141,18 @@ class KeyedContext {
   }
 
  private:
+  TimerService& Timers() {
+    if (!timers_ || context_->timers() == nullptr) {
+      throw std::logic_error("operator '" + context_->operator_name() +
+                             "' uses timers, but its KeyedStream::Process has no on_timer function to call when they "
+                             "fire; use Process(fn, on_timer)");
+    }
+    return *context_->timers();
+  }
+
   const K& key_;
   OperatorContext* context_;
+  const bool timers_;
 };
 
 // A user-defined source, polled by its task thread. To resume where it was
@@ -224,24 +257,38 @@ class FlatMapOperator final : public OperatorBase {
   F fn_;
 };
 
-template <typename In, typename K, typename KS, typename Out, typename KeyFn, typename F>
+// TimerFn is std::nullptr_t for a Process without timers.
+template <typename In, typename K, typename KS, typename Out, typename KeyFn, typename F, typename TimerFn = std::nullptr_t>
 class KeyedProcessOperator final : public OperatorBase {
  public:
-  KeyedProcessOperator(KeyFn key_fn, F fn) : key_fn_(std::move(key_fn)), fn_(std::move(fn)) {}
+  static constexpr bool kTimers = !std::is_same_v<TimerFn, std::nullptr_t>;
+
+  KeyedProcessOperator(KeyFn key_fn, F fn, TimerFn on_timer = nullptr)
+      : key_fn_(std::move(key_fn)), fn_(std::move(fn)), on_timer_(std::move(on_timer)) {}
   void Process(void* record) override {
     const In& in = *static_cast<const In*>(record);
     K key = key_fn_(in);
     key_bytes_.clear();
     KS::Write(key, key_bytes_);
     context_->SetCurrentKey(key_bytes_);
-    KeyedContext<K> keyed(key, context_);
+    KeyedContext<K> keyed(key, context_, kTimers);
     Collector<Out> out(output_);
     fn_(in, keyed, out);
+  }
+  void OnTimer(const FiredTimer& timer) override {
+    if constexpr (kTimers) {
+      // The runtime has set the timer's key as the current key.
+      const K key = KS::Read(timer.key);
+      KeyedContext<K> keyed(key, context_, true);
+      Collector<Out> out(output_);
+      on_timer_(TimerInfo{timer.time, timer.domain}, keyed, out);
+    }
   }
 
  private:
   KeyFn key_fn_;
   F fn_;
+  TimerFn on_timer_;
   std::string key_bytes_;
 };
 
@@ -540,6 +587,17 @@ class KeyedStream {
   // fn(const T&, KeyedContext<K>&, Collector<Out>&), with state per key.
   template <typename Out, typename S = Serializer<Out>, typename F>
   DataStream<Out> Process(F fn) const {
+    return Process<Out, S>(std::move(fn), nullptr);
+  }
+
+  // As Process(fn), with timers: fn and on_timer may register them through
+  // their KeyedContext, and on_timer(const TimerInfo&, KeyedContext<K>&,
+  // Collector<Out>&) is called when one fires, with the timer's key (what it
+  // emits carries the timer's time as its event time, for event-time
+  // timers). Timers are part of the keyed state: checkpointed, restored and
+  // rescaled with it.
+  template <typename Out, typename S = Serializer<Out>, typename F, typename TimerFn>
+  DataStream<Out> Process(F fn, TimerFn on_timer) const {
     auto key_fn = key_fn_;
     KeyFunction key = [key_fn](const void* record, std::string& out) {
       KS::Write(key_fn(*static_cast<const T*>(record)), out);
@@ -548,8 +606,9 @@ class KeyedStream {
     spec.name = "KeyedProcess";
     spec.output_type = TypeOpsOf<Out, S>();
     spec.input_key = key;
-    spec.operator_factory = [key_fn, fn] {
-      return std::make_unique<internal::KeyedProcessOperator<T, K, KS, Out, decltype(key_fn), F>>(key_fn, fn);
+    spec.operator_factory = [key_fn, fn, on_timer] {
+      return std::make_unique<internal::KeyedProcessOperator<T, K, KS, Out, decltype(key_fn), F, TimerFn>>(
+          key_fn, fn, on_timer);
     };
     DataStream<T> upstream(env_, vertex_, Partitioning::kHash, key);
     return DataStream<Out>(env_, upstream.Attach(std::move(spec)));

@@ -121,6 +121,41 @@ class OperatorStateStore {
   virtual OperatorListState* GetUnionListState(std::string_view name) = 0;
 };
 
+enum class TimeDomain {
+  kEventTime,       // fires once the watermark reaches the time
+  kProcessingTime,  // fires once the wall clock (Unix ms) reaches it
+};
+
+// A timer that fired, given to StreamOperator::OnTimer. The key (as
+// serialized by the key_by) is also the current key of the keyed state
+// then; `ns` is what the operator registered it with (e.g. a window).
+struct FiredTimer {
+  TimeDomain domain = TimeDomain::kEventTime;
+  int64_t time = 0;
+  std::string_view key;
+  std::string_view ns;
+};
+
+// The timers of a keyed operator (OperatorContext::timers()). They belong
+// to the current key, are kept in the keyed state backend, and are part of
+// every checkpoint: restored, and rescaled by key group, with the keyed
+// state. A timer is identified by (domain, time, key, ns): registering it
+// again does nothing. Event-time timers fire in time order when a watermark
+// at or above their time reaches the operator (before the watermark goes
+// on); processing-time timers when the wall clock reaches them. Both fire
+// on the task thread between records, through StreamOperator::OnTimer.
+class TimerService {
+ public:
+  virtual ~TimerService() = default;
+  virtual void Register(TimeDomain domain, int64_t time, std::string_view ns = {}) = 0;
+  virtual void Delete(TimeDomain domain, int64_t time, std::string_view ns = {}) = 0;
+  // The last watermark that reached the operator (kMinWatermark before
+  // the first).
+  virtual int64_t CurrentWatermark() const = 0;
+  // The wall clock, Unix ms.
+  virtual int64_t CurrentProcessingTime() const = 0;
+};
+
 // Identifies a checkpoint to the operators.
 struct CheckpointInfo {
   int64_t checkpoint_id = 0;
@@ -149,6 +184,8 @@ class OperatorContext {
   virtual MetricGroup& metrics() = 0;
   // The event time of the record being processed (kNoTimestamp if none).
   virtual int64_t current_timestamp() const { return kNoTimestamp; }
+  // The timers of a keyed operator; nullptr unless it follows a key_by.
+  virtual TimerService* timers() { return nullptr; }
 };
 
 // The checkpoint hooks every operator has (see the lifecycle above).
@@ -184,6 +221,10 @@ class StreamOperator : public CheckpointListener {
   // Called every pipeline.auto-watermark-interval (200 ms) of processing
   // time, between records: where a watermark strategy emits.
   virtual void OnPeriodicEmit() {}
+  // A timer of this operator fired (keyed operators; TimerService). The
+  // current key is the timer's, and records emitted carry the timer's time
+  // as their event time (event-time timers) or none (processing time).
+  virtual void OnTimer(const FiredTimer& timer) {}
   virtual void Close() {}
 };
 

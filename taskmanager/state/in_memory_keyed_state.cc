@@ -54,6 +54,11 @@ void InMemoryKeyedState::SetCurrentKey(std::string_view key) {
   current_key_.assign(key.data(), key.size());
 }
 
+std::string_view InMemoryKeyedState::current_key() const {
+  if (current_ == nullptr) throw std::logic_error("keyed state used before a key was set");
+  return current_key_;
+}
+
 const std::string& InMemoryKeyedState::Slot(std::string_view state_name) {
   if (current_ == nullptr) throw std::logic_error("keyed state used before a key was set");
   slot_.clear();
@@ -105,6 +110,20 @@ void InMemoryKeyedState::RemoveEntry(std::string_view state_name, std::string_vi
   if (map == current_->maps.end()) return;
   map->second.erase(std::string(user_key));
   if (map->second.empty()) current_->maps.erase(map);
+}
+
+void InMemoryKeyedState::ForEachEntry(
+    std::string_view state_name, absl::FunctionRef<void(std::string_view, std::string_view, std::string_view)> fn) {
+  std::string prefix;
+  weir::internal::WriteVarint(state_name.size(), prefix);
+  prefix.append(state_name);
+  for (const Group& group : groups_) {
+    for (const auto& [slot, entries] : group.maps) {
+      if (slot.size() < prefix.size() || std::string_view(slot).substr(0, prefix.size()) != prefix) continue;
+      const std::string_view key = std::string_view(slot).substr(prefix.size());
+      for (const auto& [user_key, value] : entries) fn(key, user_key, value);
+    }
+  }
 }
 
 std::vector<std::pair<std::string, std::string>> InMemoryKeyedState::Entries(std::string_view state_name) {

@@ -26,6 +26,7 @@ class InMemoryKeyedState final : public KeyedStateBackend {
 
   void SetCurrentKey(std::string_view key) override;
   const state::KeyGroupRange& range() const override { return range_; }
+  std::string_view current_key() const override;
 
   std::optional<std::string> Get(std::string_view state_name) override;
   void Put(std::string_view state_name, std::string_view value) override;
@@ -36,6 +37,8 @@ class InMemoryKeyedState final : public KeyedStateBackend {
   void RemoveEntry(std::string_view state_name, std::string_view user_key) override;
   std::vector<std::pair<std::string, std::string>> Entries(std::string_view state_name) override;
   void ClearEntries(std::string_view state_name) override;
+  void ForEachEntry(std::string_view state_name,
+                    absl::FunctionRef<void(std::string_view, std::string_view, std::string_view)> fn) override;
 
   absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> Snapshot(int64_t checkpoint_id) override;
   absl::Status Restore(const std::vector<KeyedStateRestore>& parts) override;

@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/state/key_groups.h"
@@ -64,6 +65,16 @@ class KeyedStateBackend : public KeyedStateStore {
   // the key's group is outside range(): a record reached the wrong subtask.
   virtual void SetCurrentKey(std::string_view key) = 0;
   virtual const state::KeyGroupRange& range() const = 0;
+  // The key set last; throws std::logic_error before the first.
+  virtual std::string_view current_key() const = 0;
+
+  // Calls fn(key, user_key, value) for every entry of map state
+  // `state_name` under every key of range(), in no particular order: how a
+  // timer service finds its timers after a restore. Does not change the
+  // current key; fn must not write state.
+  virtual void ForEachEntry(
+      std::string_view state_name,
+      absl::FunctionRef<void(std::string_view key, std::string_view user_key, std::string_view value)> fn) = 0;
 
   // The synchronous part of snapshot `checkpoint_id`.
   virtual absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> Snapshot(int64_t checkpoint_id) = 0;

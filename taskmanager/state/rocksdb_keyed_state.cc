@@ -463,8 +463,14 @@ void RocksDbKeyedState::SetCurrentKey(std::string_view key) {
   key_prefix_.push_back(static_cast<char>((group >> 8) & 0xff));
   key_prefix_.push_back(static_cast<char>(group & 0xff));
   weir::internal::WriteVarint(key.size(), key_prefix_);
+  key_offset_ = key_prefix_.size();
   key_prefix_.append(key);
   key_set_ = true;
+}
+
+std::string_view RocksDbKeyedState::current_key() const {
+  if (!key_set_) throw std::logic_error("keyed state used before a key was set");
+  return std::string_view(key_prefix_).substr(key_offset_);
 }
 
 rocksdb::ColumnFamilyHandle* RocksDbKeyedState::Family(std::string_view state_name) {
@@ -564,6 +570,27 @@ void RocksDbKeyedState::ClearEntries(std::string_view state_name) {
   if (!it->status().ok()) Throw(it->status(), absl::StrCat("reading map state '", AV(state_name), "'"));
   rocksdb::Status s = db_->Write(impl_->write, &batch);
   if (!s.ok()) Throw(s, absl::StrCat("clearing map state '", AV(state_name), "'"));
+}
+
+void RocksDbKeyedState::ForEachEntry(
+    std::string_view state_name, absl::FunctionRef<void(std::string_view, std::string_view, std::string_view)> fn) {
+  auto family = families_.find(AV(state_name));
+  if (family == families_.end()) return;  // never written
+  rocksdb::ReadOptions read = impl_->read;
+  read.total_order_seek = true;  // across keys, past the prefix extractor
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, family->second));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    // <key group, 2 bytes><varint key length><key><user key>
+    const std::string_view stored(it->key().data(), it->key().size());
+    size_t pos = 2;
+    const uint64_t length = stored.size() > pos ? weir::internal::ReadVarint(stored, &pos) : stored.size();
+    if (pos + length > stored.size()) {
+      throw std::runtime_error(absl::StrCat("map state '", AV(state_name), "' holds a malformed key"));
+    }
+    fn(stored.substr(pos, length), stored.substr(pos + length),
+       std::string_view(it->value().data(), it->value().size()));
+  }
+  if (!it->status().ok()) Throw(it->status(), absl::StrCat("reading map state '", AV(state_name), "'"));
 }
 
 absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::Snapshot(int64_t checkpoint_id) {

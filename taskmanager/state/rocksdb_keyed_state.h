@@ -86,6 +86,7 @@ class RocksDbKeyedState final : public KeyedStateBackend {
 
   void SetCurrentKey(std::string_view key) override;
   const state::KeyGroupRange& range() const override { return range_; }
+  std::string_view current_key() const override;
 
   // Errors from RocksDB are thrown as std::runtime_error (the task fails
   // with the message), as for errors of user code.
@@ -98,6 +99,8 @@ class RocksDbKeyedState final : public KeyedStateBackend {
   void RemoveEntry(std::string_view state_name, std::string_view user_key) override;
   std::vector<std::pair<std::string, std::string>> Entries(std::string_view state_name) override;
   void ClearEntries(std::string_view state_name) override;
+  void ForEachEntry(std::string_view state_name,
+                    absl::FunctionRef<void(std::string_view, std::string_view, std::string_view)> fn) override;
 
   absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> Snapshot(int64_t checkpoint_id) override;
   absl::Status Restore(const std::vector<KeyedStateRestore>& parts) override;
@@ -140,6 +143,7 @@ class RocksDbKeyedState final : public KeyedStateBackend {
   rocksdb::ColumnFamilyHandle* last_family_ = nullptr;
   // <key group><varint length><key> of the current key.
   std::string key_prefix_;
+  size_t key_offset_ = 0;  // where the key starts in key_prefix_
   bool key_set_ = false;
   std::string scratch_;
 

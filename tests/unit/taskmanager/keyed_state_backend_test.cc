@@ -2,10 +2,12 @@
 // state type of the typed API, and snapshots restored per key-group range —
 // at the same parallelism and at another one — through real files in a
 // temporary checkpoint directory.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "common/state/key_groups.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "taskmanager/eventtime/timer_service.h"
 #include "taskmanager/state/in_memory_keyed_state.h"
 #include "taskmanager/state/rocksdb_keyed_state.h"
 #include "weir/state.h"
@@ -218,6 +221,94 @@ TEST_P(KeyedStateBackendTest, KeyGroupRangesMoveToAnotherParallelism) {
     }
     EXPECT_EQ(found, static_cast<int>(keys.size())) << from << " -> " << to;
   }
+}
+
+// Timers (InternalTimerService) live in the keyed state: they fire in time
+// order, at most once each, and come back after a restore — at the same
+// parallelism and at another — with the key groups that hold them.
+TEST_P(KeyedStateBackendTest, TimersFireInOrderAndAreRestoredAndRescaledWithTheirKeys) {
+  int64_t element_time = kNoTimestamp;
+  std::unique_ptr<KeyedStateBackend> backend = Make(1, 0);
+  InternalTimerService timers(backend.get(), &element_time);
+  timers.Restore();
+  const std::vector<std::string> keys = Keys(40);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    backend->SetCurrentKey(keys[i]);
+    timers.Register(TimeDomain::kEventTime, 1000 + static_cast<int64_t>(i % 5) * 10, "w");
+    timers.Register(TimeDomain::kEventTime, 1000 + static_cast<int64_t>(i % 5) * 10, "w");  // again: one timer
+    timers.Register(TimeDomain::kProcessingTime, 5000, "");
+  }
+  backend->SetCurrentKey(keys[0]);
+  timers.Register(TimeDomain::kEventTime, -7, "before 1970");
+  timers.Delete(TimeDomain::kProcessingTime, 5000, "");
+  EXPECT_EQ(timers.size(TimeDomain::kEventTime), keys.size() + 1);
+  EXPECT_EQ(timers.size(TimeDomain::kProcessingTime), keys.size() - 1);
+  EXPECT_EQ(timers.NextProcessingTime(), 5000);
+
+  // Up to 1010: the timers at -7, 1000 and 1010, in time order, each with
+  // its key current and its time as the element time; one registered while
+  // firing at or before the watermark fires in the same pass.
+  std::vector<std::pair<int64_t, std::string>> fired;
+  timers.AdvanceWatermark(1010, [&](const FiredTimer& t) {
+    EXPECT_EQ(t.domain, TimeDomain::kEventTime);
+    EXPECT_EQ(backend->current_key(), t.key);
+    EXPECT_EQ(element_time, t.time);
+    fired.emplace_back(t.time, std::string(t.ns));
+    if (t.time == -7) timers.Register(TimeDomain::kEventTime, 1005, "late");
+  });
+  EXPECT_EQ(element_time, kNoTimestamp) << "the element time is put back";
+  EXPECT_EQ(timers.CurrentWatermark(), 1010);
+  ASSERT_FALSE(fired.empty());
+  EXPECT_EQ(fired.front(), std::make_pair(int64_t{-7}, std::string("before 1970")));
+  EXPECT_TRUE(std::is_sorted(fired.begin(), fired.end(),
+                             [](const auto& a, const auto& b) { return a.first < b.first; }));
+  EXPECT_EQ(std::count(fired.begin(), fired.end(), std::make_pair(int64_t{1005}, std::string("late"))), 1);
+  // 40 keys + the binary one spread over 5 times: keys i % 5 in {0, 1}.
+  int64_t due = 0;
+  for (size_t i = 0; i < keys.size(); ++i) due += i % 5 <= 1 ? 1 : 0;
+  EXPECT_EQ(fired.size(), static_cast<size_t>(due) + 2);
+  const size_t waiting = timers.size(TimeDomain::kEventTime);
+  EXPECT_EQ(waiting, keys.size() - static_cast<size_t>(due));
+
+  // A checkpoint now, restored at the same parallelism and at 3: every
+  // waiting timer comes back exactly once, none that fired.
+  const KeyedStateRestore part = Checkpoint(*backend, 1, "timers");
+  for (int parallelism : {1, 3}) {
+    std::multiset<std::pair<int64_t, std::string>> restored;
+    size_t processing = 0;
+    for (int subtask = 0; subtask < parallelism; ++subtask) {
+      std::unique_ptr<KeyedStateBackend> next = Make(parallelism, subtask);
+      ASSERT_TRUE(next->Restore({part}).ok());
+      int64_t slot = kNoTimestamp;
+      InternalTimerService again(next.get(), &slot);
+      again.Restore();
+      processing += again.size(TimeDomain::kProcessingTime);
+      again.AdvanceWatermark(kMaxWatermark, [&](const FiredTimer& t) {
+        EXPECT_TRUE(next->range().Contains(state::KeyGroupForKey(std::string(t.key), kMaxParallelism)));
+        restored.emplace(t.time, std::string(t.key));
+      });
+      EXPECT_EQ(again.size(TimeDomain::kEventTime), 0u);
+    }
+    EXPECT_EQ(restored.size(), waiting) << "parallelism " << parallelism;
+    EXPECT_EQ(processing, keys.size() - 1) << "parallelism " << parallelism;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (i % 5 <= 1) continue;
+      EXPECT_EQ(restored.count({1000 + static_cast<int64_t>(i % 5) * 10, keys[i]}), 1u) << keys[i];
+    }
+  }
+}
+
+TEST(TimerEncodingTest, ByteOrderIsTimeOrder) {
+  const std::vector<int64_t> times = {kMinWatermark, -1000, -1, 0, 1, 255, 256, 1700000000000, kMaxWatermark};
+  for (size_t i = 0; i + 1 < times.size(); ++i) {
+    EXPECT_LT(EncodeTimer(times[i], "z"), EncodeTimer(times[i + 1], "a")) << times[i];
+  }
+  int64_t time = 0;
+  std::string_view ns;
+  ASSERT_TRUE(DecodeTimer(EncodeTimer(-42, "window"), &time, &ns));
+  EXPECT_EQ(time, -42);
+  EXPECT_EQ(ns, "window");
+  EXPECT_FALSE(DecodeTimer("short", &time, &ns));
 }
 
 TEST_P(KeyedStateBackendTest, RefusesKeysOfAnotherSubtask) {

@@ -688,5 +688,121 @@ TEST(OperatorChainTest, RestoresOperatorStateIntoTheSource) {
   EXPECT_THAT(trace.events, ElementsAre("initialize", "open", "snapshot 7", "close", "initialize-restored", "open"));
 }
 
+// Timers through a chain whose head is keyed: records set an event-time
+// timer at the end of their 10-ms window and a processing-time timer; the
+// event-time timers fire in order as the watermark reaches the operator,
+// with their key and before the watermark goes on, and what they emit
+// carries the timer's time. Processing-time timers fire from
+// FireProcessingTimers.
+class TimedStringSink final : public StreamOperator {
+ public:
+  explicit TimedStringSink(Trace* trace) : trace_(trace) {}
+  void Open(OperatorContext& context, RecordOutput*) override { context_ = &context; }
+  void Process(void* record) override {
+    trace_->Add(absl::StrCat(*static_cast<std::string*>(record), "@", context_->current_timestamp()));
+  }
+  int64_t OnWatermark(int64_t watermark) override {
+    trace_->Add(absl::StrCat("watermark ", watermark));
+    return watermark;
+  }
+
+ private:
+  Trace* const trace_;
+  OperatorContext* context_ = nullptr;
+};
+
+TEST(OperatorChainTest, KeyedTimersFireWithTheirKeyAsEventTimeAndTheClockPass) {
+  Trace trace;
+  auto job = std::make_shared<jobgraph::LoadedJob>();
+  StreamEnvironment env(&job->graph);
+  VertexSpec sink;
+  sink.name = "sink";
+  sink.kind = VertexSpec::Kind::kSink;
+  sink.operator_factory = [&trace] { return std::make_unique<TimedStringSink>(&trace); };
+  env.AddSource<int64_t>("numbers", [] { return std::unique_ptr<SourceFunction<int64_t>>(); })
+      .KeyBy([](const int64_t& v) { return v % 2 == 0 ? std::string("even") : std::string("odd"); })
+      .Process<std::string>(
+          [](const int64_t& v, KeyedContext<std::string>& ctx, Collector<std::string>& out) {
+            auto count = ctx.State<int64_t>("count");
+            count.Set(count.Get().value_or(0) + 1);
+            const int64_t window_end = ctx.timestamp() / 10 * 10 + 9;
+            ctx.RegisterEventTimeTimer(window_end);
+            if (v == 7) ctx.RegisterProcessingTimeTimer(1);  // long due
+            if (v == 7 && ctx.CurrentWatermark() == kMinWatermark) out.Collect("no watermark yet");
+          },
+          [](const TimerInfo& timer, KeyedContext<std::string>& ctx, Collector<std::string>& out) {
+            auto count = ctx.State<int64_t>("count");
+            out.Collect(absl::StrCat(timer.domain == TimeDomain::kEventTime ? "event " : "processing ", ctx.key(),
+                                     " ", count.Get().value_or(0), " at ", timer.time, " ts ", ctx.timestamp()));
+          })
+      .Attach(std::move(sink));
+
+  network::PartitionManager partitions;
+  std::atomic<int64_t> in{0}, out{0};
+  v1::TaskDeploymentDescriptor tdd = Descriptor();
+  tdd.clear_vertex_ids();
+  tdd.add_vertex_ids(1);
+  tdd.add_vertex_ids(2);
+  tdd.set_input_vertex(0);
+  OperatorChainOptions options;
+  options.partitions = &partitions;
+  options.state_backend = "hashmap";
+  auto chain = OperatorChain::Create(tdd, *job, options, ChainCounters{&in, &out});
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  (*chain)->InitializeStateAndOpen();
+  EXPECT_EQ((*chain)->NextProcessingTimer(), std::nullopt);
+  for (int64_t v : {3, 4, 7, 12, 15}) {
+    (*chain)->SetElementTimestamp(v);
+    (*chain)->input()->Emit(&v);
+  }
+  (*chain)->SetElementTimestamp(kNoTimestamp);
+  EXPECT_EQ((*chain)->NextProcessingTimer(), 1);
+  (*chain)->ProcessWatermark(9);
+  (*chain)->FireProcessingTimers(1000);
+  (*chain)->ProcessWatermark(kMaxWatermark);
+  EXPECT_EQ((*chain)->NextProcessingTimer(), std::nullopt);
+  absl::MutexLock lock(&trace.mu);
+  EXPECT_THAT(trace.events,
+              ElementsAre("no watermark yet@7",
+                          // Counts are the keys' totals (every record came first):
+                          // even 4 and 12, odd 3, 7 and 15; one time fires by key.
+                          "event even 2 at 9 ts 9@9", "event odd 3 at 9 ts 9@9", "watermark 9",
+                          "processing odd 3 at 1 ts " + absl::StrCat(kNoTimestamp) + "@" + absl::StrCat(kNoTimestamp),
+                          "event even 2 at 19 ts 19@19", "event odd 3 at 19 ts 19@19",
+                          "watermark " + absl::StrCat(kMaxWatermark)));
+}
+
+TEST(OperatorChainTest, ATimerWithoutOnTimerIsRefusedNamingTheOperator) {
+  auto job = std::make_shared<jobgraph::LoadedJob>();
+  StreamEnvironment env(&job->graph);
+  env.AddSource<int64_t>("numbers", [] { return std::unique_ptr<SourceFunction<int64_t>>(); })
+      .KeyBy([](const int64_t& v) { return v; })
+      .Process<int64_t>([](const int64_t& v, KeyedContext<int64_t>& ctx, Collector<int64_t>&) {
+        ctx.RegisterEventTimeTimer(v);
+      })
+      .Sink("sink", [](const int64_t&) {});
+  network::PartitionManager partitions;
+  std::atomic<int64_t> in{0}, out{0};
+  v1::TaskDeploymentDescriptor tdd = Descriptor();
+  tdd.clear_vertex_ids();
+  tdd.add_vertex_ids(1);
+  tdd.add_vertex_ids(2);
+  tdd.set_input_vertex(0);
+  OperatorChainOptions options;
+  options.partitions = &partitions;
+  options.state_backend = "hashmap";
+  auto chain = OperatorChain::Create(tdd, *job, options, ChainCounters{&in, &out});
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  (*chain)->InitializeStateAndOpen();
+  int64_t v = 5;
+  try {
+    (*chain)->input()->Emit(&v);
+    ADD_FAILURE() << "no error";
+  } catch (const std::logic_error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("operator 'KeyedProcess' uses timers"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("Process(fn, on_timer)"));
+  }
+}
+
 }  // namespace
 }  // namespace weir::taskmanager

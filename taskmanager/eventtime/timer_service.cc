@@ -1,0 +1,95 @@
+#include "taskmanager/eventtime/timer_service.h"
+
+#include <chrono>
+#include <stdexcept>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace weir::taskmanager {
+
+std::string EncodeTimer(int64_t time, std::string_view ns) {
+  std::string out(8, '\0');
+  const uint64_t bits = static_cast<uint64_t>(time) ^ (uint64_t{1} << 63);
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((bits >> (56 - 8 * i)) & 0xff);
+  out.append(ns);
+  return out;
+}
+
+bool DecodeTimer(std::string_view bytes, int64_t* time, std::string_view* ns) {
+  if (bytes.size() < 8) return false;
+  uint64_t bits = 0;
+  for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<uint8_t>(bytes[i]);
+  *time = static_cast<int64_t>(bits ^ (uint64_t{1} << 63));
+  *ns = bytes.substr(8);
+  return true;
+}
+
+InternalTimerService::InternalTimerService(KeyedStateBackend* backend, int64_t* element_time)
+    : backend_(backend), element_time_(element_time) {}
+
+void InternalTimerService::Restore() {
+  for (TimeDomain domain : {TimeDomain::kEventTime, TimeDomain::kProcessingTime}) {
+    std::set<Entry>& index = Index(domain);
+    backend_->ForEachEntry(StateName(domain), [&](std::string_view key, std::string_view user_key, std::string_view) {
+      int64_t time = 0;
+      std::string_view ns;
+      if (!DecodeTimer(user_key, &time, &ns)) {
+        throw std::runtime_error(absl::StrCat("the keyed state holds a malformed timer in '", std::string(StateName(domain)), "'"));
+      }
+      index.emplace(time, std::string(key), std::string(ns));
+    });
+  }
+}
+
+int64_t InternalTimerService::CurrentProcessingTime() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void InternalTimerService::Register(TimeDomain domain, int64_t time, std::string_view ns) {
+  const std::string_view key = backend_->current_key();
+  auto [it, added] = Index(domain).emplace(time, std::string(key), std::string(ns));
+  if (!added) return;
+  backend_->PutEntry(StateName(domain), EncodeTimer(time, ns), "");
+}
+
+void InternalTimerService::Delete(TimeDomain domain, int64_t time, std::string_view ns) {
+  const std::string_view key = backend_->current_key();
+  if (Index(domain).erase(Entry(time, std::string(key), std::string(ns))) == 0) return;
+  backend_->RemoveEntry(StateName(domain), EncodeTimer(time, ns));
+}
+
+void InternalTimerService::AdvanceWatermark(int64_t watermark, absl::FunctionRef<void(const FiredTimer&)> fire) {
+  if (watermark > watermark_) watermark_ = watermark;
+  Fire(TimeDomain::kEventTime, watermark, fire);
+}
+
+void InternalTimerService::FireProcessingTimers(int64_t now_ms, absl::FunctionRef<void(const FiredTimer&)> fire) {
+  Fire(TimeDomain::kProcessingTime, now_ms, fire);
+}
+
+std::optional<int64_t> InternalTimerService::NextProcessingTime() const {
+  if (processing_.empty()) return std::nullopt;
+  return std::get<0>(*processing_.begin());
+}
+
+void InternalTimerService::Fire(TimeDomain domain, int64_t limit, absl::FunctionRef<void(const FiredTimer&)> fire) {
+  std::set<Entry>& index = Index(domain);
+  const int64_t saved_time = *element_time_;
+  struct RestoreTime {
+    int64_t* slot;
+    int64_t value;
+    ~RestoreTime() { *slot = value; }
+  } restore{element_time_, saved_time};
+  while (!index.empty() && std::get<0>(*index.begin()) <= limit) {
+    auto node = index.extract(index.begin());
+    const auto& [time, key, ns] = node.value();
+    backend_->SetCurrentKey(key);
+    backend_->RemoveEntry(StateName(domain), EncodeTimer(time, ns));
+    *element_time_ = domain == TimeDomain::kEventTime ? time : kNoTimestamp;
+    fire(FiredTimer{.domain = domain, .time = time, .key = key, .ns = ns});
+  }
+}
+
+}  // namespace weir::taskmanager

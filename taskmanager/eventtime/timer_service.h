@@ -1,0 +1,91 @@
+// InternalTimerService: the timers of one keyed operator instance
+// (weir::TimerService in the job API).
+//
+// Storage: every timer is an entry of a map state of the operator's keyed
+// state backend, under its key — "weir.timers.event" or
+// "weir.timers.processing", user key <time, 8 bytes big-endian with the sign
+// bit flipped><ns>, empty value. So timers are in every snapshot of either
+// backend (RocksDB: incrementally, with the rest of the state), and a
+// restore at any parallelism brings back exactly the timers of its key
+// groups. An ordered index on the heap (time, key, ns) says which fires next;
+// Restore() rebuilds it from the backend, so the number of timers is bounded
+// by memory (about 100 bytes per timer) even with RocksDB.
+//
+// Firing: AdvanceWatermark and FireProcessingTimers take timers due in time
+// order, remove them, set the backend's current key to theirs and the
+// chain's element time to the timer's time (event time) or kNoTimestamp, and
+// call `fire`. Timers registered meanwhile at or before the limit fire in
+// the same pass.
+//
+// Thread-safety: the task thread only, like the backend.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+#include "absl/functional/function_ref.h"
+#include "taskmanager/state/keyed_state_backend.h"
+#include "weir/operator.h"
+
+namespace weir::taskmanager {
+
+class InternalTimerService final : public weir::TimerService {
+ public:
+  // The map states holding the timers (names starting "weir." are the
+  // runtime's).
+  static constexpr std::string_view kEventTimers = "weir.timers.event";
+  static constexpr std::string_view kProcessingTimers = "weir.timers.processing";
+
+  // `backend` and `element_time` (the chain's slot) outlive the service.
+  InternalTimerService(KeyedStateBackend* backend, int64_t* element_time);
+
+  // After the backend restored: indexes the timers it holds.
+  void Restore();
+
+  void Register(TimeDomain domain, int64_t time, std::string_view ns) override;
+  void Delete(TimeDomain domain, int64_t time, std::string_view ns) override;
+  int64_t CurrentWatermark() const override { return watermark_; }
+  int64_t CurrentProcessingTime() const override;
+
+  // The watermark reached the operator: fires the event-time timers at or
+  // before it, then remembers it.
+  void AdvanceWatermark(int64_t watermark, absl::FunctionRef<void(const FiredTimer&)> fire);
+  // Fires the processing-time timers at or before `now_ms`.
+  void FireProcessingTimers(int64_t now_ms, absl::FunctionRef<void(const FiredTimer&)> fire);
+  // When the next processing-time timer is due, if any.
+  std::optional<int64_t> NextProcessingTime() const;
+
+  // Timers waiting.
+  size_t size(TimeDomain domain) const { return Index(domain).size(); }
+
+ private:
+  using Entry = std::tuple<int64_t, std::string, std::string>;  // time, key, ns
+
+  std::set<Entry>& Index(TimeDomain domain) { return domain == TimeDomain::kEventTime ? event_ : processing_; }
+  const std::set<Entry>& Index(TimeDomain domain) const {
+    return domain == TimeDomain::kEventTime ? event_ : processing_;
+  }
+  static std::string_view StateName(TimeDomain domain) {
+    return domain == TimeDomain::kEventTime ? kEventTimers : kProcessingTimers;
+  }
+  void Fire(TimeDomain domain, int64_t limit, absl::FunctionRef<void(const FiredTimer&)> fire);
+
+  KeyedStateBackend* const backend_;
+  int64_t* const element_time_;
+  std::set<Entry> event_;
+  std::set<Entry> processing_;
+  int64_t watermark_ = kMinWatermark;
+  std::string scratch_;
+};
+
+// <time, 8 bytes big-endian, sign bit flipped><ns>: byte order is time
+// order. Exposed for tests.
+std::string EncodeTimer(int64_t time, std::string_view ns);
+// Inverse of EncodeTimer; false when `bytes` is shorter than 8.
+bool DecodeTimer(std::string_view bytes, int64_t* time, std::string_view* ns);
+
+}  // namespace weir::taskmanager
