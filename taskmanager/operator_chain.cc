@@ -61,9 +61,9 @@ class OperatorChain::Context final : public OperatorContext {
   TimerService* timers() override { return timers_.get(); }
 
   // Keyed state, restored already, and the timers it holds.
-  void EnableKeyedState(std::unique_ptr<KeyedStateBackend> keyed, int64_t* element_time) {
+  void EnableKeyedState(std::unique_ptr<KeyedStateBackend> keyed, int max_parallelism, int64_t* element_time) {
     keyed_ = std::move(keyed);
-    timers_ = std::make_unique<InternalTimerService>(keyed_.get(), element_time);
+    timers_ = std::make_unique<InternalTimerService>(keyed_.get(), &operator_state_, max_parallelism, element_time);
     timers_->Restore();
   }
   KeyedStateBackend* keyed() { return keyed_.get(); }
@@ -314,7 +314,7 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
         RETURN_IF_ERROR(Annotate(keyed->Restore(restored->operators[i].keyed_restore),
                                  absl::StrCat("restoring the keyed state of operator '", v.name, "'")));
       }
-      context->EnableKeyedState(std::move(keyed), &element_time_);
+      context->EnableKeyedState(std::move(keyed), max_parallelism, &element_time_);
     }
     contexts_.push_back(std::move(context));
 
@@ -508,6 +508,7 @@ absl::StatusOr<ChainSnapshot> OperatorChain::SnapshotState(const CheckpointInfo&
   std::vector<CheckpointListener*> listeners = Listeners();
   for (size_t i = 0; i < listeners.size(); ++i) {
     listeners[i]->SnapshotState(checkpoint);
+    if (InternalTimerService* timers = contexts_[i]->timer_service()) timers->SnapshotState();
     OperatorSnapshot& op = snapshot.operators.emplace_back();
     op.operator_state = contexts_[i]->operator_state_backend().Snapshot();
     if (KeyedStateBackend* keyed = contexts_[i]->keyed()) {

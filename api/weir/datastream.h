@@ -577,9 +577,16 @@ class DataStream {
   KeyFunction key_;
 };
 
+template <typename T, typename K, typename KS, typename Assigner>
+class WindowedStream;
+
 template <typename T, typename K, typename KS>
 class KeyedStream {
  public:
+  // Event-time windows (weir/window.h): TumblingWindows, SlidingWindows.
+  template <typename Assigner>
+  WindowedStream<T, K, KS, Assigner> Window(Assigner assigner) const;
+
   template <typename KeyFn>
   KeyedStream(StreamEnvironment* env, int vertex, KeyFn key_fn)
       : env_(env), vertex_(vertex), key_fn_(std::move(key_fn)) {}
@@ -634,3 +641,6 @@ DataStream<T> StreamEnvironment::AddSource(std::string name,
 }
 
 }  // namespace weir
+
+// Windows build on the classes above.
+#include "weir/window.h"  // IWYU pragma: export

@@ -1,10 +1,14 @@
 #include "taskmanager/eventtime/timer_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/state/key_groups.h"
 
 namespace weir::taskmanager {
 
@@ -25,10 +29,35 @@ bool DecodeTimer(std::string_view bytes, int64_t* time, std::string_view* ns) {
   return true;
 }
 
-InternalTimerService::InternalTimerService(KeyedStateBackend* backend, int64_t* element_time)
-    : backend_(backend), element_time_(element_time) {}
+InternalTimerService::InternalTimerService(KeyedStateBackend* backend, OperatorStateStore* operator_state,
+                                           int max_parallelism, int64_t* element_time)
+    : backend_(backend),
+      floor_state_(operator_state->GetUnionListState(kWatermarkFloor)),
+      max_parallelism_(max_parallelism),
+      element_time_(element_time) {}
 
 void InternalTimerService::Restore() {
+  // "<first key group>,<last key group (inclusive)>,<watermark>" from every
+  // old subtask.
+  const state::KeyGroupRange& range = backend_->range();
+  for (const std::string& entry : floor_state_->Get()) {
+    std::vector<std::string> parts = absl::StrSplit(entry, ',');
+    int first = 0;
+    int last = 0;
+    int64_t watermark = 0;
+    if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &first) || !absl::SimpleAtoi(parts[1], &last) ||
+        !absl::SimpleAtoi(parts[2], &watermark)) {
+      throw std::runtime_error(absl::StrCat("the checkpointed watermark floor '", entry,
+                                            "' is malformed (expected first,last,watermark)"));
+    }
+    // `last` is inclusive, range.end exclusive.
+    for (int group = std::max(first, range.start); group <= last && group < range.end; ++group) {
+      if (floor_.empty()) floor_.assign(static_cast<size_t>(range.size()), kMinWatermark);
+      int64_t& floor = floor_[static_cast<size_t>(group - range.start)];
+      floor = std::max(floor, watermark);
+      highest_floor_ = std::max(highest_floor_, floor);
+    }
+  }
   for (TimeDomain domain : {TimeDomain::kEventTime, TimeDomain::kProcessingTime}) {
     std::set<Entry>& index = Index(domain);
     backend_->ForEachEntry(StateName(domain), [&](std::string_view key, std::string_view user_key, std::string_view) {
@@ -40,6 +69,30 @@ void InternalTimerService::Restore() {
       index.emplace(time, std::string(key), std::string(ns));
     });
   }
+}
+
+void InternalTimerService::SnapshotState() {
+  // One entry per run of key groups with the same floor.
+  const state::KeyGroupRange& range = backend_->range();
+  std::vector<std::string> entries;
+  auto floor_of = [&](int group) {
+    return floor_.empty() ? watermark_ : std::max(watermark_, floor_[static_cast<size_t>(group - range.start)]);
+  };
+  for (int first = range.start; first < range.end;) {
+    const int64_t floor = floor_of(first);
+    int last = first;  // inclusive
+    while (last + 1 < range.end && floor_of(last + 1) == floor) ++last;
+    if (floor != kMinWatermark) entries.push_back(absl::StrCat(first, ",", last, ",", floor));
+    first = last + 1;
+  }
+  floor_state_->Update(std::move(entries));
+}
+
+int64_t InternalTimerService::CurrentWatermark() const {
+  if (highest_floor_ <= watermark_) return watermark_;
+  const std::string_view key = backend_->current_key();
+  const int group = state::KeyGroupForKey(absl::string_view(key.data(), key.size()), max_parallelism_);
+  return std::max(watermark_, floor_[static_cast<size_t>(group - backend_->range().start)]);
 }
 
 int64_t InternalTimerService::CurrentProcessingTime() const {

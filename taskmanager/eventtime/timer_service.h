@@ -17,6 +17,15 @@
 // call `fire`. Timers registered meanwhile at or before the limit fire in
 // the same pass.
 //
+// The lateness floor: watermarks are not checkpointed, so after a restore
+// an operator starts at kMinWatermark, and a record that was late before
+// (its window fired, was committed and purged before the checkpoint) would
+// open its window again and fire it twice. So each snapshot keeps, in the
+// union list state "weir.watermark-floor", the watermark the operator had
+// reached per key-group range, and after a restore CurrentWatermark() is at
+// least that for the current key's group: it never goes back across a
+// restore, at any parallelism. Timers still fire on live watermarks only.
+//
 // Thread-safety: the task thread only, like the backend.
 #pragma once
 
@@ -26,6 +35,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "taskmanager/state/keyed_state_backend.h"
@@ -40,15 +50,24 @@ class InternalTimerService final : public weir::TimerService {
   static constexpr std::string_view kEventTimers = "weir.timers.event";
   static constexpr std::string_view kProcessingTimers = "weir.timers.processing";
 
-  // `backend` and `element_time` (the chain's slot) outlive the service.
-  InternalTimerService(KeyedStateBackend* backend, int64_t* element_time);
+  static constexpr std::string_view kWatermarkFloor = "weir.watermark-floor";
 
-  // After the backend restored: indexes the timers it holds.
+  // `backend`, `operator_state` (the operator's) and `element_time` (the
+  // chain's slot) outlive the service.
+  InternalTimerService(KeyedStateBackend* backend, OperatorStateStore* operator_state, int max_parallelism,
+                       int64_t* element_time);
+
+  // After the backend restored: indexes the timers it holds, and reads the
+  // lateness floor of its key groups.
   void Restore();
+  // Before the operator state is snapshotted: records the floor.
+  void SnapshotState();
 
   void Register(TimeDomain domain, int64_t time, std::string_view ns) override;
   void Delete(TimeDomain domain, int64_t time, std::string_view ns) override;
-  int64_t CurrentWatermark() const override { return watermark_; }
+  // The watermark reached, or the restored floor of the current key's
+  // group if that is higher.
+  int64_t CurrentWatermark() const override;
   int64_t CurrentProcessingTime() const override;
 
   // The watermark reached the operator: fires the event-time timers at or
@@ -75,7 +94,12 @@ class InternalTimerService final : public weir::TimerService {
   void Fire(TimeDomain domain, int64_t limit, absl::FunctionRef<void(const FiredTimer&)> fire);
 
   KeyedStateBackend* const backend_;
+  OperatorListState* const floor_state_;
+  const int max_parallelism_;
   int64_t* const element_time_;
+  // Restored floor per key group of the backend's range; empty: none.
+  std::vector<int64_t> floor_;
+  int64_t highest_floor_ = kMinWatermark;
   std::set<Entry> event_;
   std::set<Entry> processing_;
   int64_t watermark_ = kMinWatermark;

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "taskmanager/eventtime/timer_service.h"
 #include "taskmanager/state/in_memory_keyed_state.h"
+#include "taskmanager/state/operator_state.h"
 #include "taskmanager/state/rocksdb_keyed_state.h"
 #include "weir/state.h"
 
@@ -229,7 +230,8 @@ TEST_P(KeyedStateBackendTest, KeyGroupRangesMoveToAnotherParallelism) {
 TEST_P(KeyedStateBackendTest, TimersFireInOrderAndAreRestoredAndRescaledWithTheirKeys) {
   int64_t element_time = kNoTimestamp;
   std::unique_ptr<KeyedStateBackend> backend = Make(1, 0);
-  InternalTimerService timers(backend.get(), &element_time);
+  OperatorStateBackend operator_state;
+  InternalTimerService timers(backend.get(), &operator_state, kMaxParallelism, &element_time);
   timers.Restore();
   const std::vector<std::string> keys = Keys(40);
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -272,6 +274,8 @@ TEST_P(KeyedStateBackendTest, TimersFireInOrderAndAreRestoredAndRescaledWithThei
 
   // A checkpoint now, restored at the same parallelism and at 3: every
   // waiting timer comes back exactly once, none that fired.
+  timers.SnapshotState();
+  const OperatorStateSnapshot floor = operator_state.Snapshot();
   const KeyedStateRestore part = Checkpoint(*backend, 1, "timers");
   for (int parallelism : {1, 3}) {
     std::multiset<std::pair<int64_t, std::string>> restored;
@@ -280,8 +284,17 @@ TEST_P(KeyedStateBackendTest, TimersFireInOrderAndAreRestoredAndRescaledWithThei
       std::unique_ptr<KeyedStateBackend> next = Make(parallelism, subtask);
       ASSERT_TRUE(next->Restore({part}).ok());
       int64_t slot = kNoTimestamp;
-      InternalTimerService again(next.get(), &slot);
+      // The union list state gives every new subtask every old entry.
+      OperatorStateBackend next_operator_state(floor);
+      InternalTimerService again(next.get(), &next_operator_state, kMaxParallelism, &slot);
       again.Restore();
+      // The lateness floor: the restored operator's event time does not go
+      // back below what it had reached for these key groups.
+      for (const std::string& key : keys) {
+        if (!next->range().Contains(state::KeyGroupForKey(key, kMaxParallelism))) continue;
+        next->SetCurrentKey(key);
+        EXPECT_EQ(again.CurrentWatermark(), 1010) << key;
+      }
       processing += again.size(TimeDomain::kProcessingTime);
       again.AdvanceWatermark(kMaxWatermark, [&](const FiredTimer& t) {
         EXPECT_TRUE(next->range().Contains(state::KeyGroupForKey(std::string(t.key), kMaxParallelism)));

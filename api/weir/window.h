@@ -1,0 +1,434 @@
+// Event-time windows on keyed streams (docs/job-authoring.md, "Windows"):
+//
+//   auto counts = bids.KeyBy([](const Bid& b) { return b.auction; })
+//                     .Window(weir::TumblingWindows{.size = std::chrono::minutes(1)})
+//                     .AllowedLateness(std::chrono::seconds(30))
+//                     .Aggregate<Result>(weir::CountAggregate<Bid>{},
+//                                [](const int64_t& auction, const weir::TimeWindow& w, int64_t n,
+//                                   weir::Collector<Result>& out) { out.Collect({auction, w.end, n}); });
+//
+// A record belongs to every window its event time falls in. A window fires
+// when the watermark passes its end: its result carries the window's last
+// millisecond as event time. With allowed lateness L a record arriving after
+// that but before the watermark passes end + L fires the window again (an
+// update); later records are late and dropped, counted in
+// weir_window_late_records_total. Window contents and their timers are
+// keyed state: checkpointed, restored and rescaled with the key.
+//
+// Header-only; part of the job API (weir/job.h includes it).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "weir/datastream.h"
+#include "weir/metrics.h"
+#include "weir/operator.h"
+#include "weir/serializer.h"
+
+namespace weir {
+
+// [start, end) in event time (Unix ms).
+struct TimeWindow {
+  int64_t start = 0;
+  int64_t end = 0;
+  // The last millisecond in the window: when it fires, and its results'
+  // event time.
+  int64_t max_timestamp() const { return end - 1; }
+  bool operator==(const TimeWindow&) const = default;
+};
+
+// Back-to-back windows of `size`, starting at multiples of size (shifted by
+// `offset`, e.g. for time zones).
+struct TumblingWindows {
+  std::chrono::milliseconds size{0};
+  std::chrono::milliseconds offset{0};
+};
+
+// Windows of `size` starting every `slide`: a record is in size / slide of
+// them.
+struct SlidingWindows {
+  std::chrono::milliseconds size{0};
+  std::chrono::milliseconds slide{0};
+  std::chrono::milliseconds offset{0};
+};
+
+// Counts the records of a window (an aggregate for WindowedStream::Aggregate).
+template <typename T>
+struct CountAggregate {
+  using Accumulator = int64_t;
+  using Result = int64_t;
+  Accumulator Create() const { return 0; }
+  void Add(Accumulator& count, const T&) const { ++count; }
+  Result Get(const Accumulator& count) const { return count; }
+};
+
+namespace internal {
+
+inline int64_t FloorMod(int64_t a, int64_t b) {
+  const int64_t m = a % b;
+  return m < 0 ? m + b : m;
+}
+
+// The windows `timestamp` falls in, newest first.
+inline void AssignWindows(const TumblingWindows& w, int64_t timestamp, std::vector<TimeWindow>* out) {
+  const int64_t size = w.size.count();
+  const int64_t start = timestamp - FloorMod(timestamp - w.offset.count(), size);
+  out->push_back({start, start + size});
+}
+inline void AssignWindows(const SlidingWindows& w, int64_t timestamp, std::vector<TimeWindow>* out) {
+  const int64_t size = w.size.count();
+  const int64_t slide = w.slide.count();
+  for (int64_t start = timestamp - FloorMod(timestamp - w.offset.count(), slide); start > timestamp - size;
+       start -= slide) {
+    out->push_back({start, start + size});
+  }
+}
+
+inline void CheckAssigner(const TumblingWindows& w) {
+  if (w.size.count() <= 0) throw std::invalid_argument("TumblingWindows: size must be positive");
+  if (w.offset.count() < 0 || w.offset >= w.size) {
+    throw std::invalid_argument("TumblingWindows: offset must be at least 0 and below size");
+  }
+}
+inline void CheckAssigner(const SlidingWindows& w) {
+  if (w.size.count() <= 0 || w.slide.count() <= 0) {
+    throw std::invalid_argument("SlidingWindows: size and slide must be positive");
+  }
+  if (w.offset.count() < 0 || w.offset >= w.slide) {
+    throw std::invalid_argument("SlidingWindows: offset must be at least 0 and below slide");
+  }
+}
+
+// 16 bytes: start and end, big-endian with the sign bit flipped, so that
+// byte order is start order.
+inline void AppendOrderedInt64(int64_t v, std::string& out) {
+  const uint64_t bits = static_cast<uint64_t>(v) ^ (uint64_t{1} << 63);
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((bits >> (56 - 8 * i)) & 0xff));
+}
+inline int64_t ReadOrderedInt64(std::string_view in) {
+  uint64_t bits = 0;
+  for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<uint8_t>(in[static_cast<size_t>(i)]);
+  return static_cast<int64_t>(bits ^ (uint64_t{1} << 63));
+}
+inline std::string EncodeWindow(const TimeWindow& w) {
+  std::string out;
+  AppendOrderedInt64(w.start, out);
+  AppendOrderedInt64(w.end, out);
+  return out;
+}
+inline TimeWindow DecodeWindow(std::string_view bytes) {
+  if (bytes.size() < 16) throw std::runtime_error("corrupt window state: a window takes 16 bytes");
+  return TimeWindow{ReadOrderedInt64(bytes.substr(0, 8)), ReadOrderedInt64(bytes.substr(8, 8))};
+}
+
+// Sends what a window function collects with the window's time.
+class AtTimeOutput final : public RecordOutput {
+ public:
+  AtTimeOutput(RecordOutput* output, int64_t time) : output_(output), time_(time) {}
+  void Emit(void* record) override { output_->EmitAt(record, time_); }
+  void EmitAt(void* record, int64_t) override { output_->EmitAt(record, time_); }
+
+ private:
+  RecordOutput* const output_;
+  const int64_t time_;
+};
+
+// Window contents as one accumulator per (key, window): an Aggregate's,
+// or a Reduce's running value.
+template <typename T, typename K, typename Agg, typename WindowFn>
+struct AggregateContents {
+  using Acc = typename Agg::Accumulator;
+  Agg agg;
+  WindowFn window_fn;
+
+  static constexpr std::string_view kState = "weir.window.contents";
+  void Add(KeyedStateStore* state, const std::string& window, const T& value) const {
+    std::optional<std::string> stored = state->GetEntry(kState, window);
+    Acc acc = stored.has_value() ? Serializer<Acc>::Read(*stored) : agg.Create();
+    agg.Add(acc, value);
+    std::string bytes;
+    Serializer<Acc>::Write(acc, bytes);
+    state->PutEntry(kState, window, bytes);
+  }
+  template <typename Out>
+  void Fire(KeyedStateStore* state, const std::string& window, const K& key, const TimeWindow& w,
+            Collector<Out>& out) const {
+    std::optional<std::string> stored = state->GetEntry(kState, window);
+    if (!stored.has_value()) return;
+    window_fn(key, w, agg.Get(Serializer<Acc>::Read(*stored)), out);
+  }
+  void Purge(KeyedStateStore* state, const std::string& window) const { state->RemoveEntry(kState, window); }
+};
+
+// Window contents as the running value of a Reduce: reduce(const T&,
+// const T&) -> T, then window_fn(key, window, value, out).
+template <typename T, typename K, typename S, typename F, typename WindowFn>
+struct ReduceContents {
+  F reduce;
+  WindowFn window_fn;
+
+  static constexpr std::string_view kState = "weir.window.contents";
+  void Add(KeyedStateStore* state, const std::string& window, const T& value) const {
+    std::optional<std::string> stored = state->GetEntry(kState, window);
+    std::string bytes;
+    if (stored.has_value()) {
+      S::Write(reduce(S::Read(*stored), value), bytes);
+    } else {
+      S::Write(value, bytes);
+    }
+    state->PutEntry(kState, window, bytes);
+  }
+  template <typename Out>
+  void Fire(KeyedStateStore* state, const std::string& window, const K& key, const TimeWindow& w,
+            Collector<Out>& out) const {
+    std::optional<std::string> stored = state->GetEntry(kState, window);
+    if (stored.has_value()) window_fn(key, w, S::Read(*stored), out);
+  }
+  void Purge(KeyedStateStore* state, const std::string& window) const { state->RemoveEntry(kState, window); }
+};
+
+// Window contents as the records themselves, for a full-window function:
+// entry <window> holds the count, <window><8-byte index> each record.
+template <typename T, typename K, typename S, typename F>
+struct ElementContents {
+  F fn;
+
+  static constexpr std::string_view kState = "weir.window.elements";
+  static std::string Slot(const std::string& window, int64_t index) {
+    std::string slot = window;
+    AppendOrderedInt64(index, slot);
+    return slot;
+  }
+  static int64_t Count(KeyedStateStore* state, const std::string& window) {
+    std::optional<std::string> stored = state->GetEntry(kState, window);
+    return stored.has_value() ? Serializer<int64_t>::Read(*stored) : 0;
+  }
+  void Add(KeyedStateStore* state, const std::string& window, const T& value) const {
+    const int64_t count = Count(state, window);
+    std::string bytes;
+    S::Write(value, bytes);
+    state->PutEntry(kState, Slot(window, count), bytes);
+    bytes.clear();
+    Serializer<int64_t>::Write(count + 1, bytes);
+    state->PutEntry(kState, window, bytes);
+  }
+  template <typename Out>
+  void Fire(KeyedStateStore* state, const std::string& window, const K& key, const TimeWindow& w,
+            Collector<Out>& out) const {
+    const int64_t count = Count(state, window);
+    if (count == 0) return;
+    std::vector<T> records;
+    records.reserve(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) {
+      std::optional<std::string> stored = state->GetEntry(kState, Slot(window, i));
+      if (!stored.has_value()) throw std::runtime_error("corrupt window state: a record of the window is missing");
+      records.push_back(S::Read(*stored));
+    }
+    fn(key, w, records, out);
+  }
+  void Purge(KeyedStateStore* state, const std::string& window) const {
+    const int64_t count = Count(state, window);
+    for (int64_t i = 0; i < count; ++i) state->RemoveEntry(kState, Slot(window, i));
+    state->RemoveEntry(kState, window);
+  }
+};
+
+// The window operator: per record, its windows' contents and timers; per
+// timer, a firing (at the window's max_timestamp) or the purge (at
+// max_timestamp + lateness; the same timer when lateness is 0).
+template <typename T, typename K, typename KS, typename Out, typename Assigner, typename Contents>
+class WindowOperator final : public OperatorBase {
+ public:
+  WindowOperator(std::function<K(const T&)> key_fn, Assigner assigner, int64_t lateness, Contents contents)
+      : key_fn_(std::move(key_fn)), assigner_(assigner), lateness_(lateness), contents_(std::move(contents)) {}
+
+  void Open(OperatorContext& context, RecordOutput* output) override {
+    OperatorBase::Open(context, output);
+    if (context.timers() == nullptr) throw std::logic_error("window operator without timers (not keyed?)");
+    late_ = &context.metrics().counter("weir_window_late_records_total",
+                                       "Records that came after their windows' allowed lateness, dropped.");
+    fired_ = &context.metrics().counter("weir_window_fired_total", "Window results emitted.");
+  }
+
+  void Process(void* record) override {
+    const T& value = *static_cast<const T*>(record);
+    const int64_t timestamp = context_->current_timestamp();
+    if (timestamp == kNoTimestamp) {
+      throw std::logic_error("window operator '" + context_->operator_name() +
+                             "' got a record without event time; give its source a watermark strategy "
+                             "(kafka::SourceOptions::watermarks or AssignTimestampsAndWatermarks)");
+    }
+    const K key = key_fn_(value);
+    key_bytes_.clear();
+    KS::Write(key, key_bytes_);
+    context_->SetCurrentKey(key_bytes_);
+    TimerService& timers = *context_->timers();
+    const int64_t watermark = timers.CurrentWatermark();
+    windows_.clear();
+    AssignWindows(assigner_, timestamp, &windows_);
+    bool taken = false;
+    for (const TimeWindow& w : windows_) {
+      if (Cleanup(w) <= watermark) continue;  // past its lateness
+      taken = true;
+      const std::string ns = EncodeWindow(w);
+      contents_.Add(context_->keyed_state(), ns, value);
+      if (w.max_timestamp() <= watermark) {
+        Fire(key, w, ns);  // late but allowed: an update
+      } else {
+        timers.Register(TimeDomain::kEventTime, w.max_timestamp(), ns);
+      }
+      if (lateness_ > 0) timers.Register(TimeDomain::kEventTime, Cleanup(w), ns);
+    }
+    if (!taken) late_->Inc();
+  }
+
+  void OnTimer(const FiredTimer& timer) override {
+    if (timer.domain != TimeDomain::kEventTime) return;
+    const TimeWindow w = DecodeWindow(timer.ns);
+    const std::string ns(timer.ns);
+    if (timer.time == w.max_timestamp()) Fire(KS::Read(timer.key), w, ns);
+    if (timer.time == Cleanup(w)) contents_.Purge(context_->keyed_state(), ns);
+  }
+
+ private:
+  // When the window's state goes: end of lateness (saturating).
+  int64_t Cleanup(const TimeWindow& w) const {
+    return w.max_timestamp() > kMaxWatermark - lateness_ ? kMaxWatermark : w.max_timestamp() + lateness_;
+  }
+  void Fire(const K& key, const TimeWindow& w, const std::string& ns) {
+    AtTimeOutput at(output_, w.max_timestamp());
+    CountingCollector out(&at, fired_);
+    contents_.Fire(context_->keyed_state(), ns, key, w, out.collector);
+  }
+  // Counts the results a firing emits.
+  struct CountingCollector {
+    class Counted final : public RecordOutput {
+     public:
+      Counted(RecordOutput* next, Counter* counter) : next_(next), counter_(counter) {}
+      void Emit(void* record) override {
+        counter_->Inc();
+        next_->Emit(record);
+      }
+
+     private:
+      RecordOutput* const next_;
+      Counter* const counter_;
+    };
+    CountingCollector(RecordOutput* next, Counter* counter) : counted(next, counter), collector(&counted) {}
+    Counted counted;
+    Collector<Out> collector;
+  };
+
+  const std::function<K(const T&)> key_fn_;
+  const Assigner assigner_;
+  const int64_t lateness_;
+  const Contents contents_;
+  std::vector<TimeWindow> windows_;
+  std::string key_bytes_;
+  Counter* late_ = nullptr;
+  Counter* fired_ = nullptr;
+};
+
+}  // namespace internal
+
+// A keyed stream cut into event-time windows (KeyedStream::Window).
+template <typename T, typename K, typename KS, typename Assigner>
+class WindowedStream {
+ public:
+  WindowedStream(StreamEnvironment* env, int vertex, std::function<K(const T&)> key_fn, Assigner assigner)
+      : env_(env), vertex_(vertex), key_fn_(std::move(key_fn)), assigner_(assigner) {
+    internal::CheckAssigner(assigner_);
+  }
+
+  // How long after a window fired a record may still come and update it
+  // (the window fires again). Default 0: the window's state goes when it
+  // fires.
+  WindowedStream AllowedLateness(std::chrono::milliseconds lateness) const {
+    if (lateness.count() < 0) throw std::invalid_argument("AllowedLateness: must not be negative");
+    WindowedStream copy = *this;
+    copy.lateness_ = lateness.count();
+    return copy;
+  }
+
+  // One value per key and window: reduce(const T&, const T&) -> T.
+  template <typename F, typename S = Serializer<T>>
+  DataStream<T> Reduce(F reduce) const {
+    auto emit = [](const K&, const TimeWindow&, const T& value, Collector<T>& out) { out.Collect(value); };
+    using Contents = internal::ReduceContents<T, K, S, F, decltype(emit)>;
+    return Attach<T, S>("Window", Contents{std::move(reduce), emit});
+  }
+
+  // Incremental aggregation: Agg has Accumulator, Result, Create(),
+  // Add(Accumulator&, const T&) and Get(const Accumulator&) (see
+  // CountAggregate); emits Get's result per key and window.
+  template <typename Agg, typename S = Serializer<typename Agg::Result>>
+  DataStream<typename Agg::Result> Aggregate(Agg agg) const {
+    using R = typename Agg::Result;
+    auto emit = [](const K&, const TimeWindow&, const R& result, Collector<R>& out) { out.Collect(result); };
+    return Aggregate<R, S>(std::move(agg), emit);
+  }
+
+  // As Aggregate(agg), then window_fn(const K&, const TimeWindow&,
+  // Agg::Result, Collector<Out>&) with the key and the window:
+  // Aggregate<Out>(agg, window_fn).
+  template <typename Out, typename S = Serializer<Out>, typename Agg, typename WindowFn>
+  DataStream<Out> Aggregate(Agg agg, WindowFn window_fn) const {
+    using Contents = internal::AggregateContents<T, K, Agg, WindowFn>;
+    return Attach<Out, S>("Window", Contents{std::move(agg), std::move(window_fn)});
+  }
+
+  // A full-window function: fn(const K&, const TimeWindow&, const
+  // std::vector<T>&, Collector<Out>&) with every record of the window (kept
+  // in state until it fires: prefer Aggregate where it will do).
+  template <typename Out, typename S = Serializer<Out>, typename F, typename TS = Serializer<T>>
+  DataStream<Out> Process(F fn) const {
+    using Contents = internal::ElementContents<T, K, TS, F>;
+    return Attach<Out, S>("Window", Contents{std::move(fn)});
+  }
+
+ private:
+  template <typename Out, typename S, typename Contents>
+  DataStream<Out> Attach(const char* name, Contents contents) const {
+    auto key_fn = key_fn_;
+    KeyFunction key = [key_fn](const void* record, std::string& out) {
+      KS::Write(key_fn(*static_cast<const T*>(record)), out);
+    };
+    VertexSpec spec;
+    spec.name = name;
+    spec.output_type = TypeOpsOf<Out, S>();
+    spec.input_key = key;
+    spec.properties[std::string(kEventTimeProperty)] = "required";
+    const Assigner assigner = assigner_;
+    const int64_t lateness = lateness_;
+    spec.operator_factory = [key_fn, assigner, lateness, contents] {
+      return std::make_unique<internal::WindowOperator<T, K, KS, Out, Assigner, Contents>>(key_fn, assigner,
+                                                                                            lateness, contents);
+    };
+    DataStream<T> upstream(env_, vertex_, Partitioning::kHash, key);
+    return DataStream<Out>(env_, upstream.Attach(std::move(spec)));
+  }
+
+  StreamEnvironment* env_;
+  int vertex_;
+  std::function<K(const T&)> key_fn_;
+  Assigner assigner_;
+  int64_t lateness_ = 0;
+};
+
+template <typename T, typename K, typename KS>
+template <typename Assigner>
+WindowedStream<T, K, KS, Assigner> KeyedStream<T, K, KS>::Window(Assigner assigner) const {
+  return WindowedStream<T, K, KS, Assigner>(env_, vertex_, key_fn_, assigner);
+}
+
+}  // namespace weir
