@@ -599,6 +599,89 @@ TEST_F(ExactlyOnceTest, KeyedCountIsExactlyOnceAcrossTaskManagerKills) {
   ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
 }
 
+// Event-time windows through failures: windowed_count (tumbling 1 s windows
+// of the event time each value carries, 100 ms out-of-orderness) while
+// TaskManagers and then the JobManager are SIGKILLed with records flowing.
+// Every (key, window) result is in the read_committed output exactly once,
+// equal to what one pass over the input computes.
+TEST_F(ExactlyOnceTest, WindowedCountIsExactlyOnceAcrossKills) {
+  StartCluster(3);
+  const std::string in = NewTopic("eo-window-in"), out = NewTopic("eo-window-out");
+  std::string error;
+  const std::string job = cluster_->Submit(
+      kJobs + "/windowed_count.so",
+      {"-p", "2", "-Dexecution.checkpointing.interval=300ms", "-Drestart-strategy.type=fixed-delay",
+       "-Drestart-strategy.fixed-delay.attempts=20", "-Drestart-strategy.fixed-delay.delay=200ms"},
+      {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out, "--window-ms", "1000",
+       "--out-of-orderness-ms", "100", "--event-time", "value"},
+      &error);
+  ASSERT_FALSE(job.empty()) << error << cluster_->Logs();
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+
+  // Record i: key k<i % 50>, event time base + 2i, up to 12 ms out of order
+  // within its partition. 120 s of event time: 120 windows per key.
+  constexpr int kRecords = 60000, kWindowKeys = 50, kKills = 4;
+  const int64_t base = (absl::ToUnixMillis(absl::Now()) - 3 * 3600 * 1000) / 1000 * 1000;
+  auto time_of = [base](int i) { return base + 2 * int64_t{i} - (i % 5) * 3; };
+  std::map<std::string, int> truth;  // "<key>@<window start>" -> count
+  for (int i = 0; i < kRecords; ++i) {
+    const int64_t t = time_of(i);
+    ++truth[absl::StrCat("k", i % kWindowKeys, "@", t - t % 1000)];
+  }
+  ASSERT_TRUE(WriteWhileKilling(job, in, kRecords, 1000, kKills, [&](int first, int n) {
+    std::vector<KafkaMessage> batch;
+    for (int i = first; i < first + n; ++i) batch.push_back({absl::StrCat("k", i % kWindowKeys), absl::StrCat(time_of(i))});
+    return batch;
+  }, /*then_kill_jobmanager=*/true)) << cluster_->Logs();
+  // Event time moves past every window once each partition has a later
+  // record: one per partition, whose own window never closes.
+  std::vector<KafkaMessage> ends;
+  for (int32_t p = 0; p < 4; ++p) ends.push_back({"end", absl::StrCat(base + 600 * 1000), p});
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, ends).ok());
+
+  std::vector<KafkaMessage> output;
+  const bool complete = ReadUntil(bootstrap_, out, absl::Seconds(180), &output, [&](const auto& read) {
+    return read.size() >= truth.size();
+  });
+  // Nothing more may come: every transaction closed, then read again.
+  const bool settled = WaitFor([&] {
+    auto committed = test::EndOffsets(bootstrap_, out, /*read_committed=*/true);
+    auto uncommitted = test::EndOffsets(bootstrap_, out, /*read_committed=*/false);
+    return committed.ok() && uncommitted.ok() && *committed == *uncommitted;
+  }, absl::Seconds(60), absl::Seconds(1));
+  EXPECT_TRUE(settled) << "a transaction is still open on the output";
+  if (auto again = test::ReadTopic(bootstrap_, out); again.ok()) output = *std::move(again);
+
+  std::map<std::string, int> results;
+  int duplicated = 0, wrong = 0;
+  for (const KafkaMessage& m : output) {
+    ASSERT_TRUE(m.key.has_value());
+    int count = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(m.value, &count)) << m.value;
+    if (!results.emplace(*m.key, count).second && ++duplicated <= 5) ADD_FAILURE() << *m.key << " is there twice";
+    auto it = truth.find(*m.key);
+    if (it == truth.end()) {
+      if (++wrong <= 5) ADD_FAILURE() << "unexpected window " << *m.key << " = " << count;
+    } else if (it->second != count && ++wrong <= 5) {
+      ADD_FAILURE() << *m.key << " = " << count << ", one pass says " << it->second;
+    }
+  }
+  int missing = 0;
+  for (const auto& [window, count] : truth) {
+    if (!results.contains(window) && ++missing <= 5) ADD_FAILURE() << "window " << window << " is missing";
+  }
+  std::printf("exactly-once windowed_count: %d records in, %zu windows expected, %zu results read_committed, "
+              "%d missing, %d duplicated, %d wrong, %d kills and the JobManager\n",
+              kRecords, truth.size(), output.size(), missing, duplicated, wrong, kKills);
+  EXPECT_TRUE(complete) << cluster_->Logs();
+  EXPECT_EQ(missing, 0);
+  EXPECT_EQ(duplicated, 0);
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(results.size(), truth.size());
+  EXPECT_GE(cluster_->WeirJson({"status", job})["attempt"].get<int>(), kKills + 2);
+  ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
+}
+
 // A bounded input ends with a final checkpoint. One subtask reaches the end
 // of its (small) partition long before the other; it must not commit then:
 // the other subtask's TaskManager is SIGKILLed after that, the job restarts
