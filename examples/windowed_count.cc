@@ -10,10 +10,12 @@
 //       [--event-time kafka|value]                  (default kafka: the record timestamp;
 //                                                    value: the value's leading "<unix ms>")
 //       [--guarantee exactly-once|at-least-once]    (default exactly-once)
+//       [--late-topic late]                         (records too late for their windows)
 //
 // The key counted is the input record's key (records without one count
-// under ""). Records later than the allowed lateness are dropped and counted
-// in weir_window_late_records_total.
+// under ""). Records later than the allowed lateness are counted in
+// weir_window_late_records_total and written unchanged to --late-topic,
+// with the same guarantee, or dropped without one.
 #include <chrono>
 #include <cstdint>
 #include <stdexcept>
@@ -84,7 +86,7 @@ int64_t TimeInValue(const Record& r) {
 }
 
 template <typename Windowed>
-weir::DataStream<WindowCount> Count(const Windowed& windowed) {
+weir::WindowResult<WindowCount, Record> Count(const Windowed& windowed) {
   return windowed.template Aggregate<WindowCount>(
       weir::CountAggregate<Record>{},
       [](const std::string& key, const weir::TimeWindow& w, int64_t n, weir::Collector<WindowCount>& out) {
@@ -110,20 +112,24 @@ void BuildJob(weir::StreamEnvironment& env, const weir::JobArgs& args) {
   if (event_time == "value") in.watermarks->timestamp = TimeInValue;
 
   auto keyed = weir::kafka::Source(env, in).KeyBy([](const Record& r) { return r.key.value_or(""); });
-  weir::DataStream<WindowCount> counts =
+  weir::WindowResult<WindowCount, Record> counts =
       slide.count() > 0 ? Count(keyed.Window(weir::SlidingWindows{.size = window, .slide = slide})
                                     .AllowedLateness(lateness))
                         : Count(keyed.Window(weir::TumblingWindows{.size = window}).AllowedLateness(lateness));
-  auto records = counts.Name("CountPerWindow").Map([](const WindowCount& c) {
+  counts.Name("CountPerWindow");
+  const auto guarantee = weir::kafka::ParseGuarantee(args.Get("--guarantee", "exactly-once"));
+  if (const std::string late = args.Get("--late-topic", ""); !late.empty()) {
+    weir::kafka::Sink(counts.LateRecords(), {.brokers = brokers, .topic = late, .guarantee = guarantee},
+                      "LateRecordsSink");
+  }
+  auto records = counts.Map([](const WindowCount& c) {
     Record r;
     r.key = c.key + "@" + std::to_string(c.window_start);
     r.value = std::to_string(c.count);
     r.timestamp_ms = c.window_end - 1;
     return r;
   });
-  weir::kafka::Sink(records, {.brokers = brokers,
-                              .topic = args.Require("--output-topic"),
-                              .guarantee = weir::kafka::ParseGuarantee(args.Get("--guarantee", "exactly-once"))});
+  weir::kafka::Sink(records, {.brokers = brokers, .topic = args.Require("--output-topic"), .guarantee = guarantee});
 }
 
 }  // namespace

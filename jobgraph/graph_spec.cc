@@ -63,6 +63,7 @@ v1::JobGraphSpec ToSpec(const JobGraph& graph) {
     out->set_source(e.source);
     out->set_target(e.target);
     out->set_partitioning(ToProto(e.partitioning));
+    out->set_side_output(e.side_output);
   }
   return spec;
 }
@@ -111,6 +112,10 @@ absl::Status ValidateGraph(const v1::JobGraphSpec& spec, int max_parallelism) {
     if (e.source() < 0 || e.source() >= n || e.target() < 0 || e.target() >= n) {
       return absl::InvalidArgumentError(
           absl::StrCat("edge ", e.source(), " -> ", e.target(), " refers to a vertex that does not exist"));
+    }
+    if (e.side_output() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("edge ", e.source(), " -> ", e.target(), " has side output ", e.side_output(), "; expected 0 or more"));
     }
     ++out_degree[e.source()];
     ++in_degree[e.target()];

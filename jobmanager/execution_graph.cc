@@ -26,7 +26,9 @@ absl::StatusOr<ExecutionGraph> ExecutionGraph::Build(const v1::JobGraphSpec& spe
   }
   auto chainable = [&](int e) {
     const v1::JobEdge& edge = spec.edges(e);
-    return edge.partitioning() == v1::FORWARD && out_edges[edge.source()].size() == 1 &&
+    // A side output goes through the network: the operator's main output
+    // is what a chain passes on.
+    return edge.partitioning() == v1::FORWARD && edge.side_output() == 0 && out_edges[edge.source()].size() == 1 &&
            in_edges[edge.target()].size() == 1 &&
            g.vertex_parallelism[edge.source()] == g.vertex_parallelism[edge.target()];
   };

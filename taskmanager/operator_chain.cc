@@ -1,5 +1,6 @@
 #include "taskmanager/operator_chain.h"
 
+#include <map>
 #include <set>
 #include <utility>
 #include <vector>
@@ -59,6 +60,11 @@ class OperatorChain::Context final : public OperatorContext {
   MetricGroup& metrics() override { return *metrics_; }
   int64_t current_timestamp() const override { return *element_time_; }
   TimerService* timers() override { return timers_.get(); }
+  RecordOutput* side_output(int id) override {
+    auto it = side_outputs_.find(id);
+    return it == side_outputs_.end() ? nullptr : it->second;
+  }
+  void SetSideOutput(int id, RecordOutput* output) { side_outputs_[id] = output; }
 
   // Keyed state, restored already, and the timers it holds.
   void EnableKeyedState(std::unique_ptr<KeyedStateBackend> keyed, int max_parallelism, int64_t* element_time) {
@@ -81,6 +87,7 @@ class OperatorChain::Context final : public OperatorContext {
   const bool restored_;
   std::unique_ptr<KeyedStateBackend> keyed_;
   std::unique_ptr<InternalTimerService> timers_;  // with keyed_
+  std::map<int, RecordOutput*> side_outputs_;     // the chain's tail only
 };
 
 // Passes records to the next operator of the chain.
@@ -199,10 +206,13 @@ class OperatorChain::Output final : public RecordOutput {
   InternalTimerService* next_timers_ = nullptr;
 };
 
-// Sends each record to several outputs (a vertex with several downstreams).
+// Sends each record to several outputs (a vertex with several downstreams),
+// and watermarks and statuses also to `events_only` (side outputs, which
+// carry only their own records).
 class OperatorChain::FanOutOutput final : public RecordOutput {
  public:
-  explicit FanOutOutput(std::vector<RecordOutput*> outputs) : outputs_(std::move(outputs)) {}
+  explicit FanOutOutput(std::vector<RecordOutput*> outputs, std::vector<RecordOutput*> events_only = {})
+      : outputs_(std::move(outputs)), events_only_(std::move(events_only)) {}
   void Emit(void* record) override {
     // Only RecordWriters sit here; they serialize and never move from the record.
     for (RecordOutput* out : outputs_) out->Emit(record);
@@ -212,13 +222,16 @@ class OperatorChain::FanOutOutput final : public RecordOutput {
   }
   void EmitWatermark(int64_t watermark) override {
     for (RecordOutput* out : outputs_) out->EmitWatermark(watermark);
+    for (RecordOutput* out : events_only_) out->EmitWatermark(watermark);
   }
   void EmitWatermarkStatus(bool idle) override {
     for (RecordOutput* out : outputs_) out->EmitWatermarkStatus(idle);
+    for (RecordOutput* out : events_only_) out->EmitWatermarkStatus(idle);
   }
 
  private:
   const std::vector<RecordOutput*> outputs_;
+  const std::vector<RecordOutput*> events_only_;
 };
 
 class OperatorChain::Discard final : public RecordOutput {
@@ -256,6 +269,13 @@ OperatorChain::~OperatorChain() {
 }
 
 const TypeOps* OperatorChain::input_type() const {
+  // The edge's type: a side output's records are not the vertex's.
+  for (const EdgeSpec& e : job_.graph.edges) {
+    if (e.source == tdd_.input_vertex() && tdd_.vertex_ids_size() > 0 && e.target == tdd_.vertex_ids(0) &&
+        e.type != nullptr) {
+      return e.type;
+    }
+  }
   return job_.graph.vertices.at(tdd_.input_vertex()).output_type;
 }
 
@@ -343,7 +363,8 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
   const VertexSpec& tail = vertex(n - 1);
   // Records carry event time on the wire only below a watermark strategy.
   const bool event_time = FedByEventTime(job_.graph, tail.id);
-  std::vector<RecordOutput*> tail_outputs;
+  std::vector<RecordOutput*> tail_outputs;                 // the main output's writers
+  std::map<int, std::vector<RecordOutput*>> side_writers;  // by side output id
   for (const v1::OutputSpec& out : tdd_.outputs()) {
     auto partition = std::make_shared<network::ResultPartition>(out.partition_id(), out.num_subpartitions(),
                                                                 options_.buffers_per_channel);
@@ -360,21 +381,33 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
     }
     writer_options.producer_parallelism = tdd_.parallelism();
     writer_options.timestamps = event_time;
-    KeyFunction key;
+    const EdgeSpec* edge = nullptr;
     for (const EdgeSpec& e : job_.graph.edges) {
-      if (e.source == tail.id && e.target == out.target_vertex()) key = e.key;
+      if (e.source == tail.id && e.target == out.target_vertex()) edge = &e;
     }
-    writers_.push_back(std::make_unique<network::RecordWriter>(partition, tail.output_type,
-                                                               FromProto(out.partitioning()), key,
-                                                               out.num_subpartitions(), tdd_.subtask_index(),
-                                                               writer_options));
-    tail_outputs.push_back(writers_.back().get());
+    if (edge == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("the job graph has no edge from vertex ", tail.id, " to vertex ",
+                                                     out.target_vertex()));
+    }
+    // A side output's records are of the edge's type.
+    const TypeOps* type = edge->type != nullptr ? edge->type : tail.output_type;
+    writers_.push_back(std::make_unique<network::RecordWriter>(partition, type, FromProto(out.partitioning()),
+                                                               edge->key, out.num_subpartitions(),
+                                                               tdd_.subtask_index(), writer_options));
+    if (edge->side_output == 0) {
+      tail_outputs.push_back(writers_.back().get());
+    } else {
+      side_writers[edge->side_output].push_back(writers_.back().get());
+    }
   }
+  // Side writers get the watermarks and statuses of the main output too.
+  std::vector<RecordOutput*> events_only;
+  for (const auto& [id, writers] : side_writers) events_only.insert(events_only.end(), writers.begin(), writers.end());
   RecordOutput* tail_output = nullptr;
-  if (tail_outputs.size() == 1) {
+  if (tail_outputs.size() == 1 && events_only.empty()) {
     tail_output = tail_outputs[0];
-  } else if (tail_outputs.size() > 1) {
-    outputs_owned_.push_back(std::make_unique<FanOutOutput>(tail_outputs));
+  } else if (!tail_outputs.empty() || !events_only.empty()) {
+    outputs_owned_.push_back(std::make_unique<FanOutOutput>(tail_outputs, events_only));
     tail_output = outputs_owned_.back().get();
   }
 
@@ -412,6 +445,12 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
                                          counters_.records_in, sink_only ? counters_.records_out : nullptr);
     head->set_next_timers(contexts_[0]->timer_service());
     head_input_ = std::move(head);
+  }
+  // The tail operator's side outputs, counted as leaving the chain.
+  for (const auto& [id, writers] : side_writers) {
+    RecordOutput* side = writers.size() == 1 ? writers[0] : add(std::make_unique<FanOutOutput>(writers));
+    contexts_[n - 1]->SetSideOutput(
+        id, add(std::make_unique<Output>(slot, nullptr, nullptr, nullptr, side, counters_.records_out)));
   }
   outputs_ = std::move(outputs);
   opened_.assign(n, false);

@@ -437,8 +437,9 @@ class StreamEnvironment {
     graph_->vertices.push_back(std::move(vertex));
     return graph_->vertices.back().id;
   }
-  void AddEdge(int source, int target, Partitioning partitioning, KeyFunction key) {
-    graph_->edges.push_back(EdgeSpec{source, target, partitioning, std::move(key)});
+  void AddEdge(int source, int target, Partitioning partitioning, KeyFunction key, int side_output = 0,
+               const TypeOps* type = nullptr) {
+    graph_->edges.push_back(EdgeSpec{source, target, partitioning, std::move(key), side_output, type});
   }
   VertexSpec& vertex(int id) { return graph_->vertices.at(id); }
 
@@ -449,11 +450,19 @@ class StreamEnvironment {
 template <typename T, typename K, typename KS>
 class KeyedStream;
 
+// Which output of a vertex a stream is: the main one (id 0), or side output
+// `id` with records of `type` (e.g. a window's late records).
+struct StreamSide {
+  int id = 0;
+  const TypeOps* type = nullptr;
+};
+
 template <typename T>
 class DataStream {
  public:
-  DataStream(StreamEnvironment* env, int vertex, Partitioning next = Partitioning::kForward, KeyFunction key = {})
-      : env_(env), vertex_(vertex), next_(next), key_(std::move(key)) {}
+  DataStream(StreamEnvironment* env, int vertex, Partitioning next = Partitioning::kForward, KeyFunction key = {},
+             StreamSide side = {})
+      : env_(env), vertex_(vertex), next_(next), key_(std::move(key)), side_(side) {}
 
   // Names the vertex that produces this stream (shown in weir status).
   DataStream& Name(std::string name) {
@@ -480,7 +489,7 @@ class DataStream {
   // RuntimeContext&)) is true.
   template <typename F>
   DataStream<T> Filter(F fn) const {
-    return Then<T>("Filter", env_->vertex(vertex_).output_type, [fn] {
+    return Then<T>("Filter", type(), [fn] {
       return std::make_unique<internal::FilterOperator<T, F>>(fn);
     });
   }
@@ -498,14 +507,14 @@ class DataStream {
   // a Process function keeps state per key. fn(const T&) -> K.
   template <typename F, typename K = std::decay_t<std::invoke_result_t<F, const T&>>, typename KS = Serializer<K>>
   KeyedStream<T, K, KS> KeyBy(F key_fn) const {
-    return KeyedStream<T, K, KS>(env_, vertex_, key_fn);
+    return KeyedStream<T, K, KS>(env_, vertex_, key_fn, side_);
   }
 
   // Event time: each record's timestamp and this stream's watermarks from
   // `strategy` (weir/event_time.h). Runs chained after this stream's vertex
   // (same parallelism); everything downstream carries event time.
   DataStream<T> AssignTimestampsAndWatermarks(WatermarkStrategy<T> strategy) const {
-    DataStream<T> timed = Then<T>("Timestamps/Watermarks", env_->vertex(vertex_).output_type, [strategy] {
+    DataStream<T> timed = Then<T>("Timestamps/Watermarks", type(), [strategy] {
       return std::make_unique<internal::TimestampsAndWatermarksOperator<T>>(strategy);
     });
     env_->vertex(timed.vertex_id()).properties[std::string(kEventTimeProperty)] = "source";
@@ -513,9 +522,9 @@ class DataStream {
   }
 
   // Spreads records round-robin over the next vertex's subtasks.
-  DataStream Rebalance() const { return DataStream(env_, vertex_, Partitioning::kRebalance); }
+  DataStream Rebalance() const { return DataStream(env_, vertex_, Partitioning::kRebalance, {}, side_); }
   // Sends every record to every subtask of the next vertex.
-  DataStream Broadcast() const { return DataStream(env_, vertex_, Partitioning::kBroadcast); }
+  DataStream Broadcast() const { return DataStream(env_, vertex_, Partitioning::kBroadcast, {}, side_); }
 
   // A user-defined sink: fn(const T&) (or fn(const T&, RuntimeContext&)) for
   // every record.
@@ -554,12 +563,14 @@ class DataStream {
   // Low-level: adds `spec` downstream of this stream; returns its id.
   int Attach(VertexSpec spec) const {
     int id = env_->AddVertex(std::move(spec));
-    env_->AddEdge(vertex_, id, next_, key_);
+    env_->AddEdge(vertex_, id, next_, key_, side_.id, side_.type);
     return id;
   }
 
   StreamEnvironment* env() const { return env_; }
   int vertex_id() const { return vertex_; }
+  // The type operations of this stream's records.
+  const TypeOps* type() const { return side_.type != nullptr ? side_.type : env_->vertex(vertex_).output_type; }
 
  private:
   template <typename Out, typename Factory>
@@ -575,6 +586,7 @@ class DataStream {
   int vertex_;
   Partitioning next_;
   KeyFunction key_;
+  StreamSide side_;
 };
 
 template <typename T, typename K, typename KS, typename Assigner>
@@ -588,8 +600,8 @@ class KeyedStream {
   WindowedStream<T, K, KS, Assigner> Window(Assigner assigner) const;
 
   template <typename KeyFn>
-  KeyedStream(StreamEnvironment* env, int vertex, KeyFn key_fn)
-      : env_(env), vertex_(vertex), key_fn_(std::move(key_fn)) {}
+  KeyedStream(StreamEnvironment* env, int vertex, KeyFn key_fn, StreamSide side = {})
+      : env_(env), vertex_(vertex), key_fn_(std::move(key_fn)), side_(side) {}
 
   // fn(const T&, KeyedContext<K>&, Collector<Out>&), with state per key.
   template <typename Out, typename S = Serializer<Out>, typename F>
@@ -617,14 +629,18 @@ class KeyedStream {
       return std::make_unique<internal::KeyedProcessOperator<T, K, KS, Out, decltype(key_fn), F, TimerFn>>(
           key_fn, fn, on_timer);
     };
-    DataStream<T> upstream(env_, vertex_, Partitioning::kHash, key);
+    DataStream<T> upstream(env_, vertex_, Partitioning::kHash, key, side_);
     return DataStream<Out>(env_, upstream.Attach(std::move(spec)));
   }
 
  private:
+  template <typename, typename, typename, typename>
+  friend class WindowedStream;
+
   StreamEnvironment* env_;
   int vertex_;
   std::function<K(const T&)> key_fn_;
+  StreamSide side_;
 };
 
 template <typename T, typename S>

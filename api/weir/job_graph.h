@@ -67,6 +67,10 @@ struct EdgeSpec {
   int target = 0;
   Partitioning partitioning = Partitioning::kForward;
   KeyFunction key;  // set for kHash
+  // 0: the source vertex's main output. k > 0: its side output k (e.g. a
+  // window's late records, 1), whose records are of `type`.
+  int side_output = 0;
+  const TypeOps* type = nullptr;  // null: the source vertex's output_type
 };
 
 struct JobGraph {

@@ -186,6 +186,9 @@ class OperatorContext {
   virtual int64_t current_timestamp() const { return kNoTimestamp; }
   // The timers of a keyed operator; nullptr unless it follows a key_by.
   virtual TimerService* timers() { return nullptr; }
+  // Where side output `id` (> 0) of this operator goes, or nullptr when
+  // nothing consumes it (its records are then dropped).
+  virtual RecordOutput* side_output(int id) { return nullptr; }
 };
 
 // The checkpoint hooks every operator has (see the lifecycle above).

@@ -11,8 +11,8 @@
 // when the watermark passes its end: its result carries the window's last
 // millisecond as event time. With allowed lateness L a record arriving after
 // that but before the watermark passes end + L fires the window again (an
-// update); later records are late and dropped, counted in
-// weir_window_late_records_total. Window contents and their timers are
+// update); later records are late: dropped, or sent to LateRecords() when
+// that stream is consumed, and counted in weir_window_late_records_total. Window contents and their timers are
 // keyed state: checkpointed, restored and rescaled with the key.
 //
 // Header-only; part of the job API (weir/job.h includes it).
@@ -256,7 +256,9 @@ class WindowOperator final : public OperatorBase {
     OperatorBase::Open(context, output);
     if (context.timers() == nullptr) throw std::logic_error("window operator without timers (not keyed?)");
     late_ = &context.metrics().counter("weir_window_late_records_total",
-                                       "Records that came after their windows' allowed lateness, dropped.");
+                                       "Records that came after their windows' allowed lateness (to the late-records "
+                                       "side output when one is attached, else dropped).");
+    late_output_ = context.side_output(1);
     fired_ = &context.metrics().counter("weir_window_fired_total", "Window results emitted.");
   }
 
@@ -289,7 +291,10 @@ class WindowOperator final : public OperatorBase {
       }
       if (lateness_ > 0) timers.Register(TimeDomain::kEventTime, Cleanup(w), ns);
     }
-    if (!taken) late_->Inc();
+    if (!taken) {
+      late_->Inc();
+      if (late_output_ != nullptr) late_output_->EmitAt(record, timestamp);
+    }
   }
 
   void OnTimer(const FiredTimer& timer) override {
@@ -337,16 +342,35 @@ class WindowOperator final : public OperatorBase {
   std::string key_bytes_;
   Counter* late_ = nullptr;
   Counter* fired_ = nullptr;
+  RecordOutput* late_output_ = nullptr;  // side output 1, if consumed
 };
 
 }  // namespace internal
+
+// The results of a window (a DataStream<Out>), and its late records.
+template <typename Out, typename In>
+class WindowResult : public DataStream<Out> {
+ public:
+  WindowResult(DataStream<Out> results, const TypeOps* in_type) : DataStream<Out>(results), in_type_(in_type) {}
+
+  // The records that came after their windows' allowed lateness, with their
+  // event time (side output 1 of the window vertex). Without a consumer
+  // they are dropped; either way weir_window_late_records_total counts them.
+  DataStream<In> LateRecords() const {
+    return DataStream<In>(this->env(), this->vertex_id(), Partitioning::kForward, {}, StreamSide{1, in_type_});
+  }
+
+ private:
+  const TypeOps* in_type_;
+};
 
 // A keyed stream cut into event-time windows (KeyedStream::Window).
 template <typename T, typename K, typename KS, typename Assigner>
 class WindowedStream {
  public:
-  WindowedStream(StreamEnvironment* env, int vertex, std::function<K(const T&)> key_fn, Assigner assigner)
-      : env_(env), vertex_(vertex), key_fn_(std::move(key_fn)), assigner_(assigner) {
+  WindowedStream(StreamEnvironment* env, int vertex, std::function<K(const T&)> key_fn, Assigner assigner,
+                 StreamSide side = {})
+      : env_(env), vertex_(vertex), key_fn_(std::move(key_fn)), assigner_(assigner), side_(side) {
     internal::CheckAssigner(assigner_);
   }
 
@@ -362,7 +386,7 @@ class WindowedStream {
 
   // One value per key and window: reduce(const T&, const T&) -> T.
   template <typename F, typename S = Serializer<T>>
-  DataStream<T> Reduce(F reduce) const {
+  WindowResult<T, T> Reduce(F reduce) const {
     auto emit = [](const K&, const TimeWindow&, const T& value, Collector<T>& out) { out.Collect(value); };
     using Contents = internal::ReduceContents<T, K, S, F, decltype(emit)>;
     return Attach<T, S>("Window", Contents{std::move(reduce), emit});
@@ -372,7 +396,7 @@ class WindowedStream {
   // Add(Accumulator&, const T&) and Get(const Accumulator&) (see
   // CountAggregate); emits Get's result per key and window.
   template <typename Agg, typename S = Serializer<typename Agg::Result>>
-  DataStream<typename Agg::Result> Aggregate(Agg agg) const {
+  WindowResult<typename Agg::Result, T> Aggregate(Agg agg) const {
     using R = typename Agg::Result;
     auto emit = [](const K&, const TimeWindow&, const R& result, Collector<R>& out) { out.Collect(result); };
     return Aggregate<R, S>(std::move(agg), emit);
@@ -382,7 +406,7 @@ class WindowedStream {
   // Agg::Result, Collector<Out>&) with the key and the window:
   // Aggregate<Out>(agg, window_fn).
   template <typename Out, typename S = Serializer<Out>, typename Agg, typename WindowFn>
-  DataStream<Out> Aggregate(Agg agg, WindowFn window_fn) const {
+  WindowResult<Out, T> Aggregate(Agg agg, WindowFn window_fn) const {
     using Contents = internal::AggregateContents<T, K, Agg, WindowFn>;
     return Attach<Out, S>("Window", Contents{std::move(agg), std::move(window_fn)});
   }
@@ -391,14 +415,14 @@ class WindowedStream {
   // std::vector<T>&, Collector<Out>&) with every record of the window (kept
   // in state until it fires: prefer Aggregate where it will do).
   template <typename Out, typename S = Serializer<Out>, typename F, typename TS = Serializer<T>>
-  DataStream<Out> Process(F fn) const {
+  WindowResult<Out, T> Process(F fn) const {
     using Contents = internal::ElementContents<T, K, TS, F>;
     return Attach<Out, S>("Window", Contents{std::move(fn)});
   }
 
  private:
   template <typename Out, typename S, typename Contents>
-  DataStream<Out> Attach(const char* name, Contents contents) const {
+  WindowResult<Out, T> Attach(const char* name, Contents contents) const {
     auto key_fn = key_fn_;
     KeyFunction key = [key_fn](const void* record, std::string& out) {
       KS::Write(key_fn(*static_cast<const T*>(record)), out);
@@ -414,21 +438,22 @@ class WindowedStream {
       return std::make_unique<internal::WindowOperator<T, K, KS, Out, Assigner, Contents>>(key_fn, assigner,
                                                                                             lateness, contents);
     };
-    DataStream<T> upstream(env_, vertex_, Partitioning::kHash, key);
-    return DataStream<Out>(env_, upstream.Attach(std::move(spec)));
+    DataStream<T> upstream(env_, vertex_, Partitioning::kHash, key, side_);
+    return WindowResult<Out, T>(DataStream<Out>(env_, upstream.Attach(std::move(spec))), upstream.type());
   }
 
   StreamEnvironment* env_;
   int vertex_;
   std::function<K(const T&)> key_fn_;
   Assigner assigner_;
+  StreamSide side_;
   int64_t lateness_ = 0;
 };
 
 template <typename T, typename K, typename KS>
 template <typename Assigner>
 WindowedStream<T, K, KS, Assigner> KeyedStream<T, K, KS>::Window(Assigner assigner) const {
-  return WindowedStream<T, K, KS, Assigner>(env_, vertex_, key_fn_, assigner);
+  return WindowedStream<T, K, KS, Assigner>(env_, vertex_, key_fn_, assigner, side_);
 }
 
 }  // namespace weir

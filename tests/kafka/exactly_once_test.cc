@@ -606,14 +606,14 @@ TEST_F(ExactlyOnceTest, KeyedCountIsExactlyOnceAcrossTaskManagerKills) {
 // equal to what one pass over the input computes.
 TEST_F(ExactlyOnceTest, WindowedCountIsExactlyOnceAcrossKills) {
   StartCluster(3);
-  const std::string in = NewTopic("eo-window-in"), out = NewTopic("eo-window-out");
+  const std::string in = NewTopic("eo-window-in"), out = NewTopic("eo-window-out"), late = NewTopic("eo-window-late");
   std::string error;
   const std::string job = cluster_->Submit(
       kJobs + "/windowed_count.so",
       {"-p", "2", "-Dexecution.checkpointing.interval=300ms", "-Drestart-strategy.type=fixed-delay",
        "-Drestart-strategy.fixed-delay.attempts=20", "-Drestart-strategy.fixed-delay.delay=200ms"},
       {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out, "--window-ms", "1000",
-       "--out-of-orderness-ms", "100", "--event-time", "value"},
+       "--out-of-orderness-ms", "100", "--event-time", "value", "--late-topic", late},
       &error);
   ASSERT_FALSE(job.empty()) << error << cluster_->Logs();
   ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
@@ -638,6 +638,11 @@ TEST_F(ExactlyOnceTest, WindowedCountIsExactlyOnceAcrossKills) {
   std::vector<KafkaMessage> ends;
   for (int32_t p = 0; p < 4; ++p) ends.push_back({"end", absl::StrCat(base + 600 * 1000), p});
   ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, ends).ok());
+  // Then records for windows long closed: late, to the late-records topic.
+  constexpr int kLate = 500;
+  std::vector<KafkaMessage> late_records;
+  for (int i = 0; i < kLate; ++i) late_records.push_back({absl::StrCat("late-", i), absl::StrCat(base + i)});
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, late_records).ok());
 
   std::vector<KafkaMessage> output;
   const bool complete = ReadUntil(bootstrap_, out, absl::Seconds(180), &output, [&](const auto& read) {
@@ -670,9 +675,24 @@ TEST_F(ExactlyOnceTest, WindowedCountIsExactlyOnceAcrossKills) {
   for (const auto& [window, count] : truth) {
     if (!results.contains(window) && ++missing <= 5) ADD_FAILURE() << "window " << window << " is missing";
   }
+  // Each late record once in the late topic, as it was written.
+  std::vector<KafkaMessage> late_output;
+  ReadUntil(bootstrap_, late, absl::Seconds(60), &late_output, [&](const auto& read) {
+    return static_cast<int>(read.size()) >= kLate;
+  });
+  std::map<std::string, int> late_seen;
+  for (const KafkaMessage& m : late_output) ++late_seen[m.key.value_or("") + "=" + m.value];
+  int late_wrong = 0;
+  for (int i = 0; i < kLate; ++i) {
+    const int times = late_seen[absl::StrCat("late-", i, "=", base + i)];
+    if (times != 1 && ++late_wrong <= 5) ADD_FAILURE() << "late record " << i << " is in the late topic " << times << " times";
+  }
+  EXPECT_EQ(late_output.size(), static_cast<size_t>(kLate));
+  EXPECT_EQ(late_wrong, 0);
   std::printf("exactly-once windowed_count: %d records in, %zu windows expected, %zu results read_committed, "
-              "%d missing, %d duplicated, %d wrong, %d kills and the JobManager\n",
-              kRecords, truth.size(), output.size(), missing, duplicated, wrong, kKills);
+              "%d missing, %d duplicated, %d wrong, %d kills and the JobManager; %zu of %d late records in the late "
+              "topic\n",
+              kRecords, truth.size(), output.size(), missing, duplicated, wrong, kKills, late_output.size(), kLate);
   EXPECT_TRUE(complete) << cluster_->Logs();
   EXPECT_EQ(missing, 0);
   EXPECT_EQ(duplicated, 0);

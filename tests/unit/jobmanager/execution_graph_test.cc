@@ -52,6 +52,19 @@ TEST(ExecutionGraphTest, BreaksChainsAtHashEdgesAndParallelismChanges) {
   EXPECT_EQ(g->EffectivePartitioning(2), v1::FORWARD);
 }
 
+TEST(ExecutionGraphTest, ASideOutputIsNeverChained) {
+  // v1's only downstream is its side output: a forward edge of equal
+  // parallelism, which would chain were it the main output.
+  v1::JobGraphSpec spec = Line({2, 2, 2}, {v1::HASH, v1::FORWARD});
+  spec.mutable_edges(1)->set_side_output(1);
+  auto g = ExecutionGraph::Build(spec, 1);
+  ASSERT_TRUE(g.ok());
+  ASSERT_EQ(g->chains.size(), 3u);
+  EXPECT_EQ(g->chains[1].vertices, (std::vector<int>{1}));
+  EXPECT_EQ(g->chains[1].output_edges, (std::vector<int>{1}));
+  EXPECT_EQ(g->chains[2].input_edge, 1);
+}
+
 TEST(ExecutionGraphTest, IdsAreStable) {
   EXPECT_EQ(ExecutionGraph::TaskId("j", 1, 2, 3), "j/1/c2s3");
   EXPECT_EQ(ExecutionGraph::PartitionId("j", 1, 2, 3, 4), "j/1/c2s3/e4");
