@@ -8,6 +8,7 @@
 #include "common/wire_limits.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "weir/job_graph.h"
 
 namespace weir::jobgraph {
 namespace {
@@ -163,6 +164,33 @@ absl::Status ValidateGraph(const v1::JobGraphSpec& spec, int max_parallelism) {
     }
   }
   if (visited != n) return absl::InvalidArgumentError("the job graph has a cycle; dataflows must be acyclic");
+  // Event time: a vertex that needs it (windows) has a watermark strategy
+  // upstream, or its records would have no time and it would never fire.
+  const std::string event_time_key(kEventTimeProperty);
+  std::vector<std::vector<int>> upstream(n);
+  for (const v1::JobEdge& e : spec.edges()) upstream[e.target()].push_back(e.source());
+  for (int i = 0; i < n; ++i) {
+    auto marker = spec.vertices(i).properties().find(event_time_key);
+    if (marker == spec.vertices(i).properties().end() || marker->second != "required") continue;
+    std::vector<int> todo = upstream[i];
+    std::vector<bool> seen(n, false);
+    bool found = false;
+    while (!todo.empty() && !found) {
+      const int u = todo.back();
+      todo.pop_back();
+      if (seen[u]) continue;
+      seen[u] = true;
+      auto it = spec.vertices(u).properties().find(event_time_key);
+      found = it != spec.vertices(u).properties().end() && it->second == "source";
+      todo.insert(todo.end(), upstream[u].begin(), upstream[u].end());
+    }
+    if (!found) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          VertexLabel(spec.vertices(i)),
+          " uses event time, but no vertex upstream of it has a watermark strategy: give the source one "
+          "(kafka::SourceOptions::watermarks) or call AssignTimestampsAndWatermarks before it"));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -595,7 +595,8 @@ class WindowedStream;
 template <typename T, typename K, typename KS>
 class KeyedStream {
  public:
-  // Event-time windows (weir/window.h): TumblingWindows, SlidingWindows.
+  // Event-time windows (weir/window.h): TumblingWindows, SlidingWindows,
+  // SessionWindows.
   template <typename Assigner>
   WindowedStream<T, K, KS, Assigner> Window(Assigner assigner) const;
 

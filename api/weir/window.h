@@ -18,6 +18,7 @@
 // Header-only; part of the job API (weir/job.h includes it).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -62,6 +63,14 @@ struct SlidingWindows {
   std::chrono::milliseconds offset{0};
 };
 
+// Per key, records closer than `gap` in event time form one session: a
+// record opens [time, time + gap), and windows that overlap or touch merge
+// (a record can bridge two sessions). Aggregates used with sessions need
+// Merge(Accumulator& into, const Accumulator& from).
+struct SessionWindows {
+  std::chrono::milliseconds gap{0};
+};
+
 // Counts the records of a window (an aggregate for WindowedStream::Aggregate).
 template <typename T>
 struct CountAggregate {
@@ -70,6 +79,7 @@ struct CountAggregate {
   Accumulator Create() const { return 0; }
   void Add(Accumulator& count, const T&) const { ++count; }
   Result Get(const Accumulator& count) const { return count; }
+  void Merge(Accumulator& into, const Accumulator& from) const { into += from; }
 };
 
 namespace internal {
@@ -93,6 +103,16 @@ inline void AssignWindows(const SlidingWindows& w, int64_t timestamp, std::vecto
     out->push_back({start, start + size});
   }
 }
+
+inline void AssignWindows(const SessionWindows& w, int64_t timestamp, std::vector<TimeWindow>* out) {
+  const int64_t gap = w.gap.count();
+  out->push_back({timestamp, timestamp > kMaxWatermark - gap ? kMaxWatermark : timestamp + gap});
+}
+inline void CheckAssigner(const SessionWindows& w) {
+  if (w.gap.count() <= 0) throw std::invalid_argument("SessionWindows: gap must be positive");
+}
+// Windows that overlap or touch belong to one session.
+inline bool Touch(const TimeWindow& a, const TimeWindow& b) { return a.start <= b.end && b.start <= a.end; }
 
 inline void CheckAssigner(const TumblingWindows& w) {
   if (w.size.count() <= 0) throw std::invalid_argument("TumblingWindows: size must be positive");
@@ -168,6 +188,23 @@ struct AggregateContents {
     window_fn(key, w, agg.Get(Serializer<Acc>::Read(*stored)), out);
   }
   void Purge(KeyedStateStore* state, const std::string& window) const { state->RemoveEntry(kState, window); }
+  // Sessions: `from`'s contents into `into`'s, and `from` purged.
+  void Merge(KeyedStateStore* state, const std::string& into, const std::string& from) const {
+    if constexpr (requires(Acc& a, const Acc& b) { agg.Merge(a, b); }) {
+      std::optional<std::string> source = state->GetEntry(kState, from);
+      if (!source.has_value()) return;
+      std::optional<std::string> target = state->GetEntry(kState, into);
+      Acc acc = target.has_value() ? Serializer<Acc>::Read(*target) : agg.Create();
+      agg.Merge(acc, Serializer<Acc>::Read(*source));
+      std::string bytes;
+      Serializer<Acc>::Write(acc, bytes);
+      state->PutEntry(kState, into, bytes);
+      state->RemoveEntry(kState, from);
+    } else {
+      throw std::logic_error("session windows merge accumulators: the aggregate needs "
+                             "Merge(Accumulator& into, const Accumulator& from)");
+    }
+  }
 };
 
 // Window contents as the running value of a Reduce: reduce(const T&,
@@ -195,6 +232,19 @@ struct ReduceContents {
     if (stored.has_value()) window_fn(key, w, S::Read(*stored), out);
   }
   void Purge(KeyedStateStore* state, const std::string& window) const { state->RemoveEntry(kState, window); }
+  void Merge(KeyedStateStore* state, const std::string& into, const std::string& from) const {
+    std::optional<std::string> source = state->GetEntry(kState, from);
+    if (!source.has_value()) return;
+    std::optional<std::string> target = state->GetEntry(kState, into);
+    std::string bytes;
+    if (target.has_value()) {
+      S::Write(reduce(S::Read(*target), S::Read(*source)), bytes);
+    } else {
+      bytes = *source;
+    }
+    state->PutEntry(kState, into, bytes);
+    state->RemoveEntry(kState, from);
+  }
 };
 
 // Window contents as the records themselves, for a full-window function:
@@ -241,6 +291,19 @@ struct ElementContents {
     for (int64_t i = 0; i < count; ++i) state->RemoveEntry(kState, Slot(window, i));
     state->RemoveEntry(kState, window);
   }
+  void Merge(KeyedStateStore* state, const std::string& into, const std::string& from) const {
+    const int64_t from_count = Count(state, from);
+    int64_t count = Count(state, into);
+    for (int64_t i = 0; i < from_count; ++i) {
+      std::optional<std::string> stored = state->GetEntry(kState, Slot(from, i));
+      if (!stored.has_value()) throw std::runtime_error("corrupt window state: a record of the window is missing");
+      state->PutEntry(kState, Slot(into, count++), *stored);
+    }
+    std::string bytes;
+    Serializer<int64_t>::Write(count, bytes);
+    state->PutEntry(kState, into, bytes);
+    Purge(state, from);
+  }
 };
 
 // The window operator: per record, its windows' contents and timers; per
@@ -278,6 +341,14 @@ class WindowOperator final : public OperatorBase {
     const int64_t watermark = timers.CurrentWatermark();
     windows_.clear();
     AssignWindows(assigner_, timestamp, &windows_);
+    if constexpr (std::is_same_v<Assigner, SessionWindows>) {
+      if (Cleanup(windows_[0]) <= watermark) {
+        Late(record, timestamp);
+      } else {
+        AddToSession(key, windows_[0], value, watermark);
+      }
+      return;
+    }
     bool taken = false;
     for (const TimeWindow& w : windows_) {
       if (Cleanup(w) <= watermark) continue;  // past its lateness
@@ -291,21 +362,70 @@ class WindowOperator final : public OperatorBase {
       }
       if (lateness_ > 0) timers.Register(TimeDomain::kEventTime, Cleanup(w), ns);
     }
-    if (!taken) {
-      late_->Inc();
-      if (late_output_ != nullptr) late_output_->EmitAt(record, timestamp);
-    }
+    if (!taken) Late(record, timestamp);
   }
 
   void OnTimer(const FiredTimer& timer) override {
     if (timer.domain != TimeDomain::kEventTime) return;
     const TimeWindow w = DecodeWindow(timer.ns);
-    const std::string ns(timer.ns);
+    std::string ns(timer.ns);
+    if constexpr (std::is_same_v<Assigner, SessionWindows>) {
+      // The session's contents live under its state window.
+      std::optional<std::string> state_window = context_->keyed_state()->GetEntry(kSessions, ns);
+      if (!state_window.has_value()) return;  // merged away (its timers were deleted)
+      if (timer.time == w.max_timestamp()) Fire(KS::Read(timer.key), w, *state_window);
+      if (timer.time == Cleanup(w)) {
+        contents_.Purge(context_->keyed_state(), *state_window);
+        context_->keyed_state()->RemoveEntry(kSessions, ns);
+      }
+      return;
+    }
     if (timer.time == w.max_timestamp()) Fire(KS::Read(timer.key), w, ns);
     if (timer.time == Cleanup(w)) contents_.Purge(context_->keyed_state(), ns);
   }
 
  private:
+  // Sessions: each session window of the current key -> the window under
+  // which its contents are kept (that of the first session it grew from,
+  // so merging moves only the others' contents).
+  static constexpr std::string_view kSessions = "weir.window.sessions";
+
+  void Late(void* record, int64_t timestamp) {
+    late_->Inc();
+    if (late_output_ != nullptr) late_output_->EmitAt(record, timestamp);
+  }
+
+  void AddToSession(const K& key, TimeWindow window, const T& value, int64_t watermark) {
+    KeyedStateStore* state = context_->keyed_state();
+    TimerService& timers = *context_->timers();
+    std::string state_ns;
+    for (const auto& [session_ns, session_state] : state->Entries(kSessions)) {
+      const TimeWindow session = DecodeWindow(session_ns);
+      if (!Touch(session, window)) continue;
+      // Merge: the session's timers and entry go; its contents join the
+      // first merged session's.
+      window = TimeWindow{std::min(window.start, session.start), std::max(window.end, session.end)};
+      timers.Delete(TimeDomain::kEventTime, session.max_timestamp(), session_ns);
+      if (lateness_ > 0) timers.Delete(TimeDomain::kEventTime, Cleanup(session), session_ns);
+      state->RemoveEntry(kSessions, session_ns);
+      if (state_ns.empty()) {
+        state_ns = session_state;
+      } else {
+        contents_.Merge(state, state_ns, session_state);
+      }
+    }
+    const std::string ns = EncodeWindow(window);
+    if (state_ns.empty()) state_ns = ns;
+    state->PutEntry(kSessions, ns, state_ns);
+    contents_.Add(state, state_ns, value);
+    if (window.max_timestamp() <= watermark) {
+      Fire(key, window, state_ns);  // late but allowed: an update
+    } else {
+      timers.Register(TimeDomain::kEventTime, window.max_timestamp(), ns);
+    }
+    if (lateness_ > 0) timers.Register(TimeDomain::kEventTime, Cleanup(window), ns);
+  }
+
   // When the window's state goes: end of lateness (saturating).
   int64_t Cleanup(const TimeWindow& w) const {
     return w.max_timestamp() > kMaxWatermark - lateness_ ? kMaxWatermark : w.max_timestamp() + lateness_;

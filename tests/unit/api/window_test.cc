@@ -211,6 +211,54 @@ TEST(WindowOperatorTest, SlidingReduceAndFullWindowProcess) {
   EXPECT_THAT(process.Take(), ElementsAre("odd 20: 9@19", "watermark 19"));
 }
 
+TEST(WindowOperatorTest, SessionsGrowAndMergeWhenARecordBridgesThem) {
+  Harness count([](const Keyed& keyed) {
+    return keyed.Window(SessionWindows{.gap = std::chrono::milliseconds(10)})
+        .Aggregate<std::string>(CountAggregate<int64_t>{}, Describe());
+  });
+  // Odd: [1, 11) and [13, 23), then 11 touches both: one session [1, 23).
+  // Even: [40, 50) grown by 44 to [40, 54).
+  count.Record(1, 1);
+  count.Record(3, 13);
+  count.Record(40, 40);
+  count.Record(44, 44);
+  count.Watermark(9);
+  EXPECT_THAT(count.Take(), ElementsAre("watermark 9")) << "[1, 11) waits: a record at 10 or 11 may still bridge";
+  count.Record(5, 11);
+  count.Watermark(30);
+  EXPECT_THAT(count.Take(), ElementsAre("odd [1,23) 3@22", "watermark 30"));
+  count.Watermark(kMaxWatermark);
+  EXPECT_THAT(count.Take(), ElementsAre("even [40,54) 2@53", "watermark " + absl::StrCat(kMaxWatermark)));
+
+  // The records themselves merge too, in arrival order per session.
+  Harness process([](const Keyed& keyed) {
+    return keyed.Window(SessionWindows{.gap = std::chrono::milliseconds(10)})
+        .Process<std::string>([](const std::string& key, const TimeWindow& w, const std::vector<int64_t>& records,
+                                 Collector<std::string>& out) {
+          out.Collect(absl::StrCat(key, " [", w.start, ",", w.end, "): ", absl::StrJoin(records, ",")));
+        });
+  });
+  process.Record(1, 1);
+  process.Record(3, 13);
+  process.Record(5, 11);
+  process.Record(7, 100);
+  process.Watermark(kMaxWatermark);
+  EXPECT_THAT(process.Take(), ElementsAre("odd [1,23): 1,3,5@22", "odd [100,110): 7@109",
+                                          "watermark " + absl::StrCat(kMaxWatermark)));
+  EXPECT_THROW(internal::CheckAssigner(SessionWindows{}), std::invalid_argument);
+
+  Harness reduce([](const Keyed& keyed) {
+    return keyed.Window(SessionWindows{.gap = std::chrono::milliseconds(10)})
+        .Reduce([](const int64_t& a, const int64_t& b) { return a + b; })
+        .Map([](int64_t sum) { return absl::StrCat("sum ", sum); });
+  });
+  reduce.Record(1, 1);
+  reduce.Record(3, 13);
+  reduce.Record(5, 11);
+  reduce.Watermark(kMaxWatermark);
+  EXPECT_THAT(reduce.Take(), ElementsAre("sum 9@22", "watermark " + absl::StrCat(kMaxWatermark)));
+}
+
 TEST(WindowOperatorTest, ARecordWithoutEventTimeIsRefusedNamingTheFix) {
   Harness h([](const Keyed& keyed) {
     return keyed.Window(TumblingWindows{.size = std::chrono::milliseconds(10)})

@@ -85,6 +85,16 @@ TEST(ValidateGraphTest, RejectsAMissingSink) {
   ExpectInvalid(spec, "has no downstream and is not a sink");
 }
 
+TEST(ValidateGraphTest, EventTimeNeedsAWatermarkStrategyUpstream) {
+  v1::JobGraphSpec spec = Linear();
+  (*spec.mutable_vertices(2)->mutable_properties())["weir.event-time"] = "required";
+  ExpectInvalid(spec, "vertex 2 'v2' uses event time, but no vertex upstream of it has a watermark strategy");
+  (*spec.mutable_vertices(0)->mutable_properties())["weir.event-time"] = "source";
+  EXPECT_TRUE(ValidateGraph(spec, 128).ok());
+  spec.mutable_edges(1)->set_side_output(-1);
+  ExpectInvalid(spec, "side output -1");
+}
+
 TEST(ValidateGraphTest, RejectsStructuralMistakes) {
   v1::JobGraphSpec empty;
   ExpectInvalid(empty, "empty");
