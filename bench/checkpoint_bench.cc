@@ -41,6 +41,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "bench/bench_flags.h"
+#include "bench/flink_job.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
 #include "tests/testing/local_cluster.h"
@@ -148,52 +149,13 @@ RunResult RunKeyedCount(const std::string& bootstrap, const std::string& in, con
 RunResult RunFlinkKeyedCount(const std::string& bootstrap, const std::string& in, const Flags& flags,
                              int64_t checkpoint_ms) {
   const std::string out = NewTopic(bootstrap, "bench-flink-out");
-  char dir_template[] = "/tmp/weir-bench-flink-XXXXXX";
-  const char* dir = mkdtemp(dir_template);
-  if (dir == nullptr) {
-    std::perror("bench: mkdtemp");
-    std::exit(1);
-  }
-  // The JVM options Flink's own scripts give on Java 17, and a heap like a
-  // default TaskManager's.
-  const std::string command = absl::StrCat(
-      "java -Xmx2g --add-opens=java.base/java.util=ALL-UNNAMED --add-opens=java.base/java.lang=ALL-UNNAMED "
-      "--add-opens=java.base/java.lang.reflect=ALL-UNNAMED --add-opens=java.base/java.net=ALL-UNNAMED "
-      "--add-opens=java.base/java.io=ALL-UNNAMED --add-opens=java.base/java.nio=ALL-UNNAMED "
-      "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED --add-opens=java.base/java.time=ALL-UNNAMED "
-      "--add-opens=java.base/java.util.concurrent=ALL-UNNAMED "
-      "--add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED -cp '",
-      flags.flink_classpath, "' dev.weir.bench.KeyedCount ", bootstrap, " ", in, " ", out, " ", flags.parallelism,
-      " ", checkpoint_ms, " ", dir, " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    std::perror("bench: starting java");
-    std::exit(1);
-  }
+  const weir::bench::FlinkRun run = weir::bench::RunFlinkJob(
+      flags.flink_classpath, "dev.weir.bench.KeyedCount",
+      {bootstrap, in, out, std::to_string(flags.parallelism), std::to_string(checkpoint_ms), "<dir>"}, 5);
   RunResult result;
-  std::string output;
-  char line[4096];
-  while (std::fgets(line, sizeof line, pipe) != nullptr) {
-    output += line;
-    double seconds = 0;
-    if (std::sscanf(line, "elapsed_seconds %lf", &seconds) == 1) result.seconds = seconds;
-    // "Completed checkpoint N for job J (B bytes, checkpointDuration=D ms, ...".
-    const char* completed = std::strstr(line, "Completed checkpoint ");
-    long long id = 0, bytes = 0, duration = 0;
-    char job[64];
-    if (completed != nullptr && std::sscanf(completed, "Completed checkpoint %lld for job %63s (%lld bytes, "
-                                            "checkpointDuration=%lld ms",
-                                            &id, job, &bytes, &duration) == 4) {
-      result.durations_ms.push_back(duration);
-      result.sizes.push_back(bytes);
-    }
-  }
-  const int status = pclose(pipe);
-  std::filesystem::remove_all(dir);
-  if (status != 0 || result.seconds <= 0) {
-    std::fprintf(stderr, "bench: the Flink job failed (exit %d):\n%s\n", status, output.c_str());
-    std::exit(1);
-  }
+  result.seconds = run.seconds;
+  result.durations_ms = run.checkpoint_ms;
+  result.sizes = run.checkpoint_bytes;
   return result;
 }
 

@@ -11,6 +11,8 @@
 #     (no broker; --baseline fleet builds the JobManager of git revision REV into build-baseline/ and passes it:
 #      bench/run.sh fleet --baseline REV [flags])
 #   bench/run.sh memory [--records N] [--parallelism K] [--rounds R] [--budget SIZE] [--jobs copy,keyed]
+#   bench/run.sh nexmark [--events N] [--event-rate R] [--queries q0,q1,q2,q5] [--parallelism P]
+#                        [--checkpoint-ms M] [--rounds R] [--flink]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh >/dev/null
@@ -49,11 +51,12 @@ case "${1:-}" in
   latency) bench=latency_bench; shift ;;
   sinks) bench=sink_bench; shift ;;
   memory) bench=memory_bench; shift ;;
+  nexmark) bench=nexmark_bench; shift ;;
 esac
-# checkpoint --flink: the same job on Apache Flink beside Weir's (bench/flink).
+# checkpoint/nexmark --flink: the same jobs on Apache Flink beside Weir's (bench/flink).
 args=()
 for a in "$@"; do
-  if [[ $bench == checkpoint_bench && $a == --flink ]]; then
+  if [[ ($bench == checkpoint_bench || $bench == nexmark_bench) && $a == --flink ]]; then
     args+=(--flink-classpath "$(bench/flink/build.sh)")
   else
     args+=("$a")

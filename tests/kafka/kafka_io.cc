@@ -90,7 +90,7 @@ absl::Status ProduceMessages(const std::string& bootstrap, const std::string& to
       RdKafka::ErrorCode code = producer->produce(
           topic, m.partition >= 0 ? m.partition : RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
           const_cast<char*>(m.value.data()), m.value.size(), m.key ? m.key->data() : nullptr,
-          m.key ? m.key->size() : 0, 0, nullptr);
+          m.key ? m.key->size() : 0, m.timestamp_ms, nullptr);
       if (code == RdKafka::ERR__QUEUE_FULL) {
         producer->poll(50);
         continue;

@@ -23,6 +23,8 @@ struct KafkaMessage {
   std::string value;
   int32_t partition = -1;
   int64_t offset = -1;
+  // Producing: the record's timestamp (Unix ms); 0: the producer's clock.
+  int64_t timestamp_ms = 0;
 };
 
 // Counts a producer's delivery reports (set it as "dr_cb").

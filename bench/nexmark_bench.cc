@@ -1,0 +1,312 @@
+// nexmark_bench: Nexmark-style queries on Weir and on Apache Flink 2.2, over
+// one generated input, in one run.
+//
+//   bench/run.sh nexmark [--events N] [--event-rate R] [--queries q0,q1,q2,q5] [--parallelism P]
+//                        [--checkpoint-ms M] [--rounds R] [--flink]
+//
+// N events (default 2 M) of bench/nexmark/generator.h, R per second of event
+// time (default 10 000), go once into a topic of 4 partitions. Then, per
+// query and round, Weir's bench/jobs/nexmark.cc (bounded, RocksDB state, a
+// fresh cluster of one JobManager and P TaskManagers of one slot) and, with
+// --flink, bench/flink's Nexmark.java (the same plan in Flink's DataStream
+// API, a local cluster in one JVM with P slots, RocksDB with incremental
+// checkpoints), both at-least-once into Kafka with checkpoints every M ms
+// (default 1000; 0 off), interleaved. Per query it prints the medians of:
+// events/s (Weir: submission to FINISHED; Flink: execute() to its end), CPU
+// seconds per million events (Weir: every daemon's user + system time at the
+// end; Flink: the JVM's), peak resident memory (Weir: JobManager plus
+// TaskManagers; Flink: the JVM), and the checkpoints' duration p50/p99; and
+// the ratios. Every run's output is checked against a single pass over the
+// generated events: the record count for q0-q2, every (window, auction,
+// count) for q5.
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "bench/bench_flags.h"
+#include "bench/flink_job.h"
+#include "bench/nexmark/generator.h"
+#include "bench/proc_status.h"
+#include "tests/kafka/kafka_io.h"
+#include "tests/kafka/test_kafka.h"
+#include "tests/testing/local_cluster.h"
+
+namespace {
+
+using weir::bench::nexmark::Event;
+using weir::bench::nexmark::Generator;
+using weir::testing::LocalCluster;
+
+struct Flags {
+  int64_t events = 2000000;
+  int64_t event_rate = 10000;
+  std::vector<std::string> queries = {"q0", "q1", "q2", "q5"};
+  int parallelism = 2;
+  int64_t checkpoint_ms = 1000;
+  int64_t rounds = 2;
+  std::string flink_classpath;
+};
+
+struct Run {
+  double seconds = 0;
+  double cpu_seconds = 0;
+  double peak_rss_mib = 0;
+  std::vector<int64_t> checkpoint_ms;
+  bool correct = false;
+};
+
+template <typename T>
+double Percentile(std::vector<T> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t index = static_cast<size_t>(p * static_cast<double>(values.size() - 1) + 0.5);
+  return static_cast<double>(values[std::min(index, values.size() - 1)]);
+}
+
+std::string NewTopic(const std::string& bootstrap, const std::string& prefix) {
+  std::string topic = weir::test::UniqueTopicName(prefix);
+  if (auto s = weir::test::CreateTopic(bootstrap, topic, 4); !s.ok()) {
+    std::fprintf(stderr, "bench: %s\n", std::string(s.message()).c_str());
+    std::exit(1);
+  }
+  return topic;
+}
+
+// CPU seconds (user + system) of a process so far, from /proc/<pid>/stat.
+double CpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Fields after the command (which may hold spaces) start after ") ".
+  const size_t close = stat.rfind(") ");
+  if (close == std::string::npos) return 0;
+  std::vector<std::string> fields = absl::StrSplit(stat.substr(close + 2), ' ');
+  // utime and stime are fields 14 and 15 of the line, 12 and 13 here.
+  int64_t utime = 0, stime = 0;
+  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &utime) || !absl::SimpleAtoi(fields[12], &stime)) return 0;
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// What a single pass over the events says each query writes: the number of
+// records for q0-q2, and the lines themselves for q5.
+struct Expected {
+  std::map<std::string, int64_t> counts;
+  std::set<std::string> q5;
+};
+
+Expected SinglePass(const Generator& generator, int64_t events) {
+  Expected expected;
+  std::map<std::pair<int64_t, int64_t>, int64_t> per_window;  // (end, auction) -> bids
+  int64_t bids = 0, q2 = 0;
+  for (int64_t i = 0; i < events; ++i) {
+    const Event e = generator.At(i);
+    if (e.value[0] != 'B') continue;
+    ++bids;
+    const int64_t auction = std::stoll(e.key);
+    if (auction % 123 == 0) ++q2;
+    // Sliding windows of 10 s every 2 s holding e.time_ms.
+    for (int64_t start = e.time_ms - e.time_ms % 2000; start > e.time_ms - 10000; start -= 2000) {
+      ++per_window[{start + 10000, auction}];
+    }
+  }
+  expected.counts = {{"q0", events}, {"q1", bids}, {"q2", q2}};
+  std::map<int64_t, int64_t> most;
+  for (const auto& [window, n] : per_window) most[window.first] = std::max(most[window.first], n);
+  for (const auto& [window, n] : per_window) {
+    if (n == most[window.first]) expected.q5.insert(absl::StrCat(window.first, ",", window.second, ",", n));
+  }
+  expected.counts["q5"] = static_cast<int64_t>(expected.q5.size());
+  return expected;
+}
+
+bool Check(const std::string& bootstrap, const std::string& out, const std::string& query, const Expected& expected,
+           const std::string& who) {
+  absl::StatusOr<std::vector<weir::test::KafkaMessage>> output = weir::test::ReadTopic(bootstrap, out);
+  if (!output.ok()) {
+    std::fprintf(stderr, "bench: reading %s's output: %s\n", who.c_str(), std::string(output.status().message()).c_str());
+    return false;
+  }
+  // At-least-once without failures: every record once.
+  const int64_t want = expected.counts.at(query);
+  if (static_cast<int64_t>(output->size()) != want) {
+    std::fprintf(stderr, "bench: %s %s wrote %zu records; a single pass gives %lld\n", who.c_str(), query.c_str(),
+                 output->size(), static_cast<long long>(want));
+    return false;
+  }
+  if (query != "q5") return true;
+  std::set<std::string> lines;
+  for (const auto& m : *output) lines.insert(m.value);
+  if (lines != expected.q5) {
+    std::fprintf(stderr, "bench: %s q5's (window, auction, count) lines differ from a single pass\n", who.c_str());
+    return false;
+  }
+  return true;
+}
+
+Run RunWeir(const std::string& bootstrap, const std::string& in, const std::string& query, const Flags& flags,
+            const Expected& expected) {
+  LocalCluster cluster({.taskmanagers = flags.parallelism, .slots_per_taskmanager = 1});
+  cluster.Start();
+  const std::string out = NewTopic(bootstrap, "bench-nexmark-weir");
+  std::vector<std::string> options = {"-p", std::to_string(flags.parallelism), "-Dstate.backend.type=rocksdb"};
+  if (flags.checkpoint_ms > 0) {
+    options.push_back(absl::StrCat("-Dexecution.checkpointing.interval=", flags.checkpoint_ms, "ms"));
+  }
+  std::string error;
+  const absl::Time start = absl::Now();
+  const std::string job = cluster.Submit(std::string(WEIR_JOBS_DIR) + "/nexmark.so", options,
+                                         {"--brokers", bootstrap, "--input-topic", in, "--output-topic", out,
+                                          "--query", query},
+                                         &error);
+  if (job.empty()) {
+    std::fprintf(stderr, "bench: submission failed: %s\n", error.c_str());
+    std::exit(1);
+  }
+  const nlohmann::json status = cluster.WaitForJobEnd(job, absl::Minutes(30));
+  Run run;
+  run.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (status.is_null() || status["state"] != "FINISHED") {
+    std::fprintf(stderr, "bench: the job did not finish: %s\n%s\n", status.dump(2).c_str(), cluster.Logs().c_str());
+    std::exit(1);
+  }
+  std::vector<pid_t> pids = {cluster.jobmanager().pid()};
+  for (int i = 0; i < flags.parallelism; ++i) pids.push_back(cluster.taskmanager(i).pid());
+  for (pid_t pid : pids) {
+    run.cpu_seconds += CpuSeconds(pid);
+    run.peak_rss_mib += static_cast<double>(std::max<int64_t>(0, weir::bench::ProcStatusField(pid, "VmHWM"))) / 1024;
+  }
+  const nlohmann::json checkpoints = cluster.WeirJson({"checkpoints", job});
+  if (!checkpoints.is_null()) {
+    for (const auto& c : checkpoints["checkpoints"]) {
+      if (c["status"] == "COMPLETED") run.checkpoint_ms.push_back(c["duration_ms"].get<int64_t>());
+    }
+  }
+  run.correct = Check(bootstrap, out, query, expected, "Weir");
+  return run;
+}
+
+Run RunFlink(const std::string& bootstrap, const std::string& in, const std::string& query, const Flags& flags,
+             const Expected& expected) {
+  const std::string out = NewTopic(bootstrap, "bench-nexmark-flink");
+  const weir::bench::FlinkRun flink = weir::bench::RunFlinkJob(
+      flags.flink_classpath, "dev.weir.bench.Nexmark",
+      {bootstrap, in, out, std::to_string(flags.parallelism), std::to_string(flags.checkpoint_ms), "<dir>", query}, 5);
+  Run run;
+  run.seconds = flink.seconds;
+  run.cpu_seconds = flink.cpu_seconds;
+  run.peak_rss_mib = static_cast<double>(flink.peak_rss_kb) / 1024;
+  run.checkpoint_ms = flink.checkpoint_ms;
+  run.correct = Check(bootstrap, out, query, expected, "Flink");
+  return run;
+}
+
+struct Summary {
+  double events_per_second = 0, cpu_per_million = 0, rss_mib = 0, checkpoint_p50 = 0, checkpoint_p99 = 0;
+  size_t checkpoints = 0;
+  bool correct = true;
+};
+
+Summary Summarize(const std::vector<Run>& runs, int64_t events) {
+  Summary s;
+  std::vector<double> rates, cpu, rss;
+  std::vector<int64_t> checkpoint_ms;
+  for (const Run& r : runs) {
+    rates.push_back(static_cast<double>(events) / r.seconds);
+    cpu.push_back(r.cpu_seconds / (static_cast<double>(events) / 1e6));
+    rss.push_back(r.peak_rss_mib);
+    checkpoint_ms.insert(checkpoint_ms.end(), r.checkpoint_ms.begin(), r.checkpoint_ms.end());
+    s.correct = s.correct && r.correct;
+  }
+  s.events_per_second = Percentile(rates, 0.5);
+  s.cpu_per_million = Percentile(cpu, 0.5);
+  s.rss_mib = Percentile(rss, 0.5);
+  s.checkpoint_p50 = Percentile(checkpoint_ms, 0.5);
+  s.checkpoint_p99 = Percentile(checkpoint_ms, 0.99);
+  s.checkpoints = checkpoint_ms.size();
+  return s;
+}
+
+void Print(const char* who, const Summary& s) {
+  std::printf("    %-6s %10.0f events/s | %6.2f CPU-s per M events | peak %7.1f MiB | %zu checkpoints, p50 %.0f ms, "
+              "p99 %.0f ms | output %s\n",
+              who, s.events_per_second, s.cpu_per_million, s.rss_mib, s.checkpoints, s.checkpoint_p50,
+              s.checkpoint_p99, s.correct ? "equals a single pass" : "WRONG");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  weir::bench::BenchFlags parser("bench");
+  parser.Int("--events", &flags.events);
+  parser.Int("--event-rate", &flags.event_rate);
+  parser.List("--queries", &flags.queries);
+  parser.Int("--parallelism", &flags.parallelism);
+  parser.Int("--checkpoint-ms", &flags.checkpoint_ms, 0);
+  parser.Int("--rounds", &flags.rounds);
+  parser.String("--flink-classpath", &flags.flink_classpath);
+  if (!parser.Parse(argc, argv)) return 2;
+  const std::string bootstrap = weir::test::TestKafkaBootstrap();
+  if (bootstrap.empty()) return 1;
+
+  // Event time starts a day back, so that no timestamp is in the future.
+  const int64_t base = (absl::ToUnixMillis(absl::Now()) - 24 * 3600 * 1000) / 10000 * 10000;
+  const Generator generator(base, flags.event_rate);
+  const std::string in = NewTopic(bootstrap, "bench-nexmark-events");
+  std::fprintf(stderr, "bench: producing %lld events\n", static_cast<long long>(flags.events));
+  std::vector<weir::test::KafkaMessage> batch;
+  for (int64_t i = 0; i < flags.events; ++i) {
+    Event e = generator.At(i);
+    batch.push_back({std::move(e.key), std::move(e.value), -1, -1, e.time_ms});
+    if (batch.size() == 200000 || i + 1 == flags.events) {
+      if (auto s = weir::test::ProduceMessages(bootstrap, in, batch); !s.ok()) {
+        std::fprintf(stderr, "bench: %s\n", std::string(s.message()).c_str());
+        return 1;
+      }
+      batch.clear();
+    }
+  }
+  const Expected expected = SinglePass(generator, flags.events);
+
+  std::printf("nexmark benchmark: %lld events (%lld/s of event time), parallelism %d, checkpoints every %lld ms, "
+              "RocksDB state, %lld interleaved rounds\n",
+              static_cast<long long>(flags.events), static_cast<long long>(flags.event_rate), flags.parallelism,
+              static_cast<long long>(flags.checkpoint_ms), static_cast<long long>(flags.rounds));
+  bool all_correct = true;
+  for (const std::string& query : flags.queries) {
+    if (!expected.counts.contains(query)) {
+      std::fprintf(stderr, "bench: unknown query '%s'; expected q0, q1, q2 or q5\n", query.c_str());
+      return 2;
+    }
+    std::vector<Run> weir_runs, flink_runs;
+    for (int64_t round = 0; round < flags.rounds; ++round) {
+      if (!flags.flink_classpath.empty()) flink_runs.push_back(RunFlink(bootstrap, in, query, flags, expected));
+      weir_runs.push_back(RunWeir(bootstrap, in, query, flags, expected));
+    }
+    const Summary weir = Summarize(weir_runs, flags.events);
+    std::printf("  %s (%lld output records):\n", query.c_str(), static_cast<long long>(expected.counts.at(query)));
+    Print("Weir", weir);
+    all_correct = all_correct && weir.correct;
+    if (!flink_runs.empty()) {
+      const Summary flink = Summarize(flink_runs, flags.events);
+      Print("Flink", flink);
+      all_correct = all_correct && flink.correct;
+      std::printf("    Weir / Flink: events/s %.2fx, events per CPU-second %.2fx, peak memory %.2fx, checkpoint "
+                  "p99 %.2fx\n",
+                  weir.events_per_second / flink.events_per_second, flink.cpu_per_million / weir.cpu_per_million,
+                  weir.rss_mib / flink.rss_mib, weir.checkpoint_p99 / std::max(1.0, flink.checkpoint_p99));
+    }
+  }
+  return all_correct ? 0 : 1;
+}
