@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -64,6 +65,9 @@ struct Run {
   double cpu_seconds = 0;
   double peak_rss_mib = 0;
   std::vector<int64_t> checkpoint_ms;
+  // Weir only: per checkpoint, the longest alignment, synchronous and
+  // asynchronous part of a task.
+  std::vector<int64_t> alignment_ms, sync_ms, async_ms;
   bool correct = false;
 };
 
@@ -189,10 +193,20 @@ Run RunWeir(const std::string& bootstrap, const std::string& in, const std::stri
   const nlohmann::json checkpoints = cluster.WeirJson({"checkpoints", job});
   if (!checkpoints.is_null()) {
     for (const auto& c : checkpoints["checkpoints"]) {
-      if (c["status"] == "COMPLETED") run.checkpoint_ms.push_back(c["duration_ms"].get<int64_t>());
+      if (c["status"] != "COMPLETED") continue;
+      run.checkpoint_ms.push_back(c["duration_ms"].get<int64_t>());
+      run.alignment_ms.push_back(c["longest_alignment_ms"].get<int64_t>());
+      run.sync_ms.push_back(c["longest_sync_ms"].get<int64_t>());
+      run.async_ms.push_back(c["longest_async_ms"].get<int64_t>());
     }
   }
   run.correct = Check(bootstrap, out, query, expected, "Weir");
+  // The TaskManagers' account of slow synchronous parts, when asked.
+  if (std::getenv("NEXMARK_BENCH_SLOW_CHECKPOINTS") != nullptr) {
+    for (const std::string& line : std::vector<std::string>(absl::StrSplit(cluster.Logs(), '\n'))) {
+      if (line.find("synchronous part") != std::string::npos) std::fprintf(stderr, "%s\n", line.c_str());
+    }
+  }
   return run;
 }
 
@@ -213,6 +227,7 @@ Run RunFlink(const std::string& bootstrap, const std::string& in, const std::str
 
 struct Summary {
   double events_per_second = 0, cpu_per_million = 0, rss_mib = 0, checkpoint_p50 = 0, checkpoint_p99 = 0;
+  double alignment_p99 = 0, sync_p99 = 0, async_p99 = 0;
   size_t checkpoints = 0;
   bool correct = true;
 };
@@ -220,8 +235,11 @@ struct Summary {
 Summary Summarize(const std::vector<Run>& runs, int64_t events) {
   Summary s;
   std::vector<double> rates, cpu, rss;
-  std::vector<int64_t> checkpoint_ms;
+  std::vector<int64_t> checkpoint_ms, alignment_ms, sync_ms, async_ms;
   for (const Run& r : runs) {
+    alignment_ms.insert(alignment_ms.end(), r.alignment_ms.begin(), r.alignment_ms.end());
+    sync_ms.insert(sync_ms.end(), r.sync_ms.begin(), r.sync_ms.end());
+    async_ms.insert(async_ms.end(), r.async_ms.begin(), r.async_ms.end());
     rates.push_back(static_cast<double>(events) / r.seconds);
     cpu.push_back(r.cpu_seconds / (static_cast<double>(events) / 1e6));
     rss.push_back(r.peak_rss_mib);
@@ -234,6 +252,9 @@ Summary Summarize(const std::vector<Run>& runs, int64_t events) {
   s.checkpoint_p50 = Percentile(checkpoint_ms, 0.5);
   s.checkpoint_p99 = Percentile(checkpoint_ms, 0.99);
   s.checkpoints = checkpoint_ms.size();
+  s.alignment_p99 = Percentile(alignment_ms, 0.99);
+  s.sync_p99 = Percentile(sync_ms, 0.99);
+  s.async_p99 = Percentile(async_ms, 0.99);
   return s;
 }
 
@@ -242,6 +263,11 @@ void Print(const char* who, const Summary& s) {
               "p99 %.0f ms | output %s\n",
               who, s.events_per_second, s.cpu_per_million, s.rss_mib, s.checkpoints, s.checkpoint_p50,
               s.checkpoint_p99, s.correct ? "equals a single pass" : "WRONG");
+  if (s.sync_p99 > 0 || s.async_p99 > 0 || s.alignment_p99 > 0) {
+    std::printf("           of a checkpoint, p99 of the longest: alignment %.0f ms, synchronous part %.0f ms, "
+                "asynchronous part %.0f ms\n",
+                s.alignment_p99, s.sync_p99, s.async_p99);
+  }
 }
 
 }  // namespace

@@ -92,6 +92,13 @@ class KeyedStateStore {
   // Every entry of the current key's map, ordered by user-key bytes.
   virtual std::vector<std::pair<std::string, std::string>> Entries(std::string_view state_name) = 0;
   virtual void ClearEntries(std::string_view state_name) = 0;
+
+  // Between the two, writes (Put, Append, Remove, PutEntry, RemoveEntry) may
+  // be applied together at CommitWriteBatch — much cheaper for many writes
+  // in RocksDB — and reads may not see them yet: for writing back many
+  // entries at once. Default: each write applies at once.
+  virtual void StartWriteBatch() {}
+  virtual void CommitWriteBatch() {}
 };
 
 // A list of byte strings kept per operator instance in checkpoints

@@ -28,6 +28,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -163,6 +164,136 @@ class AtTimeOutput final : public RecordOutput {
   const int64_t time_;
 };
 
+// A write-back cache in front of the keyed state for the window contents'
+// map entries (everything else passes through): a window's accumulator is
+// read from the backend once, then updated in memory, and written back —
+// each (key, window) once — when a checkpoint snapshots the operator, or
+// when the cache holds `max_entries` (then all of it); a window that opens
+// and is purged between two write-backs never reaches the backend. With
+// sliding windows and hot keys this turns several backend reads and writes
+// per record into a few per checkpoint interval. The owner tells it the current key (SetKey)
+// whenever it sets the context's.
+class WriteBackEntries final : public KeyedStateStore {
+ public:
+  WriteBackEntries(OperatorContext* context, size_t max_entries) : context_(context), max_entries_(max_entries) {}
+
+  void SetKey(std::string_view key) {
+    key_.assign(key.data(), key.size());
+    has_key_ = true;
+  }
+
+  // Writes every change back to the keyed state, and empties the cache.
+  void Flush() {
+    KeyedStateStore* store = context_->keyed_state();
+    store->StartWriteBatch();
+    for (const auto& [slot, e] : entries_) {
+      if (!e.dirty) continue;
+      const std::string_view s = slot;
+      context_->SetCurrentKey(s.substr(0, e.key_length));
+      const std::string_view name = s.substr(e.key_length, e.name_length);
+      const std::string_view user_key = s.substr(e.key_length + e.name_length);
+      if (e.value.has_value()) {
+        store->PutEntry(name, user_key, *e.value);
+      } else {
+        store->RemoveEntry(name, user_key);
+      }
+    }
+    store->CommitWriteBatch();
+    entries_.clear();
+    if (has_key_) context_->SetCurrentKey(key_);
+  }
+
+  std::optional<std::string> GetEntry(std::string_view name, std::string_view user_key) override {
+    auto it = entries_.find(Slot(name, user_key));
+    if (it != entries_.end()) return it->second.value;
+    std::optional<std::string> stored = context_->keyed_state()->GetEntry(name, user_key);
+    Insert(stored, /*dirty=*/false, /*in_backend=*/stored.has_value());
+    return stored;
+  }
+  void PutEntry(std::string_view name, std::string_view user_key, std::string_view value) override {
+    auto it = entries_.find(Slot(name, user_key));
+    if (it != entries_.end()) {
+      it->second.value.emplace(value);
+      it->second.dirty = true;
+    } else {
+      Insert(std::string(value), /*dirty=*/true, /*in_backend=*/true);  // may be there: written back either way
+    }
+  }
+  // As PutEntry, for an entry the caller knows the backend does not hold
+  // (a new element slot of a window): removed before the next write-back,
+  // it costs the backend nothing.
+  void PutNewEntry(std::string_view name, std::string_view user_key, std::string_view value) {
+    auto it = entries_.find(Slot(name, user_key));
+    if (it != entries_.end()) {
+      it->second.value.emplace(value);
+      it->second.dirty = true;
+    } else {
+      Insert(std::string(value), /*dirty=*/true, /*in_backend=*/false);
+    }
+  }
+  void RemoveEntry(std::string_view name, std::string_view user_key) override {
+    auto it = entries_.find(Slot(name, user_key));
+    if (it == entries_.end()) {
+      Insert(std::nullopt, /*dirty=*/true, /*in_backend=*/true);
+    } else if (!it->second.in_backend) {
+      // Born and gone between two write-backs (most windows): the backend
+      // never hears of it.
+      entries_.erase(it);
+    } else {
+      it->second.value.reset();
+      it->second.dirty = true;
+    }
+  }
+
+  // Not cached: the window contents use none of these.
+  std::optional<std::string> Get(std::string_view name) override { return context_->keyed_state()->Get(name); }
+  void Put(std::string_view name, std::string_view value) override { context_->keyed_state()->Put(name, value); }
+  void Append(std::string_view name, std::string_view bytes) override { context_->keyed_state()->Append(name, bytes); }
+  void Remove(std::string_view name) override { context_->keyed_state()->Remove(name); }
+  std::vector<std::pair<std::string, std::string>> Entries(std::string_view) override {
+    throw std::logic_error("the window contents' cache does not list entries");
+  }
+  void ClearEntries(std::string_view) override {
+    throw std::logic_error("the window contents' cache does not clear entries");
+  }
+
+ private:
+  struct Entry {
+    std::optional<std::string> value;  // nullopt: absent, or removed
+    bool dirty = false;
+    bool in_backend = true;  // the backend may hold a value for it
+    uint32_t key_length = 0;
+    uint32_t name_length = 0;
+  };
+
+  // <key><name><user key>, in slot_.
+  const std::string& Slot(std::string_view name, std::string_view user_key) {
+    slot_.assign(key_);
+    slot_.append(name);
+    slot_.append(user_key);
+    name_length_ = static_cast<uint32_t>(name.size());
+    return slot_;
+  }
+  // Adds the entry of slot_ (as Slot left it), flushing first when full.
+  void Insert(std::optional<std::string> value, bool dirty, bool in_backend) {
+    if (entries_.size() >= max_entries_) {
+      const std::string slot = slot_;
+      Flush();
+      slot_ = slot;
+    }
+    entries_.emplace(slot_,
+                     Entry{std::move(value), dirty, in_backend, static_cast<uint32_t>(key_.size()), name_length_});
+  }
+
+  OperatorContext* const context_;
+  const size_t max_entries_;
+  std::string key_;
+  bool has_key_ = false;
+  std::string slot_;
+  uint32_t name_length_ = 0;
+  std::unordered_map<std::string, Entry> entries_;
+};
+
 // Window contents as one accumulator per (key, window): an Aggregate's,
 // or a Reduce's running value.
 template <typename T, typename K, typename Agg, typename WindowFn>
@@ -172,7 +303,7 @@ struct AggregateContents {
   WindowFn window_fn;
 
   static constexpr std::string_view kState = "weir.window.contents";
-  void Add(KeyedStateStore* state, const std::string& window, const T& value) const {
+  void Add(WriteBackEntries* state, const std::string& window, const T& value) const {
     std::optional<std::string> stored = state->GetEntry(kState, window);
     Acc acc = stored.has_value() ? Serializer<Acc>::Read(*stored) : agg.Create();
     agg.Add(acc, value);
@@ -181,15 +312,15 @@ struct AggregateContents {
     state->PutEntry(kState, window, bytes);
   }
   template <typename Out>
-  void Fire(KeyedStateStore* state, const std::string& window, const K& key, const TimeWindow& w,
+  void Fire(WriteBackEntries* state, const std::string& window, const K& key, const TimeWindow& w,
             Collector<Out>& out) const {
     std::optional<std::string> stored = state->GetEntry(kState, window);
     if (!stored.has_value()) return;
     window_fn(key, w, agg.Get(Serializer<Acc>::Read(*stored)), out);
   }
-  void Purge(KeyedStateStore* state, const std::string& window) const { state->RemoveEntry(kState, window); }
+  void Purge(WriteBackEntries* state, const std::string& window) const { state->RemoveEntry(kState, window); }
   // Sessions: `from`'s contents into `into`'s, and `from` purged.
-  void Merge(KeyedStateStore* state, const std::string& into, const std::string& from) const {
+  void Merge(WriteBackEntries* state, const std::string& into, const std::string& from) const {
     if constexpr (requires(Acc& a, const Acc& b) { agg.Merge(a, b); }) {
       std::optional<std::string> source = state->GetEntry(kState, from);
       if (!source.has_value()) return;
@@ -215,7 +346,7 @@ struct ReduceContents {
   WindowFn window_fn;
 
   static constexpr std::string_view kState = "weir.window.contents";
-  void Add(KeyedStateStore* state, const std::string& window, const T& value) const {
+  void Add(WriteBackEntries* state, const std::string& window, const T& value) const {
     std::optional<std::string> stored = state->GetEntry(kState, window);
     std::string bytes;
     if (stored.has_value()) {
@@ -226,13 +357,13 @@ struct ReduceContents {
     state->PutEntry(kState, window, bytes);
   }
   template <typename Out>
-  void Fire(KeyedStateStore* state, const std::string& window, const K& key, const TimeWindow& w,
+  void Fire(WriteBackEntries* state, const std::string& window, const K& key, const TimeWindow& w,
             Collector<Out>& out) const {
     std::optional<std::string> stored = state->GetEntry(kState, window);
     if (stored.has_value()) window_fn(key, w, S::Read(*stored), out);
   }
-  void Purge(KeyedStateStore* state, const std::string& window) const { state->RemoveEntry(kState, window); }
-  void Merge(KeyedStateStore* state, const std::string& into, const std::string& from) const {
+  void Purge(WriteBackEntries* state, const std::string& window) const { state->RemoveEntry(kState, window); }
+  void Merge(WriteBackEntries* state, const std::string& into, const std::string& from) const {
     std::optional<std::string> source = state->GetEntry(kState, from);
     if (!source.has_value()) return;
     std::optional<std::string> target = state->GetEntry(kState, into);
@@ -259,21 +390,21 @@ struct ElementContents {
     AppendOrderedInt64(index, slot);
     return slot;
   }
-  static int64_t Count(KeyedStateStore* state, const std::string& window) {
+  static int64_t Count(WriteBackEntries* state, const std::string& window) {
     std::optional<std::string> stored = state->GetEntry(kState, window);
     return stored.has_value() ? Serializer<int64_t>::Read(*stored) : 0;
   }
-  void Add(KeyedStateStore* state, const std::string& window, const T& value) const {
+  void Add(WriteBackEntries* state, const std::string& window, const T& value) const {
     const int64_t count = Count(state, window);
     std::string bytes;
     S::Write(value, bytes);
-    state->PutEntry(kState, Slot(window, count), bytes);
+    state->PutNewEntry(kState, Slot(window, count), bytes);
     bytes.clear();
     Serializer<int64_t>::Write(count + 1, bytes);
     state->PutEntry(kState, window, bytes);
   }
   template <typename Out>
-  void Fire(KeyedStateStore* state, const std::string& window, const K& key, const TimeWindow& w,
+  void Fire(WriteBackEntries* state, const std::string& window, const K& key, const TimeWindow& w,
             Collector<Out>& out) const {
     const int64_t count = Count(state, window);
     if (count == 0) return;
@@ -286,18 +417,18 @@ struct ElementContents {
     }
     fn(key, w, records, out);
   }
-  void Purge(KeyedStateStore* state, const std::string& window) const {
+  void Purge(WriteBackEntries* state, const std::string& window) const {
     const int64_t count = Count(state, window);
     for (int64_t i = 0; i < count; ++i) state->RemoveEntry(kState, Slot(window, i));
     state->RemoveEntry(kState, window);
   }
-  void Merge(KeyedStateStore* state, const std::string& into, const std::string& from) const {
+  void Merge(WriteBackEntries* state, const std::string& into, const std::string& from) const {
     const int64_t from_count = Count(state, from);
     int64_t count = Count(state, into);
     for (int64_t i = 0; i < from_count; ++i) {
       std::optional<std::string> stored = state->GetEntry(kState, Slot(from, i));
       if (!stored.has_value()) throw std::runtime_error("corrupt window state: a record of the window is missing");
-      state->PutEntry(kState, Slot(into, count++), *stored);
+      state->PutNewEntry(kState, Slot(into, count++), *stored);
     }
     std::string bytes;
     Serializer<int64_t>::Write(count, bytes);
@@ -323,6 +454,13 @@ class WindowOperator final : public OperatorBase {
                                        "side output when one is attached, else dropped).");
     late_output_ = context.side_output(1);
     fired_ = &context.metrics().counter("weir_window_fired_total", "Window results emitted.");
+    contents_state_ = std::make_unique<WriteBackEntries>(&context, kCachedEntries);
+  }
+
+  // The cached window contents go into the keyed state before it is
+  // snapshotted (the chain snapshots keyed state after this).
+  void SnapshotState(const CheckpointInfo&) override {
+    if (contents_state_ != nullptr) contents_state_->Flush();
   }
 
   void Process(void* record) override {
@@ -337,6 +475,7 @@ class WindowOperator final : public OperatorBase {
     key_bytes_.clear();
     KS::Write(key, key_bytes_);
     context_->SetCurrentKey(key_bytes_);
+    contents_state_->SetKey(key_bytes_);
     TimerService& timers = *context_->timers();
     const int64_t watermark = timers.CurrentWatermark();
     windows_.clear();
@@ -354,7 +493,7 @@ class WindowOperator final : public OperatorBase {
       if (Cleanup(w) <= watermark) continue;  // past its lateness
       taken = true;
       const std::string ns = EncodeWindow(w);
-      contents_.Add(context_->keyed_state(), ns, value);
+      contents_.Add(contents_state_.get(), ns, value);
       if (w.max_timestamp() <= watermark) {
         Fire(key, w, ns);  // late but allowed: an update
       } else {
@@ -369,19 +508,20 @@ class WindowOperator final : public OperatorBase {
     if (timer.domain != TimeDomain::kEventTime) return;
     const TimeWindow w = DecodeWindow(timer.ns);
     std::string ns(timer.ns);
+    contents_state_->SetKey(timer.key);  // the runtime set the context's
     if constexpr (std::is_same_v<Assigner, SessionWindows>) {
       // The session's contents live under its state window.
       std::optional<std::string> state_window = context_->keyed_state()->GetEntry(kSessions, ns);
       if (!state_window.has_value()) return;  // merged away (its timers were deleted)
       if (timer.time == w.max_timestamp()) Fire(KS::Read(timer.key), w, *state_window);
       if (timer.time == Cleanup(w)) {
-        contents_.Purge(context_->keyed_state(), *state_window);
+        contents_.Purge(contents_state_.get(), *state_window);
         context_->keyed_state()->RemoveEntry(kSessions, ns);
       }
       return;
     }
     if (timer.time == w.max_timestamp()) Fire(KS::Read(timer.key), w, ns);
-    if (timer.time == Cleanup(w)) contents_.Purge(context_->keyed_state(), ns);
+    if (timer.time == Cleanup(w)) contents_.Purge(contents_state_.get(), ns);
   }
 
  private:
@@ -411,13 +551,13 @@ class WindowOperator final : public OperatorBase {
       if (state_ns.empty()) {
         state_ns = session_state;
       } else {
-        contents_.Merge(state, state_ns, session_state);
+        contents_.Merge(contents_state_.get(), state_ns, session_state);
       }
     }
     const std::string ns = EncodeWindow(window);
     if (state_ns.empty()) state_ns = ns;
     state->PutEntry(kSessions, ns, state_ns);
-    contents_.Add(state, state_ns, value);
+    contents_.Add(contents_state_.get(), state_ns, value);
     if (window.max_timestamp() <= watermark) {
       Fire(key, window, state_ns);  // late but allowed: an update
     } else {
@@ -433,7 +573,7 @@ class WindowOperator final : public OperatorBase {
   void Fire(const K& key, const TimeWindow& w, const std::string& ns) {
     AtTimeOutput at(output_, w.max_timestamp());
     CountingCollector out(&at, fired_);
-    contents_.Fire(context_->keyed_state(), ns, key, w, out.collector);
+    contents_.Fire(contents_state_.get(), ns, key, w, out.collector);
   }
   // Counts the results a firing emits.
   struct CountingCollector {
@@ -463,6 +603,9 @@ class WindowOperator final : public OperatorBase {
   Counter* late_ = nullptr;
   Counter* fired_ = nullptr;
   RecordOutput* late_output_ = nullptr;  // side output 1, if consumed
+  // The window contents' entries, through a write-back cache.
+  static constexpr size_t kCachedEntries = 100000;
+  std::unique_ptr<WriteBackEntries> contents_state_;
 };
 
 }  // namespace internal

@@ -8,6 +8,12 @@
 #include "taskmanager/checkpointing/snapshot_file.h"
 
 namespace weir::taskmanager {
+namespace {
+
+// A synchronous part this long is logged with its parts.
+constexpr absl::Duration kSlowSynchronousPart = absl::Milliseconds(100);
+
+}  // namespace
 
 std::string CheckpointDirectory(const std::string& job_checkpoint_dir, int64_t checkpoint_id) {
   return absl::StrCat(job_checkpoint_dir, "/chk-", checkpoint_id);
@@ -33,8 +39,20 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
   const absl::Duration pre_barrier = absl::Now() - start;
   fault::MaybeCrash(fault::Point::kTaskManagerAfterPreCommit, checkpoint_id);
   chain.BroadcastBarrier(checkpoint_id, timestamp_ms);
+  const absl::Time barrier_out = absl::Now();
   absl::StatusOr<ChainSnapshot> taken = chain.SnapshotState(CheckpointInfo{checkpoint_id, timestamp_ms});
   const absl::Duration sync = absl::Now() - start;
+  if (sync >= kSlowSynchronousPart) {
+    // Where the task's input waited: the operators' flush, the barrier
+    // waiting for room in the output (backpressure), or the snapshot.
+    logging::Get("task")
+        ->info("task {}: checkpoint {}: synchronous part {} ms (flush before the barrier {} ms, barrier waiting for "
+               "output buffers {} ms, snapshot {} ms)",
+               tdd_.task_id(), checkpoint_id, absl::ToInt64Milliseconds(sync),
+               absl::ToInt64Milliseconds(pre_barrier),
+               absl::ToInt64Milliseconds(barrier_out - start - pre_barrier),
+               absl::ToInt64Milliseconds(absl::Now() - barrier_out));
+  }
   if (!taken.ok()) {
     // The barrier is out, so the task goes on; only this checkpoint fails.
     Decline(checkpoint_id, absl::StrCat("taking the snapshot failed: ", taken.status().message()));

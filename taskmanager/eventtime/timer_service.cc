@@ -59,7 +59,7 @@ void InternalTimerService::Restore() {
     }
   }
   for (TimeDomain domain : {TimeDomain::kEventTime, TimeDomain::kProcessingTime}) {
-    std::set<Entry>& index = Index(domain);
+    Index& index = IndexOf(domain);
     backend_->ForEachEntry(StateName(domain), [&](std::string_view key, std::string_view user_key, std::string_view) {
       int64_t time = 0;
       std::string_view ns;
@@ -72,6 +72,16 @@ void InternalTimerService::Restore() {
 }
 
 void InternalTimerService::SnapshotState() {
+  // The timers registered since the last snapshot that have not fired.
+  backend_->StartWriteBatch();
+  for (TimeDomain domain : {TimeDomain::kEventTime, TimeDomain::kProcessingTime}) {
+    for (const auto& [time, key, ns] : Unpersisted(domain)) {
+      backend_->SetCurrentKey(key);
+      backend_->PutEntry(StateName(domain), EncodeTimer(time, ns), "");
+    }
+    Unpersisted(domain).clear();
+  }
+  backend_->CommitWriteBatch();
   // One entry per run of key groups with the same floor.
   const state::KeyGroupRange& range = backend_->range();
   std::vector<std::string> entries;
@@ -102,14 +112,25 @@ int64_t InternalTimerService::CurrentProcessingTime() const {
 
 void InternalTimerService::Register(TimeDomain domain, int64_t time, std::string_view ns) {
   const std::string_view key = backend_->current_key();
-  auto [it, added] = Index(domain).emplace(time, std::string(key), std::string(ns));
-  if (!added) return;
-  backend_->PutEntry(StateName(domain), EncodeTimer(time, ns), "");
+  Index& index = IndexOf(domain);
+  // Most calls find the timer there (a window's every record registers it).
+  if (index.find(std::make_tuple(time, key, ns)) != index.end()) return;
+  index.emplace(time, std::string(key), std::string(ns));
+  // Into the backend at the next snapshot, unless it is gone by then.
+  Unpersisted(domain).emplace(time, std::string(key), std::string(ns));
 }
 
 void InternalTimerService::Delete(TimeDomain domain, int64_t time, std::string_view ns) {
   const std::string_view key = backend_->current_key();
-  if (Index(domain).erase(Entry(time, std::string(key), std::string(ns))) == 0) return;
+  Index& index = IndexOf(domain);
+  auto it = index.find(std::make_tuple(time, key, ns));
+  if (it == index.end()) return;
+  index.erase(it);
+  Index& unpersisted = Unpersisted(domain);
+  if (auto pending = unpersisted.find(std::make_tuple(time, key, ns)); pending != unpersisted.end()) {
+    unpersisted.erase(pending);
+    return;
+  }
   backend_->RemoveEntry(StateName(domain), EncodeTimer(time, ns));
 }
 
@@ -128,7 +149,7 @@ std::optional<int64_t> InternalTimerService::NextProcessingTime() const {
 }
 
 void InternalTimerService::Fire(TimeDomain domain, int64_t limit, absl::FunctionRef<void(const FiredTimer&)> fire) {
-  std::set<Entry>& index = Index(domain);
+  Index& index = IndexOf(domain);
   const int64_t saved_time = *element_time_;
   struct RestoreTime {
     int64_t* slot;
@@ -139,7 +160,12 @@ void InternalTimerService::Fire(TimeDomain domain, int64_t limit, absl::Function
     auto node = index.extract(index.begin());
     const auto& [time, key, ns] = node.value();
     backend_->SetCurrentKey(key);
-    backend_->RemoveEntry(StateName(domain), EncodeTimer(time, ns));
+    Index& unpersisted = Unpersisted(domain);
+    if (auto pending = unpersisted.find(node.value()); pending != unpersisted.end()) {
+      unpersisted.erase(pending);  // never written: nothing to remove
+    } else {
+      backend_->RemoveEntry(StateName(domain), EncodeTimer(time, ns));
+    }
     *element_time_ = domain == TimeDomain::kEventTime ? time : kNoTimestamp;
     fire(FiredTimer{.domain = domain, .time = time, .key = key, .ns = ns});
   }

@@ -7,7 +7,9 @@
 // bit flipped><ns>, empty value. So timers are in every snapshot of either
 // backend (RocksDB: incrementally, with the rest of the state), and a
 // restore at any parallelism brings back exactly the timers of its key
-// groups. An ordered index on the heap (time, key, ns) says which fires next;
+// groups. A timer is written when a snapshot is taken (SnapshotState, before
+// the backend's), so one that is registered and fires between two snapshots
+// (most of a window operator's) costs the backend nothing. An ordered index on the heap (time, key, ns) says which fires next;
 // Restore() rebuilds it from the backend, so the number of timers is bounded
 // by memory (about 100 bytes per timer) even with RocksDB.
 //
@@ -60,7 +62,9 @@ class InternalTimerService final : public weir::TimerService {
   // After the backend restored: indexes the timers it holds, and reads the
   // lateness floor of its key groups.
   void Restore();
-  // Before the operator state is snapshotted: records the floor.
+  // Before the keyed and operator state are snapshotted: writes the timers
+  // registered since the last snapshot, and records the floor. Changes the
+  // backend's current key.
   void SnapshotState();
 
   void Register(TimeDomain domain, int64_t time, std::string_view ns) override;
@@ -79,14 +83,18 @@ class InternalTimerService final : public weir::TimerService {
   std::optional<int64_t> NextProcessingTime() const;
 
   // Timers waiting.
-  size_t size(TimeDomain domain) const { return Index(domain).size(); }
+  size_t size(TimeDomain domain) const { return IndexOf(domain).size(); }
 
  private:
   using Entry = std::tuple<int64_t, std::string, std::string>;  // time, key, ns
+  using Index = std::set<Entry, std::less<>>;                   // finds by (time, string_view, string_view)
 
-  std::set<Entry>& Index(TimeDomain domain) { return domain == TimeDomain::kEventTime ? event_ : processing_; }
-  const std::set<Entry>& Index(TimeDomain domain) const {
+  Index& IndexOf(TimeDomain domain) { return domain == TimeDomain::kEventTime ? event_ : processing_; }
+  const Index& IndexOf(TimeDomain domain) const {
     return domain == TimeDomain::kEventTime ? event_ : processing_;
+  }
+  Index& Unpersisted(TimeDomain domain) {
+    return domain == TimeDomain::kEventTime ? unpersisted_event_ : unpersisted_processing_;
   }
   static std::string_view StateName(TimeDomain domain) {
     return domain == TimeDomain::kEventTime ? kEventTimers : kProcessingTimers;
@@ -100,8 +108,12 @@ class InternalTimerService final : public weir::TimerService {
   // Restored floor per key group of the backend's range; empty: none.
   std::vector<int64_t> floor_;
   int64_t highest_floor_ = kMinWatermark;
-  std::set<Entry> event_;
-  std::set<Entry> processing_;
+  Index event_;
+  Index processing_;
+  // Timers registered since the last snapshot, not yet in the backend: most
+  // (a window's) fire before the next snapshot and never reach it.
+  Index unpersisted_event_;
+  Index unpersisted_processing_;
   int64_t watermark_ = kMinWatermark;
   std::string scratch_;
 };

@@ -507,19 +507,21 @@ std::optional<std::string> RocksDbKeyedState::Get(std::string_view state_name) {
 
 void RocksDbKeyedState::Put(std::string_view state_name, std::string_view value) {
   rocksdb::ColumnFamilyHandle* family = Family(state_name);
-  rocksdb::Status s = db_->Put(impl_->write, family, key_prefix_, rocksdb::Slice(value.data(), value.size()));
+  rocksdb::Status s = batch_ ? batch_->Put(family, key_prefix_, rocksdb::Slice(value.data(), value.size()))
+                             : db_->Put(impl_->write, family, key_prefix_, rocksdb::Slice(value.data(), value.size()));
   if (!s.ok()) Throw(s, absl::StrCat("writing state '", AV(state_name), "'"));
 }
 
 void RocksDbKeyedState::Append(std::string_view state_name, std::string_view bytes) {
   rocksdb::ColumnFamilyHandle* family = Family(state_name);
-  rocksdb::Status s = db_->Merge(impl_->write, family, key_prefix_, rocksdb::Slice(bytes.data(), bytes.size()));
+  rocksdb::Status s = batch_ ? batch_->Merge(family, key_prefix_, rocksdb::Slice(bytes.data(), bytes.size()))
+                             : db_->Merge(impl_->write, family, key_prefix_, rocksdb::Slice(bytes.data(), bytes.size()));
   if (!s.ok()) Throw(s, absl::StrCat("appending to state '", AV(state_name), "'"));
 }
 
 void RocksDbKeyedState::Remove(std::string_view state_name) {
   rocksdb::ColumnFamilyHandle* family = Family(state_name);
-  rocksdb::Status s = db_->Delete(impl_->write, family, key_prefix_);
+  rocksdb::Status s = batch_ ? batch_->Delete(family, key_prefix_) : db_->Delete(impl_->write, family, key_prefix_);
   if (!s.ok()) Throw(s, absl::StrCat("removing state '", AV(state_name), "'"));
 }
 
@@ -536,14 +538,15 @@ std::optional<std::string> RocksDbKeyedState::GetEntry(std::string_view state_na
 void RocksDbKeyedState::PutEntry(std::string_view state_name, std::string_view user_key, std::string_view value) {
   rocksdb::ColumnFamilyHandle* family = Family(state_name);
   scratch_.assign(key_prefix_).append(user_key);
-  rocksdb::Status s = db_->Put(impl_->write, family, scratch_, rocksdb::Slice(value.data(), value.size()));
+  rocksdb::Status s = batch_ ? batch_->Put(family, scratch_, rocksdb::Slice(value.data(), value.size()))
+                             : db_->Put(impl_->write, family, scratch_, rocksdb::Slice(value.data(), value.size()));
   if (!s.ok()) Throw(s, absl::StrCat("writing map state '", AV(state_name), "'"));
 }
 
 void RocksDbKeyedState::RemoveEntry(std::string_view state_name, std::string_view user_key) {
   rocksdb::ColumnFamilyHandle* family = Family(state_name);
   scratch_.assign(key_prefix_).append(user_key);
-  rocksdb::Status s = db_->Delete(impl_->write, family, scratch_);
+  rocksdb::Status s = batch_ ? batch_->Delete(family, scratch_) : db_->Delete(impl_->write, family, scratch_);
   if (!s.ok()) Throw(s, absl::StrCat("removing from map state '", AV(state_name), "'"));
 }
 
@@ -593,7 +596,21 @@ void RocksDbKeyedState::ForEachEntry(
   if (!it->status().ok()) Throw(it->status(), absl::StrCat("reading map state '", AV(state_name), "'"));
 }
 
+void RocksDbKeyedState::StartWriteBatch() {
+  if (!batch_) batch_ = std::make_unique<rocksdb::WriteBatch>();
+}
+
+void RocksDbKeyedState::CommitWriteBatch() {
+  if (!batch_) return;
+  std::unique_ptr<rocksdb::WriteBatch> batch = std::move(batch_);
+  if (batch->Count() == 0) return;
+  rocksdb::Status s = db_->Write(impl_->write, batch.get());
+  if (!s.ok()) Throw(s, "writing a batch of state");
+}
+
 absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::Snapshot(int64_t checkpoint_id) {
+  // A batch left open would be missing from the snapshot.
+  CommitWriteBatch();
   const std::string local = CheckpointDirName(options_.instance_dir, checkpoint_id);
   RemoveTree(local);
   std::error_code ec;

@@ -49,6 +49,7 @@
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
+class WriteBatch;
 }  // namespace rocksdb
 
 namespace weir::taskmanager {
@@ -101,6 +102,9 @@ class RocksDbKeyedState final : public KeyedStateBackend {
   void ClearEntries(std::string_view state_name) override;
   void ForEachEntry(std::string_view state_name,
                     absl::FunctionRef<void(std::string_view, std::string_view, std::string_view)> fn) override;
+  // Writes go into one rocksdb::WriteBatch until CommitWriteBatch.
+  void StartWriteBatch() override;
+  void CommitWriteBatch() override;
 
   absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> Snapshot(int64_t checkpoint_id) override;
   absl::Status Restore(const std::vector<KeyedStateRestore>& parts) override;
@@ -146,6 +150,8 @@ class RocksDbKeyedState final : public KeyedStateBackend {
   size_t key_offset_ = 0;  // where the key starts in key_prefix_
   bool key_set_ = false;
   std::string scratch_;
+  // StartWriteBatch..CommitWriteBatch: where writes go.
+  std::unique_ptr<rocksdb::WriteBatch> batch_;
 
   // Incremental snapshots: names shared files uniquely across instances.
   const std::string instance_id_;

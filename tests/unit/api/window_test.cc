@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "taskmanager/state/keyed_state_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "common/http/metric_families.h"
@@ -82,14 +83,27 @@ class Harness {
     tdd_.set_parallelism(1);
     tdd_.set_input_vertex(0);
     tdd_.set_max_parallelism(128);
-    taskmanager::OperatorChainOptions options;
-    options.partitions = &partitions_;
-    options.state_backend = "hashmap";
-    options.metrics = &metrics_;
-    auto chain = taskmanager::OperatorChain::Create(tdd_, job_, options, taskmanager::ChainCounters{&in_, &out_});
-    EXPECT_TRUE(chain.ok()) << chain.status();
-    chain_ = std::move(*chain);
-    chain_->InitializeStateAndOpen();
+    Open(nullptr);
+  }
+
+  // A checkpoint of the chain, then a new chain restored from it (as after a
+  // failure): what was in memory only is gone.
+  void Restart() {
+    absl::StatusOr<taskmanager::ChainSnapshot> taken = chain_->SnapshotState(CheckpointInfo{1, 0});
+    ASSERT_TRUE(taken.ok()) << taken.status();
+    taskmanager::ChainSnapshot restored;
+    for (taskmanager::OperatorSnapshot& op : taken->operators) {
+      taskmanager::OperatorSnapshot& next = restored.operators.emplace_back();
+      next.operator_state = op.operator_state;
+      if (op.keyed != nullptr) {
+        taskmanager::KeyedStateRestore part;
+        ASSERT_TRUE(op.keyed->Write(::testing::TempDir(), "window-test", &part.snapshot).ok());
+        part.checkpoint_dir = ::testing::TempDir();
+        next.keyed_restore.push_back(std::move(part));
+      }
+    }
+    chain_.reset();
+    Open(&restored);
   }
 
   void Record(int64_t value, int64_t timestamp) {
@@ -107,6 +121,18 @@ class Harness {
   }
 
  private:
+  void Open(const taskmanager::ChainSnapshot* restored) {
+    taskmanager::OperatorChainOptions options;
+    options.partitions = &partitions_;
+    options.state_backend = "hashmap";
+    options.metrics = &metrics_;
+    auto chain =
+        taskmanager::OperatorChain::Create(tdd_, job_, options, taskmanager::ChainCounters{&in_, &out_}, restored);
+    ASSERT_TRUE(chain.ok()) << chain.status();
+    chain_ = std::move(*chain);
+    chain_->InitializeStateAndOpen();
+  }
+
   class Sink final : public StreamOperator {
    public:
     explicit Sink(std::vector<std::string>* events) : events_(events) {}
@@ -257,6 +283,35 @@ TEST(WindowOperatorTest, SessionsGrowAndMergeWhenARecordBridgesThem) {
   reduce.Record(5, 11);
   reduce.Watermark(kMaxWatermark);
   EXPECT_THAT(reduce.Take(), ElementsAre("sum 9@22", "watermark " + absl::StrCat(kMaxWatermark)));
+}
+
+// Window contents live in a write-back cache between checkpoints: a
+// checkpoint must hold them all, and the restored windows fire with every
+// record of before and after.
+TEST(WindowOperatorTest, WindowContentsAndTimersSurviveACheckpointAndRestore) {
+  for (const bool sessions : {false, true}) {
+    Harness h([sessions](const Keyed& keyed) -> DataStream<std::string> {
+      if (sessions) {
+        return keyed.Window(SessionWindows{.gap = std::chrono::milliseconds(10)})
+            .Aggregate<std::string>(CountAggregate<int64_t>{}, Describe());
+      }
+      return keyed.Window(SlidingWindows{.size = std::chrono::milliseconds(10), .slide = std::chrono::milliseconds(5)})
+          .Aggregate<std::string>(CountAggregate<int64_t>{}, Describe());
+    });
+    h.Record(1, 1);
+    h.Record(3, 6);
+    h.Record(2, 7);
+    h.Restart();
+    h.Record(5, 8);
+    h.Watermark(kMaxWatermark);
+    if (sessions) {
+      EXPECT_THAT(h.Take(), ElementsAre("even [7,17) 1@16", "odd [1,18) 3@17",
+                                        "watermark " + absl::StrCat(kMaxWatermark)));
+    } else {
+      EXPECT_THAT(h.Take(), ElementsAre("odd [-5,5) 1@4", "even [0,10) 1@9", "odd [0,10) 3@9", "even [5,15) 1@14",
+                                        "odd [5,15) 2@14", "watermark " + absl::StrCat(kMaxWatermark)));
+    }
+  }
 }
 
 TEST(WindowOperatorTest, ARecordWithoutEventTimeIsRefusedNamingTheFix) {
