@@ -711,6 +711,30 @@ class TimedStringSink final : public StreamOperator {
   OperatorContext* context_ = nullptr;
 };
 
+// Vertices 1 and 2 of `job` — a keyed operator fed by vertex 0 and what
+// follows it — as one chain on the heap backend, opened.
+struct KeyedChain {
+  explicit KeyedChain(const jobgraph::LoadedJob& job) {
+    tdd.clear_vertex_ids();
+    tdd.add_vertex_ids(1);
+    tdd.add_vertex_ids(2);
+    tdd.set_input_vertex(0);
+    OperatorChainOptions options;
+    options.partitions = &partitions;
+    options.state_backend = "hashmap";
+    auto created = OperatorChain::Create(tdd, job, options, ChainCounters{&in, &out});
+    EXPECT_TRUE(created.ok()) << created.status();
+    if (!created.ok()) return;
+    chain = std::move(*created);
+    chain->InitializeStateAndOpen();
+  }
+
+  v1::TaskDeploymentDescriptor tdd = Descriptor();  // the chain refers to it
+  network::PartitionManager partitions;
+  std::atomic<int64_t> in{0}, out{0};
+  std::unique_ptr<OperatorChain> chain;
+};
+
 TEST(OperatorChainTest, KeyedTimersFireWithTheirKeyAsEventTimeAndTheClockPass) {
   Trace trace;
   auto job = std::make_shared<jobgraph::LoadedJob>();
@@ -737,30 +761,20 @@ TEST(OperatorChainTest, KeyedTimersFireWithTheirKeyAsEventTimeAndTheClockPass) {
           })
       .Attach(std::move(sink));
 
-  network::PartitionManager partitions;
-  std::atomic<int64_t> in{0}, out{0};
-  v1::TaskDeploymentDescriptor tdd = Descriptor();
-  tdd.clear_vertex_ids();
-  tdd.add_vertex_ids(1);
-  tdd.add_vertex_ids(2);
-  tdd.set_input_vertex(0);
-  OperatorChainOptions options;
-  options.partitions = &partitions;
-  options.state_backend = "hashmap";
-  auto chain = OperatorChain::Create(tdd, *job, options, ChainCounters{&in, &out});
-  ASSERT_TRUE(chain.ok()) << chain.status();
-  (*chain)->InitializeStateAndOpen();
-  EXPECT_EQ((*chain)->NextProcessingTimer(), std::nullopt);
+  KeyedChain keyed(*job);
+  ASSERT_NE(keyed.chain, nullptr);
+  OperatorChain* chain = keyed.chain.get();
+  EXPECT_EQ(chain->NextProcessingTimer(), std::nullopt);
   for (int64_t v : {3, 4, 7, 12, 15}) {
-    (*chain)->SetElementTimestamp(v);
-    (*chain)->input()->Emit(&v);
+    chain->SetElementTimestamp(v);
+    chain->input()->Emit(&v);
   }
-  (*chain)->SetElementTimestamp(kNoTimestamp);
-  EXPECT_EQ((*chain)->NextProcessingTimer(), 1);
-  (*chain)->ProcessWatermark(9);
-  (*chain)->FireProcessingTimers(1000);
-  (*chain)->ProcessWatermark(kMaxWatermark);
-  EXPECT_EQ((*chain)->NextProcessingTimer(), std::nullopt);
+  chain->SetElementTimestamp(kNoTimestamp);
+  EXPECT_EQ(chain->NextProcessingTimer(), 1);
+  chain->ProcessWatermark(9);
+  chain->FireProcessingTimers(1000);
+  chain->ProcessWatermark(kMaxWatermark);
+  EXPECT_EQ(chain->NextProcessingTimer(), std::nullopt);
   absl::MutexLock lock(&trace.mu);
   EXPECT_THAT(trace.events,
               ElementsAre("no watermark yet@7",
@@ -781,22 +795,12 @@ TEST(OperatorChainTest, ATimerWithoutOnTimerIsRefusedNamingTheOperator) {
         ctx.RegisterEventTimeTimer(v);
       })
       .Sink("sink", [](const int64_t&) {});
-  network::PartitionManager partitions;
-  std::atomic<int64_t> in{0}, out{0};
-  v1::TaskDeploymentDescriptor tdd = Descriptor();
-  tdd.clear_vertex_ids();
-  tdd.add_vertex_ids(1);
-  tdd.add_vertex_ids(2);
-  tdd.set_input_vertex(0);
-  OperatorChainOptions options;
-  options.partitions = &partitions;
-  options.state_backend = "hashmap";
-  auto chain = OperatorChain::Create(tdd, *job, options, ChainCounters{&in, &out});
-  ASSERT_TRUE(chain.ok()) << chain.status();
-  (*chain)->InitializeStateAndOpen();
+  KeyedChain keyed(*job);
+  ASSERT_NE(keyed.chain, nullptr);
+  OperatorChain* chain = keyed.chain.get();
   int64_t v = 5;
   try {
-    (*chain)->input()->Emit(&v);
+    chain->input()->Emit(&v);
     ADD_FAILURE() << "no error";
   } catch (const std::logic_error& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("operator 'KeyedProcess' uses timers"));

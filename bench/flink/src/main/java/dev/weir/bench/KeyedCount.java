@@ -6,9 +6,6 @@ import org.apache.flink.api.common.serialization.SerializationSchema;
 import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.java.tuple.Tuple2;
-import org.apache.flink.configuration.Configuration;
-import org.apache.flink.connector.base.DeliveryGuarantee;
-import org.apache.flink.connector.kafka.sink.KafkaRecordSerializationSchema;
 import org.apache.flink.connector.kafka.sink.KafkaSink;
 import org.apache.flink.connector.kafka.source.KafkaSource;
 import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
@@ -73,14 +70,7 @@ public final class KeyedCount {
     final int parallelism = Integer.parseInt(args[3]);
     final long checkpointMs = Long.parseLong(args[4]);
 
-    Configuration config = new Configuration();
-    config.setString("state.backend.type", "rocksdb");
-    config.setString("execution.checkpointing.dir", "file://" + args[5]);
-    config.setString("execution.checkpointing.incremental", "true");
-    if (checkpointMs > 0) config.setString("execution.checkpointing.interval", checkpointMs + " ms");
-    config.setString("taskmanager.numberOfTaskSlots", Integer.toString(parallelism));
-    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config);
-    env.setParallelism(parallelism);
+    StreamExecutionEnvironment env = LocalFlink.environment(parallelism, checkpointMs, args[5]);
 
     KafkaSource<String> source =
         KafkaSource.<String>builder()
@@ -94,19 +84,7 @@ public final class KeyedCount {
     DataStream<String> values = env.fromSource(source, WatermarkStrategy.noWatermarks(), "KafkaSource");
     DataStream<Tuple2<String, Long>> counts =
         values.keyBy(v -> v).process(new CountPerKey()).name("CountPerKey");
-    KafkaSink<Tuple2<String, Long>> sink =
-        KafkaSink.<Tuple2<String, Long>>builder()
-            .setBootstrapServers(bootstrap)
-            .setRecordSerializer(
-                KafkaRecordSerializationSchema.<Tuple2<String, Long>>builder()
-                    .setTopic(output)
-                    .setKeySerializationSchema(new CountKey())
-                    .setValueSerializationSchema(new CountValue())
-                    .build())
-            .setDeliveryGuarantee(DeliveryGuarantee.AT_LEAST_ONCE)
-            .setProperty("acks", "all")
-            .setProperty("enable.idempotence", "true")
-            .build();
+    KafkaSink<Tuple2<String, Long>> sink = LocalFlink.atLeastOnceSink(bootstrap, output, new CountKey(), new CountValue());
     counts.sinkTo(sink).name("KafkaSink");
 
     final long start = System.nanoTime();

@@ -15,9 +15,6 @@ import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.api.java.tuple.Tuple3;
-import org.apache.flink.configuration.Configuration;
-import org.apache.flink.connector.base.DeliveryGuarantee;
-import org.apache.flink.connector.kafka.sink.KafkaRecordSerializationSchema;
 import org.apache.flink.connector.kafka.sink.KafkaSink;
 import org.apache.flink.connector.kafka.source.KafkaSource;
 import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
@@ -181,14 +178,7 @@ public final class Nexmark {
     final int parallelism = Integer.parseInt(args[3]);
     final long checkpointMs = Long.parseLong(args[4]);
 
-    Configuration config = new Configuration();
-    config.setString("state.backend.type", "rocksdb");
-    config.setString("execution.checkpointing.dir", "file://" + args[5]);
-    config.setString("execution.checkpointing.incremental", "true");
-    if (checkpointMs > 0) config.setString("execution.checkpointing.interval", checkpointMs + " ms");
-    config.setString("taskmanager.numberOfTaskSlots", Integer.toString(parallelism));
-    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config);
-    env.setParallelism(parallelism);
+    StreamExecutionEnvironment env = LocalFlink.environment(parallelism, checkpointMs, args[5]);
 
     KafkaSource<Tuple2<String, String>> source =
         KafkaSource.<Tuple2<String, String>>builder()
@@ -203,19 +193,7 @@ public final class Nexmark {
     DataStream<Tuple2<String, String>> events =
         env.fromSource(
             source, WatermarkStrategy.<Tuple2<String, String>>forBoundedOutOfOrderness(Duration.ZERO), "KafkaSource");
-    KafkaSink<Tuple2<String, String>> sink =
-        KafkaSink.<Tuple2<String, String>>builder()
-            .setBootstrapServers(bootstrap)
-            .setRecordSerializer(
-                KafkaRecordSerializationSchema.<Tuple2<String, String>>builder()
-                    .setTopic(output)
-                    .setKeySerializationSchema(new KeyOf())
-                    .setValueSerializationSchema(new ValueOf())
-                    .build())
-            .setDeliveryGuarantee(DeliveryGuarantee.AT_LEAST_ONCE)
-            .setProperty("acks", "all")
-            .setProperty("enable.idempotence", "true")
-            .build();
+    KafkaSink<Tuple2<String, String>> sink = LocalFlink.atLeastOnceSink(bootstrap, output, new KeyOf(), new ValueOf());
     query(args[6], events).sinkTo(sink).name("KafkaSink");
 
     final long start = System.nanoTime();
