@@ -37,6 +37,19 @@ std::thread WriteSlowly(const std::string& bootstrap, const std::string& in, int
   });
 }
 
+// Reads `out` with read_committed into *output until `done(*output)` holds
+// or `timeout` passes; returns whether it held.
+template <typename Done>
+bool ReadUntil(const std::string& bootstrap, const std::string& out, absl::Duration timeout,
+               std::vector<test::KafkaMessage>* output, Done done) {
+  return WaitFor([&] {
+    auto read = test::ReadTopic(bootstrap, out);
+    if (!read.ok()) return false;
+    *output = *std::move(read);
+    return done(*output);
+  }, timeout, absl::Seconds(1));
+}
+
 class ClusterJobTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -27,6 +27,7 @@ namespace {
 
 using test::KafkaMessage;
 using testing::LocalCluster;
+using testing::ReadUntil;
 using testing::WaitFor;
 
 const std::string kJobs = WEIR_JOBS_DIR;
@@ -57,19 +58,6 @@ std::vector<KafkaMessage> Sequence(int first, int n) {
 std::thread WriteSequenceSlowly(const std::string& bootstrap, const std::string& in, int records,
                                 std::atomic<bool>* failed) {
   return testing::WriteSlowly(bootstrap, in, records, Sequence, failed);
-}
-
-// Reads `out` with read_committed into *output until `done(*output)` holds
-// or `timeout` passes; returns whether it held.
-template <typename Done>
-bool ReadUntil(const std::string& bootstrap, const std::string& out, absl::Duration timeout,
-               std::vector<KafkaMessage>* output, Done done) {
-  return WaitFor([&] {
-    auto read = test::ReadTopic(bootstrap, out);
-    if (!read.ok()) return false;
-    *output = *std::move(read);
-    return done(*output);
-  }, timeout, absl::Seconds(1));
 }
 
 // How often each numeric value occurs in `output`.
