@@ -114,7 +114,7 @@ void InternalTimerService::Register(TimeDomain domain, int64_t time, std::string
   const std::string_view key = backend_->current_key();
   Index& index = IndexOf(domain);
   // Most calls find the timer there (a window's every record registers it).
-  if (index.find(std::make_tuple(time, key, ns)) != index.end()) return;
+  if (index.find(View(time, key, ns)) != index.end()) return;
   index.emplace(time, std::string(key), std::string(ns));
   // Into the backend at the next snapshot, unless it is gone by then.
   Unpersisted(domain).emplace(time, std::string(key), std::string(ns));
@@ -123,11 +123,11 @@ void InternalTimerService::Register(TimeDomain domain, int64_t time, std::string
 void InternalTimerService::Delete(TimeDomain domain, int64_t time, std::string_view ns) {
   const std::string_view key = backend_->current_key();
   Index& index = IndexOf(domain);
-  auto it = index.find(std::make_tuple(time, key, ns));
+  auto it = index.find(View(time, key, ns));
   if (it == index.end()) return;
   index.erase(it);
   Index& unpersisted = Unpersisted(domain);
-  if (auto pending = unpersisted.find(std::make_tuple(time, key, ns)); pending != unpersisted.end()) {
+  if (auto pending = unpersisted.find(View(time, key, ns)); pending != unpersisted.end()) {
     unpersisted.erase(pending);
     return;
   }

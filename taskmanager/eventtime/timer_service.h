@@ -87,7 +87,18 @@ class InternalTimerService final : public weir::TimerService {
 
  private:
   using Entry = std::tuple<int64_t, std::string, std::string>;  // time, key, ns
-  using Index = std::set<Entry, std::less<>>;                   // finds by (time, string_view, string_view)
+  using View = std::tuple<int64_t, std::string_view, std::string_view>;
+  // Orders entries and finds them by a View, without copying the strings.
+  struct Less {
+    using is_transparent = void;
+    static View Of(const Entry& e) { return View(std::get<0>(e), std::get<1>(e), std::get<2>(e)); }
+    static const View& Of(const View& v) { return v; }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return Of(a) < Of(b);
+    }
+  };
+  using Index = std::set<Entry, Less>;
 
   Index& IndexOf(TimeDomain domain) { return domain == TimeDomain::kEventTime ? event_ : processing_; }
   const Index& IndexOf(TimeDomain domain) const {
