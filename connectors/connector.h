@@ -50,6 +50,8 @@ struct SourceContext {
   // The vertex's event-time extractor (VertexSpec::timestamp_extractor), if
   // its watermark strategy has one.
   std::function<int64_t(const void* record)> timestamp_extractor;
+  // pipeline.watermark.stall-warning in ms (0: off).
+  int64_t event_time_stall_warning_ms = 60 * 1000;
 };
 
 // A name that no two vertices of a job and no two running jobs may share,

@@ -346,6 +346,7 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
         connectors::SourceContext source_context;
         source_context.job_at_most_once = AllSinksAtMostOnce(job_.graph);
         source_context.timestamp_extractor = v.timestamp_extractor;
+        source_context.event_time_stall_warning_ms = absl::ToInt64Milliseconds(options_.event_time_stall_warning);
         ASSIGN_OR_RETURN(source_, ConnectorsOf(options_).CreateSource(v.connector, props, source_context));
       } else {
         source_ = v.source_factory();

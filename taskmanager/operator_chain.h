@@ -48,6 +48,8 @@ struct OperatorChainOptions {
   int buffers_per_channel = 4;
   int segment_size = 32 * 1024;
   absl::Duration buffer_timeout = absl::Milliseconds(100);
+  // pipeline.watermark.stall-warning, for the sources (zero: off).
+  absl::Duration event_time_stall_warning = absl::Seconds(60);
   // Used when the deployment descriptor carries none.
   int max_parallelism = 128;
   // The connectors that vertices name (VertexSpec::connector); null: none.

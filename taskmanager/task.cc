@@ -48,6 +48,7 @@ class Task::Execution {
     options.buffers_per_channel = env_.buffers_per_channel;
     options.segment_size = env_.segment_size;
     options.buffer_timeout = env_.buffer_timeout;
+    options.event_time_stall_warning = env_.event_time_stall_warning;
     options.max_parallelism = env_.max_parallelism;
     options.connectors = env_.connectors;
     options.state_backend = env_.state_backend;
@@ -105,7 +106,7 @@ class Task::Execution {
   // stall (an upstream partition without records and without an idleness
   // setting holds every window behind it).
   void WarnIfEventTimeStalls(const eventtime::WatermarkValve& valve, absl::Time now) {
-    if (now < next_stall_check_) return;
+    if (env_.event_time_stall_warning <= absl::ZeroDuration() || now < next_stall_check_) return;
     next_stall_check_ = now + absl::Seconds(1);
     const std::optional<int> holding = valve.Holding(now, env_.event_time_stall_warning);
     if (holding == stalled_channel_) return;

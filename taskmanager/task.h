@@ -65,8 +65,9 @@ struct TaskEnvironment {
   absl::Duration buffer_timeout = absl::Milliseconds(100);
   // pipeline.auto-watermark-interval: how often OnPeriodicEmit runs.
   absl::Duration watermark_interval = absl::Milliseconds(200);
-  // How long event time may wait on one input channel while the others move
-  // on before the task logs which (a test sets it short).
+  // pipeline.watermark.stall-warning: how long event time may wait on one
+  // input channel (or a Kafka source's partition) while the others move on
+  // before the task logs which; zero: never.
   absl::Duration event_time_stall_warning = absl::Seconds(60);
   int max_parallelism = 128;
   // The connectors that jobs name (connectors/builtin.h); shared by every

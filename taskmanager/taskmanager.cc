@@ -189,6 +189,7 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   tm->task_env_.segment_size = static_cast<int>(config.GetMemorySize(k::kSegmentSize));
   tm->task_env_.buffer_timeout = config.GetDuration(k::kBufferTimeout);
   tm->task_env_.watermark_interval = config.GetDuration(k::kAutoWatermarkInterval);
+  tm->task_env_.event_time_stall_warning = config.GetDuration(k::kWatermarkStallWarning);
   tm->task_env_.max_parallelism = static_cast<int>(config.GetInt(k::kMaxParallelism));
   ASSIGN_OR_RETURN(const std::string connector_memory, connectors::DescribeConnectorMemory(config));
   tm->log_->info("{}", connector_memory);

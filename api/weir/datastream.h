@@ -345,13 +345,19 @@ class TimestampsAndWatermarksOperator final : public OperatorBase {
   }
   void OnPeriodicEmit() override {
     const SplitWatermarks::Combined now = watermarks_.Combine(NowMs());
-    if (now.idle != idle_) {
-      idle_ = now.idle;
-      output_->EmitWatermarkStatus(idle_);
+    // Active before a watermark; going idle, the watermark first (event time
+    // may have moved to where the input got).
+    if (!now.idle && idle_) {
+      idle_ = false;
+      output_->EmitWatermarkStatus(false);
     }
-    if (!now.idle && now.watermark > emitted_) {
+    if (now.watermark > emitted_) {
       emitted_ = now.watermark;
       output_->EmitWatermark(emitted_);
+    }
+    if (now.idle && !idle_) {
+      idle_ = true;
+      output_->EmitWatermarkStatus(true);
     }
   }
   // Bounded input: every event-time window may fire.

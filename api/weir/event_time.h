@@ -71,7 +71,9 @@ inline std::string CheckTimestamp(int64_t timestamp, int64_t now_ms, std::chrono
 // idle nor finished, and it never goes back. A split is idle after
 // `idleness_ms` (> 0) of processing time without a record, active again
 // with its next one; a split back from idleness behind the subtask's
-// watermark holds nothing back until it catches up. Not thread-safe.
+// watermark holds nothing back until it catches up. When every open split
+// is idle the subtask is idle, at the furthest split's watermark. Not
+// thread-safe.
 class SplitWatermarks {
  public:
   struct Combined {
@@ -116,6 +118,12 @@ class SplitWatermarks {
     if (!splits_.empty() && !any_open) {
       output_ = {kMaxWatermark, false};
     } else if (!any_active) {
+      // Every open split is idle: nothing is waited for any more, and event
+      // time moves to the furthest split's (as the input valve does when its
+      // last active channel goes idle), so the windows a burst filled fire.
+      for (const Split& s : splits_) {
+        if (!s.finished) output_.watermark = std::max(output_.watermark, s.watermark);
+      }
       output_.idle = true;
     } else {
       output_.idle = false;

@@ -189,6 +189,16 @@ constexpr std::array kOptions = {
                .scope = kTaskManager,
                .min_value = 1,
                .max_value = 60000},
+    OptionSpec{.key = keys::kWatermarkStallWarning,
+               .type = OptionType::kDuration,
+               .default_value = "1 min",
+               .description = "How long event time may wait on one input (a Kafka partition without records, an "
+                              "upstream channel) while others move on before the task says so in its log, once per "
+                              "stall. 0 turns the warning off. A watermark strategy's idleness lets event time move "
+                              "on without the quiet input instead.",
+               .scope = kTaskManager,
+               .min_value = 0,
+               .max_value = 24 * 3600 * 1000},
     OptionSpec{.key = keys::kBuffersPerChannel,
                .type = OptionType::kInt,
                .default_value = "4",

@@ -86,6 +86,7 @@ inline constexpr absl::string_view kMaxParallelism = "pipeline.max-parallelism";
 inline constexpr absl::string_view kIoTmpDirs = "io.tmp.dirs";
 inline constexpr absl::string_view kBufferTimeout = "execution.buffer-timeout";
 inline constexpr absl::string_view kAutoWatermarkInterval = "pipeline.auto-watermark-interval";
+inline constexpr absl::string_view kWatermarkStallWarning = "pipeline.watermark.stall-warning";
 inline constexpr absl::string_view kBuffersPerChannel = "taskmanager.network.memory.buffers-per-channel";
 inline constexpr absl::string_view kSegmentSize = "taskmanager.memory.segment-size";
 inline constexpr absl::string_view kNetworkServerThreads = "taskmanager.network.netty.server.numThreads";

@@ -186,13 +186,19 @@ void KafkaSource::OnPeriodicEmit() {
   const int64_t now = WallMs();
   const weir::internal::SplitWatermarks::Combined combined = watermarks_->Combine(now);
   ReportPartitions(now, combined.watermark);
-  if (combined.idle != idle_) {
-    idle_ = combined.idle;
-    output_->EmitWatermarkStatus(idle_);
+  // Active before a watermark; going idle, the watermark first (event time
+  // may have moved to the furthest partition's).
+  if (!combined.idle && idle_) {
+    idle_ = false;
+    output_->EmitWatermarkStatus(false);
   }
-  if (!combined.idle && combined.watermark > emitted_watermark_) {
+  if (combined.watermark > emitted_watermark_) {
     emitted_watermark_ = combined.watermark;
     output_->EmitWatermark(emitted_watermark_);
+  }
+  if (combined.idle && !idle_) {
+    idle_ = true;
+    output_->EmitWatermarkStatus(true);
   }
 }
 

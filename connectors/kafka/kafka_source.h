@@ -65,8 +65,8 @@ struct KafkaSourceConfig {
     bool drop_invalid = false;  // watermark.invalid-timestamps=drop
     bool extractor = false;     // watermark.timestamps=extractor
     // A partition without records for this long that holds the watermark
-    // back while another is ahead is named in a warning (once per stall).
-    // Not a property (tests shorten it).
+    // back while another is ahead is named in a warning (once per stall);
+    // 0: never. pipeline.watermark.stall-warning (SourceContext).
     int64_t stall_warning_ms = 60 * 1000;
   };
   std::optional<EventTime> event_time;

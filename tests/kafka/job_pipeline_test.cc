@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "librdkafka/rdkafkacpp.h"
+#include "tests/kafka/cluster_job_test.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
 #include "tests/testing/certificates.h"
@@ -390,6 +391,61 @@ TEST_F(JobPipelineTest, ExactlyOnceSinkCountsItsCommittedTransactions) {
   }
   ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
   EXPECT_EQ(cluster_->WaitForJobEnd(job)["state"], "CANCELED");
+}
+
+// A partition without records holds event time back: windowed_count over
+// two partitions with records in one only emits no window, and the source
+// says which partition holds it (pipeline.watermark.stall-warning, 1 s
+// here). With an idleness setting the quiet partition goes idle (logged),
+// and every window before the newest record fires with its count.
+TEST_F(JobPipelineTest, AQuietPartitionHoldsEventTimeUntilItIsIdleAndTheLogSaysSo) {
+  StartCluster({"-Dpipeline.watermark.stall-warning=1s"});
+  const std::string in = NewTopic("quiet-in", 2);
+  const int64_t base = (absl::ToUnixMillis(absl::Now()) - 3600 * 1000) / 1000 * 1000;
+  std::vector<KafkaMessage> input;
+  std::map<std::string, int> closed;  // windows before the newest record's
+  for (int i = 0; i < 300; ++i) {
+    const int64_t t = base + 10 * int64_t{i};  // 3 s of event time
+    input.push_back({absl::StrCat("k", i % 3), absl::StrCat(t), /*partition=*/0});
+    if (t < base + 2000) ++closed[absl::StrCat("k", i % 3, "@", t - t % 1000)];
+  }
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, input).ok());
+  auto run = [&](const std::string& idleness, const std::string& out) {
+    const std::string job =
+        SubmitOrFail(kJobs + "/windowed_count.so", {"-p", "1", "-Dexecution.checkpointing.interval=200ms"},
+                     {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out, "--window-ms", "1000",
+                      "--out-of-orderness-ms", "0", "--event-time", "value", "--idleness-ms", idleness});
+    EXPECT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+    return job;
+  };
+
+  const std::string held = NewTopic("quiet-held-out", 1);
+  const std::string first = run("0", held);
+  const std::string stall = absl::StrCat("partition ", in, "[1] has had no record for");
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(cluster_->Logs(), stall); }, absl::Seconds(60)))
+      << cluster_->Logs();
+  EXPECT_TRUE(absl::StrContains(cluster_->Logs(), absl::StrCat("while partition ", in, "[0] is at")));
+  // Checkpoints complete (the sink commits), but no window fired.
+  const int64_t seen = cluster_->WeirJson({"checkpoints", first})["completed"].get<int64_t>();
+  ASSERT_TRUE(WaitFor([&] { return cluster_->WeirJson({"checkpoints", first})["completed"].get<int64_t>() > seen + 2; },
+                      absl::Seconds(60)));
+  auto held_output = test::ReadTopic(bootstrap_, held);
+  ASSERT_TRUE(held_output.ok());
+  EXPECT_TRUE(held_output->empty()) << held_output->size() << " windows fired while partition 1 held event time";
+  ASSERT_EQ(cluster_->Weir({"cancel", first}).exit_code, 0);
+
+  const std::string out = NewTopic("quiet-idle-out", 1);
+  const std::string second = run("500", out);
+  std::vector<KafkaMessage> output;
+  EXPECT_TRUE(testing::ReadUntil(bootstrap_, out, absl::Seconds(60), &output,
+                                 [&](const auto& read) { return read.size() >= closed.size(); }))
+      << cluster_->Logs();
+  std::map<std::string, int> results;
+  for (const KafkaMessage& m : output) results[m.key.value_or("")] = std::stoi(m.value);
+  EXPECT_EQ(results, closed);
+  EXPECT_TRUE(absl::StrContains(cluster_->Logs(), absl::StrCat("partition ", in, "[1] idle (no record for")))
+      << cluster_->Logs();
+  ASSERT_EQ(cluster_->Weir({"cancel", second}).exit_code, 0);
 }
 
 // `weir kafka`: a new user's topic chores without Kafka's tools.

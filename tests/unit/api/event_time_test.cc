@@ -51,10 +51,11 @@ TEST(SplitWatermarksTest, AnIdleSplitStopsHoldingAndCatchesUpBeforeItCountsAgain
   w.OnRecord(a, 3000, 170);
   w.OnRecord(b, 2000, 170);
   EXPECT_EQ(w.Combine(170).watermark, 1999) << "caught up: counts again";
-  // Both idle: the subtask is idle, its watermark stays.
+  // Both idle: the subtask is idle, at the furthest split's watermark
+  // (nothing is waited for any more).
   const SplitWatermarks::Combined idle = w.Combine(1000);
   EXPECT_TRUE(idle.idle);
-  EXPECT_EQ(idle.watermark, 1999);
+  EXPECT_EQ(idle.watermark, 2999);
 }
 
 TEST(SplitWatermarksTest, FinishedSplitsLeaveAndTheLastOneEndsEventTime) {
