@@ -42,12 +42,14 @@
 #include "absl/time/clock.h"
 #include "bench/bench_flags.h"
 #include "bench/flink_job.h"
+#include "bench/stats.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
 #include "tests/testing/local_cluster.h"
 
 namespace {
 
+using weir::bench::Percentile;
 using weir::testing::LocalCluster;
 using weir::testing::WaitFor;
 
@@ -87,13 +89,6 @@ void Produce(const std::string& bootstrap, const std::string& topic, int64_t fir
       batch.clear();
     }
   }
-}
-
-double Percentile(std::vector<int64_t> values, double p) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  size_t index = static_cast<size_t>(p * (values.size() - 1) + 0.5);
-  return static_cast<double>(values[std::min(index, values.size() - 1)]);
 }
 
 struct RunResult {

@@ -40,12 +40,14 @@
 #include "bench/flink_job.h"
 #include "bench/nexmark/generator.h"
 #include "bench/proc_status.h"
+#include "bench/stats.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
 #include "tests/testing/local_cluster.h"
 
 namespace {
 
+using weir::bench::Percentile;
 using weir::bench::nexmark::Event;
 using weir::bench::nexmark::Generator;
 using weir::testing::LocalCluster;
@@ -70,14 +72,6 @@ struct Run {
   std::vector<int64_t> alignment_ms, sync_ms, async_ms;
   bool correct = false;
 };
-
-template <typename T>
-double Percentile(std::vector<T> values, double p) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t index = static_cast<size_t>(p * static_cast<double>(values.size() - 1) + 0.5);
-  return static_cast<double>(values[std::min(index, values.size() - 1)]);
-}
 
 std::string NewTopic(const std::string& bootstrap, const std::string& prefix) {
   std::string topic = weir::test::UniqueTopicName(prefix);

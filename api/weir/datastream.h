@@ -315,7 +315,7 @@ class TimestampsAndWatermarksOperator final : public OperatorBase {
 
   void Open(OperatorContext& context, RecordOutput* output) override {
     OperatorBase::Open(context, output);
-    split_ = watermarks_.AddSplit(context.operator_name(), NowMs());
+    split_ = watermarks_.AddSplit(context.operator_name(), WallClockMs());
     dropped_ = &context.metrics().counter("weir_event_time_dropped_records_total",
                                           "Records dropped for an invalid event time (missing, negative, or "
                                           "too far in the future).");
@@ -323,7 +323,7 @@ class TimestampsAndWatermarksOperator final : public OperatorBase {
   void Process(void* record) override {
     const T& value = *static_cast<const T*>(record);
     const int64_t timestamp = strategy_.timestamp ? strategy_.timestamp(value) : context_->current_timestamp();
-    const int64_t now = NowMs();
+    const int64_t now = WallClockMs();
     const std::string invalid = CheckTimestamp(timestamp, now, strategy_.max_future);
     if (!invalid.empty()) {
       if (strategy_.invalid_timestamps == InvalidTimestamps::kDrop) {
@@ -339,46 +339,19 @@ class TimestampsAndWatermarksOperator final : public OperatorBase {
     output_->EmitAt(record, timestamp);
   }
   int64_t OnWatermark(int64_t watermark) override {
-    if (watermark != kMaxWatermark || emitted_ == kMaxWatermark) return kMinWatermark;
-    emitted_ = kMaxWatermark;
-    return watermark;
+    return watermark == kMaxWatermark && emitter_.End() ? watermark : kMinWatermark;
   }
-  void OnPeriodicEmit() override {
-    const SplitWatermarks::Combined now = watermarks_.Combine(NowMs());
-    // Active before a watermark; going idle, the watermark first (event time
-    // may have moved to where the input got).
-    if (!now.idle && idle_) {
-      idle_ = false;
-      output_->EmitWatermarkStatus(false);
-    }
-    if (now.watermark > emitted_) {
-      emitted_ = now.watermark;
-      output_->EmitWatermark(emitted_);
-    }
-    if (now.idle && !idle_) {
-      idle_ = true;
-      output_->EmitWatermarkStatus(true);
-    }
-  }
+  void OnPeriodicEmit() override { emitter_.Emit(watermarks_.Combine(WallClockMs()), output_); }
   // Bounded input: every event-time window may fire.
   void EndInput() override {
-    if (emitted_ == kMaxWatermark) return;
-    emitted_ = kMaxWatermark;
-    output_->EmitWatermark(kMaxWatermark);
+    if (emitter_.End()) output_->EmitWatermark(kMaxWatermark);
   }
 
  private:
-  static int64_t NowMs() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  }
-
   const WatermarkStrategy<T> strategy_;
   SplitWatermarks watermarks_;
   int split_ = 0;
-  bool idle_ = false;
-  int64_t emitted_ = kMinWatermark;
+  WatermarkEmitter emitter_;
   Counter* dropped_ = nullptr;
 };
 

@@ -54,6 +54,12 @@ struct WatermarkStrategy {
 
 namespace internal {
 
+// The wall clock, Unix ms (processing time; CheckTimestamp's `now_ms`).
+inline int64_t WallClockMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 // Why `timestamp` is not usable ("" when it is), given the wall clock `now_ms`.
 inline std::string CheckTimestamp(int64_t timestamp, int64_t now_ms, std::chrono::milliseconds max_future) {
   if (timestamp == kNoTimestamp) return "the record has no timestamp";
@@ -166,6 +172,37 @@ class SplitWatermarks {
   const int64_t idleness_;
   std::vector<Split> splits_;
   Combined output_;
+};
+
+// Sends a source subtask's event time (SplitWatermarks::Combine) downstream:
+// ACTIVE before a watermark, a watermark only when it grew, and going idle
+// after the watermark (event time may have moved to the furthest split's).
+class WatermarkEmitter {
+ public:
+  void Emit(const SplitWatermarks::Combined& now, RecordOutput* output) {
+    if (!now.idle && idle_) {
+      idle_ = false;
+      output->EmitWatermarkStatus(false);
+    }
+    if (now.watermark > emitted_) {
+      emitted_ = now.watermark;
+      output->EmitWatermark(emitted_);
+    }
+    if (now.idle && !idle_) {
+      idle_ = true;
+      output->EmitWatermarkStatus(true);
+    }
+  }
+  // Event time ended (kMaxWatermark), whoever sends it; false if it had.
+  bool End() {
+    if (emitted_ == kMaxWatermark) return false;
+    emitted_ = kMaxWatermark;
+    return true;
+  }
+
+ private:
+  int64_t emitted_ = kMinWatermark;
+  bool idle_ = false;
 };
 
 }  // namespace internal

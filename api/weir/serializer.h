@@ -64,6 +64,19 @@ inline void WriteVarint(uint64_t v, std::string& out) {
   out.push_back(static_cast<char>(v));
 }
 
+// 8 bytes, big-endian with the sign bit flipped: byte order is numeric
+// order (keys of ordered state: timers, windows).
+inline void AppendOrderedInt64(int64_t v, std::string& out) {
+  const uint64_t bits = static_cast<uint64_t>(v) ^ (uint64_t{1} << 63);
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((bits >> (56 - 8 * i)) & 0xff));
+}
+// Inverse of AppendOrderedInt64 on the first 8 bytes of `in` (at least 8).
+inline int64_t ReadOrderedInt64(std::string_view in) {
+  uint64_t bits = 0;
+  for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<uint8_t>(in[static_cast<size_t>(i)]);
+  return static_cast<int64_t>(bits ^ (uint64_t{1} << 63));
+}
+
 // Reads a varint at `*pos`, advancing it; throws on truncated input.
 inline uint64_t ReadVarint(std::string_view in, size_t* pos) {
   uint64_t v = 0;

@@ -130,17 +130,8 @@ inline void CheckAssigner(const SlidingWindows& w) {
   }
 }
 
-// 16 bytes: start and end, big-endian with the sign bit flipped, so that
-// byte order is start order.
-inline void AppendOrderedInt64(int64_t v, std::string& out) {
-  const uint64_t bits = static_cast<uint64_t>(v) ^ (uint64_t{1} << 63);
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((bits >> (56 - 8 * i)) & 0xff));
-}
-inline int64_t ReadOrderedInt64(std::string_view in) {
-  uint64_t bits = 0;
-  for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<uint8_t>(in[static_cast<size_t>(i)]);
-  return static_cast<int64_t>(bits ^ (uint64_t{1} << 63));
-}
+// 16 bytes: start and end (AppendOrderedInt64), so that byte order is start
+// order.
 inline std::string EncodeWindow(const TimeWindow& w) {
   std::string out;
   AppendOrderedInt64(w.start, out);
@@ -493,13 +484,7 @@ class WindowOperator final : public OperatorBase {
       if (Cleanup(w) <= watermark) continue;  // past its lateness
       taken = true;
       const std::string ns = EncodeWindow(w);
-      contents_.Add(contents_state_.get(), ns, value);
-      if (w.max_timestamp() <= watermark) {
-        Fire(key, w, ns);  // late but allowed: an update
-      } else {
-        timers.Register(TimeDomain::kEventTime, w.max_timestamp(), ns);
-      }
-      if (lateness_ > 0) timers.Register(TimeDomain::kEventTime, Cleanup(w), ns);
+      AddToWindow(key, w, ns, ns, value, watermark);
     }
     if (!taken) Late(record, timestamp);
   }
@@ -557,13 +542,22 @@ class WindowOperator final : public OperatorBase {
     const std::string ns = EncodeWindow(window);
     if (state_ns.empty()) state_ns = ns;
     state->PutEntry(kSessions, ns, state_ns);
+    AddToWindow(key, window, ns, state_ns, value, watermark);
+  }
+
+  // Adds `value` to window `w` (timers under `ns`, contents under
+  // `state_ns`); fires it at once when the watermark is past its end (a late
+  // update within the lateness), else sets its timer; and its cleanup timer.
+  void AddToWindow(const K& key, const TimeWindow& w, const std::string& ns, const std::string& state_ns,
+                   const T& value, int64_t watermark) {
+    TimerService& timers = *context_->timers();
     contents_.Add(contents_state_.get(), state_ns, value);
-    if (window.max_timestamp() <= watermark) {
-      Fire(key, window, state_ns);  // late but allowed: an update
+    if (w.max_timestamp() <= watermark) {
+      Fire(key, w, state_ns);
     } else {
-      timers.Register(TimeDomain::kEventTime, window.max_timestamp(), ns);
+      timers.Register(TimeDomain::kEventTime, w.max_timestamp(), ns);
     }
-    if (lateness_ > 0) timers.Register(TimeDomain::kEventTime, Cleanup(window), ns);
+    if (lateness_ > 0) timers.Register(TimeDomain::kEventTime, Cleanup(w), ns);
   }
 
   // When the window's state goes: end of lateness (saturating).

@@ -63,11 +63,6 @@ std::string DescribeStart(const KafkaSourceConfig& config) {
   return "?";
 }
 
-int64_t WallMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string PartitionName(const std::string& topic, int32_t partition) {
   return absl::StrCat(topic, "[", partition, "]");
 }
@@ -161,7 +156,7 @@ void KafkaSource::Open(OperatorContext& context, RecordOutput* output) {
   last_progress_ = Clock::now();
   if (const auto& event_time = config_.event_time) {
     watermarks_.emplace(event_time->out_of_orderness_ms, event_time->idleness_ms);
-    const int64_t now = WallMs();
+    const int64_t now = weir::internal::WallClockMs();
     for (PartitionState& p : partitions_) {
       p.split = watermarks_->AddSplit(PartitionName(p.topic, p.partition), now);
       if (p.done) watermarks_->Finish(p.split);
@@ -183,23 +178,10 @@ void KafkaSource::Open(OperatorContext& context, RecordOutput* output) {
 
 void KafkaSource::OnPeriodicEmit() {
   if (!watermarks_.has_value() || output_ == nullptr) return;
-  const int64_t now = WallMs();
+  const int64_t now = weir::internal::WallClockMs();
   const weir::internal::SplitWatermarks::Combined combined = watermarks_->Combine(now);
   ReportPartitions(now, combined.watermark);
-  // Active before a watermark; going idle, the watermark first (event time
-  // may have moved to the furthest partition's).
-  if (!combined.idle && idle_) {
-    idle_ = false;
-    output_->EmitWatermarkStatus(false);
-  }
-  if (combined.watermark > emitted_watermark_) {
-    emitted_watermark_ = combined.watermark;
-    output_->EmitWatermark(emitted_watermark_);
-  }
-  if (combined.idle && !idle_) {
-    idle_ = true;
-    output_->EmitWatermarkStatus(true);
-  }
+  emitter_.Emit(combined, output_);
 }
 
 void KafkaSource::ReportPartitions(int64_t now_ms, int64_t combined_watermark) {
@@ -470,7 +452,7 @@ void KafkaSource::AssignAndLog(size_t total_partitions) {
 
 SourceStatus KafkaSource::PollNext() {
   WEIR_CHECK(consumer_ != nullptr, "KafkaSource::PollNext before Open or after Close");
-  if (watermarks_.has_value()) now_ms_ = WallMs();
+  if (watermarks_.has_value()) now_ms_ = weir::internal::WallClockMs();
   bool progress = false;
   std::vector<std::unique_ptr<RdKafka::Message>> batch;  // at-most-once: emitted after the commit
   for (int i = 0; i < kMaxBatch; ++i) {

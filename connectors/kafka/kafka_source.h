@@ -238,8 +238,7 @@ class KafkaSource : public weir::SourceOperator {
   logging::RateLimiter error_log_limiter_{std::chrono::seconds(10)};
   // Event time (config_.event_time): one split per partition.
   std::optional<weir::internal::SplitWatermarks> watermarks_;
-  int64_t emitted_watermark_ = kMinWatermark;
-  bool idle_ = false;
+  weir::internal::WatermarkEmitter emitter_;
   int64_t now_ms_ = 0;  // the wall clock at the start of PollNext
   Counter* dropped_ = nullptr;
   logging::RateLimiter drop_log_limiter_{std::chrono::seconds(10)};

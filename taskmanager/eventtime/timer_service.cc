@@ -9,22 +9,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/state/key_groups.h"
+#include "weir/event_time.h"
+#include "weir/serializer.h"
 
 namespace weir::taskmanager {
 
 std::string EncodeTimer(int64_t time, std::string_view ns) {
-  std::string out(8, '\0');
-  const uint64_t bits = static_cast<uint64_t>(time) ^ (uint64_t{1} << 63);
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((bits >> (56 - 8 * i)) & 0xff);
+  std::string out;
+  weir::internal::AppendOrderedInt64(time, out);
   out.append(ns);
   return out;
 }
 
 bool DecodeTimer(std::string_view bytes, int64_t* time, std::string_view* ns) {
   if (bytes.size() < 8) return false;
-  uint64_t bits = 0;
-  for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<uint8_t>(bytes[i]);
-  *time = static_cast<int64_t>(bits ^ (uint64_t{1} << 63));
+  *time = weir::internal::ReadOrderedInt64(bytes);
   *ns = bytes.substr(8);
   return true;
 }
@@ -105,10 +104,7 @@ int64_t InternalTimerService::CurrentWatermark() const {
   return std::max(watermark_, floor_[static_cast<size_t>(group - backend_->range().start)]);
 }
 
-int64_t InternalTimerService::CurrentProcessingTime() const {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+int64_t InternalTimerService::CurrentProcessingTime() const { return weir::internal::WallClockMs(); }
 
 void InternalTimerService::Register(TimeDomain domain, int64_t time, std::string_view ns) {
   const std::string_view key = backend_->current_key();
