@@ -172,18 +172,10 @@ absl::Status ValidateGraph(const v1::JobGraphSpec& spec, int max_parallelism) {
   for (int i = 0; i < n; ++i) {
     auto marker = spec.vertices(i).properties().find(event_time_key);
     if (marker == spec.vertices(i).properties().end() || marker->second != "required") continue;
-    std::vector<int> todo = upstream[i];
-    std::vector<bool> seen(n, false);
-    bool found = false;
-    while (!todo.empty() && !found) {
-      const int u = todo.back();
-      todo.pop_back();
-      if (seen[u]) continue;
-      seen[u] = true;
+    const bool found = AnyUpstream(upstream, i, [&](int u) {
       auto it = spec.vertices(u).properties().find(event_time_key);
-      found = it != spec.vertices(u).properties().end() && it->second == "source";
-      todo.insert(todo.end(), upstream[u].begin(), upstream[u].end());
-    }
+      return it != spec.vertices(u).properties().end() && it->second == "source";
+    });
     if (!found) {
       return absl::InvalidArgumentError(absl::StrCat(
           VertexLabel(spec.vertices(i)),
@@ -192,6 +184,20 @@ absl::Status ValidateGraph(const v1::JobGraphSpec& spec, int max_parallelism) {
     }
   }
   return absl::OkStatus();
+}
+
+bool AnyUpstream(const std::vector<std::vector<int>>& upstream, int from, absl::FunctionRef<bool(int)> pred) {
+  std::vector<int> todo = upstream[static_cast<size_t>(from)];
+  std::vector<bool> seen(upstream.size(), false);
+  while (!todo.empty()) {
+    const int u = todo.back();
+    todo.pop_back();
+    if (seen[static_cast<size_t>(u)]) continue;
+    seen[static_cast<size_t>(u)] = true;
+    if (pred(u)) return true;
+    todo.insert(todo.end(), upstream[static_cast<size_t>(u)].begin(), upstream[static_cast<size_t>(u)].end());
+  }
+  return false;
 }
 
 bool SameGraph(const v1::JobGraphSpec& a, const v1::JobGraphSpec& b) { return Deterministic(a) == Deterministic(b); }

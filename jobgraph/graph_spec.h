@@ -5,6 +5,9 @@
 // the same binary and arguments and checks that it gives the same spec.
 #pragma once
 
+#include <vector>
+
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "weir/job_graph.h"
 #include "weir/v1/job.pb.h"
@@ -18,6 +21,11 @@ v1::JobGraphSpec ToSpec(const JobGraph& graph);
 // without a downstream is a sink and sinks have none; there is at least one
 // source and one sink; no cycles; parallelism is 0 (default) or 1..max.
 absl::Status ValidateGraph(const v1::JobGraphSpec& spec, int max_parallelism);
+
+// Whether `pred` holds for a vertex upstream of `from` (its inputs, theirs,
+// and so on; not `from` itself). `upstream[v]` lists the sources of v's
+// input edges.
+bool AnyUpstream(const std::vector<std::vector<int>>& upstream, int from, absl::FunctionRef<bool(int)> pred);
 
 // Whether two specs describe the same graph (deterministic serialization).
 bool SameGraph(const v1::JobGraphSpec& a, const v1::JobGraphSpec& b);

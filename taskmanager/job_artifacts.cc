@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/crypto/sha256.h"
 #include "common/logging/logging.h"
@@ -168,21 +167,21 @@ absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> JobArtifacts::Acquire(const
   if (load_here) {
     // `loading` ends however Load does (an exception included), or the
     // job's other tasks would wait for it forever.
-    absl::Cleanup done_loading = [&] {
-      absl::MutexLock lock(&entry->mu);
-      entry->loading = false;
-    };
     absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> loaded;
     try {
       loaded = Load(job_id, sha256, args, expected_graph_sha256, cancel);
     } catch (...) {
-      std::move(done_loading).Invoke();
+      {
+        absl::MutexLock lock(&entry->mu);
+        entry->loading = false;
+      }
       Release(job_id);
       throw;
     }
     {
       absl::MutexLock lock(&entry->mu);
       if (loaded.ok()) entry->job = *loaded;
+      entry->loading = false;
     }
     result = std::move(loaded);
   }

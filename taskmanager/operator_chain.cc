@@ -1,15 +1,16 @@
 #include "taskmanager/operator_chain.h"
 
 #include <map>
-#include <set>
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging/logging.h"
 #include "common/state/key_groups.h"
 #include "common/status_macros.h"
 #include "connectors/connector.h"
+#include "jobgraph/graph_spec.h"
 #include "taskmanager/eventtime/timer_service.h"
 #include "taskmanager/state/in_memory_keyed_state.h"
 #include "taskmanager/state/rocksdb_keyed_state.h"
@@ -34,7 +35,7 @@ class OperatorChain::Context final : public OperatorContext {
  public:
   Context(std::string name, int subtask, int parallelism, const google::protobuf::Map<std::string, std::string>* config,
           OperatorStateSnapshot restored_operator_state, bool restored, std::unique_ptr<MetricGroup> metrics,
-          const int64_t* element_time)
+          int64_t* element_time)
       : element_time_(element_time),
         metrics_(std::move(metrics)),
         name_(std::move(name)),
@@ -67,9 +68,9 @@ class OperatorChain::Context final : public OperatorContext {
   void SetSideOutput(int id, RecordOutput* output) { side_outputs_[id] = output; }
 
   // Keyed state, restored already, and the timers it holds.
-  void EnableKeyedState(std::unique_ptr<KeyedStateBackend> keyed, int max_parallelism, int64_t* element_time) {
+  void EnableKeyedState(std::unique_ptr<KeyedStateBackend> keyed, int max_parallelism) {
     keyed_ = std::move(keyed);
-    timers_ = std::make_unique<InternalTimerService>(keyed_.get(), &operator_state_, max_parallelism, element_time);
+    timers_ = std::make_unique<InternalTimerService>(keyed_.get(), &operator_state_, max_parallelism, element_time_);
     timers_->Restore();
   }
   KeyedStateBackend* keyed() { return keyed_.get(); }
@@ -77,7 +78,7 @@ class OperatorChain::Context final : public OperatorContext {
   OperatorStateBackend& operator_state_backend() { return operator_state_; }
 
  private:
-  const int64_t* const element_time_;  // the chain's
+  int64_t* const element_time_;  // the chain's
   const std::unique_ptr<MetricGroup> metrics_;
   const std::string name_;
   const int subtask_;
@@ -108,20 +109,15 @@ bool AllSinksAtMostOnce(const JobGraph& graph) {
 // source) is `vertex` or upstream of it: then records carry their event time
 // on the way out of `vertex`.
 bool FedByEventTime(const JobGraph& graph, int vertex) {
-  std::vector<int> todo = {vertex};
-  std::set<int> seen;
-  while (!todo.empty()) {
-    const int v = todo.back();
-    todo.pop_back();
-    if (!seen.insert(v).second) continue;
-    const VertexSpec& spec = graph.vertices.at(v);
+  auto is_source = [&](int v) {
+    const VertexSpec& spec = graph.vertices.at(static_cast<size_t>(v));
     auto it = spec.properties.find(std::string(kEventTimeProperty));
-    if (it != spec.properties.end() && it->second == "source") return true;
-    for (const EdgeSpec& e : graph.edges) {
-      if (e.target == v) todo.push_back(e.source);
-    }
-  }
-  return false;
+    return it != spec.properties.end() && it->second == "source";
+  };
+  if (is_source(vertex)) return true;
+  std::vector<std::vector<int>> upstream(graph.vertices.size());
+  for (const EdgeSpec& e : graph.edges) upstream[static_cast<size_t>(e.target)].push_back(e.source);
+  return jobgraph::AnyUpstream(upstream, vertex, is_source);
 }
 
 // The registry of `options`, or an empty one (every connector is unknown).
@@ -148,6 +144,7 @@ class OperatorChain::Output final : public RecordOutput {
         next_(next),
         next_output_(next_output),
         then_(then),
+        then_shares_slot_(dynamic_cast<Output*>(then) != nullptr),  // every Output of a chain has its slot
         counter_(counter),
         second_(second) {}
 
@@ -156,19 +153,16 @@ class OperatorChain::Output final : public RecordOutput {
     if (second_ != nullptr) second_->fetch_add(1, std::memory_order_relaxed);
     if (next_ != nullptr) {
       next_->Process(record);
+    } else if (then_shares_slot_) {
+      then_->Emit(record);  // another Output of the chain: the time is in the slot
     } else if (then_ != nullptr) {
       then_->EmitAt(record, *element_time_);
     }
   }
   void EmitAt(void* record, int64_t timestamp) override {
-    const int64_t saved = *element_time_;
+    // Put back also when the call throws (TaskCancelled, a user error).
+    const absl::Cleanup restore = [slot = element_time_, saved = *element_time_] { *slot = saved; };
     *element_time_ = timestamp;
-    // Restored also when the call throws (TaskCancelled, a user error).
-    struct Restore {
-      int64_t* slot;
-      int64_t value;
-      ~Restore() { *slot = value; }
-    } restore{element_time_, saved};
     Emit(record);
   }
   // The timers of the next operator (keyed operators): its event-time
@@ -201,6 +195,7 @@ class OperatorChain::Output final : public RecordOutput {
   StreamOperator* const next_;
   RecordOutput* const next_output_;
   RecordOutput* const then_;
+  const bool then_shares_slot_;
   std::atomic<int64_t>* const counter_;
   std::atomic<int64_t>* const second_;
   InternalTimerService* next_timers_ = nullptr;
@@ -334,7 +329,7 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
         RETURN_IF_ERROR(Annotate(keyed->Restore(restored->operators[i].keyed_restore),
                                  absl::StrCat("restoring the keyed state of operator '", v.name, "'")));
       }
-      context->EnableKeyedState(std::move(keyed), max_parallelism, &element_time_);
+      context->EnableKeyedState(std::move(keyed), max_parallelism);
     }
     contexts_.push_back(std::move(context));
 
@@ -547,12 +542,16 @@ absl::StatusOr<ChainSnapshot> OperatorChain::SnapshotState(const CheckpointInfo&
   snapshot.checkpoint_id = checkpoint.checkpoint_id;
   std::vector<CheckpointListener*> listeners = Listeners();
   for (size_t i = 0; i < listeners.size(); ++i) {
+    const absl::Time start = absl::Now();
     listeners[i]->SnapshotState(checkpoint);
     if (InternalTimerService* timers = contexts_[i]->timer_service()) timers->SnapshotState();
     OperatorSnapshot& op = snapshot.operators.emplace_back();
     op.operator_state = contexts_[i]->operator_state_backend().Snapshot();
+    const absl::Time operator_done = absl::Now();
+    snapshot.operators_time += operator_done - start;
     if (KeyedStateBackend* keyed = contexts_[i]->keyed()) {
       absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> part = keyed->Snapshot(checkpoint.checkpoint_id);
+      snapshot.keyed_time += absl::Now() - operator_done;
       if (!part.ok()) {
         return Annotate(part.status(),
                         absl::StrCat("snapshotting the keyed state of operator '", contexts_[i]->operator_name(), "'"));
@@ -561,6 +560,12 @@ absl::StatusOr<ChainSnapshot> OperatorChain::SnapshotState(const CheckpointInfo&
     }
   }
   return snapshot;
+}
+
+void OperatorChain::AfterSnapshot() {
+  for (auto& context : contexts_) {
+    if (InternalTimerService* timers = context->timer_service()) timers->AfterSnapshot();
+  }
 }
 
 void OperatorChain::NotifyCheckpointComplete(int64_t checkpoint_id) {

@@ -99,6 +99,19 @@ class KeyedStateStore {
   // entries at once. Default: each write applies at once.
   virtual void StartWriteBatch() {}
   virtual void CommitWriteBatch() {}
+
+  // For a write-back cache in front of the state, from SnapshotState: an
+  // entry of map state `state_name` under `key` (as the key_by serialized
+  // it) that the cache holds and the state may not; `value` null when the
+  // cache removed it. The state does not change: the snapshot taken next
+  // keeps a copy of the entry beside it, and a restore applies the entry on
+  // top — so the synchronous part of a checkpoint copies bytes instead of
+  // writing them into RocksDB. The runtime's keyed state takes these;
+  // other stores refuse them.
+  virtual void AddPendingEntry(std::string_view key, std::string_view state_name, std::string_view user_key,
+                               const std::string* value) {
+    throw std::logic_error("this keyed state store takes no pending entries");
+  }
 };
 
 // A list of byte strings kept per operator instance in checkpoints

@@ -134,6 +134,7 @@ absl::StatusOr<ChainSnapshot> ReadTaskSnapshot(const std::string& checkpoint_dir
     keyed.checkpoint_dir = checkpoint_dir;
     keyed.snapshot.mutable_key_groups()->CopyFrom(op.key_groups());
     if (op.has_keyed_files()) *keyed.snapshot.mutable_keyed_files() = op.keyed_files();
+    keyed.snapshot.set_pending_entries(op.pending_entries());
   }
   return snapshot;
 }

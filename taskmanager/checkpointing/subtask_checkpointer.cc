@@ -47,12 +47,15 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
     // waiting for room in the output (backpressure), or the snapshot.
     logging::Get("task")
         ->info("task {}: checkpoint {}: synchronous part {} ms (flush before the barrier {} ms, barrier waiting for "
-               "output buffers {} ms, snapshot {} ms)",
+               "output buffers {} ms, snapshot {} ms: operators {} ms, keyed state backends {} ms)",
                tdd_.task_id(), checkpoint_id, absl::ToInt64Milliseconds(sync),
                absl::ToInt64Milliseconds(pre_barrier),
                absl::ToInt64Milliseconds(barrier_out - start - pre_barrier),
-               absl::ToInt64Milliseconds(absl::Now() - barrier_out));
+               absl::ToInt64Milliseconds(absl::Now() - barrier_out),
+               absl::ToInt64Milliseconds(taken.ok() ? taken->operators_time : absl::ZeroDuration()),
+               absl::ToInt64Milliseconds(taken.ok() ? taken->keyed_time : absl::ZeroDuration()));
   }
+  chain.AfterSnapshot();
   if (!taken.ok()) {
     // The barrier is out, so the task goes on; only this checkpoint fails.
     Decline(checkpoint_id, absl::StrCat("taking the snapshot failed: ", taken.status().message()));

@@ -1,10 +1,10 @@
 #include "taskmanager/eventtime/timer_service.h"
 
 #include <algorithm>
-#include <chrono>
 #include <stdexcept>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -70,17 +70,34 @@ void InternalTimerService::Restore() {
   }
 }
 
-void InternalTimerService::SnapshotState() {
-  // The timers registered since the last snapshot that have not fired.
-  backend_->StartWriteBatch();
-  for (TimeDomain domain : {TimeDomain::kEventTime, TimeDomain::kProcessingTime}) {
-    for (const auto& [time, key, ns] : Unpersisted(domain)) {
-      backend_->SetCurrentKey(key);
-      backend_->PutEntry(StateName(domain), EncodeTimer(time, ns), "");
+bool InternalTimerService::Unwritten::Erase(const View& timer) {
+  for (Index* index : {&fresh, &pending, &aged}) {
+    if (auto it = index->find(timer); it != index->end()) {
+      index->erase(it);
+      return true;
     }
-    Unpersisted(domain).clear();
   }
-  backend_->CommitWriteBatch();
+  return false;
+}
+
+void InternalTimerService::SnapshotState() {
+  WriteAged();  // left by a snapshot without AfterSnapshot
+  std::string user_key;
+  static const std::string kEmpty;
+  for (TimeDomain domain : {TimeDomain::kEventTime, TimeDomain::kProcessingTime}) {
+    Unwritten& unwritten = UnwrittenOf(domain);
+    for (const Index* index : {&unwritten.pending, &unwritten.fresh}) {
+      for (const auto& [time, key, ns] : *index) {
+        user_key.clear();
+        weir::internal::AppendOrderedInt64(time, user_key);
+        user_key.append(ns);
+        backend_->AddPendingEntry(key, StateName(domain), user_key, &kEmpty);
+      }
+    }
+    unwritten.aged = std::move(unwritten.pending);
+    unwritten.pending = std::move(unwritten.fresh);
+    unwritten.fresh.clear();
+  }
   // One entry per run of key groups with the same floor.
   const state::KeyGroupRange& range = backend_->range();
   std::vector<std::string> entries;
@@ -95,6 +112,22 @@ void InternalTimerService::SnapshotState() {
     first = last + 1;
   }
   floor_state_->Update(std::move(entries));
+}
+
+void InternalTimerService::AfterSnapshot() { WriteAged(); }
+
+void InternalTimerService::WriteAged() {
+  for (TimeDomain domain : {TimeDomain::kEventTime, TimeDomain::kProcessingTime}) {
+    Index& aged = UnwrittenOf(domain).aged;
+    if (aged.empty()) continue;
+    backend_->StartWriteBatch();
+    for (const auto& [time, key, ns] : aged) {
+      backend_->SetCurrentKey(key);
+      backend_->PutEntry(StateName(domain), EncodeTimer(time, ns), "");
+    }
+    backend_->CommitWriteBatch();
+    aged.clear();
+  }
 }
 
 int64_t InternalTimerService::CurrentWatermark() const {
@@ -112,8 +145,8 @@ void InternalTimerService::Register(TimeDomain domain, int64_t time, std::string
   // Most calls find the timer there (a window's every record registers it).
   if (index.find(View(time, key, ns)) != index.end()) return;
   index.emplace(time, std::string(key), std::string(ns));
-  // Into the backend at the next snapshot, unless it is gone by then.
-  Unpersisted(domain).emplace(time, std::string(key), std::string(ns));
+  // Into the snapshots, unless it is gone by then.
+  UnwrittenOf(domain).fresh.emplace(time, std::string(key), std::string(ns));
 }
 
 void InternalTimerService::Delete(TimeDomain domain, int64_t time, std::string_view ns) {
@@ -122,11 +155,7 @@ void InternalTimerService::Delete(TimeDomain domain, int64_t time, std::string_v
   auto it = index.find(View(time, key, ns));
   if (it == index.end()) return;
   index.erase(it);
-  Index& unpersisted = Unpersisted(domain);
-  if (auto pending = unpersisted.find(View(time, key, ns)); pending != unpersisted.end()) {
-    unpersisted.erase(pending);
-    return;
-  }
+  if (UnwrittenOf(domain).Erase(View(time, key, ns))) return;
   backend_->RemoveEntry(StateName(domain), EncodeTimer(time, ns));
 }
 
@@ -146,22 +175,14 @@ std::optional<int64_t> InternalTimerService::NextProcessingTime() const {
 
 void InternalTimerService::Fire(TimeDomain domain, int64_t limit, absl::FunctionRef<void(const FiredTimer&)> fire) {
   Index& index = IndexOf(domain);
-  const int64_t saved_time = *element_time_;
-  struct RestoreTime {
-    int64_t* slot;
-    int64_t value;
-    ~RestoreTime() { *slot = value; }
-  } restore{element_time_, saved_time};
+  Unwritten& unwritten = UnwrittenOf(domain);
+  const absl::Cleanup restore_time = [slot = element_time_, saved = *element_time_] { *slot = saved; };
   while (!index.empty() && std::get<0>(*index.begin()) <= limit) {
     auto node = index.extract(index.begin());
     const auto& [time, key, ns] = node.value();
     backend_->SetCurrentKey(key);
-    Index& unpersisted = Unpersisted(domain);
-    if (auto pending = unpersisted.find(node.value()); pending != unpersisted.end()) {
-      unpersisted.erase(pending);  // never written: nothing to remove
-    } else {
-      backend_->RemoveEntry(StateName(domain), EncodeTimer(time, ns));
-    }
+    // Never written (nothing to remove), or in the backend.
+    if (!unwritten.Erase(Less::Of(node.value()))) backend_->RemoveEntry(StateName(domain), EncodeTimer(time, ns));
     *element_time_ = domain == TimeDomain::kEventTime ? time : kNoTimestamp;
     fire(FiredTimer{.domain = domain, .time = time, .key = key, .ns = ns});
   }

@@ -7,9 +7,15 @@
 // bit flipped><ns>, empty value. So timers are in every snapshot of either
 // backend (RocksDB: incrementally, with the rest of the state), and a
 // restore at any parallelism brings back exactly the timers of its key
-// groups. A timer is written when a snapshot is taken (SnapshotState, before
-// the backend's), so one that is registered and fires between two snapshots
-// (most of a window operator's) costs the backend nothing. An ordered index on the heap (time, key, ns) says which fires next;
+// groups. A new timer is not written at once: the snapshots keep it as a
+// pending entry (KeyedStateBackend::AddPendingEntry: a copy of its bytes
+// beside the backend's state) until it has been in two, and then it is
+// written into the backend — after the second's synchronous part
+// (AfterSnapshot), so a checkpoint's synchronous part never writes timers.
+// A timer that fires before the next snapshot (most of a window
+// operator's) costs the backend nothing, one that fires before the one
+// after costs two copies.
+// An ordered index on the heap (time, key, ns) says which fires next;
 // Restore() rebuilds it from the backend, so the number of timers is bounded
 // by memory (about 100 bytes per timer) even with RocksDB.
 //
@@ -62,10 +68,14 @@ class InternalTimerService final : public weir::TimerService {
   // After the backend restored: indexes the timers it holds, and reads the
   // lateness floor of its key groups.
   void Restore();
-  // Before the keyed and operator state are snapshotted: writes the timers
-  // registered since the last snapshot, and records the floor. Changes the
-  // backend's current key.
+  // Before the keyed and operator state are snapshotted: hands every timer
+  // not in the backend to it as a pending entry, and records the floor.
+  // Changes the backend's current key.
   void SnapshotState();
+  // After the snapshot's synchronous part (the barrier is out): writes the
+  // timers that have now been in two snapshots into the backend. Changes
+  // the backend's current key. Skipped, the next SnapshotState does it.
+  void AfterSnapshot();
 
   void Register(TimeDomain domain, int64_t time, std::string_view ns) override;
   void Delete(TimeDomain domain, int64_t time, std::string_view ns) override;
@@ -104,13 +114,24 @@ class InternalTimerService final : public weir::TimerService {
   const Index& IndexOf(TimeDomain domain) const {
     return domain == TimeDomain::kEventTime ? event_ : processing_;
   }
-  Index& Unpersisted(TimeDomain domain) {
-    return domain == TimeDomain::kEventTime ? unpersisted_event_ : unpersisted_processing_;
+  // The timers of `domain` not in the backend: registered since the last
+  // snapshot, handed over at it, and handed over at the one before too (to
+  // be written by AfterSnapshot).
+  struct Unwritten {
+    Index fresh;
+    Index pending;
+    Index aged;
+    // Forgets the timer; false when it is not here (it is in the backend).
+    bool Erase(const View& timer);
+  };
+  Unwritten& UnwrittenOf(TimeDomain domain) {
+    return domain == TimeDomain::kEventTime ? unwritten_event_ : unwritten_processing_;
   }
   static std::string_view StateName(TimeDomain domain) {
     return domain == TimeDomain::kEventTime ? kEventTimers : kProcessingTimers;
   }
   void Fire(TimeDomain domain, int64_t limit, absl::FunctionRef<void(const FiredTimer&)> fire);
+  void WriteAged();
 
   KeyedStateBackend* const backend_;
   OperatorListState* const floor_state_;
@@ -121,12 +142,10 @@ class InternalTimerService final : public weir::TimerService {
   int64_t highest_floor_ = kMinWatermark;
   Index event_;
   Index processing_;
-  // Timers registered since the last snapshot, not yet in the backend: most
-  // (a window's) fire before the next snapshot and never reach it.
-  Index unpersisted_event_;
-  Index unpersisted_processing_;
+  // Most timers (a window's) fire before they would be written.
+  Unwritten unwritten_event_;
+  Unwritten unwritten_processing_;
   int64_t watermark_ = kMinWatermark;
-  std::string scratch_;
 };
 
 // <time, 8 bytes big-endian, sign bit flipped><ns>: byte order is time

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "weir/serializer.h"
 
 namespace weir::taskmanager::network {
 
@@ -82,20 +83,6 @@ inline const char* BufferKindName(Buffer::Kind kind) {
   return "?";
 }
 
-namespace internal {
-
-// A record's length as the varint32 in front of it.
-inline void AppendLength(size_t size, Buffer* buffer) {
-  uint32_t length = static_cast<uint32_t>(size);
-  while (length >= 0x80) {
-    buffer->data.push_back(static_cast<char>((length & 0x7f) | 0x80));
-    length >>= 7;
-  }
-  buffer->data.push_back(static_cast<char>(length));
-}
-
-}  // namespace internal
-
 // Bytes a record of `record_bytes` bytes takes in a data buffer.
 inline size_t FramedRecordSize(size_t record_bytes) {
   size_t size = 1;
@@ -107,7 +94,7 @@ inline size_t FramedRecordSize(size_t record_bytes) {
 // shorter than 4 GiB (and than the transport's message limit, 64 MiB, to
 // cross TaskManagers).
 inline void AppendRecord(absl::string_view record, Buffer* buffer) {
-  internal::AppendLength(record.size(), buffer);
+  weir::internal::WriteVarint(record.size(), buffer->data);  // the length, a varint32 in front
   buffer->data.append(record.data(), record.size());
   ++buffer->record_count;
 }
@@ -118,7 +105,7 @@ inline constexpr size_t kRecordTimestampBytes = 8;
 // Appends one record with its event time (Unix ms) to a timestamped data
 // buffer (Kind::kTimestampedData).
 inline void AppendTimestampedRecord(absl::string_view record, int64_t timestamp, Buffer* buffer) {
-  internal::AppendLength(record.size(), buffer);
+  weir::internal::WriteVarint(record.size(), buffer->data);  // the length, a varint32 in front
   const uint64_t bits = static_cast<uint64_t>(timestamp);
   for (size_t i = 0; i < kRecordTimestampBytes; ++i) buffer->data.push_back(static_cast<char>(bits >> (8 * i)));
   buffer->data.append(record.data(), record.size());

@@ -197,7 +197,7 @@ absl::Status InMemoryKeyedState::RestoreKeyGroup(int key_group, absl::string_vie
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> InMemoryKeyedState::Snapshot(int64_t) {
+absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> InMemoryKeyedState::TakeSnapshot(int64_t) {
   std::map<int, std::string> groups;
   for (int group = range_.start; group < range_.end; ++group) {
     std::string bytes = SnapshotKeyGroup(group);
@@ -206,7 +206,7 @@ absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> InMemoryKeyedState::Snapshot
   return std::make_unique<SerializedSnapshot>(std::move(groups));
 }
 
-absl::Status InMemoryKeyedState::Restore(const std::vector<KeyedStateRestore>& parts) {
+absl::Status InMemoryKeyedState::RestoreState(const std::vector<KeyedStateRestore>& parts) {
   for (const KeyedStateRestore& part : parts) {
     if (!part.snapshot.keyed_files().backend().empty()) {
       return absl::FailedPreconditionError(absl::StrCat(

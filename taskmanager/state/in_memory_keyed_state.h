@@ -26,6 +26,7 @@ class InMemoryKeyedState final : public KeyedStateBackend {
 
   void SetCurrentKey(std::string_view key) override;
   const state::KeyGroupRange& range() const override { return range_; }
+  int max_parallelism() const override { return max_parallelism_; }
   std::string_view current_key() const override;
 
   std::optional<std::string> Get(std::string_view state_name) override;
@@ -40,8 +41,6 @@ class InMemoryKeyedState final : public KeyedStateBackend {
   void ForEachEntry(std::string_view state_name,
                     absl::FunctionRef<void(std::string_view, std::string_view, std::string_view)> fn) override;
 
-  absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> Snapshot(int64_t checkpoint_id) override;
-  absl::Status Restore(const std::vector<KeyedStateRestore>& parts) override;
 
   // Every value of `key_group` (in the range), serialized deterministically;
   // empty when the group holds nothing.
@@ -52,6 +51,10 @@ class InMemoryKeyedState final : public KeyedStateBackend {
 
   // Values and map entries stored, over all key groups.
   size_t size() const;
+
+ protected:
+  absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> TakeSnapshot(int64_t checkpoint_id) override;
+  absl::Status RestoreState(const std::vector<KeyedStateRestore>& parts) override;
 
  private:
   struct Group {

@@ -16,6 +16,12 @@
 // everything it needs: it may outlive the backend (a task cancelled while
 // its snapshot is being written).
 //
+// Entries a write-back cache in front of the backend holds (window
+// contents, new timers) need not be written into it for a snapshot: the
+// cache hands them over with AddPendingEntry from SnapshotState, the
+// snapshot keeps them beside the backend's state, and Restore applies them
+// on top (pending_entries.h).
+//
 // Keys are stored under their key group, so a restore takes exactly the key
 // groups of its own range from the snapshots it is given (those of several
 // old subtasks when the parallelism changed).
@@ -34,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/state/key_groups.h"
+#include "taskmanager/state/pending_entries.h"
 #include "weir/operator.h"
 #include "weir/v1/checkpoint.pb.h"
 
@@ -65,6 +72,7 @@ class KeyedStateBackend : public KeyedStateStore {
   // the key's group is outside range(): a record reached the wrong subtask.
   virtual void SetCurrentKey(std::string_view key) = 0;
   virtual const state::KeyGroupRange& range() const = 0;
+  virtual int max_parallelism() const = 0;
   // The key set last; throws std::logic_error before the first.
   virtual std::string_view current_key() const = 0;
 
@@ -76,18 +84,33 @@ class KeyedStateBackend : public KeyedStateStore {
       std::string_view state_name,
       absl::FunctionRef<void(std::string_view key, std::string_view user_key, std::string_view value)> fn) = 0;
 
-  // The synchronous part of snapshot `checkpoint_id`.
-  virtual absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> Snapshot(int64_t checkpoint_id) = 0;
+  // Copies the entry into the next snapshot; the backend does not change.
+  void AddPendingEntry(std::string_view key, std::string_view state_name, std::string_view user_key,
+                       const std::string* value) final {
+    pending_.Add(key, state_name, user_key, value);
+  }
 
-  // Before first use: adds the key groups of range() found in `parts`.
-  // kDataLoss when a snapshot is corrupt or incomplete, kFailedPrecondition
-  // when it was written by the other backend.
-  virtual absl::Status Restore(const std::vector<KeyedStateRestore>& parts) = 0;
+  // The synchronous part of snapshot `checkpoint_id`: the backend's
+  // (TakeSnapshot) and the pending entries added since the last one.
+  absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> Snapshot(int64_t checkpoint_id);
+
+  // Before first use: adds the key groups of range() found in `parts`
+  // (RestoreState), then their pending entries. kDataLoss when a snapshot
+  // is corrupt or incomplete, kFailedPrecondition when it was written by
+  // the other backend.
+  absl::Status Restore(const std::vector<KeyedStateRestore>& parts);
 
   // The fate of a snapshot taken earlier (incremental snapshots build on
   // the newest completed one).
   virtual void NotifyCheckpointComplete(int64_t checkpoint_id) {}
   virtual void NotifyCheckpointAborted(int64_t checkpoint_id) {}
+
+ protected:
+  virtual absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> TakeSnapshot(int64_t checkpoint_id) = 0;
+  virtual absl::Status RestoreState(const std::vector<KeyedStateRestore>& parts) = 0;
+
+ private:
+  PendingEntries pending_;
 };
 
 }  // namespace weir::taskmanager

@@ -72,29 +72,33 @@ class ConcatenateOperator final : public rocksdb::AssociativeMergeOperator {
   const char* Name() const override { return "WeirConcatenate"; }
 };
 
-// The part of a stored key that names the record's key: key group, length
-// and key bytes — everything but a map entry's user key. Memtables hash by
-// it, so that a point lookup does not search one big sorted list, and map
-// state's entries of one key stay together.
+// The length of a stored key's <key group, 2 bytes><varint key length><key>
+// part — everything but a map entry's user key; 0 when `key` is not one of
+// ours (too short or truncated). Does not throw: RocksDB calls it.
+size_t KeyPrefixLength(std::string_view key) {
+  size_t pos = 2;
+  uint64_t length = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (pos >= key.size()) return 0;
+    const uint8_t b = static_cast<uint8_t>(key[pos++]);
+    length |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) break;
+  }
+  if (length > key.size() - pos) return 0;
+  return pos + length;
+}
+
+// The part of a stored key that names the record's key (KeyPrefixLength).
+// Memtables hash by it, so that a point lookup does not search one big
+// sorted list, and map state's entries of one key stay together.
 class KeyPrefix final : public rocksdb::SliceTransform {
  public:
   const char* Name() const override { return "WeirKeyPrefix"; }
-  rocksdb::Slice Transform(const rocksdb::Slice& key) const override { return rocksdb::Slice(key.data(), Length(key)); }
-  bool InDomain(const rocksdb::Slice& key) const override { return Length(key) > 0; }
-
- private:
-  // 0 when `key` is not one of ours (too short or truncated).
-  static size_t Length(const rocksdb::Slice& key) {
-    size_t pos = 2;
-    uint64_t length = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (pos >= key.size()) return 0;
-      const uint8_t b = static_cast<uint8_t>(key[pos++]);
-      length |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if ((b & 0x80) == 0) break;
-    }
-    if (length > key.size() - pos) return 0;
-    return pos + length;
+  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
+    return rocksdb::Slice(key.data(), KeyPrefixLength(std::string_view(key.data(), key.size())));
+  }
+  bool InDomain(const rocksdb::Slice& key) const override {
+    return KeyPrefixLength(std::string_view(key.data(), key.size())) > 0;
   }
 };
 
@@ -585,13 +589,11 @@ void RocksDbKeyedState::ForEachEntry(
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     // <key group, 2 bytes><varint key length><key><user key>
     const std::string_view stored(it->key().data(), it->key().size());
+    const size_t prefix = KeyPrefixLength(stored);
+    if (prefix == 0) throw std::runtime_error(absl::StrCat("map state '", AV(state_name), "' holds a malformed key"));
     size_t pos = 2;
-    const uint64_t length = stored.size() > pos ? weir::internal::ReadVarint(stored, &pos) : stored.size();
-    if (pos + length > stored.size()) {
-      throw std::runtime_error(absl::StrCat("map state '", AV(state_name), "' holds a malformed key"));
-    }
-    fn(stored.substr(pos, length), stored.substr(pos + length),
-       std::string_view(it->value().data(), it->value().size()));
+    const std::string_view key = weir::internal::ReadField(stored.substr(0, prefix), &pos);
+    fn(key, stored.substr(prefix), std::string_view(it->value().data(), it->value().size()));
   }
   if (!it->status().ok()) Throw(it->status(), absl::StrCat("reading map state '", AV(state_name), "'"));
 }
@@ -608,7 +610,7 @@ void RocksDbKeyedState::CommitWriteBatch() {
   if (!s.ok()) Throw(s, "writing a batch of state");
 }
 
-absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::Snapshot(int64_t checkpoint_id) {
+absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::TakeSnapshot(int64_t checkpoint_id) {
   // A batch left open would be missing from the snapshot.
   CommitWriteBatch();
   const std::string local = CheckpointDirName(options_.instance_dir, checkpoint_id);
@@ -741,7 +743,7 @@ void RocksDbKeyedState::NotifyCheckpointAborted(int64_t checkpoint_id) {
   confirmed_.clear();
 }
 
-absl::Status RocksDbKeyedState::Restore(const std::vector<KeyedStateRestore>& parts) {
+absl::Status RocksDbKeyedState::RestoreState(const std::vector<KeyedStateRestore>& parts) {
   std::vector<const KeyedStateRestore*> overlapping;
   for (const KeyedStateRestore& part : parts) {
     const v1::KeyedStateFilesProto& files = part.snapshot.keyed_files();

@@ -87,6 +87,7 @@ class RocksDbKeyedState final : public KeyedStateBackend {
 
   void SetCurrentKey(std::string_view key) override;
   const state::KeyGroupRange& range() const override { return range_; }
+  int max_parallelism() const override { return max_parallelism_; }
   std::string_view current_key() const override;
 
   // Errors from RocksDB are thrown as std::runtime_error (the task fails
@@ -106,8 +107,6 @@ class RocksDbKeyedState final : public KeyedStateBackend {
   void StartWriteBatch() override;
   void CommitWriteBatch() override;
 
-  absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> Snapshot(int64_t checkpoint_id) override;
-  absl::Status Restore(const std::vector<KeyedStateRestore>& parts) override;
   void NotifyCheckpointComplete(int64_t checkpoint_id) override;
   void NotifyCheckpointAborted(int64_t checkpoint_id) override;
 
@@ -115,6 +114,10 @@ class RocksDbKeyedState final : public KeyedStateBackend {
   // Flushes every memtable and waits: tests and benchmarks that need the
   // state in SST files (a snapshot does not flush).
   void FlushForTesting();
+
+ protected:
+  absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> TakeSnapshot(int64_t checkpoint_id) override;
+  absl::Status RestoreState(const std::vector<KeyedStateRestore>& parts) override;
 
  private:
   struct Impl;

@@ -17,6 +17,7 @@
 #include "taskmanager/checkpointing/subtask_checkpointer.h"
 #include "taskmanager/network/input_gate.h"
 #include "taskmanager/network/result_partition.h"
+#include "taskmanager/state/in_memory_keyed_state.h"
 #include "taskmanager/task.h"
 #include "tests/testing/process.h"
 #include "weir/datastream.h"
@@ -357,6 +358,41 @@ TEST_F(TaskCheckpointTest, ANonSourceOrCheckpointlessTaskDeclines) {
   EXPECT_THAT(responder.declines()[0].reason(), HasSubstr("checkpoints off"));
   EXPECT_TRUE(responder.acks().empty());
   task.Cancel("test over");
+}
+
+// A task snapshot file carries an operator's keyed state whole: the
+// backend's, and the pending entries beside it (a restore that dropped them
+// would lose every window still in a write-back cache).
+TEST(TaskSnapshotFileTest, KeyedStateKeepsItsPendingEntriesThroughTheFile) {
+  const std::string dir = weir::testing::MakeTempDir("weir-chk-file");
+  v1::TaskDeploymentDescriptor tdd;
+  tdd.set_job_id("job");
+  tdd.set_task_id("job/1/c0s0");
+  tdd.add_vertex_ids(4);
+  tdd.set_parallelism(1);
+  InMemoryKeyedState backend(state::KeyGroupRange{0, 128}, 128);
+  backend.SetCurrentKey("k");
+  backend.PutEntry("m", "stored", "1");
+  const std::string value = "2";
+  backend.AddPendingEntry("k", "m", "pending", &value);
+  ChainSnapshot snapshot;
+  snapshot.checkpoint_id = 7;
+  absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> keyed = backend.Snapshot(7);
+  ASSERT_TRUE(keyed.ok()) << keyed.status();
+  snapshot.operators.emplace_back().keyed = std::move(*keyed);
+  absl::StatusOr<std::string> encoded = EncodeTaskSnapshot(tdd, snapshot, dir, nullptr);
+  ASSERT_TRUE(encoded.ok()) << encoded.status();
+  absl::StatusOr<v1::TaskStateHandle> handle = WriteTaskSnapshot(dir, tdd, *encoded, StateFilesSummary());
+  ASSERT_TRUE(handle.ok()) << handle.status();
+  absl::StatusOr<ChainSnapshot> read = ReadTaskSnapshot(dir, *handle, tdd);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->operators.size(), 1u);
+
+  InMemoryKeyedState restored(state::KeyGroupRange{0, 128}, 128);
+  ASSERT_TRUE(restored.Restore(read->operators[0].keyed_restore).ok());
+  restored.SetCurrentKey("k");
+  EXPECT_EQ(restored.GetEntry("m", "stored"), "1");
+  EXPECT_EQ(restored.GetEntry("m", "pending"), "2");
 }
 
 }  // namespace

@@ -311,6 +311,135 @@ TEST_P(KeyedStateBackendTest, TimersFireInOrderAndAreRestoredAndRescaledWithThei
   }
 }
 
+// Pending entries (what a write-back cache hands over at a snapshot) leave
+// the live state alone, go into that snapshot only, and are applied on top
+// of the restored state by key group, at any parallelism.
+TEST_P(KeyedStateBackendTest, PendingEntriesGoIntoTheNextSnapshotOnlyAndAreAppliedAtRestore) {
+  const std::vector<std::string> keys = Keys(60);
+  std::unique_ptr<KeyedStateBackend> backend = Make(1, 0);
+  Fill(*backend, keys);  // map "map": a=1, b=2 under every key
+  const std::string hundred = "100";
+  const std::string fresh = "fresh";
+  for (const std::string& key : keys) {
+    backend->AddPendingEntry(key, "map", "a", &hundred);  // overwrites
+    backend->AddPendingEntry(key, "map", "b", nullptr);   // removes
+    backend->AddPendingEntry(key, "other", "c", &fresh);  // new state
+  }
+  // The live state does not change.
+  ExpectFilled(*backend, keys[0]);
+  EXPECT_FALSE(backend->GetEntry("other", "c").has_value());
+
+  const KeyedStateRestore with = Checkpoint(*backend, 1, "with");
+  EXPECT_FALSE(with.snapshot.pending_entries().empty());
+  const KeyedStateRestore without = Checkpoint(*backend, 2, "without");
+  EXPECT_TRUE(without.snapshot.pending_entries().empty()) << "handed over for one snapshot only";
+
+  for (int parallelism : {1, 3}) {
+    int found = 0;
+    for (int subtask = 0; subtask < parallelism; ++subtask) {
+      std::unique_ptr<KeyedStateBackend> next = Make(parallelism, subtask);
+      ASSERT_TRUE(next->Restore({with}).ok());
+      for (const std::string& key : keys) {
+        if (!next->range().Contains(state::KeyGroupForKey(key, kMaxParallelism))) continue;
+        ++found;
+        next->SetCurrentKey(key);
+        EXPECT_EQ(next->GetEntry("map", "a"), "100") << key;
+        EXPECT_FALSE(next->GetEntry("map", "b").has_value()) << key;
+        EXPECT_EQ(next->GetEntry("other", "c"), "fresh") << key;
+        EXPECT_EQ(ValueState<std::string>(next.get(), "value").Get(), key + "-v") << "the rest as it was";
+      }
+    }
+    EXPECT_EQ(found, static_cast<int>(keys.size())) << "parallelism " << parallelism;
+  }
+  std::unique_ptr<KeyedStateBackend> plain = Make(1, 0);
+  ASSERT_TRUE(plain->Restore({without}).ok());
+  ExpectFilled(*plain, keys[0]);
+
+  // Damaged: the restore fails and says where.
+  KeyedStateRestore damaged = with;
+  damaged.snapshot.mutable_pending_entries()->resize(damaged.snapshot.pending_entries().size() - 3);
+  std::unique_ptr<KeyedStateBackend> broken = Make(1, 0);
+  const absl::Status status = broken->Restore({damaged});
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("pending keyed-state entries are malformed"));
+}
+
+// A timer is handed over to the snapshots as a pending entry, and written
+// into the backend after the second if it has not fired: every snapshot
+// holds exactly the timers waiting when it was taken.
+TEST_P(KeyedStateBackendTest, TimersReachTheBackendOnlyWhenTheyOutliveTwoSnapshots) {
+  int64_t element_time = kNoTimestamp;
+  std::unique_ptr<KeyedStateBackend> backend = Make(1, 0);
+  OperatorStateBackend operator_state;
+  InternalTimerService timers(backend.get(), &operator_state, kMaxParallelism, &element_time);
+  timers.Restore();
+  const std::vector<std::string> keys = Keys(20);
+  auto restored_timers = [&](const KeyedStateRestore& part) {
+    std::unique_ptr<KeyedStateBackend> next = Make(1, 0);
+    EXPECT_TRUE(next->Restore({part}).ok());
+    OperatorStateBackend next_operator_state;
+    int64_t slot = kNoTimestamp;
+    InternalTimerService again(next.get(), &next_operator_state, kMaxParallelism, &slot);
+    again.Restore();
+    std::multiset<int64_t> times;
+    again.AdvanceWatermark(kMaxWatermark, [&](const FiredTimer& t) { times.insert(t.time); });
+    return times;
+  };
+  auto in_backend = [&] {
+    size_t n = 0;
+    backend->ForEachEntry(InternalTimerService::kEventTimers,
+                          [&](std::string_view, std::string_view, std::string_view) { ++n; });
+    return n;
+  };
+  auto checkpoint = [&](int64_t id) {
+    timers.SnapshotState();
+    KeyedStateRestore part = Checkpoint(*backend, id, absl::StrCat("chk-", id));
+    timers.AfterSnapshot();
+    return part;
+  };
+  for (const std::string& key : keys) {
+    backend->SetCurrentKey(key);
+    timers.Register(TimeDomain::kEventTime, 100, "");
+    timers.Register(TimeDomain::kEventTime, 200, "");
+    timers.Register(TimeDomain::kEventTime, 400, "");
+  }
+  const KeyedStateRestore first = checkpoint(1);  // all 60 handed over
+  EXPECT_EQ(in_backend(), 0u);
+  timers.AdvanceWatermark(100, [](const FiredTimer&) {});  // 20 fire, never written
+  backend->SetCurrentKey(keys[0]);
+  timers.Register(TimeDomain::kEventTime, 300, "");
+  const KeyedStateRestore second = checkpoint(2);  // 41 handed over; then the 40 old ones written
+  EXPECT_EQ(in_backend(), 2 * keys.size());
+  timers.AdvanceWatermark(200, [](const FiredTimer&) {});  // 20 removed from the backend
+  EXPECT_EQ(in_backend(), keys.size());
+  const KeyedStateRestore third = checkpoint(3);  // 20 in the backend, 1 handed over (and then written)
+  EXPECT_EQ(in_backend(), keys.size() + 1);
+  timers.AdvanceWatermark(300, [](const FiredTimer&) {});
+  backend->SetCurrentKey(keys[0]);
+  timers.Register(TimeDomain::kEventTime, 450, "");
+  checkpoint(4);
+  timers.SnapshotState();  // without AfterSnapshot: the next snapshot catches up
+  Checkpoint(*backend, 5, "chk-5");
+  EXPECT_EQ(in_backend(), keys.size());
+  const KeyedStateRestore sixth = checkpoint(6);
+  EXPECT_EQ(in_backend(), keys.size() + 1);
+
+  std::multiset<int64_t> expected_first, expected_second{300};
+  for (size_t i = 0; i < keys.size(); ++i) {
+    expected_first.insert({100, 200, 400});
+    expected_second.insert({200, 400});
+  }
+  EXPECT_EQ(restored_timers(first), expected_first);
+  EXPECT_EQ(restored_timers(second), expected_second);
+  std::multiset<int64_t> expected_third{300}, expected_sixth{450};
+  for (size_t i = 0; i < keys.size(); ++i) {
+    expected_third.insert(400);
+    expected_sixth.insert(400);
+  }
+  EXPECT_EQ(restored_timers(third), expected_third);
+  EXPECT_EQ(restored_timers(sixth), expected_sixth);
+}
+
 TEST(TimerEncodingTest, ByteOrderIsTimeOrder) {
   const std::vector<int64_t> times = {kMinWatermark, -1000, -1, 0, 1, 255, 256, 1700000000000, kMaxWatermark};
   for (size_t i = 0; i + 1 < times.size(); ++i) {
