@@ -9,6 +9,9 @@
 //       [--out-of-orderness-ms 5000] [--idleness-ms 0] [--allowed-lateness-ms 0]
 //       [--event-time kafka|value]                  (default kafka: the record timestamp;
 //                                                    value: the value's leading "<unix ms>")
+//       [--invalid-timestamps fail|drop]            (default fail: a record without a usable
+//                                                    time fails the job, naming it; drop: dropped
+//                                                    and counted)
 //       [--guarantee exactly-once|at-least-once]    (default exactly-once)
 //       [--late-topic late]                         (records too late for their windows)
 //
@@ -110,6 +113,11 @@ void BuildJob(weir::StreamEnvironment& env, const weir::JobArgs& args) {
       .out_of_orderness = std::chrono::milliseconds(Millis(args, "--out-of-orderness-ms", "5000")),
       .idleness = std::chrono::milliseconds(Millis(args, "--idleness-ms", "0"))};
   if (event_time == "value") in.watermarks->timestamp = TimeInValue;
+  const std::string invalid = args.Get("--invalid-timestamps", "fail");
+  if (invalid != "fail" && invalid != "drop") {
+    throw std::invalid_argument("--invalid-timestamps is '" + invalid + "'; expected fail or drop");
+  }
+  if (invalid == "drop") in.watermarks->invalid_timestamps = weir::InvalidTimestamps::kDrop;
 
   auto keyed = weir::kafka::Source(env, in).KeyBy([](const Record& r) { return r.key.value_or(""); });
   weir::WindowResult<WindowCount, Record> counts =

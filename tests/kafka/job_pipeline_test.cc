@@ -448,6 +448,74 @@ TEST_F(JobPipelineTest, AQuietPartitionHoldsEventTimeUntilItIsIdleAndTheLogSaysS
   ASSERT_EQ(cluster_->Weir({"cancel", second}).exit_code, 0);
 }
 
+// Bad event times through real daemons (windowed_count reading each
+// record's time from its value): a time before 1970 fails the job at once,
+// naming the partition and offset, and no restart is tried; with
+// --invalid-timestamps drop, that record and one two days ahead of the wall
+// clock are dropped and counted in weir_event_time_dropped_records_total,
+// and every window of the good records fires with its count.
+TEST_F(JobPipelineTest, BadEventTimesFailTheJobOrAreDroppedAndCounted) {
+  StartCluster({}, "metrics-secret");
+  const std::string in = NewTopic("bad-time-in", 1);
+  const int64_t now = absl::ToUnixMillis(absl::Now());
+  const int64_t base = (now - 3600 * 1000) / 1000 * 1000;
+  std::vector<KafkaMessage> input;
+  std::map<std::string, int> windows;  // the good records' windows before the closing record
+  for (int i = 0; i < 200; ++i) {
+    const std::string key = absl::StrCat("k", i % 3);
+    const int64_t t = base + 10 * int64_t{i};  // 2 s of event time
+    if (i == 50) {
+      input.push_back({key, "-5"});  // offset 50
+    } else if (i == 120) {
+      input.push_back({key, absl::StrCat(now + 2 * 24 * 3600 * 1000)});  // offset 120
+    } else {
+      input.push_back({key, absl::StrCat(t)});
+      ++windows[absl::StrCat(key, "@", t - t % 1000)];
+    }
+  }
+  input.push_back({"closing", absl::StrCat(base + 10000)});  // fires every window above
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, input).ok());
+  auto submit = [&](const std::string& policy, const std::string& out) {
+    return SubmitOrFail(kJobs + "/windowed_count.so",
+                        {"-p", "1", "-Dexecution.checkpointing.interval=200ms", "-Drestart-strategy.type=fixed-delay",
+                         "-Drestart-strategy.fixed-delay.attempts=3", "-Drestart-strategy.fixed-delay.delay=100ms"},
+                        {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out, "--window-ms", "1000",
+                         "--out-of-orderness-ms", "0", "--event-time", "value", "--invalid-timestamps", policy});
+  };
+
+  const std::string failed = submit("fail", NewTopic("bad-time-fail-out", 1));
+  ASSERT_FALSE(failed.empty());
+  const nlohmann::json status = cluster_->WaitForJobEnd(failed);
+  ASSERT_EQ(status["state"], "FAILED") << status.dump(2) << cluster_->Logs();
+  EXPECT_EQ(status["restarts"], 0) << status.dump(2);
+  const std::string error = status["error"].get<std::string>();
+  EXPECT_TRUE(absl::StrContains(error, absl::StrCat("the record at offset 50 of partition ", in, "[0]"))) << error;
+  EXPECT_TRUE(absl::StrContains(error, "before 1970")) << error;
+  EXPECT_TRUE(absl::StrContains(error, "not restarted")) << error;
+
+  const std::string out = NewTopic("bad-time-drop-out", 1);
+  const std::string dropping = submit("drop", out);
+  ASSERT_FALSE(dropping.empty());
+  std::vector<KafkaMessage> output;
+  EXPECT_TRUE(testing::ReadUntil(bootstrap_, out, absl::Seconds(60), &output,
+                                 [&](const auto& read) { return read.size() >= windows.size(); }))
+      << cluster_->Logs();
+  std::map<std::string, int> results;
+  for (const KafkaMessage& m : output) results[m.key.value_or("")] = std::stoi(m.value);
+  EXPECT_EQ(results, windows);
+  nlohmann::json tms = nlohmann::json::parse(cluster_->RestGet("/taskmanagers").body)["taskmanagers"];
+  double dropped = 0;
+  for (const auto& tm : tms) {
+    const std::string body = testing::HttpGet(tm["restPort"].get<int>(), "/metrics", "metrics-secret").body;
+    dropped += std::max(0.0, MetricValue(body, "weir_event_time_dropped_records_total", absl::StrCat("job_id=\"", dropping, "\"")));
+  }
+  EXPECT_EQ(dropped, 2) << cluster_->Logs();
+  const std::string logs = cluster_->Logs();
+  EXPECT_TRUE(absl::StrContains(logs, absl::StrCat("dropped the record at offset 50 of partition ", in, "[0]")))
+      << logs;
+  ASSERT_EQ(cluster_->Weir({"cancel", dropping}).exit_code, 0);
+}
+
 // `weir kafka`: a new user's topic chores without Kafka's tools.
 TEST_F(JobPipelineTest, WeirKafkaCreatesWritesAndReadsTopics) {
   const std::string weir = testing::BinDir() + "/weir";
