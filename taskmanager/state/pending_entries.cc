@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "weir/serializer.h"
@@ -22,7 +23,13 @@ void AppendField(std::string_view bytes, std::string& out) {
 void PendingEntries::Add(std::string_view key, std::string_view state_name, std::string_view user_key,
                          const std::string* value) {
   AppendField(key, bytes_);
-  AppendField(state_name, bytes_);
+  size_t name = 0;
+  while (name < names_.size() && names_[name] != state_name) ++name;
+  weir::internal::WriteVarint(name, bytes_);
+  if (name == names_.size()) {
+    names_.emplace_back(state_name);
+    AppendField(state_name, bytes_);
+  }
   AppendField(user_key, bytes_);
   if (value == nullptr) {
     bytes_.push_back(kRemove);
@@ -32,18 +39,28 @@ void PendingEntries::Add(std::string_view key, std::string_view state_name, std:
   }
 }
 
-std::string PendingEntries::Take() { return std::exchange(bytes_, std::string()); }
+std::string PendingEntries::Take() {
+  names_.clear();
+  return std::exchange(bytes_, std::string());
+}
 
 absl::Status PendingEntries::ForEach(
     std::string_view bytes,
     absl::FunctionRef<void(std::string_view, std::string_view, std::string_view, const std::string_view*)> fn) {
   size_t pos = 0;
+  std::vector<std::string_view> names;
   for (size_t entry = 0; pos < bytes.size(); ++entry) {
     std::string_view key, name, user_key, value;
     bool removed = false;
     try {  // parsing only: what fn throws is its caller's
       key = weir::internal::ReadField(bytes, &pos);
-      name = weir::internal::ReadField(bytes, &pos);
+      const uint64_t ref = weir::internal::ReadVarint(bytes, &pos);
+      if (ref == names.size()) {
+        names.push_back(weir::internal::ReadField(bytes, &pos));
+      } else if (ref > names.size()) {
+        throw std::runtime_error(absl::StrCat("state name ", ref, " referred to before it was given"));
+      }
+      name = names[static_cast<size_t>(ref)];
       user_key = weir::internal::ReadField(bytes, &pos);
       if (pos >= bytes.size()) throw std::runtime_error("truncated before its tag");
       const char tag = bytes[pos++];

@@ -13,15 +13,18 @@
 // authority for its entries and writes them into the backend later (when
 // it is full), or never (a window opened and fired between two writes).
 //
-// Format: one record per entry — the key, the state name and the user key
-// (each varint-length-prefixed), then 'p' and the value (length-prefixed),
-// or 'r' for an entry that was removed.
+// Format: one record per entry — the key (varint-length-prefixed), the
+// state name as a varint reference (n < names so far: the n-th; n equal to
+// their number: a new name follows, length-prefixed; a few names take
+// thousands of entries), the user key (length-prefixed), then 'p' and the
+// value (length-prefixed), or 'r' for an entry that was removed.
 //
 // Thread-safety: the owning backend's task thread only.
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -34,7 +37,6 @@ class PendingEntries {
   void Add(std::string_view key, std::string_view state_name, std::string_view user_key, const std::string* value);
   // The entries added since the last Take, and none left.
   std::string Take();
-  bool empty() const { return bytes_.empty(); }
 
   // Calls fn for each entry of `bytes` (as Take returned them), in the order
   // they were added; `value` null for a removed entry. kDataLoss when the
@@ -46,6 +48,7 @@ class PendingEntries {
 
  private:
   std::string bytes_;
+  std::vector<std::string> names_;  // referenced by bytes_
 };
 
 }  // namespace weir::taskmanager
