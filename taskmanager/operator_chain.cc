@@ -116,7 +116,10 @@ bool FedByEventTime(const JobGraph& graph, int vertex) {
   };
   if (is_source(vertex)) return true;
   std::vector<std::vector<int>> upstream(graph.vertices.size());
-  for (const EdgeSpec& e : graph.edges) upstream[static_cast<size_t>(e.target)].push_back(e.source);
+  for (const EdgeSpec& e : graph.edges) {
+    graph.vertices.at(static_cast<size_t>(e.source));  // throws on an edge outside the graph
+    upstream.at(static_cast<size_t>(e.target)).push_back(e.source);
+  }
   return jobgraph::AnyUpstream(upstream, vertex, is_source);
 }
 

@@ -13,7 +13,11 @@ namespace {
 
 constexpr char kMagic[] = "WEIRTASK";
 constexpr size_t kMagicSize = 8;
-constexpr uint32_t kFormatVersion = 1;
+// 2: operators may carry pending keyed-state entries (pending_entries),
+// which a reader of version 1 would drop without a word — so it refuses
+// the file. Files of version 1, written before, still read.
+constexpr uint32_t kFormatVersion = 2;
+constexpr uint32_t kOldestReadableVersion = 1;
 constexpr size_t kHeaderSize = kMagicSize + 4;
 
 std::string Sha256Hex(absl::string_view bytes) {
@@ -102,8 +106,9 @@ absl::StatusOr<ChainSnapshot> ReadTaskSnapshot(const std::string& checkpoint_dir
   }
   uint32_t version = 0;
   for (int i = 0; i < 4; ++i) version |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[kMagicSize + i])) << (8 * i);
-  if (version != kFormatVersion) {
-    return corrupt(absl::StrCat("format version ", version, " is not one this Weir reads (", kFormatVersion, ")"));
+  if (version < kOldestReadableVersion || version > kFormatVersion) {
+    return corrupt(absl::StrCat("format version ", version, " is not one this Weir reads (", kOldestReadableVersion,
+                                " to ", kFormatVersion, "); a newer Weir wrote it"));
   }
   v1::TaskSnapshotProto proto;
   if (!proto.ParseFromArray(bytes.data() + kHeaderSize, static_cast<int>(bytes.size() - kHeaderSize))) {

@@ -29,10 +29,11 @@ class WithPendingEntries final : public KeyedStateSnapshot {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> KeyedStateBackend::Snapshot(int64_t checkpoint_id) {
-  absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> state = TakeSnapshot(checkpoint_id);
-  // Taken either way: a failed snapshot's entries are still the cache's, and
-  // its next SnapshotState hands them over again.
+  // Taken whatever the snapshot does (an exception included): a failed
+  // snapshot's entries are still the caches', and their next SnapshotState
+  // hands them over again.
   std::string pending = pending_.Take();
+  absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> state = TakeSnapshot(checkpoint_id);
   if (!state.ok() || pending.empty()) return state;
   return std::make_unique<WithPendingEntries>(std::move(*state), std::move(pending));
 }
