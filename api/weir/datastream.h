@@ -124,23 +124,34 @@ class KeyedContext {
   // The state named `name` of the current key.
   template <typename V, typename S = Serializer<V>>
   ValueState<V, S> State(std::string name) {
-    return ValueState<V, S>(context_->keyed_state(), std::move(name));
+    return ValueState<V, S>(context_->keyed_state(), UserStateName(std::move(name)));
   }
   template <typename V, typename S = Serializer<V>>
   weir::ListState<V, S> ListState(std::string name) {
-    return weir::ListState<V, S>(context_->keyed_state(), std::move(name));
+    return weir::ListState<V, S>(context_->keyed_state(), UserStateName(std::move(name)));
   }
   template <typename UK, typename UV, typename KS = Serializer<UK>, typename VS = Serializer<UV>>
   weir::MapState<UK, UV, KS, VS> MapState(std::string name) {
-    return weir::MapState<UK, UV, KS, VS>(context_->keyed_state(), std::move(name));
+    return weir::MapState<UK, UV, KS, VS>(context_->keyed_state(), UserStateName(std::move(name)));
   }
   template <typename V, typename S = Serializer<V>>
   weir::ReducingState<V, S> ReducingState(std::string name,
                                           typename weir::ReducingState<V, S>::ReduceFunction reduce) {
-    return weir::ReducingState<V, S>(context_->keyed_state(), std::move(name), std::move(reduce));
+    return weir::ReducingState<V, S>(context_->keyed_state(), UserStateName(std::move(name)), std::move(reduce));
   }
 
  private:
+  // Names starting "weir." hold the runtime's own keyed state (timers,
+  // window contents): a user's state there would corrupt them.
+  static std::string UserStateName(std::string name) {
+    if (std::string_view(name).substr(0, 5) == "weir.") {
+      throw std::invalid_argument("keyed state name '" + name +
+                                  "' is reserved: names starting 'weir.' hold the runtime's own state (timers, "
+                                  "windows); choose another name");
+    }
+    return name;
+  }
+
   TimerService& Timers() {
     if (!timers_ || context_->timers() == nullptr) {
       throw std::logic_error("operator '" + context_->operator_name() +

@@ -79,5 +79,26 @@ TEST(RuntimeContextTest, FunctionsMayTakeTheContextLast) {
       << context.MetricsText();
 }
 
+// Keyed state names starting "weir." are the runtime's (timers, window
+// contents): a user's state there would corrupt them, so the keyed context
+// refuses them by name, and takes any other.
+TEST(KeyedContextTest, RefusesStateNamesReservedForTheRuntime) {
+  testing::FakeOperatorContext context;
+  KeyedContext<std::string> ctx("k", &context);
+  for (const std::string name : {"weir.timers.event", "weir.window.contents", "weir."}) {
+    try {
+      ctx.State<int64_t>(name);
+      ADD_FAILURE() << name << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_TRUE(absl::StrContains(e.what(), "'" + name + "' is reserved")) << e.what();
+    }
+    EXPECT_THROW(ctx.ListState<int64_t>(name), std::invalid_argument);
+    EXPECT_THROW((ctx.MapState<std::string, int64_t>(name)), std::invalid_argument);
+    EXPECT_THROW(ctx.ReducingState<int64_t>(name, [](int64_t a, int64_t b) { return a + b; }), std::invalid_argument);
+  }
+  EXPECT_NO_THROW(ctx.State<int64_t>("weirdness"));
+  EXPECT_NO_THROW(ctx.State<int64_t>("my.weir.count"));
+}
+
 }  // namespace
 }  // namespace weir
