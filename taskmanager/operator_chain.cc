@@ -333,6 +333,10 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
                                  absl::StrCat("restoring the keyed state of operator '", v.name, "'")));
       }
       context->EnableKeyedState(std::move(keyed), max_parallelism);
+      if (!FedByEventTime(job_.graph, v.id)) {
+        context->timer_service()->WarnOnEventTimeTimers(
+            absl::StrCat("task ", tdd_.task_id(), ": operator '", v.name, "'"));
+      }
     }
     contexts_.push_back(std::move(context));
 

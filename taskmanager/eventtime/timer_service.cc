@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/logging/logging.h"
 #include "common/state/key_groups.h"
 #include "weir/event_time.h"
 #include "weir/serializer.h"
@@ -140,6 +141,14 @@ int64_t InternalTimerService::CurrentWatermark() const {
 int64_t InternalTimerService::CurrentProcessingTime() const { return weir::internal::WallClockMs(); }
 
 void InternalTimerService::Register(TimeDomain domain, int64_t time, std::string_view ns) {
+  if (domain == TimeDomain::kEventTime && warn_owner_.has_value()) {
+    logging::Get("task")->warn("{} registered an event-time timer (at {}), but no watermark strategy is upstream of "
+                               "it: its event time does not move, and event-time timers fire only when a bounded "
+                               "input ends; give the source a watermark strategy (kafka::SourceOptions::watermarks) "
+                               "or call AssignTimestampsAndWatermarks before it",
+                               *warn_owner_, time);
+    warn_owner_.reset();
+  }
   const std::string_view key = backend_->current_key();
   Index& index = IndexOf(domain);
   // Most calls find the timer there (a window's every record registers it).

@@ -77,6 +77,12 @@ class InternalTimerService final : public weir::TimerService {
   // the backend's current key. Skipped, the next SnapshotState does it.
   void AfterSnapshot();
 
+  // For an operator with no watermark strategy upstream (`owner` names it
+  // in the log): its first event-time timer is logged as a WARN, since its
+  // event time stays at kMinWatermark and such timers fire only when a
+  // bounded input ends.
+  void WarnOnEventTimeTimers(std::string owner) { warn_owner_ = std::move(owner); }
+
   void Register(TimeDomain domain, int64_t time, std::string_view ns) override;
   void Delete(TimeDomain domain, int64_t time, std::string_view ns) override;
   // The watermark reached, or the restored floor of the current key's
@@ -146,6 +152,7 @@ class InternalTimerService final : public weir::TimerService {
   Unwritten unwritten_event_;
   Unwritten unwritten_processing_;
   int64_t watermark_ = kMinWatermark;
+  std::optional<std::string> warn_owner_;  // WarnOnEventTimeTimers, until the warning
 };
 
 // <time, 8 bytes big-endian, sign bit flipped><ns>: byte order is time

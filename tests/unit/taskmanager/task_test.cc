@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -761,6 +762,9 @@ TEST(OperatorChainTest, KeyedTimersFireWithTheirKeyAsEventTimeAndTheClockPass) {
           })
       .Attach(std::move(sink));
 
+  auto capture = std::make_shared<weir::testing::LogCapture>();
+  logging::Get("task")->sinks().push_back(capture);
+  const absl::Cleanup remove_capture = [] { logging::Get("task")->sinks().pop_back(); };
   KeyedChain keyed(*job);
   ASSERT_NE(keyed.chain, nullptr);
   OperatorChain* chain = keyed.chain.get();
@@ -784,6 +788,12 @@ TEST(OperatorChainTest, KeyedTimersFireWithTheirKeyAsEventTimeAndTheClockPass) {
                           "processing odd 3 at 1 ts " + absl::StrCat(kNoTimestamp) + "@" + absl::StrCat(kNoTimestamp),
                           "event even 2 at 19 ts 19@19", "event odd 3 at 19 ts 19@19",
                           "watermark " + absl::StrCat(kMaxWatermark)));
+  // The source has no watermark strategy (the test drives the watermark by
+  // hand): the operator's first event-time timer says so, once.
+  const std::string warned = "operator 'KeyedProcess' registered an event-time timer (at 9), but no watermark "
+                             "strategy is upstream of it";
+  EXPECT_THAT(capture->text(), ::testing::HasSubstr(warned));
+  EXPECT_EQ(capture->text().find(warned), capture->text().rfind(warned)) << capture->text();
 }
 
 TEST(OperatorChainTest, ATimerWithoutOnTimerIsRefusedNamingTheOperator) {
