@@ -97,6 +97,18 @@ class KeyedStateBackendTest : public ::testing::TestWithParam<std::string> {
     return keys;
   }
 
+  // A backend with a timer service on it, restored (from nothing).
+  struct Timed {
+    explicit Timed(std::unique_ptr<KeyedStateBackend> b)
+        : backend(std::move(b)), timers(backend.get(), &operator_state, kMaxParallelism, &element_time) {
+      timers.Restore();
+    }
+    int64_t element_time = kNoTimestamp;
+    std::unique_ptr<KeyedStateBackend> backend;
+    OperatorStateBackend operator_state;
+    InternalTimerService timers;
+  };
+
   fs::path root_;
   int next_instance_ = 0;
 };
@@ -228,11 +240,11 @@ TEST_P(KeyedStateBackendTest, KeyGroupRangesMoveToAnotherParallelism) {
 // order, at most once each, and come back after a restore — at the same
 // parallelism and at another — with the key groups that hold them.
 TEST_P(KeyedStateBackendTest, TimersFireInOrderAndAreRestoredAndRescaledWithTheirKeys) {
-  int64_t element_time = kNoTimestamp;
-  std::unique_ptr<KeyedStateBackend> backend = Make(1, 0);
-  OperatorStateBackend operator_state;
-  InternalTimerService timers(backend.get(), &operator_state, kMaxParallelism, &element_time);
-  timers.Restore();
+  Timed timed(Make(1, 0));
+  std::unique_ptr<KeyedStateBackend>& backend = timed.backend;
+  InternalTimerService& timers = timed.timers;
+  OperatorStateBackend& operator_state = timed.operator_state;
+  int64_t& element_time = timed.element_time;
   const std::vector<std::string> keys = Keys(40);
   for (size_t i = 0; i < keys.size(); ++i) {
     backend->SetCurrentKey(keys[i]);
@@ -368,21 +380,16 @@ TEST_P(KeyedStateBackendTest, PendingEntriesGoIntoTheNextSnapshotOnlyAndAreAppli
 // into the backend after the second if it has not fired: every snapshot
 // holds exactly the timers waiting when it was taken.
 TEST_P(KeyedStateBackendTest, TimersReachTheBackendOnlyWhenTheyOutliveTwoSnapshots) {
-  int64_t element_time = kNoTimestamp;
-  std::unique_ptr<KeyedStateBackend> backend = Make(1, 0);
-  OperatorStateBackend operator_state;
-  InternalTimerService timers(backend.get(), &operator_state, kMaxParallelism, &element_time);
-  timers.Restore();
+  Timed timed(Make(1, 0));
+  std::unique_ptr<KeyedStateBackend>& backend = timed.backend;
+  InternalTimerService& timers = timed.timers;
   const std::vector<std::string> keys = Keys(20);
   auto restored_timers = [&](const KeyedStateRestore& part) {
     std::unique_ptr<KeyedStateBackend> next = Make(1, 0);
     EXPECT_TRUE(next->Restore({part}).ok());
-    OperatorStateBackend next_operator_state;
-    int64_t slot = kNoTimestamp;
-    InternalTimerService again(next.get(), &next_operator_state, kMaxParallelism, &slot);
-    again.Restore();
+    Timed again(std::move(next));
     std::multiset<int64_t> times;
-    again.AdvanceWatermark(kMaxWatermark, [&](const FiredTimer& t) { times.insert(t.time); });
+    again.timers.AdvanceWatermark(kMaxWatermark, [&](const FiredTimer& t) { times.insert(t.time); });
     return times;
   };
   auto in_backend = [&] {
