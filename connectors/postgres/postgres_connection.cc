@@ -8,9 +8,75 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
+#include "connectors/system_library.h"
 
 namespace weir::connectors {
 namespace {
+
+// libpq, loaded at the first connection (connectors/system_library.h).
+struct LibPq {
+  decltype(&::PQclear) PQclear = nullptr;
+  decltype(&::PQconnectdbParams) PQconnectdbParams = nullptr;
+  decltype(&::PQdb) PQdb = nullptr;
+  decltype(&::PQerrorMessage) PQerrorMessage = nullptr;
+  decltype(&::PQescapeLiteral) PQescapeLiteral = nullptr;
+  decltype(&::PQexec) PQexec = nullptr;
+  decltype(&::PQexecParams) PQexecParams = nullptr;
+  decltype(&::PQfinish) PQfinish = nullptr;
+  decltype(&::PQfreemem) PQfreemem = nullptr;
+  decltype(&::PQgetResult) PQgetResult = nullptr;
+  decltype(&::PQgetisnull) PQgetisnull = nullptr;
+  decltype(&::PQgetlength) PQgetlength = nullptr;
+  decltype(&::PQgetvalue) PQgetvalue = nullptr;
+  decltype(&::PQhost) PQhost = nullptr;
+  decltype(&::PQnfields) PQnfields = nullptr;
+  decltype(&::PQntuples) PQntuples = nullptr;
+  decltype(&::PQport) PQport = nullptr;
+  decltype(&::PQputCopyData) PQputCopyData = nullptr;
+  decltype(&::PQputCopyEnd) PQputCopyEnd = nullptr;
+  decltype(&::PQresultErrorField) PQresultErrorField = nullptr;
+  decltype(&::PQresultErrorMessage) PQresultErrorMessage = nullptr;
+  decltype(&::PQresultStatus) PQresultStatus = nullptr;
+  decltype(&::PQsetNoticeProcessor) PQsetNoticeProcessor = nullptr;
+  decltype(&::PQstatus) PQstatus = nullptr;
+};
+
+const absl::StatusOr<LibPq>& LoadedPq() {
+  static const absl::StatusOr<LibPq> loaded = []() -> absl::StatusOr<LibPq> {
+    ASSIGN_OR_RETURN(const SystemLibrary lib, SystemLibrary::Open(WEIR_LIBPQ_SONAME, "libpq5", "the PostgreSQL sink"));
+    LibPq pq;
+    RETURN_IF_ERROR(lib.Bind("PQclear", &pq.PQclear));
+    RETURN_IF_ERROR(lib.Bind("PQconnectdbParams", &pq.PQconnectdbParams));
+    RETURN_IF_ERROR(lib.Bind("PQdb", &pq.PQdb));
+    RETURN_IF_ERROR(lib.Bind("PQerrorMessage", &pq.PQerrorMessage));
+    RETURN_IF_ERROR(lib.Bind("PQescapeLiteral", &pq.PQescapeLiteral));
+    RETURN_IF_ERROR(lib.Bind("PQexec", &pq.PQexec));
+    RETURN_IF_ERROR(lib.Bind("PQexecParams", &pq.PQexecParams));
+    RETURN_IF_ERROR(lib.Bind("PQfinish", &pq.PQfinish));
+    RETURN_IF_ERROR(lib.Bind("PQfreemem", &pq.PQfreemem));
+    RETURN_IF_ERROR(lib.Bind("PQgetResult", &pq.PQgetResult));
+    RETURN_IF_ERROR(lib.Bind("PQgetisnull", &pq.PQgetisnull));
+    RETURN_IF_ERROR(lib.Bind("PQgetlength", &pq.PQgetlength));
+    RETURN_IF_ERROR(lib.Bind("PQgetvalue", &pq.PQgetvalue));
+    RETURN_IF_ERROR(lib.Bind("PQhost", &pq.PQhost));
+    RETURN_IF_ERROR(lib.Bind("PQnfields", &pq.PQnfields));
+    RETURN_IF_ERROR(lib.Bind("PQntuples", &pq.PQntuples));
+    RETURN_IF_ERROR(lib.Bind("PQport", &pq.PQport));
+    RETURN_IF_ERROR(lib.Bind("PQputCopyData", &pq.PQputCopyData));
+    RETURN_IF_ERROR(lib.Bind("PQputCopyEnd", &pq.PQputCopyEnd));
+    RETURN_IF_ERROR(lib.Bind("PQresultErrorField", &pq.PQresultErrorField));
+    RETURN_IF_ERROR(lib.Bind("PQresultErrorMessage", &pq.PQresultErrorMessage));
+    RETURN_IF_ERROR(lib.Bind("PQresultStatus", &pq.PQresultStatus));
+    RETURN_IF_ERROR(lib.Bind("PQsetNoticeProcessor", &pq.PQsetNoticeProcessor));
+    RETURN_IF_ERROR(lib.Bind("PQstatus", &pq.PQstatus));
+    return pq;
+  }();
+  return loaded;
+}
+
+// After a connection exists, libpq is loaded.
+const LibPq& Pq() { return *LoadedPq(); }
 
 std::string Trimmed(const char* message) {
   return std::string(absl::StripTrailingAsciiWhitespace(message == nullptr ? "" : message));
@@ -26,11 +92,12 @@ absl::StatusOr<std::unique_ptr<PostgresConnection>> PostgresConnection::Connect(
   const char* keywords[] = {"connect_timeout", "application_name", "keepalives", "keepalives_idle",
                             "keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname", nullptr};
   const char* values[] = {"10", application_name.c_str(), "1", "10", "5", "3", "30000", conninfo.c_str(), nullptr};
-  PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
+  if (!LoadedPq().ok()) return LoadedPq().status();
+  PGconn* conn = Pq().PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
   if (conn == nullptr) return absl::ResourceExhaustedError("PostgreSQL: libpq could not allocate a connection");
-  if (PQstatus(conn) != CONNECTION_OK) {
-    std::string message = Trimmed(PQerrorMessage(conn));
-    PQfinish(conn);
+  if (Pq().PQstatus(conn) != CONNECTION_OK) {
+    std::string message = Trimmed(Pq().PQerrorMessage(conn));
+    Pq().PQfinish(conn);
     const bool refused = absl::StrContains(message, "password authentication failed") ||
                          absl::StrContains(message, "no password supplied") ||
                          absl::StrContains(message, "no pg_hba.conf entry") ||
@@ -48,30 +115,30 @@ absl::StatusOr<std::unique_ptr<PostgresConnection>> PostgresConnection::Connect(
 }
 
 PostgresConnection::PostgresConnection(pg_conn* conn) : conn_(conn) {
-  const char* host = PQhost(conn_);
-  const char* port = PQport(conn_);
-  const char* db = PQdb(conn_);
+  const char* host = Pq().PQhost(conn_);
+  const char* port = Pq().PQport(conn_);
+  const char* db = Pq().PQdb(conn_);
   server_ = absl::StrCat(host == nullptr ? "?" : host, ":", port == nullptr ? "?" : port, "/", db == nullptr ? "?" : db);
   // Quiet the server's NOTICEs (e.g. "relation already exists, skipping").
-  PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+  Pq().PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
 }
 
-PostgresConnection::~PostgresConnection() { PQfinish(conn_); }
+PostgresConnection::~PostgresConnection() { Pq().PQfinish(conn_); }
 
-bool PostgresConnection::broken() const { return PQstatus(conn_) != CONNECTION_OK; }
+bool PostgresConnection::broken() const { return Pq().PQstatus(conn_) != CONNECTION_OK; }
 
 std::string PostgresConnection::Literal(std::string_view text) const {
-  char* quoted = PQescapeLiteral(conn_, text.data(), text.size());
+  char* quoted = Pq().PQescapeLiteral(conn_, text.data(), text.size());
   if (quoted == nullptr) return "''";  // only on out-of-memory or bad encoding
   std::string out(quoted);
-  PQfreemem(quoted);
+  Pq().PQfreemem(quoted);
   return out;
 }
 
 absl::Status PostgresConnection::Error(std::string_view what, const pg_result* result) const {
-  const char* state = result == nullptr ? nullptr : PQresultErrorField(result, PG_DIAG_SQLSTATE);
-  std::string message = Trimmed(result == nullptr ? PQerrorMessage(conn_) : PQresultErrorMessage(result));
-  if (message.empty()) message = Trimmed(PQerrorMessage(conn_));
+  const char* state = result == nullptr ? nullptr : Pq().PQresultErrorField(result, PG_DIAG_SQLSTATE);
+  std::string message = Trimmed(result == nullptr ? Pq().PQerrorMessage(conn_) : Pq().PQresultErrorMessage(result));
+  if (message.empty()) message = Trimmed(Pq().PQerrorMessage(conn_));
   std::string text = absl::StrCat("PostgreSQL ", server_, ": ", std::string(what), " failed: ", message);
   const std::string sqlstate = state == nullptr ? "" : state;
   if (broken() || absl::StartsWith(sqlstate, "08") || sqlstate == "57P01" || sqlstate == "57P02" ||
@@ -93,16 +160,16 @@ namespace {
 // The rows of a finished statement.
 PostgresRows RowsOf(const PGresult* result) {
   PostgresRows rows;
-  const int n = PQntuples(result), columns = PQnfields(result);
+  const int n = Pq().PQntuples(result), columns = Pq().PQnfields(result);
   rows.reserve(n);
   for (int r = 0; r < n; ++r) {
     auto& row = rows.emplace_back();
     row.reserve(columns);
     for (int c = 0; c < columns; ++c) {
-      if (PQgetisnull(result, r, c)) {
+      if (Pq().PQgetisnull(result, r, c)) {
         row.emplace_back(std::nullopt);
       } else {
-        row.emplace_back(std::string(PQgetvalue(result, r, c), PQgetlength(result, r, c)));
+        row.emplace_back(std::string(Pq().PQgetvalue(result, r, c), Pq().PQgetlength(result, r, c)));
       }
     }
   }
@@ -110,7 +177,7 @@ PostgresRows RowsOf(const PGresult* result) {
 }
 
 bool Succeeded(const PGresult* result) {
-  const ExecStatusType s = PQresultStatus(result);
+  const ExecStatusType s = Pq().PQresultStatus(result);
   return s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK || s == PGRES_EMPTY_QUERY;
 }
 
@@ -119,17 +186,17 @@ bool Succeeded(const PGresult* result) {
 absl::StatusOr<PostgresRows> PostgresConnection::Finish(const std::string& statement, pg_result* result) const {
   if (result == nullptr || !Succeeded(result)) {
     absl::Status status = Error(absl::StrCat("'", statement.substr(0, 80), "'"), result);
-    PQclear(result);
+    Pq().PQclear(result);
     return status;
   }
   PostgresRows rows = RowsOf(result);
-  PQclear(result);
+  Pq().PQclear(result);
   return rows;
 }
 
 absl::StatusOr<PostgresRows> PostgresConnection::Exec(std::string_view sql) {
   const std::string statement(sql);
-  return Finish(statement, PQexec(conn_, statement.c_str()));
+  return Finish(statement, Pq().PQexec(conn_, statement.c_str()));
 }
 
 absl::StatusOr<PostgresRows> PostgresConnection::Exec(std::string_view sql, const std::vector<std::string>& params) {
@@ -137,31 +204,31 @@ absl::StatusOr<PostgresRows> PostgresConnection::Exec(std::string_view sql, cons
   std::vector<const char*> values;
   values.reserve(params.size());
   for (const std::string& p : params) values.push_back(p.c_str());
-  return Finish(statement, PQexecParams(conn_, statement.c_str(), static_cast<int>(values.size()), nullptr,
+  return Finish(statement, Pq().PQexecParams(conn_, statement.c_str(), static_cast<int>(values.size()), nullptr,
                                         values.data(), nullptr, nullptr, 0));
 }
 
 absl::Status PostgresConnection::Copy(std::string_view copy_statement, std::string_view data) {
   const std::string statement(copy_statement);
-  PGresult* result = PQexec(conn_, statement.c_str());
-  if (result == nullptr || PQresultStatus(result) != PGRES_COPY_IN) {
+  PGresult* result = Pq().PQexec(conn_, statement.c_str());
+  if (result == nullptr || Pq().PQresultStatus(result) != PGRES_COPY_IN) {
     absl::Status status = Error(statement, result);
-    PQclear(result);
+    Pq().PQclear(result);
     return status;
   }
-  PQclear(result);
+  Pq().PQclear(result);
   // PQputCopyData blocks until sent on a blocking connection.
   constexpr size_t kPiece = 1 << 20;
   bool sent = true;
   for (size_t at = 0; at < data.size() && sent; at += kPiece) {
     const size_t n = std::min(kPiece, data.size() - at);
-    sent = PQputCopyData(conn_, data.data() + at, static_cast<int>(n)) == 1;
+    sent = Pq().PQputCopyData(conn_, data.data() + at, static_cast<int>(n)) == 1;
   }
-  if (PQputCopyEnd(conn_, sent ? nullptr : "sending the rows failed") != 1) sent = false;
+  if (Pq().PQputCopyEnd(conn_, sent ? nullptr : "sending the rows failed") != 1) sent = false;
   absl::Status status;
-  while ((result = PQgetResult(conn_)) != nullptr) {
-    if (status.ok() && PQresultStatus(result) != PGRES_COMMAND_OK) status = Error(statement, result);
-    PQclear(result);
+  while ((result = Pq().PQgetResult(conn_)) != nullptr) {
+    if (status.ok() && Pq().PQresultStatus(result) != PGRES_COMMAND_OK) status = Error(statement, result);
+    Pq().PQclear(result);
   }
   if (status.ok() && !sent) status = Error(statement, nullptr);
   return status;

@@ -12,6 +12,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/logging/logging.h"
+#include "common/status_macros.h"
+#include "connectors/system_library.h"
 
 namespace weir::connectors {
 namespace {
@@ -21,8 +23,39 @@ absl::Status BadProperty(absl::string_view key, absl::string_view value, absl::s
       absl::StrCat(kRedisSinkConnector, ": property '", key, "' is '", value, "'; expected ", expected));
 }
 
+// hiredis, loaded at the first connection (connectors/system_library.h).
+struct LibHiredis {
+  decltype(&::freeReplyObject) freeReplyObject = nullptr;
+  decltype(&::redisAppendCommand) redisAppendCommand = nullptr;
+  decltype(&::redisCommand) redisCommand = nullptr;
+  decltype(&::redisConnectWithTimeout) redisConnectWithTimeout = nullptr;
+  decltype(&::redisFree) redisFree = nullptr;
+  decltype(&::redisGetReply) redisGetReply = nullptr;
+  decltype(&::redisSetTimeout) redisSetTimeout = nullptr;
+};
+
+const absl::StatusOr<LibHiredis>& LoadedHiredis() {
+  static const absl::StatusOr<LibHiredis> loaded = []() -> absl::StatusOr<LibHiredis> {
+    ASSIGN_OR_RETURN(const SystemLibrary lib,
+                     SystemLibrary::Open(WEIR_HIREDIS_SONAME, "libhiredis0.14", "the Redis sink"));
+    LibHiredis h;
+    RETURN_IF_ERROR(lib.Bind("freeReplyObject", &h.freeReplyObject));
+    RETURN_IF_ERROR(lib.Bind("redisAppendCommand", &h.redisAppendCommand));
+    RETURN_IF_ERROR(lib.Bind("redisCommand", &h.redisCommand));
+    RETURN_IF_ERROR(lib.Bind("redisConnectWithTimeout", &h.redisConnectWithTimeout));
+    RETURN_IF_ERROR(lib.Bind("redisFree", &h.redisFree));
+    RETURN_IF_ERROR(lib.Bind("redisGetReply", &h.redisGetReply));
+    RETURN_IF_ERROR(lib.Bind("redisSetTimeout", &h.redisSetTimeout));
+    return h;
+  }();
+  return loaded;
+}
+
+// After a connection exists, hiredis is loaded.
+const LibHiredis& Hiredis() { return *LoadedHiredis(); }
+
 struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
+  void operator()(redisReply* r) const { Hiredis().freeReplyObject(r); }
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
@@ -79,14 +112,15 @@ void RedisSink::Open(OperatorContext& context, RecordOutput* output) {
 }
 
 void RedisSink::Disconnect() {
-  if (context_ != nullptr) redisFree(context_);
+  if (context_ != nullptr) Hiredis().redisFree(context_);
   context_ = nullptr;
 }
 
 absl::Status RedisSink::TryConnect() {
   Disconnect();
   const timeval connect_timeout{5, 0};
-  context_ = redisConnectWithTimeout(config_.host.c_str(), config_.port, connect_timeout);
+  if (!LoadedHiredis().ok()) return LoadedHiredis().status();
+  context_ = Hiredis().redisConnectWithTimeout(config_.host.c_str(), config_.port, connect_timeout);
   const std::string where = absl::StrCat("Redis at ", config_.host, ":", config_.port);
   if (context_ == nullptr) return absl::ResourceExhaustedError("hiredis could not allocate a connection");
   if (context_->err != 0) {
@@ -94,9 +128,9 @@ absl::Status RedisSink::TryConnect() {
                                                "; check that the server runs and the sink's address"));
   }
   const timeval command_timeout{30, 0};
-  redisSetTimeout(context_, command_timeout);
+  Hiredis().redisSetTimeout(context_, command_timeout);
   auto command = [&](absl::string_view what, const char* format, auto... args) -> absl::Status {
-    Reply reply(static_cast<redisReply*>(redisCommand(context_, format, args...)));
+    Reply reply(static_cast<redisReply*>(Hiredis().redisCommand(context_, format, args...)));
     if (reply == nullptr) return absl::UnavailableError(absl::StrCat(where, ": ", what, ": ", context_->errstr));
     if (reply->type == REDIS_REPLY_ERROR) {
       const std::string text(reply->str, reply->len);
@@ -142,10 +176,10 @@ void RedisSink::Connect() {
 
 void RedisSink::Append(const redis::Record& r) {
   if (r.field.has_value()) {
-    redisAppendCommand(context_, "HSET %b %b %b", r.key.data(), r.key.size(), r.field->data(), r.field->size(),
+    Hiredis().redisAppendCommand(context_, "HSET %b %b %b", r.key.data(), r.key.size(), r.field->data(), r.field->size(),
                        r.value.data(), r.value.size());
   } else {
-    redisAppendCommand(context_, "SET %b %b", r.key.data(), r.key.size(), r.value.data(), r.value.size());
+    Hiredis().redisAppendCommand(context_, "SET %b %b", r.key.data(), r.key.size(), r.value.data(), r.value.size());
   }
 }
 
@@ -159,7 +193,7 @@ void RedisSink::Process(void* record) {
 absl::Status RedisSink::ReadReplies() {
   while (!in_flight_.empty()) {
     void* raw = nullptr;
-    if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) {
+    if (Hiredis().redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) {
       return absl::UnavailableError(absl::StrCat("the connection to Redis at ", config_.host, ":", config_.port,
                                                  " broke: ", context_->errstr));
     }

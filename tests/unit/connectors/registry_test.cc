@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "connectors/connector.h"
+#include "connectors/system_library.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -198,6 +199,29 @@ TEST(ConnectorTest, GuaranteeHelpersReadTheGuaranteeProperty) {
   EXPECT_FALSE(WritesAtMostOnce(Properties{{"guarantee", "exactly-once"}}));
   EXPECT_EQ(PropertyOr(Properties{{"a", "b"}}, "a"), "b");
   EXPECT_EQ(PropertyOr(Properties{{"a", "b"}}, "c"), "");
+}
+
+// A connector's system library is loaded when first used: a missing one is a
+// clear error naming what needs it and the package to install, and so is a
+// symbol the library does not have.
+TEST(SystemLibraryTest, OpensLibrariesAndSaysWhatIsMissing) {
+  absl::StatusOr<SystemLibrary> missing =
+      SystemLibrary::Open("libweir-no-such-library.so.7", "weir-no-such-package", "the test sink");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(missing.status().message()),
+              ::testing::AllOf(::testing::HasSubstr("the test sink needs libweir-no-such-library.so.7"),
+                               ::testing::HasSubstr("Debian package weir-no-such-package")));
+
+  absl::StatusOr<SystemLibrary> libc = SystemLibrary::Open("libc.so.6", "libc6", "the test sink");
+  ASSERT_TRUE(libc.ok()) << libc.status();
+  size_t (*length)(const char*) = nullptr;
+  ASSERT_TRUE(libc->Bind("strlen", &length).ok());
+  EXPECT_EQ(length("weir"), 4u);
+  int (*none)() = nullptr;
+  const absl::Status status = libc->Bind("weir_no_such_symbol", &none);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("libc.so.6 has no weir_no_such_symbol"));
 }
 
 }  // namespace

@@ -1,0 +1,34 @@
+#include "connectors/system_library.h"
+
+#include <dlfcn.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace weir::connectors {
+
+absl::StatusOr<SystemLibrary> SystemLibrary::Open(const std::string& soname, const std::string& package,
+                                                  const std::string& user) {
+  void* handle = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* error = dlerror();
+    return absl::FailedPreconditionError(absl::StrCat(user, " needs ", soname, ", which could not be loaded (",
+                                                      error != nullptr ? error : "no reason given",
+                                                      "); install it (Debian package ", package,
+                                                      ") on every TaskManager"));
+  }
+  return SystemLibrary(handle, soname);
+}
+
+absl::Status SystemLibrary::Find(const char* symbol, void** address) const {
+  dlerror();  // clear
+  *address = dlsym(handle_, symbol);
+  if (*address == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(soname_, " has no ", symbol,
+                                                      ": it is older than the version Weir was built against"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace weir::connectors
