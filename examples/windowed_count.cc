@@ -3,8 +3,8 @@
 // passes the window's end: key "<key>@<window start ms>", value the count,
 // timestamp the window's last millisecond.
 //
-//   weir submit windowed_count.so -p 2 -Dexecution.checkpointing.interval=10s -- \
-//       --brokers HOST:PORT --input-topic in --output-topic out
+//   weir submit windowed_count.so -p 2 -Dexecution.checkpointing.interval=10s --
+//       --brokers HOST:PORT --input-topic in --output-topic out   (one command line)
 //       [--window-ms 60000] [--slide-ms N]          (sliding windows of window-ms every N)
 //       [--out-of-orderness-ms 5000] [--idleness-ms 0] [--allowed-lateness-ms 0]
 //       [--event-time kafka|value]                  (default kafka: the record timestamp;

@@ -99,7 +99,9 @@ TEST(SinkConnectorsTest, PostgresStrategiesMapToTheGuaranteesTheJobManagerChecks
     EXPECT_EQ(WritesExactlyOnce(written), strategy != postgres::Strategy::kAtLeastOnce);
     const std::optional<ExclusiveNameClaim> claim = connector.ExclusiveName(written);
     EXPECT_EQ(claim.has_value(), strategy != postgres::Strategy::kAtLeastOnce);
-    if (claim.has_value()) EXPECT_EQ(claim->name, "weir-PostgresSink-public.counts");
+    if (claim.has_value()) {
+      EXPECT_EQ(claim->name, "weir-PostgresSink-public.counts");
+    }
     absl::StatusOr<std::unique_ptr<StreamOperator>> op = connector.CreateSink(written);
     EXPECT_TRUE(op.ok()) << op.status();  // contacts nothing until opened
   }
