@@ -16,7 +16,7 @@ absl::StatusOr<SystemLibrary> SystemLibrary::Open(const std::string& soname, con
     return absl::FailedPreconditionError(absl::StrCat(user, " needs ", soname, ", which could not be loaded (",
                                                       error != nullptr ? error : "no reason given",
                                                       "); install it (Debian package ", package,
-                                                      ") on every TaskManager"));
+                                                      ") on every TaskManager (no restart needed)"));
   }
   return SystemLibrary(handle, soname);
 }

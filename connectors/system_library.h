@@ -7,15 +7,20 @@
 //   ASSIGN_OR_RETURN(SystemLibrary lib, SystemLibrary::Open("libpq.so.5", "libpq5", "the PostgreSQL sink"));
 //   RETURN_IF_ERROR(lib.Bind("PQexec", &table.PQexec));
 //
-// A library opened stays loaded for the life of the process.
+// A library opened stays loaded for the life of the process. A connector
+// keeps its function table in a LazyLibrary, which loads it once.
 //
-// Thread-safety: Open and Bind may be called from any thread.
+// Thread-safety: Open and Bind may be called from any thread; so may
+// LazyLibrary::Load and Get.
 #pragma once
 
+#include <atomic>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace weir::connectors {
 
@@ -42,6 +47,45 @@ class SystemLibrary {
 
   void* handle_;
   std::string soname_;
+};
+
+// LazyLibrary<Table>: a table of a system library's functions (a struct of
+// function pointers), filled by `bind` the first time Load succeeds. Only a
+// success is kept: after a failure the next Load tries again, so installing
+// the missing package on a running TaskManager is enough.
+template <typename Table>
+class LazyLibrary {
+ public:
+  using Binder = absl::Status (*)(const SystemLibrary& library, Table* table);
+
+  LazyLibrary(const char* soname, const char* package, const char* user, Binder bind)
+      : soname_(soname), package_(package), user_(user), bind_(bind) {}
+
+  // The table, loading the library when this is the first success.
+  absl::StatusOr<const Table*> Load() {
+    if (const Table* table = loaded_.load(std::memory_order_acquire)) return table;
+    absl::MutexLock lock(&mu_);
+    if (const Table* table = loaded_.load(std::memory_order_relaxed)) return table;
+    absl::StatusOr<SystemLibrary> library = SystemLibrary::Open(soname_, package_, user_);
+    if (!library.ok()) return library.status();
+    Table table;
+    if (absl::Status bound = bind_(*library, &table); !bound.ok()) return bound;
+    table_ = table;
+    loaded_.store(&table_, std::memory_order_release);
+    return &table_;
+  }
+
+  // The table; only after a Load succeeded (a connection exists).
+  const Table& Get() const { return *loaded_.load(std::memory_order_acquire); }
+
+ private:
+  const char* const soname_;
+  const char* const package_;
+  const char* const user_;
+  const Binder bind_;
+  absl::Mutex mu_;
+  Table table_ ABSL_GUARDED_BY(mu_){};
+  std::atomic<const Table*> loaded_{nullptr};  // &table_ once filled; never changes after
 };
 
 }  // namespace weir::connectors

@@ -42,47 +42,46 @@ struct LibPq {
   decltype(&::PQstatus) PQstatus = nullptr;
 };
 
-const absl::StatusOr<LibPq>& LoadedPq() {
-  static const absl::StatusOr<LibPq> loaded = []() -> absl::StatusOr<LibPq> {
-    ASSIGN_OR_RETURN(const SystemLibrary lib, SystemLibrary::Open(WEIR_LIBPQ_SONAME, "libpq5", "the PostgreSQL sink"));
-    LibPq pq;
-    RETURN_IF_ERROR(lib.Bind("PQclear", &pq.PQclear));
-    RETURN_IF_ERROR(lib.Bind("PQconnectdbParams", &pq.PQconnectdbParams));
-    RETURN_IF_ERROR(lib.Bind("PQdb", &pq.PQdb));
-    RETURN_IF_ERROR(lib.Bind("PQerrorMessage", &pq.PQerrorMessage));
-    RETURN_IF_ERROR(lib.Bind("PQescapeLiteral", &pq.PQescapeLiteral));
-    RETURN_IF_ERROR(lib.Bind("PQexec", &pq.PQexec));
-    RETURN_IF_ERROR(lib.Bind("PQexecParams", &pq.PQexecParams));
-    RETURN_IF_ERROR(lib.Bind("PQfinish", &pq.PQfinish));
-    RETURN_IF_ERROR(lib.Bind("PQfreemem", &pq.PQfreemem));
-    RETURN_IF_ERROR(lib.Bind("PQgetResult", &pq.PQgetResult));
-    RETURN_IF_ERROR(lib.Bind("PQgetisnull", &pq.PQgetisnull));
-    RETURN_IF_ERROR(lib.Bind("PQgetlength", &pq.PQgetlength));
-    RETURN_IF_ERROR(lib.Bind("PQgetvalue", &pq.PQgetvalue));
-    RETURN_IF_ERROR(lib.Bind("PQhost", &pq.PQhost));
-    RETURN_IF_ERROR(lib.Bind("PQnfields", &pq.PQnfields));
-    RETURN_IF_ERROR(lib.Bind("PQntuples", &pq.PQntuples));
-    RETURN_IF_ERROR(lib.Bind("PQport", &pq.PQport));
-    RETURN_IF_ERROR(lib.Bind("PQputCopyData", &pq.PQputCopyData));
-    RETURN_IF_ERROR(lib.Bind("PQputCopyEnd", &pq.PQputCopyEnd));
-    RETURN_IF_ERROR(lib.Bind("PQresultErrorField", &pq.PQresultErrorField));
-    RETURN_IF_ERROR(lib.Bind("PQresultErrorMessage", &pq.PQresultErrorMessage));
-    RETURN_IF_ERROR(lib.Bind("PQresultStatus", &pq.PQresultStatus));
-    RETURN_IF_ERROR(lib.Bind("PQsetNoticeProcessor", &pq.PQsetNoticeProcessor));
-    RETURN_IF_ERROR(lib.Bind("PQstatus", &pq.PQstatus));
-    return pq;
-  }();
-  return loaded;
+absl::Status BindPq(const SystemLibrary& lib, LibPq* pq) {
+  RETURN_IF_ERROR(lib.Bind("PQclear", &pq->PQclear));
+  RETURN_IF_ERROR(lib.Bind("PQconnectdbParams", &pq->PQconnectdbParams));
+  RETURN_IF_ERROR(lib.Bind("PQdb", &pq->PQdb));
+  RETURN_IF_ERROR(lib.Bind("PQerrorMessage", &pq->PQerrorMessage));
+  RETURN_IF_ERROR(lib.Bind("PQescapeLiteral", &pq->PQescapeLiteral));
+  RETURN_IF_ERROR(lib.Bind("PQexec", &pq->PQexec));
+  RETURN_IF_ERROR(lib.Bind("PQexecParams", &pq->PQexecParams));
+  RETURN_IF_ERROR(lib.Bind("PQfinish", &pq->PQfinish));
+  RETURN_IF_ERROR(lib.Bind("PQfreemem", &pq->PQfreemem));
+  RETURN_IF_ERROR(lib.Bind("PQgetResult", &pq->PQgetResult));
+  RETURN_IF_ERROR(lib.Bind("PQgetisnull", &pq->PQgetisnull));
+  RETURN_IF_ERROR(lib.Bind("PQgetlength", &pq->PQgetlength));
+  RETURN_IF_ERROR(lib.Bind("PQgetvalue", &pq->PQgetvalue));
+  RETURN_IF_ERROR(lib.Bind("PQhost", &pq->PQhost));
+  RETURN_IF_ERROR(lib.Bind("PQnfields", &pq->PQnfields));
+  RETURN_IF_ERROR(lib.Bind("PQntuples", &pq->PQntuples));
+  RETURN_IF_ERROR(lib.Bind("PQport", &pq->PQport));
+  RETURN_IF_ERROR(lib.Bind("PQputCopyData", &pq->PQputCopyData));
+  RETURN_IF_ERROR(lib.Bind("PQputCopyEnd", &pq->PQputCopyEnd));
+  RETURN_IF_ERROR(lib.Bind("PQresultErrorField", &pq->PQresultErrorField));
+  RETURN_IF_ERROR(lib.Bind("PQresultErrorMessage", &pq->PQresultErrorMessage));
+  RETURN_IF_ERROR(lib.Bind("PQresultStatus", &pq->PQresultStatus));
+  RETURN_IF_ERROR(lib.Bind("PQsetNoticeProcessor", &pq->PQsetNoticeProcessor));
+  RETURN_IF_ERROR(lib.Bind("PQstatus", &pq->PQstatus));
+  return absl::OkStatus();
 }
 
+LazyLibrary<LibPq> libpq(WEIR_LIBPQ_SONAME, WEIR_LIBPQ_PACKAGE, "the PostgreSQL sink", BindPq);
+
 // After a connection exists, libpq is loaded.
-const LibPq& Pq() { return *LoadedPq(); }
+const LibPq& Pq() { return libpq.Get(); }
 
 std::string Trimmed(const char* message) {
   return std::string(absl::StripTrailingAsciiWhitespace(message == nullptr ? "" : message));
 }
 
 }  // namespace
+
+absl::Status PostgresConnection::LoadLibrary() { return libpq.Load().status(); }
 
 absl::StatusOr<std::unique_ptr<PostgresConnection>> PostgresConnection::Connect(const std::string& conninfo,
                                                                                const std::string& application_name) {
@@ -92,7 +91,7 @@ absl::StatusOr<std::unique_ptr<PostgresConnection>> PostgresConnection::Connect(
   const char* keywords[] = {"connect_timeout", "application_name", "keepalives", "keepalives_idle",
                             "keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname", nullptr};
   const char* values[] = {"10", application_name.c_str(), "1", "10", "5", "3", "30000", conninfo.c_str(), nullptr};
-  if (!LoadedPq().ok()) return LoadedPq().status();
+  RETURN_IF_ERROR(LoadLibrary());
   PGconn* conn = Pq().PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
   if (conn == nullptr) return absl::ResourceExhaustedError("PostgreSQL: libpq could not allocate a connection");
   if (Pq().PQstatus(conn) != CONNECTION_OK) {

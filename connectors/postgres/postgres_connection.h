@@ -32,6 +32,10 @@ using PostgresRows = std::vector<std::vector<std::optional<std::string>>>;
 
 class PostgresConnection {
  public:
+  // Loads libpq unless loaded (connectors/system_library.h): kFailedPrecondition
+  // naming the package when it is missing. Connect calls it.
+  static absl::Status LoadLibrary();
+
   // Connects (connect_timeout 10 s unless `conninfo` sets one);
   // `application_name` shows in pg_stat_activity.
   static absl::StatusOr<std::unique_ptr<PostgresConnection>> Connect(const std::string& conninfo,

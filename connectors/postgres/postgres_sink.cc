@@ -117,6 +117,10 @@ void PostgresRowWriter::Throw(const absl::Status& status) const {
 }
 
 void PostgresRowWriter::Connect(std::unique_ptr<PostgresConnection>* connection) const {
+  if (absl::Status loaded = PostgresConnection::LoadLibrary(); !loaded.ok()) {
+    // Only installing the library helps; restarting the job would not.
+    throw UnrecoverableError(absl::StrCat(client_, ": ", loaded.message(), ", then submit the job again"));
+  }
   absl::StatusOr<std::unique_ptr<PostgresConnection>> c = PostgresConnection::Connect(config_.conninfo, "weir");
   if (!c.ok()) Throw(c.status());
   *connection = *std::move(c);

@@ -34,25 +34,21 @@ struct LibHiredis {
   decltype(&::redisSetTimeout) redisSetTimeout = nullptr;
 };
 
-const absl::StatusOr<LibHiredis>& LoadedHiredis() {
-  static const absl::StatusOr<LibHiredis> loaded = []() -> absl::StatusOr<LibHiredis> {
-    ASSIGN_OR_RETURN(const SystemLibrary lib,
-                     SystemLibrary::Open(WEIR_HIREDIS_SONAME, "libhiredis0.14", "the Redis sink"));
-    LibHiredis h;
-    RETURN_IF_ERROR(lib.Bind("freeReplyObject", &h.freeReplyObject));
-    RETURN_IF_ERROR(lib.Bind("redisAppendCommand", &h.redisAppendCommand));
-    RETURN_IF_ERROR(lib.Bind("redisCommand", &h.redisCommand));
-    RETURN_IF_ERROR(lib.Bind("redisConnectWithTimeout", &h.redisConnectWithTimeout));
-    RETURN_IF_ERROR(lib.Bind("redisFree", &h.redisFree));
-    RETURN_IF_ERROR(lib.Bind("redisGetReply", &h.redisGetReply));
-    RETURN_IF_ERROR(lib.Bind("redisSetTimeout", &h.redisSetTimeout));
-    return h;
-  }();
-  return loaded;
+absl::Status BindHiredis(const SystemLibrary& lib, LibHiredis* h) {
+  RETURN_IF_ERROR(lib.Bind("freeReplyObject", &h->freeReplyObject));
+  RETURN_IF_ERROR(lib.Bind("redisAppendCommand", &h->redisAppendCommand));
+  RETURN_IF_ERROR(lib.Bind("redisCommand", &h->redisCommand));
+  RETURN_IF_ERROR(lib.Bind("redisConnectWithTimeout", &h->redisConnectWithTimeout));
+  RETURN_IF_ERROR(lib.Bind("redisFree", &h->redisFree));
+  RETURN_IF_ERROR(lib.Bind("redisGetReply", &h->redisGetReply));
+  RETURN_IF_ERROR(lib.Bind("redisSetTimeout", &h->redisSetTimeout));
+  return absl::OkStatus();
 }
 
+LazyLibrary<LibHiredis> hiredis(WEIR_HIREDIS_SONAME, WEIR_HIREDIS_PACKAGE, "the Redis sink", BindHiredis);
+
 // After a connection exists, hiredis is loaded.
-const LibHiredis& Hiredis() { return *LoadedHiredis(); }
+const LibHiredis& Hiredis() { return hiredis.Get(); }
 
 struct ReplyDeleter {
   void operator()(redisReply* r) const { Hiredis().freeReplyObject(r); }
@@ -119,7 +115,6 @@ void RedisSink::Disconnect() {
 absl::Status RedisSink::TryConnect() {
   Disconnect();
   const timeval connect_timeout{5, 0};
-  if (!LoadedHiredis().ok()) return LoadedHiredis().status();
   context_ = Hiredis().redisConnectWithTimeout(config_.host.c_str(), config_.port, connect_timeout);
   const std::string where = absl::StrCat("Redis at ", config_.host, ":", config_.port);
   if (context_ == nullptr) return absl::ResourceExhaustedError("hiredis could not allocate a connection");
@@ -156,6 +151,10 @@ absl::Status RedisSink::TryConnect() {
 }
 
 void RedisSink::Connect() {
+  if (absl::Status loaded = hiredis.Load().status(); !loaded.ok()) {
+    // Only installing the library helps; restarting the job would not.
+    throw UnrecoverableError(absl::StrCat(client_, ": ", loaded.message(), ", then submit the job again"));
+  }
   const absl::Time deadline = absl::Now() + absl::Milliseconds(config_.reconnect_timeout_ms);
   absl::Duration backoff = absl::Milliseconds(100);
   for (;;) {

@@ -201,7 +201,7 @@ TEST_F(TlsTest, BadCertificateFilesStopEveryProcessAtStart) {
        "does not belong to the certificate"},
   };
   for (const Case& c : cases) {
-    for (const std::string& binary : {"weir-jobmanager", "weir-taskmanager"}) {
+    for (const char* binary : {"weir-jobmanager", "weir-taskmanager"}) {
       std::vector<std::string> argv = {BinDir() + "/" + binary};
       argv.insert(argv.end(), c.settings.begin(), c.settings.end());
       CommandResult result = RunCommand(argv);

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -27,22 +28,56 @@ const bool kIsolatedFromHostConfig = [] {
   return true;
 }();
 
-}  // namespace
-
-int FreePort() {
+// Whether 127.0.0.1:`port` can be bound right now (0: let the kernel choose).
+// Returns the bound port, or 0 when it was taken.
+int TryBind(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("socket() failed while looking for a free port");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    throw std::runtime_error("bind to a free port failed");
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  int bound = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    socklen_t len = sizeof(addr);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    bound = ntohs(addr.sin_port);
   }
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   close(fd);
-  return ntohs(addr.sin_port);
+  return bound;
+}
+
+// The lower end of the kernel's ephemeral range (ports it hands to bind(0)
+// and to outgoing connections), 32768 when unreadable.
+int EphemeralLow() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  int high = 0;
+  if (in >> low >> high && low > 0) return low;
+  return 32768;
+}
+
+}  // namespace
+
+int FreePort() {
+  // A port from the kernel's ephemeral range would race with every daemon
+  // that binds port 0 and every outgoing connection between this call and the
+  // moment the test's daemon binds it (seen in CI: a TaskManager took the port
+  // picked for the JobManager's REST endpoint). So pick below that range, at
+  // random so that tests running side by side rarely meet.
+  static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+  const int low = 10000;
+  const int high = EphemeralLow() - 1;
+  if (high - low >= 1000) {
+    std::uniform_int_distribution<int> pick(low, high);
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      const int port = pick(rng);
+      if (TryBind(port) == port) return port;
+    }
+  }
+  const int port = TryBind(0);
+  if (port == 0) throw std::runtime_error("bind to a free port failed");
+  return port;
 }
 
 std::string BinDir() {

@@ -15,7 +15,8 @@
 
 namespace weir::testing {
 
-// A port on 127.0.0.1 that was free a moment ago.
+// A port on 127.0.0.1 that was free a moment ago, outside the kernel's
+// ephemeral range so that processes binding port 0 cannot take it first.
 int FreePort();
 
 // Directory of the built binaries (<build>/bin).

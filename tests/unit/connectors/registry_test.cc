@@ -3,6 +3,9 @@
 // what a connector says reaches the caller unchanged.
 #include "connectors/registry.h"
 
+#include <dlfcn.h>
+
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -222,6 +225,42 @@ TEST(SystemLibraryTest, OpensLibrariesAndSaysWhatIsMissing) {
   const absl::Status status = libc->Bind("weir_no_such_symbol", &none);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("libc.so.6 has no weir_no_such_symbol"));
+}
+
+struct LibM {
+  double (*cbrt)(double) = nullptr;
+};
+
+absl::Status BindLibM(const SystemLibrary& library, LibM* table) { return library.Bind("cbrt", &table->cbrt); }
+
+// A library missing at the first connection and installed afterwards is
+// found at the next one, without restarting the daemon: only a success is
+// remembered.
+TEST(SystemLibraryTest, AMissingLibraryIsLookedForAgainUntilItIsThere) {
+  const std::string dir = ::testing::TempDir() + "/weir-lazy-library";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/libweir-later.so.1";
+  LazyLibrary<LibM> later(path.c_str(), "weir-later", "the test sink", BindLibM);
+
+  absl::StatusOr<const LibM*> first = later.Load();
+  ASSERT_FALSE(first.ok());
+  EXPECT_THAT(std::string(first.status().message()),
+              ::testing::AllOf(HasSubstr("the test sink needs " + path), HasSubstr("Debian package weir-later")));
+
+  // "Installed": the system's libm under that name.
+  absl::StatusOr<SystemLibrary> libm = SystemLibrary::Open("libm.so.6", "libc6", "the test");
+  ASSERT_TRUE(libm.ok()) << libm.status();
+  LibM system;
+  ASSERT_TRUE(BindLibM(*libm, &system).ok());
+  Dl_info info{};
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(system.cbrt), &info), 0);
+  std::filesystem::create_symlink(info.dli_fname, path);
+  absl::StatusOr<const LibM*> second = later.Load();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_DOUBLE_EQ((*second)->cbrt(27.0), 3.0);
+  EXPECT_EQ(&later.Get(), *second);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
