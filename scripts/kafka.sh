@@ -127,20 +127,6 @@ running_pid() {
   echo "$pid"
 }
 
-free_ports() {
-  python3 - <<'EOF'
-import socket
-socks = []
-for _ in range(3):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-for s in socks:
-    s.close()
-EOF
-}
-
 # Sends a real Metadata request (v4, the oldest Kafka 4 accepts) to 127.0.0.1:PORT and
 # succeeds if the answer lists a broker at that port.
 metadata_probe() {
@@ -332,7 +318,7 @@ start() {
 
   local started ports port cport
   started=$(now_ms)
-  ports=$(free_ports) || die "could not find free ports"
+  ports=$(free_port 3) || die "could not find free ports"
   read -r port cport sport <<<"$ports"
 
   rm -rf "$dir/data" "$dir/bootstrap" "$dir/kafka.pid"

@@ -15,14 +15,31 @@ alive() {
   [ -n "$state" ] && [ "$state" != Z ]
 }
 
-# A free TCP port on 127.0.0.1.
+# free_port [N]: N (default 1) free TCP ports on 127.0.0.1, space-separated.
 free_port() {
-  python3 - <<'PY'
-import socket
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
+  python3 - "${1:-1}" <<'PY'
+import random, socket, sys
+# Below the kernel's ephemeral range: a port from it could be taken by any
+# process binding port 0, or by an outgoing connection, before the server
+# binds it.
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    low = 32768
+socks = []
+for _ in range(int(sys.argv[1])):
+    for attempt in range(200):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        port = random.randint(10000, low - 1) if low > 11000 and attempt < 199 else 0
+        try:
+            s.bind(("127.0.0.1", port))
+            socks.append(s)
+            break
+        except OSError:
+            s.close()
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+for s in socks:
+    s.close()
 PY
 }
 
