@@ -6,6 +6,7 @@
 //   bench/run.sh memory [--records N] [--value-bytes B] [--partitions P] [--parallelism K]
 //                       [--keys K] [--rounds R] [--budget SIZE] [--jobs copy,keyed]
 //                       [--cluster-config -Dk=v,...] [--source-properties k=v,...] [--sink-properties k=v,...]
+//                       [--baseline-bin DIR]
 //
 // Every run starts a fresh cluster (so that a peak belongs to one run):
 // kafka_copy on one TaskManager with K slots (as kafka_copy_bench),
@@ -16,11 +17,16 @@
 // median of those samples, "peak" the process's VmHWM at the end (start-up
 // included). Rates run from submission to FINISHED. The ratio is budget /
 // librdkafka-defaults of the median rates.
+//
+// With --baseline-bin DIR the pair is another build's daemons (DIR, e.g. a
+// build with -DWEIR_STATIC_GRPC=OFF) against this build's, both with the
+// budget, interleaved the same way; the ratio is this build / the baseline.
 #include <sys/types.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -57,6 +63,15 @@ struct Flags {
   // kafka_copy's --source-properties / --sink-properties (k=v,k=v): a
   // job's own librdkafka settings, which win over the derived ones.
   std::string source_properties, sink_properties;
+  // Binaries (weir, weir-jobmanager, weir-taskmanager) of a baseline build.
+  std::string baseline_bin;
+};
+
+// One side of the comparison.
+struct Setup {
+  std::string label;
+  std::string bin_dir;  // empty: this build's
+  std::string budget;
 };
 
 // Memory of one process, in KiB, from /proc/<pid>/status.
@@ -154,10 +169,16 @@ void Produce(const std::string& bootstrap, const std::string& topic, const Flags
 }
 
 Run RunJob(const std::string& bootstrap, const std::string& job_name, const std::string& in, const Flags& flags,
-           const std::string& budget) {
+           const Setup& setup) {
   const bool copy = job_name == "copy";
   std::vector<std::string> config = flags.cluster_config;
-  if (!budget.empty()) config.push_back("-Dtaskmanager.memory.task.off-heap.size=" + budget);
+  if (!setup.budget.empty()) config.push_back("-Dtaskmanager.memory.task.off-heap.size=" + setup.budget);
+  // LocalCluster starts the binaries of weir::testing::BinDir().
+  if (setup.bin_dir.empty()) {
+    unsetenv("WEIR_BIN_DIR");
+  } else {
+    setenv("WEIR_BIN_DIR", setup.bin_dir.c_str(), 1);
+  }
   LocalCluster cluster({.taskmanagers = copy ? 1 : flags.parallelism,
                         .slots_per_taskmanager = copy ? flags.parallelism : 1,
                         .config = config});
@@ -227,6 +248,7 @@ int main(int argc, char** argv) {
   parser.List("--cluster-config", &flags.cluster_config);
   parser.String("--source-properties", &flags.source_properties);
   parser.String("--sink-properties", &flags.sink_properties);
+  parser.String("--baseline-bin", &flags.baseline_bin);
   if (!parser.Parse(argc, argv)) return 2;
   const std::string bootstrap = weir::test::TestKafkaBootstrap();
   if (bootstrap.empty()) return 1;
@@ -244,6 +266,12 @@ int main(int argc, char** argv) {
   }
   const std::string budget_label =
       flags.budget.empty() ? "budget (default)" : absl::StrCat("budget ", flags.budget);
+  Setup first{"librdkafka defaults", "", "0"};
+  Setup second{budget_label, "", flags.budget};
+  if (!flags.baseline_bin.empty()) {
+    first = {absl::StrCat("baseline, ", budget_label), flags.baseline_bin, flags.budget};
+    second = {absl::StrCat("this build, ", budget_label), "", flags.budget};
+  }
   std::printf("memory benchmark: %lld records, %d-byte values (copy), %lld keys (keyed), %d partitions, "
               "parallelism %d; MiB resident\n",
               static_cast<long long>(flags.records), flags.value_bytes, static_cast<long long>(flags.keys),
@@ -251,21 +279,21 @@ int main(int argc, char** argv) {
   for (const std::string& job : flags.jobs) {
     std::printf("%s (%s):\n", job == "copy" ? "kafka_copy" : "keyed_count",
                 job == "copy" ? "1 TaskManager, one slot per subtask" : "one TaskManager per subtask");
-    std::vector<double> defaults_rates, budget_rates;
+    std::vector<double> first_rates, second_rates;
     for (int64_t round = 0; round < flags.rounds; ++round) {
-      const Run defaults = RunJob(bootstrap, job, inputs[job], flags, "0");
-      Print("librdkafka defaults", defaults);
-      const Run budgeted = RunJob(bootstrap, job, inputs[job], flags, flags.budget);
-      Print(budget_label, budgeted);
-      defaults_rates.push_back(defaults.records_per_s);
-      budget_rates.push_back(budgeted.records_per_s);
+      const Run a = RunJob(bootstrap, job, inputs[job], flags, first);
+      Print(first.label, a);
+      const Run b = RunJob(bootstrap, job, inputs[job], flags, second);
+      Print(second.label, b);
+      first_rates.push_back(a.records_per_s);
+      second_rates.push_back(b.records_per_s);
     }
-    std::sort(defaults_rates.begin(), defaults_rates.end());
-    std::sort(budget_rates.begin(), budget_rates.end());
-    const double d = defaults_rates[defaults_rates.size() / 2];
-    const double b = budget_rates[budget_rates.size() / 2];
-    std::printf("  median records/s: librdkafka defaults %.0f, %s %.0f, ratio %.2f\n", d, budget_label.c_str(), b,
-                b / d);
+    std::sort(first_rates.begin(), first_rates.end());
+    std::sort(second_rates.begin(), second_rates.end());
+    const double a = first_rates[first_rates.size() / 2];
+    const double b = second_rates[second_rates.size() / 2];
+    std::printf("  median records/s: %s %.0f, %s %.0f, ratio %.2f\n", first.label.c_str(), a, second.label.c_str(),
+                b, b / a);
   }
   return 0;
 }
