@@ -62,14 +62,21 @@ struct Flags {
   std::string flink_classpath;
 };
 
+// The parts of a checkpoint the bench reports: field, name.
+const std::pair<const char*, const char*> kParts[] = {{"longest_start_delay_ms", "start delay"},
+                                                      {"longest_alignment_ms", "alignment"},
+                                                      {"longest_sync_ms", "synchronous part"},
+                                                      {"longest_async_ms", "asynchronous part"},
+                                                      {"metadata_ms", "metadata"}};
+
 struct Run {
   double seconds = 0;
   double cpu_seconds = 0;
   double peak_rss_mib = 0;
   std::vector<int64_t> checkpoint_ms;
-  // Weir only: per checkpoint, the longest alignment, synchronous and
-  // asynchronous part of a task.
-  std::vector<int64_t> alignment_ms, sync_ms, async_ms;
+  // Weir only: per checkpoint, its parts (kParts: the longest of any task,
+  // and writing the metadata), by their field in `weir checkpoints --json`.
+  std::map<std::string, std::vector<int64_t>> parts;
   bool correct = false;
 };
 
@@ -189,9 +196,7 @@ Run RunWeir(const std::string& bootstrap, const std::string& in, const std::stri
     for (const auto& c : checkpoints["checkpoints"]) {
       if (c["status"] != "COMPLETED") continue;
       run.checkpoint_ms.push_back(c["duration_ms"].get<int64_t>());
-      run.alignment_ms.push_back(c["longest_alignment_ms"].get<int64_t>());
-      run.sync_ms.push_back(c["longest_sync_ms"].get<int64_t>());
-      run.async_ms.push_back(c["longest_async_ms"].get<int64_t>());
+      for (const auto& [field, name] : kParts) run.parts[field].push_back(c.value(field, int64_t{0}));
     }
   }
   run.correct = Check(bootstrap, out, query, expected, "Weir");
@@ -221,7 +226,7 @@ Run RunFlink(const std::string& bootstrap, const std::string& in, const std::str
 
 struct Summary {
   double events_per_second = 0, cpu_per_million = 0, rss_mib = 0, checkpoint_p50 = 0, checkpoint_p99 = 0;
-  double alignment_p99 = 0, sync_p99 = 0, async_p99 = 0;
+  std::map<std::string, double> parts_p99;
   size_t checkpoints = 0;
   bool correct = true;
 };
@@ -229,11 +234,10 @@ struct Summary {
 Summary Summarize(const std::vector<Run>& runs, int64_t events) {
   Summary s;
   std::vector<double> rates, cpu, rss;
-  std::vector<int64_t> checkpoint_ms, alignment_ms, sync_ms, async_ms;
+  std::vector<int64_t> checkpoint_ms;
+  std::map<std::string, std::vector<int64_t>> parts;
   for (const Run& r : runs) {
-    alignment_ms.insert(alignment_ms.end(), r.alignment_ms.begin(), r.alignment_ms.end());
-    sync_ms.insert(sync_ms.end(), r.sync_ms.begin(), r.sync_ms.end());
-    async_ms.insert(async_ms.end(), r.async_ms.begin(), r.async_ms.end());
+    for (const auto& [field, values] : r.parts) parts[field].insert(parts[field].end(), values.begin(), values.end());
     rates.push_back(static_cast<double>(events) / r.seconds);
     cpu.push_back(r.cpu_seconds / (static_cast<double>(events) / 1e6));
     rss.push_back(r.peak_rss_mib);
@@ -246,9 +250,7 @@ Summary Summarize(const std::vector<Run>& runs, int64_t events) {
   s.checkpoint_p50 = Percentile(checkpoint_ms, 0.5);
   s.checkpoint_p99 = Percentile(checkpoint_ms, 0.99);
   s.checkpoints = checkpoint_ms.size();
-  s.alignment_p99 = Percentile(alignment_ms, 0.99);
-  s.sync_p99 = Percentile(sync_ms, 0.99);
-  s.async_p99 = Percentile(async_ms, 0.99);
+  for (const auto& [field, values] : parts) s.parts_p99[field] = Percentile(values, 0.99);
   return s;
 }
 
@@ -257,10 +259,10 @@ void Print(const char* who, const Summary& s) {
               "p99 %.0f ms | output %s\n",
               who, s.events_per_second, s.cpu_per_million, s.rss_mib, s.checkpoints, s.checkpoint_p50,
               s.checkpoint_p99, s.correct ? "equals a single pass" : "WRONG");
-  if (s.sync_p99 > 0 || s.async_p99 > 0 || s.alignment_p99 > 0) {
-    std::printf("           of a checkpoint, p99 of the longest: alignment %.0f ms, synchronous part %.0f ms, "
-                "asynchronous part %.0f ms\n",
-                s.alignment_p99, s.sync_p99, s.async_p99);
+  if (!s.parts_p99.empty()) {
+    std::printf("           of a checkpoint, p99 of the longest:");
+    for (const auto& [field, name] : kParts) std::printf(" %s %.0f ms", name, s.parts_p99.at(field));
+    std::printf("\n");
   }
 }
 

@@ -333,6 +333,8 @@ int RunCheckpoints(const Options& options, std::ostream& out, std::ostream& err)
                       {"longest_sync_ms", c.longest_sync_ms()},
                       {"longest_async_ms", c.longest_async_ms()},
                       {"longest_pre_barrier_ms", c.longest_pre_barrier_ms()},
+                      {"longest_start_delay_ms", c.longest_start_delay_ms()},
+                      {"metadata_ms", c.metadata_ms()},
                       {"acknowledged_tasks", c.acknowledged_tasks()},
                       {"expected_tasks", c.expected_tasks()},
                       {"failure_reason", c.failure_reason()},

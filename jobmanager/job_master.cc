@@ -1326,6 +1326,8 @@ v1::ListCheckpointsResponse JobMaster::Checkpoints() const {
     c->set_longest_sync_ms(r.longest_sync_ms);
     c->set_longest_async_ms(r.longest_async_ms);
     c->set_longest_pre_barrier_ms(r.longest_pre_barrier_ms);
+    c->set_longest_start_delay_ms(r.longest_start_delay_ms);
+    c->set_metadata_ms(r.metadata_ms);
     c->set_failure_reason(r.failure_reason);
     c->set_acknowledged_tasks(r.acknowledged_tasks);
     c->set_expected_tasks(r.expected_tasks);

@@ -569,10 +569,12 @@ absl::StatusOr<ChainSnapshot> OperatorChain::SnapshotState(const CheckpointInfo&
   return snapshot;
 }
 
-void OperatorChain::AfterSnapshot() {
+size_t OperatorChain::AfterSnapshot() {
+  size_t written = 0;
   for (auto& context : contexts_) {
-    if (InternalTimerService* timers = context->timer_service()) timers->AfterSnapshot();
+    if (InternalTimerService* timers = context->timer_service()) written += timers->AfterSnapshot();
   }
+  return written;
 }
 
 void OperatorChain::NotifyCheckpointComplete(int64_t checkpoint_id) {

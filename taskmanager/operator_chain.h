@@ -150,7 +150,8 @@ class OperatorChain {
   absl::StatusOr<ChainSnapshot> SnapshotState(const CheckpointInfo& checkpoint);
   // After the synchronous part, on the task thread: deferred work of the
   // operators' runtime services (timers old enough go into the backend).
-  void AfterSnapshot();
+  // Returns how many timers went into the keyed state.
+  size_t AfterSnapshot();
   void NotifyCheckpointComplete(int64_t checkpoint_id);
   void NotifyCheckpointAborted(int64_t checkpoint_id);
 

@@ -412,12 +412,18 @@ void TaskManager::SendAcknowledgements() {
     size_t sent = 0;
     auto send = [&]() {
       if (batch.acks_size() == 0) return true;
+      const absl::Time start = absl::Now();
       for (int attempt = 0; attempt < 3; ++attempt) {
         grpc::ClientContext context;
         context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
         v1::CheckpointResponse response;
         grpc::Status status = job_master_->AcknowledgeCheckpoints(&context, batch, &response);
-        if (status.ok()) break;
+        if (status.ok()) {
+          log_->debug("sent {} acknowledgements of checkpoint {} (task {} and others) in {} ms", batch.acks_size(),
+                      batch.acks(0).checkpoint_id(), batch.acks(0).task_id(),
+                      absl::ToInt64Milliseconds(absl::Now() - start));
+          break;
+        }
         if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) return false;  // an older JobManager
         log_->warn("cannot send {} acknowledgements of checkpoint {} (task {} and others) to the JobManager: {}",
                    batch.acks_size(), batch.acks(0).checkpoint_id(), batch.acks(0).task_id(),

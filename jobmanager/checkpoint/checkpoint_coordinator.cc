@@ -258,6 +258,7 @@ void CheckpointCoordinator::CopyFigures(const Pending& pending, CheckpointRecord
   record->longest_sync_ms = pending.longest_sync_ms;
   record->longest_async_ms = pending.longest_async_ms;
   record->longest_pre_barrier_ms = pending.longest_pre_barrier_ms;
+  record->longest_start_delay_ms = pending.longest_start_delay_ms;
 }
 
 bool CheckpointCoordinator::AcknowledgeLocked(const v1::AcknowledgeCheckpointRequest& ack) {
@@ -303,8 +304,11 @@ bool CheckpointCoordinator::AcknowledgeLocked(const v1::AcknowledgeCheckpointReq
   pending.longest_sync_ms = std::max(pending.longest_sync_ms, ack.sync_ms());
   pending.longest_async_ms = std::max(pending.longest_async_ms, ack.async_ms());
   pending.longest_pre_barrier_ms = std::max(pending.longest_pre_barrier_ms, ack.pre_barrier_ms());
-  log_->debug("job {} checkpoint {}: acknowledged by task {} ({} bytes), {} to go", job_id_, id, task,
-              handle.size_bytes(), pending.awaiting.size());
+  pending.longest_start_delay_ms = std::max(pending.longest_start_delay_ms, ack.start_delay_ms());
+  log_->debug("job {} checkpoint {}: acknowledged by task {} ({} bytes; start delay {} ms, alignment {} ms, "
+              "synchronous part {} ms, asynchronous part {} ms), {} to go",
+              job_id_, id, task, handle.size_bytes(), ack.start_delay_ms(), ack.alignment_ms(), ack.sync_ms(),
+              ack.async_ms(), pending.awaiting.size());
   if (pending.awaiting.empty()) {
     pending.phase = Phase::kAllAcknowledged;
     ready_.push_back(id);
@@ -587,7 +591,9 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
   int64_t size_bytes = 0;
   int64_t reused_bytes = 0;
   int64_t longest_alignment_ms = 0, longest_sync_ms = 0, longest_async_ms = 0, longest_pre_barrier_ms = 0;
+  int64_t longest_start_delay_ms = 0;
   absl::Time trigger_time;
+  const absl::Time metadata_start = absl::Now();
   {
     absl::MutexLock lock(&mu_);
     auto it = pending_.find(id);
@@ -603,6 +609,7 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
     longest_sync_ms = pending.longest_sync_ms;
     longest_async_ms = pending.longest_async_ms;
     longest_pre_barrier_ms = pending.longest_pre_barrier_ms;
+    longest_start_delay_ms = pending.longest_start_delay_ms;
     trigger_time = pending.trigger_time;
     metadata.set_job_id(job_id_);
     metadata.set_checkpoint_id(id);
@@ -643,6 +650,7 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
     if (CheckpointRecord* record = RecordLocked(id)) {
       record->status = CheckpointStatus::kCompleted;
       record->duration = end - trigger_time;
+      record->metadata_ms = absl::ToInt64Milliseconds(end - metadata_start);
     }
     // An older checkpoint still in progress would only ever restore to an
     // older state than this one.
@@ -667,12 +675,15 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
                                   {"longest_alignment_ms", static_cast<int64_t>(longest_alignment_ms)},
                                   {"longest_sync_ms", longest_sync_ms},
                                   {"longest_async_ms", longest_async_ms},
-                                  {"longest_pre_barrier_ms", longest_pre_barrier_ms}});
+                                  {"longest_pre_barrier_ms", longest_pre_barrier_ms},
+                                  {"longest_start_delay_ms", longest_start_delay_ms},
+                                  {"metadata_ms", absl::ToInt64Milliseconds(end - metadata_start)}});
     log_->info("job {} checkpoint {} completed: {} tasks, {} bytes written ({} bytes of state in all), {} ms, "
-               "longest alignment {} ms, synchronous part {} ms (of which flushing before the barrier {} ms), "
-               "asynchronous part {} ms",
+               "longest start delay {} ms, alignment {} ms, synchronous part {} ms (of which flushing before the "
+               "barrier {} ms), asynchronous part {} ms; metadata {} ms",
                job_id_, id, metadata.tasks_size(), size_bytes, size_bytes + reused_bytes, duration_ms,
-               longest_alignment_ms, longest_sync_ms, longest_pre_barrier_ms, longest_async_ms);
+               longest_start_delay_ms, longest_alignment_ms, longest_sync_ms, longest_pre_barrier_ms,
+               longest_async_ms, absl::ToInt64Milliseconds(end - metadata_start));
   }
   fault::MaybeCrash(fault::Point::kJobManagerBeforeNotify, id);
   const absl::Time notify_start = absl::Now();

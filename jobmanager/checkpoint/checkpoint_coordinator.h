@@ -129,6 +129,10 @@ struct CheckpointRecord {
   int64_t longest_sync_ms = 0;
   int64_t longest_async_ms = 0;
   int64_t longest_pre_barrier_ms = 0;
+  // The longest time from the trigger to a task's first barrier.
+  int64_t longest_start_delay_ms = 0;
+  // Checking the task files and writing _metadata, after the last ack.
+  int64_t metadata_ms = 0;
   std::string failure_reason;
   int acknowledged_tasks = 0;
   int expected_tasks = 0;
@@ -264,6 +268,7 @@ class CheckpointCoordinator {
     int64_t longest_sync_ms = 0;
     int64_t longest_async_ms = 0;
     int64_t longest_pre_barrier_ms = 0;
+    int64_t longest_start_delay_ms = 0;
     bool stop = false;
   };
 

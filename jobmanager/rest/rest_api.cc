@@ -115,6 +115,8 @@ json CheckpointJson(const v1::CheckpointSummary& c) {
               {"longest_sync_ms", c.longest_sync_ms()},
               {"longest_async_ms", c.longest_async_ms()},
               {"longest_pre_barrier_ms", c.longest_pre_barrier_ms()},
+              {"longest_start_delay_ms", c.longest_start_delay_ms()},
+              {"metadata_ms", c.metadata_ms()},
               {"failure_message", c.failure_reason()},
               {"failure_timestamp", c.status() == "FAILED" ? c.trigger_time_unix_ms() + c.duration_ms() : -1}};
 }

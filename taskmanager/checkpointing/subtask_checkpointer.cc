@@ -1,5 +1,6 @@
 #include "taskmanager/checkpointing/subtask_checkpointer.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -35,6 +36,9 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
   }
   last_checkpoint_ = checkpoint_id;
   const absl::Time start = absl::Now();
+  // The first barrier came `alignment` before this call.
+  const absl::Duration start_delay =
+      std::max(absl::ZeroDuration(), start - alignment - absl::FromUnixMillis(timestamp_ms));
   chain.PrepareSnapshotPreBarrier(checkpoint_id);
   const absl::Duration pre_barrier = absl::Now() - start;
   fault::MaybeCrash(fault::Point::kTaskManagerAfterPreCommit, checkpoint_id);
@@ -55,8 +59,8 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
                absl::ToInt64Milliseconds(taken.ok() ? taken->operators_time : absl::ZeroDuration()),
                absl::ToInt64Milliseconds(taken.ok() ? taken->keyed_time : absl::ZeroDuration()));
   }
-  chain.AfterSnapshot();
   if (!taken.ok()) {
+    chain.AfterSnapshot();
     // The barrier is out, so the task goes on; only this checkpoint fails.
     Decline(checkpoint_id, absl::StrCat("taking the snapshot failed: ", taken.status().message()));
     return absl::OkStatus();
@@ -73,8 +77,10 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
   identity.set_parallelism(tdd_.parallelism());
   const std::string dir = CheckpointDirectory(tdd_.checkpoint_dir(), checkpoint_id);
   CheckpointResponder* responder = responder_;
+  const absl::Time queued_at = absl::Now();
   const bool queued = uploader_->Submit([identity = std::move(identity), snapshot = std::move(snapshot), dir,
-                                         responder, checkpoint_id, alignment, sync, pre_barrier] {
+                                         responder, checkpoint_id, start_delay, alignment, sync, pre_barrier,
+                                         queued_at] {
     const absl::Time async_start = absl::Now();
     StateFilesSummary files;
     absl::StatusOr<std::string> encoded = EncodeTaskSnapshot(identity, snapshot, dir, &files);
@@ -100,12 +106,28 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
     ack.set_task_id(identity.task_id());
     ack.set_checkpoint_id(checkpoint_id);
     *ack.mutable_state() = std::move(*handle);
+    ack.set_start_delay_ms(absl::ToInt64Milliseconds(start_delay));
     ack.set_alignment_ms(absl::ToInt64Milliseconds(alignment));
     ack.set_sync_ms(absl::ToInt64Milliseconds(sync));
     ack.set_pre_barrier_ms(absl::ToInt64Milliseconds(pre_barrier));
     ack.set_async_ms(absl::ToInt64Milliseconds(absl::Now() - async_start));
+    static const std::shared_ptr<spdlog::logger> log = logging::Get("task");
+    log->debug("task {}: checkpoint {}: asynchronous part {} ms, after {} ms in the uploader's queue",
+               identity.task_id(), checkpoint_id, ack.async_ms(), absl::ToInt64Milliseconds(async_start - queued_at));
     responder->Acknowledge(ack);
   });
+  // Deferred work of the operators (timers waiting since the last snapshot
+  // go into the keyed state) only once the asynchronous part is queued: it
+  // is not part of this checkpoint, which must not wait for it.
+  const absl::Time after_start = absl::Now();
+  const size_t timers = chain.AfterSnapshot();
+  const absl::Duration after = absl::Now() - after_start;
+  if (after >= kSlowSynchronousPart) {
+    logging::Get("task")->info(
+        "task {}: checkpoint {}: after the snapshot, writing {} timers waiting since two checkpoints into the keyed "
+        "state took {} ms of the task thread",
+        tdd_.task_id(), checkpoint_id, timers, absl::ToInt64Milliseconds(after));
+  }
   if (!queued) return absl::CancelledError("the TaskManager is shutting down");
   return absl::OkStatus();
 }

@@ -115,12 +115,14 @@ void InternalTimerService::SnapshotState() {
   floor_state_->Update(std::move(entries));
 }
 
-void InternalTimerService::AfterSnapshot() { WriteAged(); }
+size_t InternalTimerService::AfterSnapshot() { return WriteAged(); }
 
-void InternalTimerService::WriteAged() {
+size_t InternalTimerService::WriteAged() {
+  size_t written = 0;
   for (TimeDomain domain : {TimeDomain::kEventTime, TimeDomain::kProcessingTime}) {
     Index& aged = UnwrittenOf(domain).aged;
     if (aged.empty()) continue;
+    written += aged.size();
     backend_->StartWriteBatch();
     for (const auto& [time, key, ns] : aged) {
       backend_->SetCurrentKey(key);
@@ -129,6 +131,7 @@ void InternalTimerService::WriteAged() {
     backend_->CommitWriteBatch();
     aged.clear();
   }
+  return written;
 }
 
 int64_t InternalTimerService::CurrentWatermark() const {

@@ -75,7 +75,8 @@ class InternalTimerService final : public weir::TimerService {
   // After the snapshot's synchronous part (the barrier is out): writes the
   // timers that have now been in two snapshots into the backend. Changes
   // the backend's current key. Skipped, the next SnapshotState does it.
-  void AfterSnapshot();
+  // Returns how many timers it wrote.
+  size_t AfterSnapshot();
 
   // For an operator with no watermark strategy upstream (`owner` names it
   // in the log): its first event-time timer is logged as a WARN, since its
@@ -137,7 +138,7 @@ class InternalTimerService final : public weir::TimerService {
     return domain == TimeDomain::kEventTime ? kEventTimers : kProcessingTimers;
   }
   void Fire(TimeDomain domain, int64_t limit, absl::FunctionRef<void(const FiredTimer&)> fire);
-  void WriteAged();
+  size_t WriteAged();
 
   KeyedStateBackend* const backend_;
   OperatorListState* const floor_state_;
