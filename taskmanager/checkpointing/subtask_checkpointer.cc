@@ -124,7 +124,7 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
   const absl::Duration after = absl::Now() - after_start;
   if (after >= kSlowSynchronousPart) {
     logging::Get("task")->info(
-        "task {}: checkpoint {}: after the snapshot, writing {} timers waiting since two checkpoints into the keyed "
+        "task {}: checkpoint {}: after the snapshot, writing {} timers still waiting after their hand-overs into the keyed "
         "state took {} ms of the task thread",
         tdd_.task_id(), checkpoint_id, timers, absl::ToInt64Milliseconds(after));
   }

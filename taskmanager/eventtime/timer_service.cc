@@ -30,11 +30,13 @@ bool DecodeTimer(std::string_view bytes, int64_t* time, std::string_view* ns) {
 }
 
 InternalTimerService::InternalTimerService(KeyedStateBackend* backend, OperatorStateStore* operator_state,
-                                           int max_parallelism, int64_t* element_time)
+                                           int max_parallelism, int64_t* element_time, int snapshots_before_write)
     : backend_(backend),
       floor_state_(operator_state->GetUnionListState(kWatermarkFloor)),
       max_parallelism_(max_parallelism),
-      element_time_(element_time) {}
+      element_time_(element_time),
+      unwritten_event_(std::max(1, snapshots_before_write)),
+      unwritten_processing_(std::max(1, snapshots_before_write)) {}
 
 void InternalTimerService::Restore() {
   // "<first key group>,<last key group (inclusive)>,<watermark>" from every
@@ -72,7 +74,12 @@ void InternalTimerService::Restore() {
 }
 
 bool InternalTimerService::Unwritten::Erase(const View& timer) {
-  for (Index* index : {&fresh, &pending, &aged}) {
+  // Oldest first: timers due now are mostly old ones.
+  if (auto it = aged.find(timer); it != aged.end()) {
+    aged.erase(it);
+    return true;
+  }
+  for (auto index = handed_over.rbegin(); index != handed_over.rend(); ++index) {
     if (auto it = index->find(timer); it != index->end()) {
       index->erase(it);
       return true;
@@ -87,17 +94,19 @@ void InternalTimerService::SnapshotState() {
   static const std::string kEmpty;
   for (TimeDomain domain : {TimeDomain::kEventTime, TimeDomain::kProcessingTime}) {
     Unwritten& unwritten = UnwrittenOf(domain);
-    for (const Index* index : {&unwritten.pending, &unwritten.fresh}) {
-      for (const auto& [time, key, ns] : *index) {
+    for (const Index& index : unwritten.handed_over) {
+      for (const auto& [time, key, ns] : index) {
         user_key.clear();
         weir::internal::AppendOrderedInt64(time, user_key);
         user_key.append(ns);
         backend_->AddPendingEntry(key, StateName(domain), user_key, &kEmpty);
       }
     }
-    unwritten.aged = std::move(unwritten.pending);
-    unwritten.pending = std::move(unwritten.fresh);
-    unwritten.fresh.clear();
+    // One snapshot older each.
+    std::vector<Index>& generations = unwritten.handed_over;
+    unwritten.aged = std::move(generations.back());
+    for (size_t i = generations.size() - 1; i > 0; --i) generations[i] = std::move(generations[i - 1]);
+    generations[0].clear();
   }
   // One entry per run of key groups with the same floor.
   const state::KeyGroupRange& range = backend_->range();
@@ -158,7 +167,7 @@ void InternalTimerService::Register(TimeDomain domain, int64_t time, std::string
   if (index.find(View(time, key, ns)) != index.end()) return;
   index.emplace(time, std::string(key), std::string(ns));
   // Into the snapshots, unless it is gone by then.
-  UnwrittenOf(domain).fresh.emplace(time, std::string(key), std::string(ns));
+  UnwrittenOf(domain).handed_over[0].emplace(time, std::string(key), std::string(ns));
 }
 
 void InternalTimerService::Delete(TimeDomain domain, int64_t time, std::string_view ns) {

@@ -9,12 +9,13 @@
 // restore at any parallelism brings back exactly the timers of its key
 // groups. A new timer is not written at once: the snapshots keep it as a
 // pending entry (KeyedStateBackend::AddPendingEntry: a copy of its bytes
-// beside the backend's state) until it has been in two, and then it is
-// written into the backend — after the second's synchronous part
+// beside the backend's state) until it has been in
+// `snapshots_before_write` of them (2 by default), and then it is written
+// into the backend — after the last one's synchronous part
 // (AfterSnapshot), so a checkpoint's synchronous part never writes timers.
 // A timer that fires before the next snapshot (most of a window
-// operator's) costs the backend nothing, one that fires before the one
-// after costs two copies.
+// operator's) costs the backend nothing, one that fires later costs a copy
+// per snapshot until then.
 // An ordered index on the heap (time, key, ns) says which fires next;
 // Restore() rebuilds it from the backend, so the number of timers is bounded
 // by memory (about 100 bytes per timer) even with RocksDB.
@@ -60,10 +61,21 @@ class InternalTimerService final : public weir::TimerService {
 
   static constexpr std::string_view kWatermarkFloor = "weir.watermark-floor";
 
+  // How many snapshots a timer is handed over to before it is written into
+  // the backend. A hand-over copies ~40 bytes (~0.2 us) in the synchronous
+  // part; a write and the later removal are two backend writes (~2 us each
+  // with RocksDB) on the task thread after it. Most of a window operator's
+  // timers fire before the next snapshot and cost neither. Measured with
+  // q5 (bench/README.md): 4 instead of 2 still wrote 50,000-100,000 timers
+  // per task after each checkpoint (a source catching up on a backlog holds
+  // the watermark back for seconds) and made every synchronous part copy
+  // twice as many; checkpoint p99 did not improve.
+  static constexpr int kDefaultSnapshotsBeforeWrite = 2;
+
   // `backend`, `operator_state` (the operator's) and `element_time` (the
-  // chain's slot) outlive the service.
+  // chain's slot) outlive the service. `snapshots_before_write` >= 1.
   InternalTimerService(KeyedStateBackend* backend, OperatorStateStore* operator_state, int max_parallelism,
-                       int64_t* element_time);
+                       int64_t* element_time, int snapshots_before_write = kDefaultSnapshotsBeforeWrite);
 
   // After the backend restored: indexes the timers it holds, and reads the
   // lateness floor of its key groups.
@@ -73,7 +85,8 @@ class InternalTimerService final : public weir::TimerService {
   // Changes the backend's current key.
   void SnapshotState();
   // After the snapshot's synchronous part (the barrier is out): writes the
-  // timers that have now been in two snapshots into the backend. Changes
+  // timers that have now been in `snapshots_before_write` snapshots into the
+  // backend. Changes
   // the backend's current key. Skipped, the next SnapshotState does it.
   // Returns how many timers it wrote.
   size_t AfterSnapshot();
@@ -121,12 +134,13 @@ class InternalTimerService final : public weir::TimerService {
   const Index& IndexOf(TimeDomain domain) const {
     return domain == TimeDomain::kEventTime ? event_ : processing_;
   }
-  // The timers of `domain` not in the backend: registered since the last
-  // snapshot, handed over at it, and handed over at the one before too (to
+  // The timers of `domain` not in the backend: handed_over[i] holds those
+  // handed over to i snapshots so far (handed_over[0]: registered since the
+  // last snapshot), `aged` those handed over to snapshots_before_write (to
   // be written by AfterSnapshot).
   struct Unwritten {
-    Index fresh;
-    Index pending;
+    explicit Unwritten(int generations) : handed_over(static_cast<size_t>(generations)) {}
+    std::vector<Index> handed_over;
     Index aged;
     // Forgets the timer; false when it is not here (it is in the backend).
     bool Erase(const View& timer);

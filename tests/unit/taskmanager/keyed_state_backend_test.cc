@@ -99,8 +99,10 @@ class KeyedStateBackendTest : public ::testing::TestWithParam<std::string> {
 
   // A backend with a timer service on it, restored (from nothing).
   struct Timed {
-    explicit Timed(std::unique_ptr<KeyedStateBackend> b)
-        : backend(std::move(b)), timers(backend.get(), &operator_state, kMaxParallelism, &element_time) {
+    explicit Timed(std::unique_ptr<KeyedStateBackend> b,
+                   int snapshots_before_write = InternalTimerService::kDefaultSnapshotsBeforeWrite)
+        : backend(std::move(b)),
+          timers(backend.get(), &operator_state, kMaxParallelism, &element_time, snapshots_before_write) {
       timers.Restore();
     }
     int64_t element_time = kNoTimestamp;
@@ -445,6 +447,45 @@ TEST_P(KeyedStateBackendTest, TimersReachTheBackendOnlyWhenTheyOutliveTwoSnapsho
   }
   EXPECT_EQ(restored_timers(third), expected_third);
   EXPECT_EQ(restored_timers(sixth), expected_sixth);
+}
+
+// A timer goes into the backend only after it was handed over to
+// `snapshots_before_write` snapshots, and every one of them holds it.
+TEST_P(KeyedStateBackendTest, TimersAreWrittenAfterTheirNumberOfSnapshots) {
+  constexpr int kSnapshots = 4;
+  Timed timed(Make(1, 0), kSnapshots);
+  const std::vector<std::string> keys = Keys(5);
+  for (const std::string& key : keys) {
+    timed.backend->SetCurrentKey(key);
+    timed.timers.Register(TimeDomain::kEventTime, 1000, "");
+  }
+  auto in_backend = [&] {
+    size_t n = 0;
+    timed.backend->ForEachEntry(InternalTimerService::kEventTimers,
+                                [&](std::string_view, std::string_view, std::string_view) { ++n; });
+    return n;
+  };
+  for (int id = 1; id <= kSnapshots; ++id) {
+    EXPECT_EQ(in_backend(), 0u) << "before snapshot " << id;
+    timed.timers.SnapshotState();
+    KeyedStateRestore part = Checkpoint(*timed.backend, id, absl::StrCat("chk-", id));
+    EXPECT_EQ(timed.timers.AfterSnapshot(), id == kSnapshots ? keys.size() : 0u);
+    // Each snapshot restores all of them.
+    std::unique_ptr<KeyedStateBackend> next = Make(1, 0);
+    ASSERT_TRUE(next->Restore({part}).ok());
+    Timed again(std::move(next));
+    size_t fired = 0;
+    again.timers.AdvanceWatermark(kMaxWatermark, [&](const FiredTimer& t) {
+      EXPECT_EQ(t.time, 1000);
+      ++fired;
+    });
+    EXPECT_EQ(fired, keys.size()) << "restored from snapshot " << id;
+  }
+  EXPECT_EQ(in_backend(), keys.size());
+  size_t fired = 0;
+  timed.timers.AdvanceWatermark(1000, [&](const FiredTimer&) { ++fired; });
+  EXPECT_EQ(fired, keys.size());
+  EXPECT_EQ(in_backend(), 0u);
 }
 
 TEST(TimerEncodingTest, ByteOrderIsTimeOrder) {
