@@ -35,8 +35,24 @@ InternalTimerService::InternalTimerService(KeyedStateBackend* backend, OperatorS
       floor_state_(operator_state->GetUnionListState(kWatermarkFloor)),
       max_parallelism_(max_parallelism),
       element_time_(element_time),
-      unwritten_event_(std::max(1, snapshots_before_write)),
-      unwritten_processing_(std::max(1, snapshots_before_write)) {}
+      event_(std::max(1, snapshots_before_write)),
+      processing_(std::max(1, snapshots_before_write)) {}
+
+void InternalTimerService::Timers::Add(Entry entry, bool in_backend) {
+  const Entry* e = &*index.insert(std::move(entry)).first;
+  by_value.insert(e);
+  if (!in_backend) handed_over[0].insert(e);
+}
+
+InternalTimerService::Index::node_type InternalTimerService::Timers::Remove(Index::iterator it, bool* in_backend) {
+  const Entry* e = &*it;
+  by_value.erase(e);
+  // Oldest first: timers due now are mostly old ones.
+  bool unwritten = aged.erase(e) > 0;
+  for (auto set = handed_over.rbegin(); !unwritten && set != handed_over.rend(); ++set) unwritten = set->erase(e) > 0;
+  *in_backend = !unwritten;
+  return index.extract(it);
+}
 
 void InternalTimerService::Restore() {
   // "<first key group>,<last key group (inclusive)>,<watermark>" from every
@@ -61,31 +77,16 @@ void InternalTimerService::Restore() {
     }
   }
   for (TimeDomain domain : {TimeDomain::kEventTime, TimeDomain::kProcessingTime}) {
-    Index& index = IndexOf(domain);
+    Timers& timers = TimersOf(domain);
     backend_->ForEachEntry(StateName(domain), [&](std::string_view key, std::string_view user_key, std::string_view) {
       int64_t time = 0;
       std::string_view ns;
       if (!DecodeTimer(user_key, &time, &ns)) {
         throw std::runtime_error(absl::StrCat("the keyed state holds a malformed timer in '", std::string(StateName(domain)), "'"));
       }
-      index.emplace(time, std::string(key), std::string(ns));
+      timers.Add(Entry(time, std::string(key), std::string(ns)), /*in_backend=*/true);
     });
   }
-}
-
-bool InternalTimerService::Unwritten::Erase(const View& timer) {
-  // Oldest first: timers due now are mostly old ones.
-  if (auto it = aged.find(timer); it != aged.end()) {
-    aged.erase(it);
-    return true;
-  }
-  for (auto index = handed_over.rbegin(); index != handed_over.rend(); ++index) {
-    if (auto it = index->find(timer); it != index->end()) {
-      index->erase(it);
-      return true;
-    }
-  }
-  return false;
 }
 
 void InternalTimerService::SnapshotState() {
@@ -93,9 +94,10 @@ void InternalTimerService::SnapshotState() {
   std::string user_key;
   static const std::string kEmpty;
   for (TimeDomain domain : {TimeDomain::kEventTime, TimeDomain::kProcessingTime}) {
-    Unwritten& unwritten = UnwrittenOf(domain);
-    for (const Index& index : unwritten.handed_over) {
-      for (const auto& [time, key, ns] : index) {
+    Timers& timers = TimersOf(domain);
+    for (const EntrySet& set : timers.handed_over) {
+      for (const Entry* e : set) {
+        const auto& [time, key, ns] = *e;
         user_key.clear();
         weir::internal::AppendOrderedInt64(time, user_key);
         user_key.append(ns);
@@ -103,8 +105,8 @@ void InternalTimerService::SnapshotState() {
       }
     }
     // One snapshot older each.
-    std::vector<Index>& generations = unwritten.handed_over;
-    unwritten.aged = std::move(generations.back());
+    std::vector<EntrySet>& generations = timers.handed_over;
+    timers.aged = std::move(generations.back());
     for (size_t i = generations.size() - 1; i > 0; --i) generations[i] = std::move(generations[i - 1]);
     generations[0].clear();
   }
@@ -129,11 +131,12 @@ size_t InternalTimerService::AfterSnapshot() { return WriteAged(); }
 size_t InternalTimerService::WriteAged() {
   size_t written = 0;
   for (TimeDomain domain : {TimeDomain::kEventTime, TimeDomain::kProcessingTime}) {
-    Index& aged = UnwrittenOf(domain).aged;
+    EntrySet& aged = TimersOf(domain).aged;
     if (aged.empty()) continue;
     written += aged.size();
     backend_->StartWriteBatch();
-    for (const auto& [time, key, ns] : aged) {
+    for (const Entry* e : aged) {
+      const auto& [time, key, ns] = *e;
       backend_->SetCurrentKey(key);
       backend_->PutEntry(StateName(domain), EncodeTimer(time, ns), "");
     }
@@ -162,22 +165,21 @@ void InternalTimerService::Register(TimeDomain domain, int64_t time, std::string
     warn_owner_.reset();
   }
   const std::string_view key = backend_->current_key();
-  Index& index = IndexOf(domain);
+  Timers& timers = TimersOf(domain);
   // Most calls find the timer there (a window's every record registers it).
-  if (index.find(View(time, key, ns)) != index.end()) return;
-  index.emplace(time, std::string(key), std::string(ns));
+  if (timers.by_value.find(View(time, key, ns)) != timers.by_value.end()) return;
   // Into the snapshots, unless it is gone by then.
-  UnwrittenOf(domain).handed_over[0].emplace(time, std::string(key), std::string(ns));
+  timers.Add(Entry(time, std::string(key), std::string(ns)), /*in_backend=*/false);
 }
 
 void InternalTimerService::Delete(TimeDomain domain, int64_t time, std::string_view ns) {
   const std::string_view key = backend_->current_key();
-  Index& index = IndexOf(domain);
-  auto it = index.find(View(time, key, ns));
-  if (it == index.end()) return;
-  index.erase(it);
-  if (UnwrittenOf(domain).Erase(View(time, key, ns))) return;
-  backend_->RemoveEntry(StateName(domain), EncodeTimer(time, ns));
+  Timers& timers = TimersOf(domain);
+  auto found = timers.by_value.find(View(time, key, ns));
+  if (found == timers.by_value.end()) return;
+  bool in_backend = false;
+  timers.Remove(timers.index.find(**found), &in_backend);
+  if (in_backend) backend_->RemoveEntry(StateName(domain), EncodeTimer(time, ns));
 }
 
 void InternalTimerService::AdvanceWatermark(int64_t watermark, absl::FunctionRef<void(const FiredTimer&)> fire) {
@@ -190,20 +192,20 @@ void InternalTimerService::FireProcessingTimers(int64_t now_ms, absl::FunctionRe
 }
 
 std::optional<int64_t> InternalTimerService::NextProcessingTime() const {
-  if (processing_.empty()) return std::nullopt;
-  return std::get<0>(*processing_.begin());
+  if (processing_.index.empty()) return std::nullopt;
+  return std::get<0>(*processing_.index.begin());
 }
 
 void InternalTimerService::Fire(TimeDomain domain, int64_t limit, absl::FunctionRef<void(const FiredTimer&)> fire) {
-  Index& index = IndexOf(domain);
-  Unwritten& unwritten = UnwrittenOf(domain);
+  Timers& timers = TimersOf(domain);
   const absl::Cleanup restore_time = [slot = element_time_, saved = *element_time_] { *slot = saved; };
-  while (!index.empty() && std::get<0>(*index.begin()) <= limit) {
-    auto node = index.extract(index.begin());
+  while (!timers.index.empty() && std::get<0>(*timers.index.begin()) <= limit) {
+    bool in_backend = false;
+    auto node = timers.Remove(timers.index.begin(), &in_backend);
     const auto& [time, key, ns] = node.value();
     backend_->SetCurrentKey(key);
     // Never written (nothing to remove), or in the backend.
-    if (!unwritten.Erase(Less::Of(node.value()))) backend_->RemoveEntry(StateName(domain), EncodeTimer(time, ns));
+    if (in_backend) backend_->RemoveEntry(StateName(domain), EncodeTimer(time, ns));
     *element_time_ = domain == TimeDomain::kEventTime ? time : kNoTimestamp;
     fire(FiredTimer{.domain = domain, .time = time, .key = key, .ns = ns});
   }

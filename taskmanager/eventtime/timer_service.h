@@ -46,7 +46,9 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
+#include "absl/hash/hash.h"
 #include "taskmanager/state/keyed_state_backend.h"
 #include "weir/operator.h"
 
@@ -86,8 +88,8 @@ class InternalTimerService final : public weir::TimerService {
   void SnapshotState();
   // After the snapshot's synchronous part (the barrier is out): writes the
   // timers that have now been in `snapshots_before_write` snapshots into the
-  // backend. Changes
-  // the backend's current key. Skipped, the next SnapshotState does it.
+  // backend. Changes the backend's current key. Skipped, the next
+  // SnapshotState does it.
   // Returns how many timers it wrote.
   size_t AfterSnapshot();
 
@@ -113,7 +115,7 @@ class InternalTimerService final : public weir::TimerService {
   std::optional<int64_t> NextProcessingTime() const;
 
   // Timers waiting.
-  size_t size(TimeDomain domain) const { return IndexOf(domain).size(); }
+  size_t size(TimeDomain domain) const { return TimersOf(domain).index.size(); }
 
  private:
   using Entry = std::tuple<int64_t, std::string, std::string>;  // time, key, ns
@@ -129,24 +131,48 @@ class InternalTimerService final : public weir::TimerService {
     }
   };
   using Index = std::set<Entry, Less>;
-
-  Index& IndexOf(TimeDomain domain) { return domain == TimeDomain::kEventTime ? event_ : processing_; }
-  const Index& IndexOf(TimeDomain domain) const {
-    return domain == TimeDomain::kEventTime ? event_ : processing_;
-  }
-  // The timers of `domain` not in the backend: handed_over[i] holds those
-  // handed over to i snapshots so far (handed_over[0]: registered since the
-  // last snapshot), `aged` those handed over to snapshots_before_write (to
-  // be written by AfterSnapshot).
-  struct Unwritten {
-    explicit Unwritten(int generations) : handed_over(static_cast<size_t>(generations)) {}
-    std::vector<Index> handed_over;
-    Index aged;
-    // Forgets the timer; false when it is not here (it is in the backend).
-    bool Erase(const View& timer);
+  // Finds an entry of an Index by value (a View) in one hash probe.
+  struct ByValueHash {
+    using is_transparent = void;
+    size_t operator()(const View& v) const { return absl::Hash<View>{}(v); }
+    size_t operator()(const Entry* e) const { return (*this)(Less::Of(*e)); }
   };
-  Unwritten& UnwrittenOf(TimeDomain domain) {
-    return domain == TimeDomain::kEventTime ? unwritten_event_ : unwritten_processing_;
+  struct ByValueEq {
+    using is_transparent = void;
+    static View Of(const Entry* e) { return Less::Of(*e); }
+    static const View& Of(const View& v) { return v; }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return Of(a) == Of(b);
+    }
+  };
+  // Entries of an Index (nodes do not move while they are in it).
+  using EntrySet = absl::flat_hash_set<const Entry*>;
+
+  // The timers of one domain.
+  struct Timers {
+    explicit Timers(int generations) : handed_over(static_cast<size_t>(generations)) {}
+    // Time order: what fires next.
+    Index index;
+    // The same entries, found by value: a window registers its timer with
+    // every record, and almost always finds it there.
+    absl::flat_hash_set<const Entry*, ByValueHash, ByValueEq> by_value;
+    // Those not in the backend: handed_over[i] the ones handed over to i
+    // snapshots so far (handed_over[0]: registered since the last), `aged`
+    // those handed over to snapshots_before_write (for AfterSnapshot).
+    std::vector<EntrySet> handed_over;
+    EntrySet aged;
+
+    // Adds a timer the backend does not hold (or, `in_backend`, does).
+    void Add(Entry entry, bool in_backend);
+    // Takes `it` out of every structure; sets *in_backend to whether the
+    // backend holds it (the caller removes it there).
+    Index::node_type Remove(Index::iterator it, bool* in_backend);
+  };
+
+  Timers& TimersOf(TimeDomain domain) { return domain == TimeDomain::kEventTime ? event_ : processing_; }
+  const Timers& TimersOf(TimeDomain domain) const {
+    return domain == TimeDomain::kEventTime ? event_ : processing_;
   }
   static std::string_view StateName(TimeDomain domain) {
     return domain == TimeDomain::kEventTime ? kEventTimers : kProcessingTimers;
@@ -161,11 +187,9 @@ class InternalTimerService final : public weir::TimerService {
   // Restored floor per key group of the backend's range; empty: none.
   std::vector<int64_t> floor_;
   int64_t highest_floor_ = kMinWatermark;
-  Index event_;
-  Index processing_;
   // Most timers (a window's) fire before they would be written.
-  Unwritten unwritten_event_;
-  Unwritten unwritten_processing_;
+  Timers event_;
+  Timers processing_;
   int64_t watermark_ = kMinWatermark;
   std::optional<std::string> warn_owner_;  // WarnOnEventTimeTimers, until the warning
 };
