@@ -2,7 +2,7 @@
 // one generated input, in one run.
 //
 //   bench/run.sh nexmark [--events N] [--event-rate R] [--queries q0,q1,q2,q5] [--parallelism P]
-//                        [--checkpoint-ms M] [--rounds R] [--flink]
+//                        [--checkpoint-ms M] [--rounds R] [--flink] [--watermark-interval-ms W]
 //
 // N events (default 2 M) of bench/nexmark/generator.h, R per second of event
 // time (default 10 000), go once into a topic of 4 partitions. Then, per
@@ -16,7 +16,9 @@
 // seconds per million events (Weir: every daemon's user + system time at the
 // end; Flink: the JVM's), peak resident memory (Weir: JobManager plus
 // TaskManagers; Flink: the JVM), and the checkpoints' duration p50/p99; and
-// the ratios. Every run's output is checked against a single pass over the
+// the ratios. --watermark-interval-ms sets pipeline.auto-watermark-interval
+// on both engines (default: each its own, Weir 50 ms, Flink 200 ms). Every
+// run's output is checked against a single pass over the
 // generated events: the record count for q0-q2, every (window, auction,
 // count) for q5.
 #include <sys/types.h>
@@ -60,6 +62,8 @@ struct Flags {
   int64_t checkpoint_ms = 1000;
   int64_t rounds = 2;
   std::string flink_classpath;
+  // pipeline.auto-watermark-interval of both engines; 0: their defaults.
+  int64_t watermark_interval_ms = 0;
 };
 
 // The parts of a checkpoint the bench reports: field, name.
@@ -161,7 +165,11 @@ bool Check(const std::string& bootstrap, const std::string& out, const std::stri
 
 Run RunWeir(const std::string& bootstrap, const std::string& in, const std::string& query, const Flags& flags,
             const Expected& expected) {
-  LocalCluster cluster({.taskmanagers = flags.parallelism, .slots_per_taskmanager = 1});
+  std::vector<std::string> config;
+  if (flags.watermark_interval_ms > 0) {
+    config.push_back(absl::StrCat("-Dpipeline.auto-watermark-interval=", flags.watermark_interval_ms, "ms"));
+  }
+  LocalCluster cluster({.taskmanagers = flags.parallelism, .slots_per_taskmanager = 1, .config = config});
   cluster.Start();
   const std::string out = NewTopic(bootstrap, "bench-nexmark-weir");
   std::vector<std::string> options = {"-p", std::to_string(flags.parallelism), "-Dstate.backend.type=rocksdb"};
@@ -212,9 +220,10 @@ Run RunWeir(const std::string& bootstrap, const std::string& in, const std::stri
 Run RunFlink(const std::string& bootstrap, const std::string& in, const std::string& query, const Flags& flags,
              const Expected& expected) {
   const std::string out = NewTopic(bootstrap, "bench-nexmark-flink");
-  const weir::bench::FlinkRun flink = weir::bench::RunFlinkJob(
-      flags.flink_classpath, "dev.weir.bench.Nexmark",
-      {bootstrap, in, out, std::to_string(flags.parallelism), std::to_string(flags.checkpoint_ms), "<dir>", query}, 5);
+  std::vector<std::string> args = {bootstrap, in, out, std::to_string(flags.parallelism),
+                                   std::to_string(flags.checkpoint_ms), "<dir>", query};
+  if (flags.watermark_interval_ms > 0) args.push_back(std::to_string(flags.watermark_interval_ms));
+  const weir::bench::FlinkRun flink = weir::bench::RunFlinkJob(flags.flink_classpath, "dev.weir.bench.Nexmark", args, 5);
   Run run;
   run.seconds = flink.seconds;
   run.cpu_seconds = flink.cpu_seconds;
@@ -278,6 +287,7 @@ int main(int argc, char** argv) {
   parser.Int("--checkpoint-ms", &flags.checkpoint_ms, 0);
   parser.Int("--rounds", &flags.rounds);
   parser.String("--flink-classpath", &flags.flink_classpath);
+  parser.Int("--watermark-interval-ms", &flags.watermark_interval_ms, 0);
   if (!parser.Parse(argc, argv)) return 2;
   const std::string bootstrap = weir::test::TestKafkaBootstrap();
   if (bootstrap.empty()) return 1;
@@ -302,9 +312,11 @@ int main(int argc, char** argv) {
   const Expected expected = SinglePass(generator, flags.events);
 
   std::printf("nexmark benchmark: %lld events (%lld/s of event time), parallelism %d, checkpoints every %lld ms, "
-              "RocksDB state, %lld interleaved rounds\n",
+              "RocksDB state, %lld interleaved rounds, watermarks every %s\n",
               static_cast<long long>(flags.events), static_cast<long long>(flags.event_rate), flags.parallelism,
-              static_cast<long long>(flags.checkpoint_ms), static_cast<long long>(flags.rounds));
+              static_cast<long long>(flags.checkpoint_ms), static_cast<long long>(flags.rounds),
+              flags.watermark_interval_ms > 0 ? absl::StrCat(flags.watermark_interval_ms, " ms").c_str()
+                                              : "each engine's default (Weir 50 ms, Flink 200 ms)");
   bool all_correct = true;
   for (const std::string& query : flags.queries) {
     if (!expected.counts.contains(query)) {

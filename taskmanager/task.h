@@ -64,7 +64,7 @@ struct TaskEnvironment {
   int segment_size = 32 * 1024;
   absl::Duration buffer_timeout = absl::Milliseconds(100);
   // pipeline.auto-watermark-interval: how often OnPeriodicEmit runs.
-  absl::Duration watermark_interval = absl::Milliseconds(200);
+  absl::Duration watermark_interval = absl::Milliseconds(50);
   // pipeline.watermark.stall-warning: how long event time may wait on one
   // input channel (or a Kafka source's partition) while the others move on
   // before the task logs which; zero: never.

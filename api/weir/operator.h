@@ -241,7 +241,7 @@ class StreamOperator : public CheckpointListener {
   // Event time reached `watermark` at this operator's input; returns the
   // watermark to pass on (kMinWatermark: none). Called between records.
   virtual int64_t OnWatermark(int64_t watermark) { return watermark; }
-  // Called every pipeline.auto-watermark-interval (200 ms) of processing
+  // Called every pipeline.auto-watermark-interval (50 ms) of processing
   // time, between records: where a watermark strategy emits.
   virtual void OnPeriodicEmit() {}
   // A timer of this operator fired (keyed operators; TimerService). The
