@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -158,7 +159,8 @@ class AtTimeOutput final : public RecordOutput {
 // A write-back cache in front of the keyed state for the window contents'
 // map entries (everything else passes through): a window's accumulator is
 // read from the backend once, then updated in memory, and written back
-// when the cache holds `max_entries` (then all of it); a window that opens
+// a quarter at a time when the cache holds `max_entries` (entries that
+// match the backend are dropped first, at no cost); a window that opens
 // and is purged between two write-backs never reaches the backend. A
 // checkpoint does not write the cache back: HandOver copies the changed
 // entries into the snapshot as pending entries (KeyedStateStore::
@@ -176,12 +178,22 @@ class WriteBackEntries final : public KeyedStateStore {
   }
 
   // Writes every change back to the keyed state, and empties the cache.
-  void Flush() {
+  void Flush() { Shrink(0); }
+
+  // Leaves at most `target` entries: drops unchanged ones first, then
+  // writes changed ones back (in one batch) and drops them. Bounding each
+  // write-back to part of the cache bounds the stall of the task thread it
+  // causes (a checkpoint barrier waits behind it).
+  void Shrink(size_t target) {
+    for (auto it = entries_.begin(); it != entries_.end() && entries_.size() > target;) {
+      it = it->second.dirty ? std::next(it) : entries_.erase(it);
+    }
+    if (entries_.size() <= target) return;
     KeyedStateStore* store = context_->keyed_state();
     store->StartWriteBatch();
-    for (const auto& [slot, e] : entries_) {
-      if (!e.dirty) continue;
-      const std::string_view s = slot;
+    for (auto it = entries_.begin(); it != entries_.end() && entries_.size() > target;) {
+      const Entry& e = it->second;
+      const std::string_view s = it->first;
       context_->SetCurrentKey(s.substr(0, e.key_length));
       const std::string_view name = s.substr(e.key_length, e.name_length);
       const std::string_view user_key = s.substr(e.key_length + e.name_length);
@@ -190,9 +202,9 @@ class WriteBackEntries final : public KeyedStateStore {
       } else {
         store->RemoveEntry(name, user_key);
       }
+      it = entries_.erase(it);
     }
     store->CommitWriteBatch();
-    entries_.clear();
     if (has_key_) context_->SetCurrentKey(key_);
   }
 
@@ -284,7 +296,7 @@ class WriteBackEntries final : public KeyedStateStore {
   void Insert(std::optional<std::string> value, bool dirty, bool in_backend) {
     if (entries_.size() >= max_entries_) {
       const std::string slot = slot_;
-      Flush();
+      Shrink(max_entries_ - max_entries_ / 4);
       slot_ = slot;
     }
     entries_.emplace(slot_,

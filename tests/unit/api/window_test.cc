@@ -188,6 +188,39 @@ TEST(WindowOperatorTest, TumblingCountsFireWhenTheWatermarkPassesAndCarryTheLast
   EXPECT_THAT(h.Metrics(), HasSubstr("weir_window_fired_total{operator=\"Window\"} 3"));
 }
 
+// More open windows than the window contents' cache holds (100,000): it
+// writes part of itself back and drops it, again and again, and every
+// window still fires once with every record it got, including records that
+// arrived after its accumulator had left the cache.
+TEST(WindowOperatorTest, MoreOpenWindowsThanTheCacheHoldsLoseNothing) {
+  Harness h([](const Keyed& keyed) {
+    return keyed.Window(TumblingWindows{.size = std::chrono::milliseconds(1)})
+        .Aggregate<std::string>(CountAggregate<int64_t>{}, Describe());
+  });
+  constexpr int64_t kTimes = 70000;  // 140,000 windows: two keys
+  for (int64_t t = 0; t < kTimes; ++t) {
+    h.Record(2, t);
+    h.Record(1, t);
+  }
+  // A second record for every 1000th window of both keys, long after the
+  // first (its accumulator written back by then).
+  for (int64_t t = 0; t < kTimes; t += 1000) {
+    h.Record(4, t);
+    h.Record(3, t);
+  }
+  h.Watermark(kMaxWatermark);
+  const std::vector<std::string> fired = h.Take();
+  ASSERT_EQ(fired.size(), static_cast<size_t>(2 * kTimes + 1));
+  size_t twos = 0;
+  for (size_t i = 0; i + 1 < fired.size(); ++i) {
+    const bool two = fired[i].find(") 2@") != std::string::npos;
+    ASSERT_TRUE(two || fired[i].find(") 1@") != std::string::npos) << fired[i];
+    twos += two ? 1 : 0;
+  }
+  EXPECT_EQ(twos, static_cast<size_t>(2 * (kTimes / 1000)));
+  EXPECT_EQ(fired.back(), "watermark " + absl::StrCat(kMaxWatermark));
+}
+
 TEST(WindowOperatorTest, LateRecordsUpdateWithinTheAllowedLatenessAndAreDroppedAfter) {
   Harness h([](const Keyed& keyed) {
     return keyed.Window(TumblingWindows{.size = std::chrono::milliseconds(10)})
