@@ -70,7 +70,7 @@ struct Flags {
 // One side of the comparison.
 struct Setup {
   std::string label;
-  std::string bin_dir;  // empty: this build's
+  std::string bin_dir;  // WEIR_BIN_DIR for its daemons and client
   std::string budget;
 };
 
@@ -174,11 +174,7 @@ Run RunJob(const std::string& bootstrap, const std::string& job_name, const std:
   std::vector<std::string> config = flags.cluster_config;
   if (!setup.budget.empty()) config.push_back("-Dtaskmanager.memory.task.off-heap.size=" + setup.budget);
   // LocalCluster starts the binaries of weir::testing::BinDir().
-  if (setup.bin_dir.empty()) {
-    unsetenv("WEIR_BIN_DIR");
-  } else {
-    setenv("WEIR_BIN_DIR", setup.bin_dir.c_str(), 1);
-  }
+  setenv("WEIR_BIN_DIR", setup.bin_dir.c_str(), 1);
   LocalCluster cluster({.taskmanagers = copy ? 1 : flags.parallelism,
                         .slots_per_taskmanager = copy ? flags.parallelism : 1,
                         .config = config});
@@ -266,11 +262,13 @@ int main(int argc, char** argv) {
   }
   const std::string budget_label =
       flags.budget.empty() ? "budget (default)" : absl::StrCat("budget ", flags.budget);
-  Setup first{"librdkafka defaults", "", "0"};
-  Setup second{budget_label, "", flags.budget};
+  // This build's binaries: WEIR_BIN_DIR as the bench was started, else the build's.
+  const std::string this_build = weir::testing::BinDir();
+  Setup first{"librdkafka defaults", this_build, "0"};
+  Setup second{budget_label, this_build, flags.budget};
   if (!flags.baseline_bin.empty()) {
     first = {absl::StrCat("baseline, ", budget_label), flags.baseline_bin, flags.budget};
-    second = {absl::StrCat("this build, ", budget_label), "", flags.budget};
+    second = {absl::StrCat("this build, ", budget_label), this_build, flags.budget};
   }
   std::printf("memory benchmark: %lld records, %d-byte values (copy), %lld keys (keyed), %d partitions, "
               "parallelism %d; MiB resident\n",

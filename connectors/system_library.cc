@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace weir::connectors {
@@ -13,10 +14,14 @@ absl::StatusOr<SystemLibrary> SystemLibrary::Open(const std::string& soname, con
   void* handle = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* error = dlerror();
-    return absl::FailedPreconditionError(absl::StrCat(user, " needs ", soname, ", which could not be loaded (",
-                                                      error != nullptr ? error : "no reason given",
-                                                      "); install it (Debian package ", package,
-                                                      ") on every TaskManager (no restart needed)"));
+    const std::string reason = error != nullptr ? error : "no reason given";
+    if (absl::StrContains(reason, "No such file or directory")) {
+      return absl::NotFoundError(absl::StrCat(user, " needs ", soname, ", which is not installed (", reason,
+                                              "); install it (Debian package ", package,
+                                              ") on every TaskManager (no restart needed)"));
+    }
+    // Out of memory or file descriptors, a damaged file: may pass.
+    return absl::UnavailableError(absl::StrCat(user, " needs ", soname, ", which could not be loaded: ", reason));
   }
   return SystemLibrary(handle, soname);
 }

@@ -26,8 +26,9 @@ namespace weir::connectors {
 
 class SystemLibrary {
  public:
-  // dlopen(`soname`). On failure: kFailedPrecondition naming `user` (what
-  // needs it) and the Debian package `package` that provides it.
+  // dlopen(`soname`). Not installed: kNotFound naming `user` (what needs it)
+  // and the Debian package `package` that provides it; another failure (out
+  // of memory or file descriptors): kUnavailable.
   static absl::StatusOr<SystemLibrary> Open(const std::string& soname, const std::string& package,
                                             const std::string& user);
 

@@ -118,8 +118,11 @@ void PostgresRowWriter::Throw(const absl::Status& status) const {
 
 void PostgresRowWriter::Connect(std::unique_ptr<PostgresConnection>* connection) const {
   if (absl::Status loaded = PostgresConnection::LoadLibrary(); !loaded.ok()) {
-    // Only installing the library helps; restarting the job would not.
-    throw UnrecoverableError(absl::StrCat(client_, ": ", loaded.message(), ", then submit the job again"));
+    // Not installed, or too old: only installing it helps, not a restart.
+    if (absl::IsNotFound(loaded) || absl::IsFailedPrecondition(loaded)) {
+      throw UnrecoverableError(absl::StrCat(client_, ": ", loaded.message(), ", then submit the job again"));
+    }
+    throw std::runtime_error(absl::StrCat(client_, ": ", loaded.message()));
   }
   absl::StatusOr<std::unique_ptr<PostgresConnection>> c = PostgresConnection::Connect(config_.conninfo, "weir");
   if (!c.ok()) Throw(c.status());

@@ -152,8 +152,11 @@ absl::Status RedisSink::TryConnect() {
 
 void RedisSink::Connect() {
   if (absl::Status loaded = hiredis.Load().status(); !loaded.ok()) {
-    // Only installing the library helps; restarting the job would not.
-    throw UnrecoverableError(absl::StrCat(client_, ": ", loaded.message(), ", then submit the job again"));
+    // Not installed, or too old: only installing it helps, not a restart.
+    if (absl::IsNotFound(loaded) || absl::IsFailedPrecondition(loaded)) {
+      throw UnrecoverableError(absl::StrCat(client_, ": ", loaded.message(), ", then submit the job again"));
+    }
+    throw std::runtime_error(absl::StrCat(client_, ": ", loaded.message()));
   }
   const absl::Time deadline = absl::Now() + absl::Milliseconds(config_.reconnect_timeout_ms);
   absl::Duration backoff = absl::Milliseconds(100);

@@ -593,7 +593,6 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
   int64_t longest_alignment_ms = 0, longest_sync_ms = 0, longest_async_ms = 0, longest_pre_barrier_ms = 0;
   int64_t longest_start_delay_ms = 0;
   absl::Time trigger_time;
-  const absl::Time metadata_start = absl::Now();
   {
     absl::MutexLock lock(&mu_);
     auto it = pending_.find(id);
@@ -624,6 +623,7 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
     }
   }
 
+  const absl::Time metadata_start = absl::Now();
   // Checking the files first means a checkpoint whose snapshot a task wrote
   // somewhere else (a directory that is not shared) never becomes complete:
   // the sinks would commit for it and a restore could not use it.

@@ -26,17 +26,21 @@ try:
     low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
 except (OSError, ValueError, IndexError):
     low = 32768
+if low - 1 - 10000 < 1000:
+    sys.exit(f"the kernel's ephemeral ports start at {low}, too low to pick test ports below them "
+             "(net.ipv4.ip_local_port_range)")
 socks = []
 for _ in range(int(sys.argv[1])):
-    for attempt in range(200):
+    for attempt in range(1000):
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        port = random.randint(10000, low - 1) if low > 11000 and attempt < 199 else 0
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind(("127.0.0.1", random.randint(10000, low - 1)))
             socks.append(s)
             break
         except OSError:
             s.close()
+    else:
+        sys.exit("no free port found below the kernel's ephemeral range after 1000 tries")
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 for s in socks:
     s.close()

@@ -14,7 +14,10 @@
 #include <stdexcept>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 
 namespace weir::testing {
@@ -64,20 +67,27 @@ int FreePort() {
   // that binds port 0 and every outgoing connection between this call and the
   // moment the test's daemon binds it (seen in CI: a TaskManager took the port
   // picked for the JobManager's REST endpoint). So pick below that range, at
-  // random so that tests running side by side rarely meet.
-  static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(getpid()));
-  const int low = 10000;
+  // random so that tests running side by side rarely meet, and never the same
+  // port twice in one test process (two picks before either is bound).
+  static absl::Mutex mu;
+  static std::mt19937 rng ABSL_GUARDED_BY(mu)(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+  static absl::flat_hash_set<int> handed_out ABSL_GUARDED_BY(mu);
+  absl::MutexLock lock(&mu);
+  constexpr int kLow = 10000;
   const int high = EphemeralLow() - 1;
-  if (high - low >= 1000) {
-    std::uniform_int_distribution<int> pick(low, high);
-    for (int attempt = 0; attempt < 200; ++attempt) {
-      const int port = pick(rng);
-      if (TryBind(port) == port) return port;
+  if (high - kLow < 1000) {
+    throw std::runtime_error(absl::StrCat("the kernel's ephemeral ports start at ", high + 1,
+                                          ", too low to pick test ports below them (net.ipv4.ip_local_port_range)"));
+  }
+  std::uniform_int_distribution<int> pick(kLow, high);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int port = pick(rng);
+    if (!handed_out.contains(port) && TryBind(port) == port) {
+      handed_out.insert(port);
+      return port;
     }
   }
-  const int port = TryBind(0);
-  if (port == 0) throw std::runtime_error("bind to a free port failed");
-  return port;
+  throw std::runtime_error("no free port found below the kernel's ephemeral range after 1000 tries");
 }
 
 std::string BinDir() {
