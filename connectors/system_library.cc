@@ -2,10 +2,12 @@
 
 #include <dlfcn.h>
 
+#include <stdexcept>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "weir/operator.h"
 
 namespace weir::connectors {
 
@@ -24,6 +26,14 @@ absl::StatusOr<SystemLibrary> SystemLibrary::Open(const std::string& soname, con
     return absl::UnavailableError(absl::StrCat(user, " needs ", soname, ", which could not be loaded: ", reason));
   }
   return SystemLibrary(handle, soname);
+}
+
+void ThrowUnlessLoaded(const absl::Status& loaded, const std::string& client) {
+  if (loaded.ok()) return;
+  if (absl::IsNotFound(loaded) || absl::IsFailedPrecondition(loaded)) {
+    throw UnrecoverableError(absl::StrCat(client, ": ", loaded.message(), ", then submit the job again"));
+  }
+  throw std::runtime_error(absl::StrCat(client, ": ", loaded.message()));
 }
 
 absl::Status SystemLibrary::Find(const char* symbol, void** address) const {

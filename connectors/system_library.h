@@ -8,7 +8,18 @@
 //   RETURN_IF_ERROR(lib.Bind("PQexec", &table.PQexec));
 //
 // A library opened stays loaded for the life of the process. A connector
-// keeps its function table in a LazyLibrary, which loads it once.
+// keeps its function table in a LazyLibrary, which loads it once; the
+// table's functions are named once, in an X-macro list:
+//
+//   #define LIBPQ_FUNCTIONS(X) X(PQexec) X(PQfinish)
+//   struct LibPq {
+//     LIBPQ_FUNCTIONS(WEIR_SYSTEM_LIBRARY_FUNCTION)
+//     static absl::Status Bind(const SystemLibrary& library, LibPq* table) {
+//       LIBPQ_FUNCTIONS(WEIR_SYSTEM_LIBRARY_BIND)
+//       return absl::OkStatus();
+//     }
+//   };
+//   LazyLibrary<LibPq> libpq(WEIR_LIBPQ_SONAME, WEIR_LIBPQ_PACKAGE, "the PostgreSQL sink", LibPq::Bind);
 //
 // Thread-safety: Open and Bind may be called from any thread; so may
 // LazyLibrary::Load and Get.
@@ -22,7 +33,20 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
+// A table's member for the library function `name` (same name, its type).
+#define WEIR_SYSTEM_LIBRARY_FUNCTION(name) decltype(&::name) name = nullptr;
+// In a bind function with `library` and `table`: binds `name`, or returns
+// the error.
+#define WEIR_SYSTEM_LIBRARY_BIND(name) \
+  if (absl::Status bound = library.Bind(#name, &table->name); !bound.ok()) return bound;
+
 namespace weir::connectors {
+
+// For a connector opening a connection: throws unless `loaded` is OK — a
+// weir::UnrecoverableError when the library is not installed or too old
+// (only installing it helps, not a restart), else std::runtime_error.
+// `client` names the connector's subtask.
+void ThrowUnlessLoaded(const absl::Status& loaded, const std::string& client);
 
 class SystemLibrary {
  public:

@@ -15,62 +15,21 @@ namespace weir::connectors {
 namespace {
 
 // libpq, loaded at the first connection (connectors/system_library.h).
+#define WEIR_LIBPQ_FUNCTIONS(X) \
+  X(PQclear) X(PQconnectdbParams) X(PQdb) X(PQerrorMessage) X(PQescapeLiteral) X(PQexec) \
+  X(PQexecParams) X(PQfinish) X(PQfreemem) X(PQgetResult) X(PQgetisnull) X(PQgetlength) \
+  X(PQgetvalue) X(PQhost) X(PQnfields) X(PQntuples) X(PQport) X(PQputCopyData) X(PQputCopyEnd) \
+  X(PQresultErrorField) X(PQresultErrorMessage) X(PQresultStatus) X(PQsetNoticeProcessor) \
+  X(PQstatus)
 struct LibPq {
-  decltype(&::PQclear) PQclear = nullptr;
-  decltype(&::PQconnectdbParams) PQconnectdbParams = nullptr;
-  decltype(&::PQdb) PQdb = nullptr;
-  decltype(&::PQerrorMessage) PQerrorMessage = nullptr;
-  decltype(&::PQescapeLiteral) PQescapeLiteral = nullptr;
-  decltype(&::PQexec) PQexec = nullptr;
-  decltype(&::PQexecParams) PQexecParams = nullptr;
-  decltype(&::PQfinish) PQfinish = nullptr;
-  decltype(&::PQfreemem) PQfreemem = nullptr;
-  decltype(&::PQgetResult) PQgetResult = nullptr;
-  decltype(&::PQgetisnull) PQgetisnull = nullptr;
-  decltype(&::PQgetlength) PQgetlength = nullptr;
-  decltype(&::PQgetvalue) PQgetvalue = nullptr;
-  decltype(&::PQhost) PQhost = nullptr;
-  decltype(&::PQnfields) PQnfields = nullptr;
-  decltype(&::PQntuples) PQntuples = nullptr;
-  decltype(&::PQport) PQport = nullptr;
-  decltype(&::PQputCopyData) PQputCopyData = nullptr;
-  decltype(&::PQputCopyEnd) PQputCopyEnd = nullptr;
-  decltype(&::PQresultErrorField) PQresultErrorField = nullptr;
-  decltype(&::PQresultErrorMessage) PQresultErrorMessage = nullptr;
-  decltype(&::PQresultStatus) PQresultStatus = nullptr;
-  decltype(&::PQsetNoticeProcessor) PQsetNoticeProcessor = nullptr;
-  decltype(&::PQstatus) PQstatus = nullptr;
+  WEIR_LIBPQ_FUNCTIONS(WEIR_SYSTEM_LIBRARY_FUNCTION)
+  static absl::Status Bind(const SystemLibrary& library, LibPq* table) {
+    WEIR_LIBPQ_FUNCTIONS(WEIR_SYSTEM_LIBRARY_BIND)
+    return absl::OkStatus();
+  }
 };
 
-absl::Status BindPq(const SystemLibrary& lib, LibPq* pq) {
-  RETURN_IF_ERROR(lib.Bind("PQclear", &pq->PQclear));
-  RETURN_IF_ERROR(lib.Bind("PQconnectdbParams", &pq->PQconnectdbParams));
-  RETURN_IF_ERROR(lib.Bind("PQdb", &pq->PQdb));
-  RETURN_IF_ERROR(lib.Bind("PQerrorMessage", &pq->PQerrorMessage));
-  RETURN_IF_ERROR(lib.Bind("PQescapeLiteral", &pq->PQescapeLiteral));
-  RETURN_IF_ERROR(lib.Bind("PQexec", &pq->PQexec));
-  RETURN_IF_ERROR(lib.Bind("PQexecParams", &pq->PQexecParams));
-  RETURN_IF_ERROR(lib.Bind("PQfinish", &pq->PQfinish));
-  RETURN_IF_ERROR(lib.Bind("PQfreemem", &pq->PQfreemem));
-  RETURN_IF_ERROR(lib.Bind("PQgetResult", &pq->PQgetResult));
-  RETURN_IF_ERROR(lib.Bind("PQgetisnull", &pq->PQgetisnull));
-  RETURN_IF_ERROR(lib.Bind("PQgetlength", &pq->PQgetlength));
-  RETURN_IF_ERROR(lib.Bind("PQgetvalue", &pq->PQgetvalue));
-  RETURN_IF_ERROR(lib.Bind("PQhost", &pq->PQhost));
-  RETURN_IF_ERROR(lib.Bind("PQnfields", &pq->PQnfields));
-  RETURN_IF_ERROR(lib.Bind("PQntuples", &pq->PQntuples));
-  RETURN_IF_ERROR(lib.Bind("PQport", &pq->PQport));
-  RETURN_IF_ERROR(lib.Bind("PQputCopyData", &pq->PQputCopyData));
-  RETURN_IF_ERROR(lib.Bind("PQputCopyEnd", &pq->PQputCopyEnd));
-  RETURN_IF_ERROR(lib.Bind("PQresultErrorField", &pq->PQresultErrorField));
-  RETURN_IF_ERROR(lib.Bind("PQresultErrorMessage", &pq->PQresultErrorMessage));
-  RETURN_IF_ERROR(lib.Bind("PQresultStatus", &pq->PQresultStatus));
-  RETURN_IF_ERROR(lib.Bind("PQsetNoticeProcessor", &pq->PQsetNoticeProcessor));
-  RETURN_IF_ERROR(lib.Bind("PQstatus", &pq->PQstatus));
-  return absl::OkStatus();
-}
-
-LazyLibrary<LibPq> libpq(WEIR_LIBPQ_SONAME, WEIR_LIBPQ_PACKAGE, "the PostgreSQL sink", BindPq);
+LazyLibrary<LibPq> libpq(WEIR_LIBPQ_SONAME, WEIR_LIBPQ_PACKAGE, "the PostgreSQL sink", LibPq::Bind);
 
 // After a connection exists, libpq is loaded.
 const LibPq& Pq() { return libpq.Get(); }

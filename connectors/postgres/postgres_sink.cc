@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "common/logging/logging.h"
 #include "common/process/fault_injection.h"
+#include "connectors/system_library.h"
 
 namespace weir::connectors {
 namespace {
@@ -117,13 +118,7 @@ void PostgresRowWriter::Throw(const absl::Status& status) const {
 }
 
 void PostgresRowWriter::Connect(std::unique_ptr<PostgresConnection>* connection) const {
-  if (absl::Status loaded = PostgresConnection::LoadLibrary(); !loaded.ok()) {
-    // Not installed, or too old: only installing it helps, not a restart.
-    if (absl::IsNotFound(loaded) || absl::IsFailedPrecondition(loaded)) {
-      throw UnrecoverableError(absl::StrCat(client_, ": ", loaded.message(), ", then submit the job again"));
-    }
-    throw std::runtime_error(absl::StrCat(client_, ": ", loaded.message()));
-  }
+  ThrowUnlessLoaded(PostgresConnection::LoadLibrary(), client_);
   absl::StatusOr<std::unique_ptr<PostgresConnection>> c = PostgresConnection::Connect(config_.conninfo, "weir");
   if (!c.ok()) Throw(c.status());
   *connection = *std::move(c);

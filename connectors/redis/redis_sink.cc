@@ -12,7 +12,6 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/logging/logging.h"
-#include "common/status_macros.h"
 #include "connectors/system_library.h"
 
 namespace weir::connectors {
@@ -24,28 +23,18 @@ absl::Status BadProperty(absl::string_view key, absl::string_view value, absl::s
 }
 
 // hiredis, loaded at the first connection (connectors/system_library.h).
+#define WEIR_HIREDIS_FUNCTIONS(X) \
+  X(freeReplyObject) X(redisAppendCommand) X(redisCommand) X(redisConnectWithTimeout) X(redisFree) \
+  X(redisGetReply) X(redisSetTimeout)
 struct LibHiredis {
-  decltype(&::freeReplyObject) freeReplyObject = nullptr;
-  decltype(&::redisAppendCommand) redisAppendCommand = nullptr;
-  decltype(&::redisCommand) redisCommand = nullptr;
-  decltype(&::redisConnectWithTimeout) redisConnectWithTimeout = nullptr;
-  decltype(&::redisFree) redisFree = nullptr;
-  decltype(&::redisGetReply) redisGetReply = nullptr;
-  decltype(&::redisSetTimeout) redisSetTimeout = nullptr;
+  WEIR_HIREDIS_FUNCTIONS(WEIR_SYSTEM_LIBRARY_FUNCTION)
+  static absl::Status Bind(const SystemLibrary& library, LibHiredis* table) {
+    WEIR_HIREDIS_FUNCTIONS(WEIR_SYSTEM_LIBRARY_BIND)
+    return absl::OkStatus();
+  }
 };
 
-absl::Status BindHiredis(const SystemLibrary& lib, LibHiredis* h) {
-  RETURN_IF_ERROR(lib.Bind("freeReplyObject", &h->freeReplyObject));
-  RETURN_IF_ERROR(lib.Bind("redisAppendCommand", &h->redisAppendCommand));
-  RETURN_IF_ERROR(lib.Bind("redisCommand", &h->redisCommand));
-  RETURN_IF_ERROR(lib.Bind("redisConnectWithTimeout", &h->redisConnectWithTimeout));
-  RETURN_IF_ERROR(lib.Bind("redisFree", &h->redisFree));
-  RETURN_IF_ERROR(lib.Bind("redisGetReply", &h->redisGetReply));
-  RETURN_IF_ERROR(lib.Bind("redisSetTimeout", &h->redisSetTimeout));
-  return absl::OkStatus();
-}
-
-LazyLibrary<LibHiredis> hiredis(WEIR_HIREDIS_SONAME, WEIR_HIREDIS_PACKAGE, "the Redis sink", BindHiredis);
+LazyLibrary<LibHiredis> hiredis(WEIR_HIREDIS_SONAME, WEIR_HIREDIS_PACKAGE, "the Redis sink", LibHiredis::Bind);
 
 // After a connection exists, hiredis is loaded.
 const LibHiredis& Hiredis() { return hiredis.Get(); }
@@ -151,13 +140,7 @@ absl::Status RedisSink::TryConnect() {
 }
 
 void RedisSink::Connect() {
-  if (absl::Status loaded = hiredis.Load().status(); !loaded.ok()) {
-    // Not installed, or too old: only installing it helps, not a restart.
-    if (absl::IsNotFound(loaded) || absl::IsFailedPrecondition(loaded)) {
-      throw UnrecoverableError(absl::StrCat(client_, ": ", loaded.message(), ", then submit the job again"));
-    }
-    throw std::runtime_error(absl::StrCat(client_, ": ", loaded.message()));
-  }
+  ThrowUnlessLoaded(hiredis.Load().status(), client_);
   const absl::Time deadline = absl::Now() + absl::Milliseconds(config_.reconnect_timeout_ms);
   absl::Duration backoff = absl::Milliseconds(100);
   for (;;) {
@@ -178,8 +161,8 @@ void RedisSink::Connect() {
 
 void RedisSink::Append(const redis::Record& r) {
   if (r.field.has_value()) {
-    Hiredis().redisAppendCommand(context_, "HSET %b %b %b", r.key.data(), r.key.size(), r.field->data(), r.field->size(),
-                       r.value.data(), r.value.size());
+    Hiredis().redisAppendCommand(context_, "HSET %b %b %b", r.key.data(), r.key.size(), r.field->data(),
+                                 r.field->size(), r.value.data(), r.value.size());
   } else {
     Hiredis().redisAppendCommand(context_, "SET %b %b", r.key.data(), r.key.size(), r.value.data(), r.value.size());
   }
