@@ -12,13 +12,7 @@
 // table's functions are named once, in an X-macro list:
 //
 //   #define LIBPQ_FUNCTIONS(X) X(PQexec) X(PQfinish)
-//   struct LibPq {
-//     LIBPQ_FUNCTIONS(WEIR_SYSTEM_LIBRARY_FUNCTION)
-//     static absl::Status Bind(const SystemLibrary& library, LibPq* table) {
-//       LIBPQ_FUNCTIONS(WEIR_SYSTEM_LIBRARY_BIND)
-//       return absl::OkStatus();
-//     }
-//   };
+//   WEIR_SYSTEM_LIBRARY_TABLE(LibPq, LIBPQ_FUNCTIONS);
 //   LazyLibrary<LibPq> libpq(WEIR_LIBPQ_SONAME, WEIR_LIBPQ_PACKAGE, "the PostgreSQL sink", LibPq::Bind);
 //
 // Thread-safety: Open and Bind may be called from any thread; so may
@@ -39,6 +33,16 @@
 // the error.
 #define WEIR_SYSTEM_LIBRARY_BIND(name) \
   if (absl::Status bound = library.Bind(#name, &table->name); !bound.ok()) return bound;
+// struct `Table`: a member per function of FUNCTIONS (an X-macro list) and
+// `static absl::Status Bind(const SystemLibrary&, Table*)` for LazyLibrary.
+#define WEIR_SYSTEM_LIBRARY_TABLE(Table, FUNCTIONS)                                        \
+  struct Table {                                                                           \
+    FUNCTIONS(WEIR_SYSTEM_LIBRARY_FUNCTION)                                                \
+    static absl::Status Bind(const ::weir::connectors::SystemLibrary& library, Table* table) { \
+      FUNCTIONS(WEIR_SYSTEM_LIBRARY_BIND)                                                  \
+      return absl::OkStatus();                                                             \
+    }                                                                                      \
+  }
 
 namespace weir::connectors {
 

@@ -21,13 +21,7 @@ namespace {
   X(PQgetvalue) X(PQhost) X(PQnfields) X(PQntuples) X(PQport) X(PQputCopyData) X(PQputCopyEnd) \
   X(PQresultErrorField) X(PQresultErrorMessage) X(PQresultStatus) X(PQsetNoticeProcessor) \
   X(PQstatus)
-struct LibPq {
-  WEIR_LIBPQ_FUNCTIONS(WEIR_SYSTEM_LIBRARY_FUNCTION)
-  static absl::Status Bind(const SystemLibrary& library, LibPq* table) {
-    WEIR_LIBPQ_FUNCTIONS(WEIR_SYSTEM_LIBRARY_BIND)
-    return absl::OkStatus();
-  }
-};
+WEIR_SYSTEM_LIBRARY_TABLE(LibPq, WEIR_LIBPQ_FUNCTIONS);
 
 LazyLibrary<LibPq> libpq(WEIR_LIBPQ_SONAME, WEIR_LIBPQ_PACKAGE, "the PostgreSQL sink", LibPq::Bind);
 

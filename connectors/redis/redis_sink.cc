@@ -26,13 +26,7 @@ absl::Status BadProperty(absl::string_view key, absl::string_view value, absl::s
 #define WEIR_HIREDIS_FUNCTIONS(X) \
   X(freeReplyObject) X(redisAppendCommand) X(redisCommand) X(redisConnectWithTimeout) X(redisFree) \
   X(redisGetReply) X(redisSetTimeout)
-struct LibHiredis {
-  WEIR_HIREDIS_FUNCTIONS(WEIR_SYSTEM_LIBRARY_FUNCTION)
-  static absl::Status Bind(const SystemLibrary& library, LibHiredis* table) {
-    WEIR_HIREDIS_FUNCTIONS(WEIR_SYSTEM_LIBRARY_BIND)
-    return absl::OkStatus();
-  }
-};
+WEIR_SYSTEM_LIBRARY_TABLE(LibHiredis, WEIR_HIREDIS_FUNCTIONS);
 
 LazyLibrary<LibHiredis> hiredis(WEIR_HIREDIS_SONAME, WEIR_HIREDIS_PACKAGE, "the Redis sink", LibHiredis::Bind);
 
