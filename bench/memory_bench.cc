@@ -6,7 +6,7 @@
 //   bench/run.sh memory [--records N] [--value-bytes B] [--partitions P] [--parallelism K]
 //                       [--keys K] [--rounds R] [--budget SIZE] [--jobs copy,keyed]
 //                       [--cluster-config -Dk=v,...] [--source-properties k=v,...] [--sink-properties k=v,...]
-//                       [--baseline-bin DIR]
+//                       [--baseline-bin DIR] [--baseline-budget SIZE]
 //
 // Every run starts a fresh cluster (so that a peak belongs to one run):
 // kafka_copy on one TaskManager with K slots (as kafka_copy_bench),
@@ -21,6 +21,8 @@
 // With --baseline-bin DIR the pair is another build's daemons (DIR, e.g. a
 // build with -DWEIR_STATIC_GRPC=OFF) against this build's, both with the
 // budget, interleaved the same way; the ratio is this build / the baseline.
+// With --baseline-budget SIZE the pair is this build at that budget against
+// this build at --budget (e.g. 8mb against 4mb): the ratio is --budget / it.
 #include <sys/types.h>
 
 #include <algorithm>
@@ -65,6 +67,8 @@ struct Flags {
   std::string source_properties, sink_properties;
   // Binaries (weir, weir-jobmanager, weir-taskmanager) of a baseline build.
   std::string baseline_bin;
+  // The budget to compare --budget with, instead of librdkafka's sizes.
+  std::string baseline_budget;
 };
 
 // One side of the comparison.
@@ -245,6 +249,7 @@ int main(int argc, char** argv) {
   parser.String("--source-properties", &flags.source_properties);
   parser.String("--sink-properties", &flags.sink_properties);
   parser.String("--baseline-bin", &flags.baseline_bin);
+  parser.String("--baseline-budget", &flags.baseline_budget);
   if (!parser.Parse(argc, argv)) return 2;
   const std::string bootstrap = weir::test::TestKafkaBootstrap();
   if (bootstrap.empty()) return 1;
@@ -266,6 +271,12 @@ int main(int argc, char** argv) {
   const std::string this_build = weir::testing::BinDir();
   Setup first{"librdkafka defaults", this_build, "0"};
   Setup second{budget_label, this_build, flags.budget};
+  if (!flags.baseline_bin.empty() && !flags.baseline_budget.empty()) {
+    std::fprintf(stderr, "bench: --baseline-bin and --baseline-budget each choose the baseline; give one\n");
+    return 2;
+  }
+  if (!flags.baseline_budget.empty()) first = {absl::StrCat("budget ", flags.baseline_budget), this_build,
+                                               flags.baseline_budget};
   if (!flags.baseline_bin.empty()) {
     first = {absl::StrCat("baseline, ", budget_label), flags.baseline_bin, flags.budget};
     second = {absl::StrCat("this build, ", budget_label), this_build, flags.budget};
