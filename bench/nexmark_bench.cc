@@ -3,6 +3,7 @@
 //
 //   bench/run.sh nexmark [--events N] [--event-rate R] [--queries q0,q1,q2,q5] [--parallelism P]
 //                        [--checkpoint-ms M] [--rounds R] [--flink] [--watermark-interval-ms W]
+//                        [--baseline-bin DIR]
 //
 // N events (default 2 M) of bench/nexmark/generator.h, R per second of event
 // time (default 10 000), go once into a topic of 4 partitions. Then, per
@@ -20,7 +21,9 @@
 // on both engines (default: each its own, Weir 50 ms, Flink 200 ms). Every
 // run's output is checked against a single pass over the
 // generated events: the record count for q0-q2, every (window, auction,
-// count) for q5.
+// count) for q5. With --baseline-bin DIR, Weir runs also on the daemons of
+// another build (DIR, e.g. the revision before a change; the job is this
+// build's), interleaved, with the ratios this build / the baseline.
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -64,6 +67,8 @@ struct Flags {
   std::string flink_classpath;
   // pipeline.auto-watermark-interval of both engines; 0: their defaults.
   int64_t watermark_interval_ms = 0;
+  // Daemons (weir, weir-jobmanager, weir-taskmanager) of a baseline build.
+  std::string baseline_bin;
 };
 
 // The parts of a checkpoint the bench reports: field, name.
@@ -164,7 +169,9 @@ bool Check(const std::string& bootstrap, const std::string& out, const std::stri
 }
 
 Run RunWeir(const std::string& bootstrap, const std::string& in, const std::string& query, const Flags& flags,
-            const Expected& expected) {
+            const Expected& expected, const std::string& bin_dir) {
+  // LocalCluster starts the binaries of weir::testing::BinDir().
+  setenv("WEIR_BIN_DIR", bin_dir.c_str(), 1);
   std::vector<std::string> config;
   if (flags.watermark_interval_ms > 0) {
     config.push_back(absl::StrCat("-Dpipeline.auto-watermark-interval=", flags.watermark_interval_ms, "ms"));
@@ -288,7 +295,10 @@ int main(int argc, char** argv) {
   parser.Int("--rounds", &flags.rounds);
   parser.String("--flink-classpath", &flags.flink_classpath);
   parser.Int("--watermark-interval-ms", &flags.watermark_interval_ms, 0);
+  parser.String("--baseline-bin", &flags.baseline_bin);
   if (!parser.Parse(argc, argv)) return 2;
+  // This build's binaries: WEIR_BIN_DIR as the bench was started, else the build's.
+  const std::string this_build = weir::testing::BinDir();
   const std::string bootstrap = weir::test::TestKafkaBootstrap();
   if (bootstrap.empty()) return 1;
 
@@ -323,15 +333,29 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench: unknown query '%s'; expected q0, q1, q2 or q5\n", query.c_str());
       return 2;
     }
-    std::vector<Run> weir_runs, flink_runs;
+    std::vector<Run> weir_runs, flink_runs, baseline_runs;
     for (int64_t round = 0; round < flags.rounds; ++round) {
       if (!flags.flink_classpath.empty()) flink_runs.push_back(RunFlink(bootstrap, in, query, flags, expected));
-      weir_runs.push_back(RunWeir(bootstrap, in, query, flags, expected));
+      if (!flags.baseline_bin.empty()) {
+        baseline_runs.push_back(RunWeir(bootstrap, in, query, flags, expected, flags.baseline_bin));
+      }
+      weir_runs.push_back(RunWeir(bootstrap, in, query, flags, expected, this_build));
     }
     const Summary weir = Summarize(weir_runs, flags.events);
     std::printf("  %s (%lld output records):\n", query.c_str(), static_cast<long long>(expected.counts.at(query)));
     Print("Weir", weir);
     all_correct = all_correct && weir.correct;
+    if (!baseline_runs.empty()) {
+      const Summary baseline = Summarize(baseline_runs, flags.events);
+      Print("base", baseline);
+      all_correct = all_correct && baseline.correct;
+      std::printf("    Weir / baseline: events/s %.2fx, events per CPU-second %.2fx, peak memory %.2fx, checkpoint "
+                  "p50 %.2fx, p99 %.2fx\n",
+                  weir.events_per_second / baseline.events_per_second,
+                  baseline.cpu_per_million / weir.cpu_per_million, weir.rss_mib / baseline.rss_mib,
+                  weir.checkpoint_p50 / std::max(1.0, baseline.checkpoint_p50),
+                  weir.checkpoint_p99 / std::max(1.0, baseline.checkpoint_p99));
+    }
     if (!flink_runs.empty()) {
       const Summary flink = Summarize(flink_runs, flags.events);
       Print("Flink", flink);

@@ -13,7 +13,7 @@
 #   bench/run.sh memory [--records N] [--parallelism K] [--rounds R] [--budget SIZE] [--jobs copy,keyed]
 #                       [--baseline-bin DIR] [--baseline-budget SIZE]
 #   bench/run.sh nexmark [--events N] [--event-rate R] [--queries q0,q1,q2,q5] [--parallelism P]
-#                        [--checkpoint-ms M] [--rounds R] [--flink]
+#                        [--checkpoint-ms M] [--rounds R] [--flink] [--baseline-bin DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh >/dev/null
