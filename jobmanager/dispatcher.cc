@@ -168,6 +168,9 @@ absl::Status Dispatcher::StartJob(const std::string& job_id, const v1::SubmitJob
     return resource_manager_->AllocateSlots(job_id, count, preferred);
   };
   slot_provider.release = [this, job_id] { resource_manager_->ReleaseSlots(job_id); };
+  slot_provider.checkpoint_session = [this](const std::string& taskmanager_id, const std::string& address) {
+    return resource_manager_->CheckpointMessageSession(taskmanager_id, address);
+  };
   absl::StatusOr<std::shared_ptr<JobMaster>> created = JobMaster::Create(
       job_id, request, std::move(graph), std::move(slots), std::move(settings), std::move(slot_provider),
       [this](const std::string& id, v1::JobState state) {

@@ -309,8 +309,11 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
         tasks_.push_back(std::move(task));
       }
     }
+    std::set<std::pair<std::string, std::string>> taskmanagers;
+    for (const TaskRecord& t : tasks_) taskmanagers.emplace(t.slot.taskmanager_id, t.slot.address);
+    attempt_taskmanagers_.assign(taskmanagers.begin(), taskmanagers.end());
     std::set<std::string> addresses;
-    for (const TaskRecord& t : tasks_) addresses.insert(t.slot.address);
+    for (const auto& [id, address] : taskmanagers) addresses.insert(address);
     attempt_addresses_.assign(addresses.begin(), addresses.end());
     // One call per TaskManager (more when its descriptors are large), so
     // that no message comes near the TaskManager's receive limit.
@@ -1120,6 +1123,7 @@ void JobMaster::OnCheckpointDeclined(const v1::DeclineCheckpointRequest& decline
 absl::Status JobMaster::TriggerCheckpoints(int attempt, const std::vector<std::string>& task_ids, int64_t id,
                                            int64_t timestamp_unix_ms, bool stop) {
   std::map<std::string, v1::TriggerCheckpointsRequest> by_address;
+  std::map<std::string, std::string> taskmanager_at;  // address -> id
   {
     absl::MutexLock lock(&mu_);
     for (const std::string& task_id : task_ids) {
@@ -1127,15 +1131,24 @@ absl::Status JobMaster::TriggerCheckpoints(int attempt, const std::vector<std::s
       if (task == nullptr) return absl::NotFoundError(absl::StrCat("triggering source task ", task_id,
                                                                    " failed: it is not running"));
       by_address[task->slot.address].add_task_ids(task_id);
+      taskmanager_at[task->slot.address] = task->slot.taskmanager_id;
     }
   }
+  // A message on the membership session where the TaskManager takes it
+  // (it declines the tasks it does not run); a call to the others.
   std::vector<std::pair<const std::string*, v1::TriggerCheckpointsRequest*>> calls;
+  v1::JobManagerMessage message;
   for (auto& [address, request] : by_address) {
     request.set_job_id(job_id_);
     request.set_attempt(attempt);
     request.set_checkpoint_id(id);
     request.set_timestamp_unix_ms(timestamp_unix_ms);
     request.set_stop(stop);
+    if (std::shared_ptr<MembershipSession> session = CheckpointSession(taskmanager_at[address], address)) {
+      *message.mutable_trigger_checkpoints() = std::move(request);
+      if (session->Send(message)) continue;
+      request = std::move(*message.mutable_trigger_checkpoints());  // the session ended meanwhile: a call fails
+    }
     calls.emplace_back(&address, &request);
   }
   constexpr absl::Duration kTriggerTimeout = absl::Seconds(5);
@@ -1213,16 +1226,32 @@ void JobMaster::FinishStop(int attempt, int64_t id, bool end_input) {
   SendNotification(attempt, id, std::move(request));
 }
 
+std::shared_ptr<MembershipSession> JobMaster::CheckpointSession(const std::string& taskmanager_id,
+                                                                const std::string& address) const {
+  if (!slot_provider_.checkpoint_session) return nullptr;
+  return slot_provider_.checkpoint_session(taskmanager_id, address);
+}
+
 void JobMaster::SendNotification(int attempt, int64_t id, v1::NotifyCheckpointRequest request) {
-  std::vector<std::string> addresses;
+  std::vector<std::pair<std::string, std::string>> taskmanagers;
   {
     absl::MutexLock lock(&mu_);
     if (attempt != attempt_) return;
-    addresses = AttemptAddressesLocked();
+    taskmanagers = attempt_taskmanagers_;
   }
   request.set_job_id(job_id_);
   request.set_attempt(attempt);
   request.set_checkpoint_id(id);
+  // A message on the membership session where the TaskManager takes it, a
+  // call to the others.
+  std::vector<std::string> addresses;
+  v1::JobManagerMessage message;
+  *message.mutable_notify_checkpoint() = request;
+  for (const auto& [taskmanager_id, address] : taskmanagers) {
+    std::shared_ptr<MembershipSession> session = CheckpointSession(taskmanager_id, address);
+    if (session == nullptr || !session->Send(message)) addresses.push_back(address);
+  }
+  if (addresses.empty()) return;
   const std::string what = request.finish_stop()
                                ? (request.end_input() ? "that the stop ends the input" : "that the stop is given up")
                                : (request.completed() ? "that it completed" : "that it was aborted");

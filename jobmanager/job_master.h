@@ -90,6 +90,11 @@ struct SlotProvider {
   std::function<absl::StatusOr<std::vector<SlotAssignment>>(int count, const std::vector<std::string>& preferred)>
       allocate;
   std::function<void()> release;
+  // The membership session that takes checkpoint triggers and notifications
+  // for TaskManager (id, address) (ResourceManager::CheckpointMessageSession);
+  // null, or unset: calls.
+  std::function<std::shared_ptr<MembershipSession>(const std::string& taskmanager_id, const std::string& address)>
+      checkpoint_session;
 };
 
 class JobMaster : private checkpoint::CheckpointTaskGateway {
@@ -237,6 +242,9 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   // Sends `request` (job, attempt and id filled in) to every TaskManager of
   // `attempt`, to all at once; a no-op for another attempt.
   void SendNotification(int attempt, int64_t id, v1::NotifyCheckpointRequest request) ABSL_LOCKS_EXCLUDED(mu_);
+  // SlotProvider::checkpoint_session's, null when there is none.
+  std::shared_ptr<MembershipSession> CheckpointSession(const std::string& taskmanager_id,
+                                                       const std::string& address) const;
 
   const std::string job_id_;
   const v1::SubmitJobRequest request_;
@@ -276,6 +284,8 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   absl::flat_hash_map<std::string, std::vector<size_t>> tasks_of_taskmanager_ ABSL_GUARDED_BY(mu_);
   // The TaskManager addresses the attempt uses, sorted.
   std::vector<std::string> attempt_addresses_ ABSL_GUARDED_BY(mu_);
+  // The TaskManagers of the attempt: (id, address).
+  std::vector<std::pair<std::string, std::string>> attempt_taskmanagers_ ABSL_GUARDED_BY(mu_);
   // Counts over tasks_ kept by SetTaskStateLocked and SetInputEndedLocked.
   size_t running_tasks_ ABSL_GUARDED_BY(mu_) = 0;
   size_t terminal_tasks_ ABSL_GUARDED_BY(mu_) = 0;

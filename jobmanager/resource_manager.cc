@@ -84,7 +84,7 @@ void ResourceManager::Stop() {
 }
 
 absl::StatusOr<uint64_t> ResourceManager::Register(const v1::RegisterTaskManager& request,
-                                                    MembershipSession* session) {
+                                                    std::shared_ptr<MembershipSession> session) {
   RETURN_IF_ERROR(CheckRegistration(request));
   const v1::TaskManagerInfo& info = request.info();
   // Built completely before it is inserted: the expiry loop and the
@@ -96,7 +96,8 @@ absl::StatusOr<uint64_t> ResourceManager::Register(const v1::RegisterTaskManager
   entry.record.last_heartbeat = entry.record.registered_at;
   entry.record.slot_jobs.assign(info.slots_total(), "");
   entry.free = info.slots_total();
-  entry.session = session;
+  entry.session = std::move(session);
+  entry.takes_checkpoint_messages = request.takes_checkpoint_messages();
   std::optional<v1::TaskManagerInfo> replaced;
   uint64_t epoch = 0;
   {
@@ -119,6 +120,16 @@ absl::StatusOr<uint64_t> ResourceManager::Register(const v1::RegisterTaskManager
              info.taskmanager_id(), info.address(), info.slots_total(), info.hostname(), info.pid(),
              info.version(), info.rest_port());
   return epoch;
+}
+
+std::shared_ptr<MembershipSession> ResourceManager::CheckpointMessageSession(const std::string& taskmanager_id,
+                                                                              const std::string& address) const {
+  absl::MutexLock lock(&mu_);
+  auto it = members_.find(taskmanager_id);
+  if (it == members_.end() || !it->second.takes_checkpoint_messages || it->second.record.info.address() != address) {
+    return nullptr;
+  }
+  return it->second.session;
 }
 
 absl::Status ResourceManager::Heartbeat(const std::string& taskmanager_id, uint64_t epoch,

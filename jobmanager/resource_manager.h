@@ -31,12 +31,18 @@
 namespace weir::jobmanager {
 
 // A live membership session; lets the registry close it when the TaskManager
-// is declared lost or replaced.
+// is declared lost or replaced, and the job masters send checkpoint
+// triggers and notifications on it.
 class MembershipSession {
  public:
   virtual ~MembershipSession() = default;
   // Ends the session from the JobManager's side (idempotent, non-blocking).
   virtual void Close() = 0;
+  // Sends `message` to the TaskManager; false when the session has ended.
+  // Thread-safe. Blocks only while the TaskManager's flow-control window
+  // is full (a TaskManager that stopped reading), until the session is
+  // closed (at the latest when its heartbeat timeout declares it lost).
+  virtual bool Send(const v1::JobManagerMessage& message) = 0;
 };
 
 struct TaskManagerRecord {
@@ -82,9 +88,15 @@ class ResourceManager {
   // that the session passes to later calls. A previous session of the same id
   // is closed and replaced. Every count and size in `request` is checked
   // first (common/wire_limits.h); a bad one is kInvalidArgument and changes
-  // nothing. `session` must stay valid until Unregister
-  // returns for this epoch or the session is closed.
-  absl::StatusOr<uint64_t> Register(const v1::RegisterTaskManager& request, MembershipSession* session)
+  // nothing. The registry holds `session` until the registration ends.
+  absl::StatusOr<uint64_t> Register(const v1::RegisterTaskManager& request,
+                                    std::shared_ptr<MembershipSession> session) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The session of TaskManager `taskmanager_id` at `address`, when it is a
+  // member there and registered with takes_checkpoint_messages; else null
+  // (the caller makes calls instead).
+  std::shared_ptr<MembershipSession> CheckpointMessageSession(const std::string& taskmanager_id,
+                                                              const std::string& address) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Records a heartbeat. Fails (kNotFound) when this registration is no longer
@@ -121,7 +133,8 @@ class ResourceManager {
   struct Entry {
     TaskManagerRecord record;
     uint64_t epoch = 0;
-    MembershipSession* session = nullptr;
+    std::shared_ptr<MembershipSession> session;
+    bool takes_checkpoint_messages = false;
     // Slots of record.slot_jobs that are free ("").
     int free = 0;
   };

@@ -1,6 +1,9 @@
 #include "jobmanager/resource_manager_service.h"
 
+#include "absl/base/thread_annotations.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
 
@@ -9,11 +12,29 @@ namespace {
 
 class GrpcMembershipSession final : public MembershipSession {
  public:
-  explicit GrpcMembershipSession(grpc::ServerContext* context) : context_(context) {}
+  using Stream = grpc::ServerReaderWriter<v1::JobManagerMessage, v1::TaskManagerMessage>;
+  GrpcMembershipSession(grpc::ServerContext* context, Stream* stream) : context_(context), stream_(stream) {}
+
   void Close() override { context_->TryCancel(); }
+
+  bool Send(const v1::JobManagerMessage& message) override ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return stream_ != nullptr && stream_->Write(message);
+  }
+
+  // The handler returns: no Send reaches the stream after this (one under
+  // way is waited for).
+  void Detach() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    stream_ = nullptr;
+  }
 
  private:
   grpc::ServerContext* const context_;
+  // One writer at a time (the handler's acknowledgements, the job masters'
+  // checkpoint messages); the handler reads concurrently, which gRPC allows.
+  absl::Mutex mu_;
+  Stream* stream_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -30,12 +51,14 @@ grpc::Status ResourceManagerServiceImpl::Connect(
   if (!message.has_register_()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message of a session must register");
   }
-  GrpcMembershipSession session(context);
-  absl::StatusOr<uint64_t> epoch = resource_manager_->Register(message.register_(), &session);
+  auto session = std::make_shared<GrpcMembershipSession>(context, stream);
+  // The registry may keep the session past this handler; the stream may not.
+  const absl::Cleanup detach = [&session] { session->Detach(); };
+  absl::StatusOr<uint64_t> epoch = resource_manager_->Register(message.register_(), session);
   if (!epoch.ok()) {
     v1::JobManagerMessage rejected;
     rejected.mutable_rejected()->set_reason(std::string(epoch.status().message()));
-    stream->Write(rejected);
+    session->Send(rejected);
     return rpc::ToGrpcStatus(epoch.status());
   }
   const std::string id = message.register_().info().taskmanager_id();
@@ -45,7 +68,7 @@ grpc::Status ResourceManagerServiceImpl::Connect(
   accepted.mutable_accepted()->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(heartbeat_interval_));
   accepted.mutable_accepted()->set_heartbeat_timeout_ms(
       absl::ToInt64Milliseconds(resource_manager_->heartbeat_timeout()));
-  if (!stream->Write(accepted)) {
+  if (!session->Send(accepted)) {
     resource_manager_->Unregister(id, *epoch, LossReason::kConnectionClosed, "while accepting registration");
     return grpc::Status(grpc::StatusCode::CANCELLED, "session closed");
   }
@@ -60,7 +83,7 @@ grpc::Status ResourceManagerServiceImpl::Connect(
       }
       v1::JobManagerMessage ack;
       ack.mutable_heartbeat_ack()->set_sequence(message.heartbeat().sequence());
-      if (!stream->Write(ack)) break;
+      if (!session->Send(ack)) break;
     } else if (message.has_deregister()) {
       resource_manager_->Unregister(id, *epoch, LossReason::kDeregistered, message.deregister().reason());
       return grpc::Status::OK;

@@ -8,11 +8,13 @@
 namespace weir::taskmanager {
 
 ResourceManagerConnection::ResourceManagerConnection(ConnectionOptions options, v1::TaskManagerInfo info,
-                                                     SlotReporter slots, RegistrationListener on_registered)
+                                                     SlotReporter slots, RegistrationListener on_registered,
+                                                     CheckpointMessageHandler on_checkpoint_message)
     : options_(std::move(options)),
       info_(std::move(info)),
       slots_(std::move(slots)),
       on_registered_(std::move(on_registered)),
+      on_checkpoint_message_(std::move(on_checkpoint_message)),
       log_(logging::Get("taskmanager")) {}
 
 ResourceManagerConnection::~ResourceManagerConnection() { Stop("shutdown"); }
@@ -73,6 +75,7 @@ bool ResourceManagerConnection::RunSession(std::string* error) {
   v1::TaskManagerMessage hello;
   *hello.mutable_register_()->mutable_info() = info_;
   *hello.mutable_register_()->mutable_slots() = slots_();
+  hello.mutable_register_()->set_takes_checkpoint_messages(on_checkpoint_message_ != nullptr);
   v1::JobManagerMessage reply;
   bool registered = false;
   if (stream->Write(hello) && stream->Read(&reply)) {
@@ -115,6 +118,8 @@ bool ResourceManagerConnection::RunSession(std::string* error) {
       if (message.has_heartbeat_ack()) {
         absl::MutexLock lock(&mu_);
         last_ack_ = absl::Now();
+      } else if ((message.has_trigger_checkpoints() || message.has_notify_checkpoint()) && on_checkpoint_message_) {
+        on_checkpoint_message_(message);
       }
     }
     absl::MutexLock lock(&mu_);

@@ -2,7 +2,9 @@
 // JobManager.
 //
 // One thread runs sessions one after another: connect, register, heartbeat
-// every heartbeat.interval, read the acknowledgements. When the session ends
+// every heartbeat.interval, read the acknowledgements and the checkpoint
+// triggers and notifications the JobManager sends on it (handed to the
+// CheckpointMessageHandler on the session's reader thread). When the session ends
 // (JobManager down, restarted, or silent for heartbeat.timeout) it retries
 // with exponential backoff between cluster.registration.initial-timeout and
 // cluster.registration.max-timeout, logging each attempt. Stop deregisters.
@@ -37,9 +39,14 @@ class ResourceManagerConnection {
   // Called on the connection thread after each registration, with the
   // JobManager's session id.
   using RegistrationListener = std::function<void(const std::string& jobmanager_session_id)>;
+  // Called on the session's reader thread with each checkpoint trigger or
+  // notification (a JobManagerMessage of that kind); it must be quick (the
+  // heartbeat acknowledgements queue behind it). Null: the registration
+  // does not offer to take them, and the JobManager calls instead.
+  using CheckpointMessageHandler = std::function<void(const v1::JobManagerMessage& message)>;
 
   ResourceManagerConnection(ConnectionOptions options, v1::TaskManagerInfo info, SlotReporter slots,
-                            RegistrationListener on_registered);
+                            RegistrationListener on_registered, CheckpointMessageHandler on_checkpoint_message = {});
   ~ResourceManagerConnection();
 
   void Start();
@@ -59,6 +66,7 @@ class ResourceManagerConnection {
   const v1::TaskManagerInfo info_;
   const SlotReporter slots_;
   const RegistrationListener on_registered_;
+  const CheckpointMessageHandler on_checkpoint_message_;
   std::shared_ptr<spdlog::logger> log_;
   std::thread thread_;
 

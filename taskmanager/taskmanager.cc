@@ -242,7 +242,8 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   SlotTable* slots = tm->slots_.get();
   tm->connection_ = std::make_unique<ResourceManagerConnection>(
       std::move(connection), tm->info_, [slots] { return slots->Report(); },
-      [raw = tm.get()](const std::string& session) { raw->OnRegistered(session); });
+      [raw = tm.get()](const std::string& session) { raw->OnRegistered(session); },
+      [raw = tm.get()](const v1::JobManagerMessage& message) { raw->OnCheckpointMessage(message); });
   tm->connection_->Start();
   tm->probed_connection_ = tm->connection_.get();
   return tm;
@@ -369,6 +370,36 @@ void TaskManager::NotifyCheckpoint(const v1::NotifyCheckpointRequest& request) {
     } else {
       task->NotifyCheckpoint(request.checkpoint_id(), request.completed());
     }
+  }
+}
+
+void TaskManager::OnCheckpointMessage(const v1::JobManagerMessage& message) {
+  if (message.has_notify_checkpoint()) {
+    NotifyCheckpoint(message.notify_checkpoint());
+    return;
+  }
+  if (!message.has_trigger_checkpoints()) return;
+  const v1::TriggerCheckpointsRequest& request = message.trigger_checkpoints();
+  v1::TriggerCheckpointsResponse response;
+  if (absl::Status count = limits::CheckCount("tasks in one checkpoint trigger", request.task_ids_size(),
+                                              limits::kMaxTasksPerJob);
+      !count.ok()) {
+    log_->warn("checkpoint {} of job {}: refusing its trigger: {}", request.checkpoint_id(), request.job_id(),
+               count.message());
+    *response.mutable_not_found_task_ids() = request.task_ids();
+  } else {
+    TriggerCheckpoints(request, &response);
+  }
+  if (response.not_found_task_ids_size() == 0) return;
+  absl::MutexLock lock(&tasks_mu_);
+  for (const std::string& task_id : response.not_found_task_ids()) {
+    v1::DeclineCheckpointRequest& decline = pending_declines_.emplace_back();
+    decline.set_job_id(request.job_id());
+    decline.set_attempt(request.attempt());
+    decline.set_task_id(task_id);
+    decline.set_checkpoint_id(request.checkpoint_id());
+    decline.set_reason(absl::StrCat("triggering source task ", task_id, " at TaskManager ", id(),
+                                    " failed: no such task runs there (any more)"));
   }
 }
 
@@ -632,10 +663,19 @@ void TaskManager::MaintenanceLoop() {
     std::vector<std::unique_ptr<Task>> finished;
     v1::ReportTaskMetricsRequest report;
     report.set_taskmanager_id(id());
+    std::vector<v1::DeclineCheckpointRequest> declines;
     {
       absl::MutexLock lock(&tasks_mu_);
-      auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_) { return stopping_; };
-      if (tasks_mu_.AwaitWithTimeout(absl::Condition(&stop), absl::Seconds(1))) return;
+      auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_) {
+        return stopping_ || !pending_declines_.empty();
+      };
+      tasks_mu_.AwaitWithTimeout(absl::Condition(&wake), absl::Seconds(1));
+      if (stopping_) return;
+      declines.swap(pending_declines_);
+    }
+    for (const v1::DeclineCheckpointRequest& decline : declines) Decline(decline);
+    {
+      absl::MutexLock lock(&tasks_mu_);
       for (auto it = tasks_.begin(); it != tasks_.end();) {
         // Done before Metrics: then the metrics carry its final state.
         const bool done = it->second->done();

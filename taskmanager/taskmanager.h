@@ -61,6 +61,10 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
       ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // Tells every task of the job attempt a checkpoint's fate.
   void NotifyCheckpoint(const v1::NotifyCheckpointRequest& request) ABSL_LOCKS_EXCLUDED(tasks_mu_);
+  // A trigger or notification on the membership session (the session's
+  // reader thread): as the calls above; a trigger for a task that does not
+  // run here is declined, from the maintenance thread.
+  void OnCheckpointMessage(const v1::JobManagerMessage& message) ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // CheckpointResponder: sends the outcome of a task's snapshot to the
   // JobManager (from the snapshot uploader thread, retrying briefly).
   void Acknowledge(const v1::AcknowledgeCheckpointRequest& ack) override;
@@ -127,6 +131,9 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   std::map<std::string, std::unique_ptr<Task>> tasks_ ABSL_GUARDED_BY(tasks_mu_);
   bool stopping_ ABSL_GUARDED_BY(tasks_mu_) = false;
   std::string jobmanager_session_ ABSL_GUARDED_BY(tasks_mu_);
+  // Declines of triggers that came on the membership session for tasks not
+  // here, for the maintenance thread to send (it wakes for them).
+  std::vector<v1::DeclineCheckpointRequest> pending_declines_ ABSL_GUARDED_BY(tasks_mu_);
   std::thread maintenance_;
   // task.cancellation.timeout: how long a cancelled task may take to end
   // (the watchdog in the maintenance loop, and Shutdown); 0: no bound.

@@ -19,11 +19,14 @@ using ::testing::HasSubstr;
 class FakeSession final : public MembershipSession {
  public:
   void Close() override { closed_ = true; }
+  bool Send(const v1::JobManagerMessage&) override { return !closed_; }
   bool closed() const { return closed_; }
 
  private:
   std::atomic<bool> closed_{false};
 };
+
+std::shared_ptr<FakeSession> NewSession() { return std::make_shared<FakeSession>(); }
 
 v1::RegisterTaskManager Registration(const std::string& id, int64_t slots) {
   v1::RegisterTaskManager request;
@@ -35,9 +38,9 @@ v1::RegisterTaskManager Registration(const std::string& id, int64_t slots) {
 
 TEST(ResourceManagerTest, RefusesAbsurdSlotCountsAndStoresNothing) {
   ResourceManager rm(absl::Seconds(30), "jm-test");
-  FakeSession session;
+  auto session = NewSession();
   for (int64_t slots : {int64_t{std::numeric_limits<int32_t>::max()}, int64_t{1025}, int64_t{0}, int64_t{-3}}) {
-    absl::StatusOr<uint64_t> epoch = rm.Register(Registration("tm-1", slots), &session);
+    absl::StatusOr<uint64_t> epoch = rm.Register(Registration("tm-1", slots), session);
     EXPECT_EQ(epoch.status().code(), absl::StatusCode::kInvalidArgument) << slots;
     EXPECT_THAT(epoch.status().message(), HasSubstr("taskmanager.numberOfTaskSlots"));
   }
@@ -46,18 +49,18 @@ TEST(ResourceManagerTest, RefusesAbsurdSlotCountsAndStoresNothing) {
 
 TEST(ResourceManagerTest, RefusesOversizedStringsAndSlotReports) {
   ResourceManager rm(absl::Seconds(30), "jm-test");
-  FakeSession session;
-  EXPECT_EQ(rm.Register(Registration(std::string(100000, 'x'), 1), &session).status().code(),
+  auto session = NewSession();
+  EXPECT_EQ(rm.Register(Registration(std::string(100000, 'x'), 1), session).status().code(),
             absl::StatusCode::kInvalidArgument);
   v1::RegisterTaskManager long_address = Registration("tm-1", 1);
   long_address.mutable_info()->set_address(std::string(100000, 'a'));
-  EXPECT_EQ(rm.Register(long_address, &session).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(rm.Register(long_address, session).status().code(), absl::StatusCode::kInvalidArgument);
   v1::RegisterTaskManager big_report = Registration("tm-1", 1);
   for (int i = 0; i < 5000; ++i) big_report.mutable_slots()->add_slots()->set_index(i);
-  EXPECT_EQ(rm.Register(big_report, &session).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(rm.Register(big_report, session).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(rm.List().empty());
 
-  absl::StatusOr<uint64_t> epoch = rm.Register(Registration("tm-1", 4), &session);
+  absl::StatusOr<uint64_t> epoch = rm.Register(Registration("tm-1", 4), session);
   ASSERT_TRUE(epoch.ok()) << epoch.status();
   EXPECT_EQ(rm.Heartbeat("tm-1", *epoch, big_report.slots()).code(), absl::StatusCode::kInvalidArgument);
 }
@@ -75,13 +78,14 @@ TEST(ResourceManagerTest, ExpiryAfterARefusedRegistrationStillWorks) {
     }
   });
   rm.Start();
-  FakeSession bad, good;
-  EXPECT_FALSE(rm.Register(Registration("tm-bad", std::numeric_limits<int32_t>::max()), &bad).ok());
-  ASSERT_TRUE(rm.Register(Registration("tm-good", 2), &good).ok());
+  auto bad = NewSession();
+  auto good = NewSession();
+  EXPECT_FALSE(rm.Register(Registration("tm-bad", std::numeric_limits<int32_t>::max()), bad).ok());
+  ASSERT_TRUE(rm.Register(Registration("tm-good", 2), good).ok());
   ASSERT_TRUE(lost.WaitForNotificationWithTimeout(absl::Seconds(30)));
   EXPECT_EQ(lost_id, "tm-good");
-  EXPECT_TRUE(good.closed());
-  EXPECT_FALSE(bad.closed());
+  EXPECT_TRUE(good->closed());
+  EXPECT_FALSE(bad->closed());
   EXPECT_TRUE(rm.List().empty());
   rm.Stop();
 }
@@ -91,15 +95,17 @@ TEST(ResourceManagerTest, ExpiryAfterARefusedRegistrationStillWorks) {
 // and the rest spread as usual.
 TEST(ResourceManagerTest, AllocationSpreadsAndHonoursPreferredTaskManagers) {
   ResourceManager rm(absl::Seconds(30), "jm-test");
-  FakeSession a, b, c;
-  ASSERT_TRUE(rm.Register(Registration("tm-a", 2), &a).ok());
-  ASSERT_TRUE(rm.Register(Registration("tm-b", 2), &b).ok());
+  auto a = NewSession();
+  auto b = NewSession();
+  auto c = NewSession();
+  ASSERT_TRUE(rm.Register(Registration("tm-a", 2), a).ok());
+  ASSERT_TRUE(rm.Register(Registration("tm-b", 2), b).ok());
   absl::StatusOr<std::vector<SlotAssignment>> spread = rm.AllocateSlots("job-1", 2);
   ASSERT_TRUE(spread.ok()) << spread.status();
   EXPECT_NE((*spread)[0].taskmanager_id, (*spread)[1].taskmanager_id);
   rm.ReleaseSlots("job-1");
 
-  ASSERT_TRUE(rm.Register(Registration("tm-c", 4), &c).ok());
+  ASSERT_TRUE(rm.Register(Registration("tm-c", 4), c).ok());
   // Without preferences both would go to tm-c (most free); subtask 0 and 1
   // return to tm-b and tm-a, an unknown TaskManager is no preference.
   absl::StatusOr<std::vector<SlotAssignment>> preferred =
@@ -121,10 +127,9 @@ TEST(ResourceManagerTest, AllocationSpreadsAndHonoursPreferredTaskManagers) {
 TEST(ResourceManagerTest, AllocationAtFleetSizeIsEvenAndExact) {
   constexpr int kTaskManagers = 500;
   constexpr int kSlots = 21;
-  std::vector<FakeSession> sessions(kTaskManagers);  // outlive rm, which closes them
   ResourceManager rm(absl::Seconds(30), "jm-test");
   for (int i = 0; i < kTaskManagers; ++i) {
-    ASSERT_TRUE(rm.Register(Registration(absl::StrCat("tm-", i), kSlots), &sessions[i]).ok());
+    ASSERT_TRUE(rm.Register(Registration(absl::StrCat("tm-", i), kSlots), NewSession()).ok());
   }
   absl::StatusOr<std::vector<SlotAssignment>> big = rm.AllocateSlots("job-1", 10000);
   ASSERT_TRUE(big.ok()) << big.status();
@@ -146,6 +151,28 @@ TEST(ResourceManagerTest, AllocationAtFleetSizeIsEvenAndExact) {
   absl::StatusOr<std::vector<SlotAssignment>> again = rm.AllocateSlots("job-3", 10000);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(rm.AllocateSlots("job-4", 1).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// Checkpoint messages go on the session of a TaskManager that offered to
+// take them, registered at the address the job's slot names, and only while
+// that registration lasts; every other case makes the caller call.
+TEST(ResourceManagerTest, CheckpointMessagesGoOnlyToSessionsThatTakeThem) {
+  ResourceManager rm(absl::Seconds(30), "jm-test");
+  auto takes = NewSession();
+  auto older = NewSession();
+  v1::RegisterTaskManager offer = Registration("tm-new", 1);
+  offer.set_takes_checkpoint_messages(true);
+  absl::StatusOr<uint64_t> epoch = rm.Register(offer, takes);
+  ASSERT_TRUE(epoch.ok()) << epoch.status();
+  ASSERT_TRUE(rm.Register(Registration("tm-old", 1), older).ok());
+
+  EXPECT_EQ(rm.CheckpointMessageSession("tm-new", "127.0.0.1:1"), takes);
+  EXPECT_EQ(rm.CheckpointMessageSession("tm-new", "127.0.0.1:2"), nullptr) << "another address: another process";
+  EXPECT_EQ(rm.CheckpointMessageSession("tm-old", "127.0.0.1:1"), nullptr) << "did not offer";
+  EXPECT_EQ(rm.CheckpointMessageSession("tm-gone", "127.0.0.1:1"), nullptr);
+
+  rm.Unregister("tm-new", *epoch, LossReason::kConnectionClosed, "");
+  EXPECT_EQ(rm.CheckpointMessageSession("tm-new", "127.0.0.1:1"), nullptr);
 }
 
 }  // namespace
