@@ -154,7 +154,10 @@ Subprocess::~Subprocess() {
 
 std::string Subprocess::Log() const { return ReadFile(log_path_); }
 
-void Subprocess::Signal(int sig) { kill(pid_, sig); }
+void Subprocess::Signal(int sig) {
+  // running() reaps it if it has ended; until we reap it, the pid stays ours.
+  if (running()) kill(pid_, sig);
+}
 
 std::optional<int> Subprocess::Wait(absl::Duration timeout) {
   if (exit_code_.has_value()) return exit_code_;

@@ -44,6 +44,9 @@ class Subprocess {
   const std::string& log_path() const { return log_path_; }
   std::string Log() const;
 
+  // Sends `sig` while the process runs; a no-op once it has ended. (Once
+  // reaped, its pid may belong to another test's process: the signal would
+  // hit that one. Unreaped, an ended process holds its pid as a zombie.)
   void Signal(int sig);
   // Waits for exit; returns the exit code, or 128+signal, or nullopt on timeout.
   std::optional<int> Wait(absl::Duration timeout);
