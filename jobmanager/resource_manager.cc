@@ -74,12 +74,16 @@ void ResourceManager::Start() {
 }
 
 void ResourceManager::Stop() {
+  std::vector<std::shared_ptr<MembershipSession>> sessions;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    // Lets the session handlers return so that the server can shut down.
-    for (auto& [id, entry] : members_) entry.session->Close();
+    for (auto& [id, entry] : members_) sessions.push_back(entry.session);
   }
+  // Lets the sessions end so that the server can shut down. Closed without
+  // the lock: a session's end may run its reaction (which unregisters) on
+  // this thread.
+  for (const auto& session : sessions) session->Close();
   if (expire_thread_.joinable()) expire_thread_.join();
 }
 
@@ -99,18 +103,20 @@ absl::StatusOr<uint64_t> ResourceManager::Register(const v1::RegisterTaskManager
   entry.session = std::move(session);
   entry.takes_checkpoint_messages = request.takes_checkpoint_messages();
   std::optional<v1::TaskManagerInfo> replaced;
+  std::shared_ptr<MembershipSession> replaced_session;
   uint64_t epoch = 0;
   {
     absl::MutexLock lock(&mu_);
     auto it = members_.find(info.taskmanager_id());
     if (it != members_.end()) {
-      it->second.session->Close();
+      replaced_session = it->second.session;
       replaced = RemoveLocked(info.taskmanager_id());
     }
     epoch = next_epoch_++;
     entry.epoch = epoch;
     members_.emplace(info.taskmanager_id(), std::move(entry));
   }
+  if (replaced_session != nullptr) replaced_session->Close();  // without the lock, as in Stop
   if (replaced.has_value()) {
     log_->info("TaskManager {} at {} lost: {}", replaced->taskmanager_id(), replaced->address(),
                LossReasonName(LossReason::kReplaced));
@@ -268,6 +274,7 @@ void ResourceManager::ExpireLoop() {
   while (true) {
     expiry_tick_ms_ = absl::ToUnixMillis(absl::Now());
     std::vector<std::pair<v1::TaskManagerInfo, absl::Duration>> expired;
+    std::vector<std::shared_ptr<MembershipSession>> sessions;
     {
       absl::MutexLock lock(&mu_);
       auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
@@ -279,10 +286,11 @@ void ResourceManager::ExpireLoop() {
       }
       for (const std::string& id : ids) {
         absl::Duration silent = now - members_[id].record.last_heartbeat;
-        members_[id].session->Close();
+        sessions.push_back(members_[id].session);
         expired.emplace_back(RemoveLocked(id), silent);
       }
     }
+    for (const auto& session : sessions) session->Close();  // without the lock, as in Stop
     for (const auto& [info, silent] : expired) {
       log_->warn("TaskManager {} at {} lost: {} (no heartbeat for {:.1f} s, timeout {:.1f} s)",
                  info.taskmanager_id(), info.address(), LossReasonName(LossReason::kHeartbeatTimeout),

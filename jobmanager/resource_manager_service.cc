@@ -1,7 +1,11 @@
 #include "jobmanager/resource_manager_service.h"
 
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+
 #include "absl/base/thread_annotations.h"
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/rpc/auth.h"
@@ -10,31 +14,243 @@
 namespace weir::jobmanager {
 namespace {
 
-class GrpcMembershipSession final : public MembershipSession {
+using Reactor = grpc::ServerBidiReactor<v1::TaskManagerMessage, v1::JobManagerMessage>;
+
+// What the registry and the job masters hold of a session: queues what they
+// send and hands it to the reactor one write at a time (gRPC allows one
+// outstanding), so that Send never waits for the TaskManager. It outlives
+// the reactor (the registry may drop it a little later) and refuses once
+// the reactor is done. The call's Finish is issued once, after the write
+// in flight ends: the reactor, and the context, live at least until then.
+//
+// Thread-safety: all methods are thread-safe. The reactor's operations are
+// started without mu_ held: gRPC may run a reaction (which takes mu_) on
+// the thread that starts one.
+class Outbox final : public MembershipSession {
  public:
-  using Stream = grpc::ServerReaderWriter<v1::JobManagerMessage, v1::TaskManagerMessage>;
-  GrpcMembershipSession(grpc::ServerContext* context, Stream* stream) : context_(context), stream_(stream) {}
+  // More than this waiting (a TaskManager that stopped reading, until its
+  // heartbeat timeout closes the session): Send refuses, and a caller calls
+  // instead.
+  static constexpr size_t kMaxQueued = 1024;
 
-  void Close() override { context_->TryCancel(); }
+  Outbox(Reactor* reactor, grpc::CallbackServerContext* context) : reactor_(reactor), context_(context) {}
 
-  bool Send(const v1::JobManagerMessage& message) override ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    return stream_ != nullptr && stream_->Write(message);
+  // Cancels the call: an outstanding write or read ends at once (the
+  // TaskManager may have stopped reading), then it is finished.
+  void Close() override ABSL_LOCKS_EXCLUDED(mu_) {
+    Reactor* reactor = nullptr;
+    grpc::CallbackServerContext* context = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      if (reactor_ == nullptr || finish_.has_value()) return;  // ending already
+      finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "session closed by the JobManager");
+      reactor = reactor_;
+      context = context_;
+      if (!writing_) finished_ = true;
+      cancelling_ = true;  // no Finish (so the context stays) until TryCancel returned
+    }
+    context->TryCancel();
+    {
+      absl::MutexLock lock(&mu_);
+      cancelling_ = false;
+    }
+    FinishIfDue(reactor);
   }
 
-  // The handler returns: no Send reaches the stream after this (one under
-  // way is waited for).
+  bool Send(const v1::JobManagerMessage& message) override ABSL_LOCKS_EXCLUDED(mu_) {
+    Reactor* reactor = nullptr;
+    const v1::JobManagerMessage* start = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      if (reactor_ == nullptr || broken_ || finish_.has_value() || queue_.size() >= kMaxQueued) return false;
+      queue_.push_back(message);
+      if (writing_) return true;
+      writing_ = true;
+      reactor = reactor_;
+      start = &queue_.front();
+    }
+    reactor->StartWrite(start);
+    return true;
+  }
+
+  // The last write ended: starts the next, or the Finish waiting for it.
+  void OnWriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
+    Reactor* reactor = nullptr;
+    const v1::JobManagerMessage* next = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      reactor = reactor_;
+      queue_.pop_front();
+      if (!ok) broken_ = true;  // the stream is gone; the read side ends the session
+      if (!broken_ && !queue_.empty()) {
+        next = &queue_.front();
+      } else {
+        writing_ = false;
+        if (finish_.has_value() && !finished_) finished_ = true;
+      }
+    }
+    if (next != nullptr) {
+      reactor->StartWrite(next);
+    } else {
+      FinishIfDue(reactor);
+    }
+  }
+
+  // Ends the call with `status` once what is queued is written (at once
+  // when the stream broke). Later calls change nothing.
+  void Finish(grpc::Status status) ABSL_LOCKS_EXCLUDED(mu_) {
+    Reactor* reactor = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      if (reactor_ == nullptr || finish_.has_value()) return;
+      finish_ = std::move(status);
+      reactor = reactor_;
+      if (!writing_) finished_ = true;
+    }
+    FinishIfDue(reactor);
+  }
+
+  bool finishing() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return finish_.has_value();
+  }
+
+  // The reactor is done: nothing reaches it after this.
   void Detach() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    stream_ = nullptr;
+    reactor_ = nullptr;
+    context_ = nullptr;
   }
 
  private:
-  grpc::ServerContext* const context_;
-  // One writer at a time (the handler's acknowledgements, the job masters'
-  // checkpoint messages); the handler reads concurrently, which gRPC allows.
-  absl::Mutex mu_;
-  Stream* stream_ ABSL_GUARDED_BY(mu_);
+  // Issues the Finish once finished_ is set and no TryCancel is under way;
+  // only one caller issues it.
+  void FinishIfDue(Reactor* reactor) ABSL_LOCKS_EXCLUDED(mu_) {
+    grpc::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!finished_ || finish_issued_ || cancelling_) return;
+      finish_issued_ = true;
+      status = *finish_;
+    }
+    reactor->Finish(status);
+  }
+
+  mutable absl::Mutex mu_;
+  Reactor* reactor_ ABSL_GUARDED_BY(mu_);
+  grpc::CallbackServerContext* context_ ABSL_GUARDED_BY(mu_);
+  // Front: the message being written while writing_.
+  std::deque<v1::JobManagerMessage> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  // The status to finish with, once asked; finished_: no write in flight
+  // any more, so Finish may go; finish_issued_: it went.
+  std::optional<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_issued_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelling_ ABSL_GUARDED_BY(mu_) = false;  // Close is in TryCancel
+};
+
+// One TaskManager's session: the first message must register it, then
+// heartbeats (each acknowledged) until it deregisters or the stream ends.
+// Reads one message at a time; OnReadDone runs on gRPC's threads and only
+// takes the registry's lock briefly.
+class MembershipReactor final : public Reactor {
+ public:
+  MembershipReactor(ResourceManager* resource_manager, absl::Duration heartbeat_interval,
+                    grpc::CallbackServerContext* context)
+      : resource_manager_(resource_manager),
+        heartbeat_interval_(heartbeat_interval),
+        outbox_(std::make_shared<Outbox>(this, context)) {
+    if (grpc::Status auth = rpc::Authorize(context); !auth.ok()) {
+      outbox_->Finish(auth);
+      return;
+    }
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // The stream ended: the TaskManager's process or connection went away
+      // (or the registry closed the session, in which case this is a no-op).
+      if (epoch_.has_value()) resource_manager_->Unregister(id_, *epoch_, LossReason::kConnectionClosed, "");
+      outbox_->Finish(grpc::Status(grpc::StatusCode::CANCELLED, epoch_.has_value()
+                                                                    ? "session closed"
+                                                                    : "session closed before registering"));
+      return;
+    }
+    if (epoch_.has_value()) {
+      OnMessage();
+    } else {
+      OnRegistration();
+    }
+    if (!outbox_->finishing()) StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override { outbox_->OnWriteDone(ok); }
+
+  void OnDone() override {
+    outbox_->Detach();
+    delete this;
+  }
+
+ private:
+  void OnRegistration() {
+    if (!in_.has_register_()) {
+      outbox_->Finish(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message of a session must register"));
+      return;
+    }
+    absl::StatusOr<uint64_t> epoch = resource_manager_->Register(in_.register_(), outbox_);
+    if (!epoch.ok()) {
+      v1::JobManagerMessage rejected;
+      rejected.mutable_rejected()->set_reason(std::string(epoch.status().message()));
+      outbox_->Send(rejected);
+      outbox_->Finish(rpc::ToGrpcStatus(epoch.status()));
+      return;
+    }
+    id_ = in_.register_().info().taskmanager_id();
+    epoch_ = *epoch;
+    v1::JobManagerMessage accepted;
+    accepted.mutable_accepted()->set_jobmanager_session_id(resource_manager_->session_id());
+    accepted.mutable_accepted()->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(heartbeat_interval_));
+    accepted.mutable_accepted()->set_heartbeat_timeout_ms(
+        absl::ToInt64Milliseconds(resource_manager_->heartbeat_timeout()));
+    if (!outbox_->Send(accepted)) {
+      resource_manager_->Unregister(id_, *epoch_, LossReason::kConnectionClosed, "while accepting registration");
+      outbox_->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "session closed"));
+    }
+  }
+
+  void OnMessage() {
+    if (in_.has_heartbeat()) {
+      absl::Status status = resource_manager_->Heartbeat(id_, *epoch_, in_.heartbeat().slots());
+      if (!status.ok()) {
+        // A no-op when the registration is already gone (kNotFound).
+        resource_manager_->Unregister(id_, *epoch_, LossReason::kConnectionClosed, status.message());
+        outbox_->Finish(rpc::ToGrpcStatus(status));
+        return;
+      }
+      v1::JobManagerMessage ack;
+      ack.mutable_heartbeat_ack()->set_sequence(in_.heartbeat().sequence());
+      // Refused only when the stream is going (the read side sees that) or
+      // the TaskManager reads nothing (its heartbeat timeout will tell).
+      outbox_->Send(ack);
+    } else if (in_.has_deregister()) {
+      resource_manager_->Unregister(id_, *epoch_, LossReason::kDeregistered, in_.deregister().reason());
+      outbox_->Finish(grpc::Status::OK);
+    } else {
+      resource_manager_->Unregister(id_, *epoch_, LossReason::kConnectionClosed, "protocol error");
+      outbox_->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unexpected message on a registered session"));
+    }
+  }
+
+  ResourceManager* const resource_manager_;
+  const absl::Duration heartbeat_interval_;
+  const std::shared_ptr<Outbox> outbox_;
+  v1::TaskManagerMessage in_;
+  std::string id_;
+  std::optional<uint64_t> epoch_;  // once registered
 };
 
 }  // namespace
@@ -43,59 +259,9 @@ ResourceManagerServiceImpl::ResourceManagerServiceImpl(ResourceManager* resource
                                                        absl::Duration heartbeat_interval)
     : resource_manager_(resource_manager), heartbeat_interval_(heartbeat_interval) {}
 
-grpc::Status ResourceManagerServiceImpl::Connect(
-    grpc::ServerContext* context, grpc::ServerReaderWriter<v1::JobManagerMessage, v1::TaskManagerMessage>* stream) {
-  WEIR_RPC_AUTHORIZE(context);
-  v1::TaskManagerMessage message;
-  if (!stream->Read(&message)) return grpc::Status(grpc::StatusCode::CANCELLED, "session closed before registering");
-  if (!message.has_register_()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message of a session must register");
-  }
-  auto session = std::make_shared<GrpcMembershipSession>(context, stream);
-  // The registry may keep the session past this handler; the stream may not.
-  const absl::Cleanup detach = [&session] { session->Detach(); };
-  absl::StatusOr<uint64_t> epoch = resource_manager_->Register(message.register_(), session);
-  if (!epoch.ok()) {
-    v1::JobManagerMessage rejected;
-    rejected.mutable_rejected()->set_reason(std::string(epoch.status().message()));
-    session->Send(rejected);
-    return rpc::ToGrpcStatus(epoch.status());
-  }
-  const std::string id = message.register_().info().taskmanager_id();
-
-  v1::JobManagerMessage accepted;
-  accepted.mutable_accepted()->set_jobmanager_session_id(resource_manager_->session_id());
-  accepted.mutable_accepted()->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(heartbeat_interval_));
-  accepted.mutable_accepted()->set_heartbeat_timeout_ms(
-      absl::ToInt64Milliseconds(resource_manager_->heartbeat_timeout()));
-  if (!session->Send(accepted)) {
-    resource_manager_->Unregister(id, *epoch, LossReason::kConnectionClosed, "while accepting registration");
-    return grpc::Status(grpc::StatusCode::CANCELLED, "session closed");
-  }
-
-  while (stream->Read(&message)) {
-    if (message.has_heartbeat()) {
-      absl::Status status = resource_manager_->Heartbeat(id, *epoch, message.heartbeat().slots());
-      if (!status.ok()) {
-        // A no-op when the registration is already gone (kNotFound).
-        resource_manager_->Unregister(id, *epoch, LossReason::kConnectionClosed, status.message());
-        return rpc::ToGrpcStatus(status);
-      }
-      v1::JobManagerMessage ack;
-      ack.mutable_heartbeat_ack()->set_sequence(message.heartbeat().sequence());
-      if (!session->Send(ack)) break;
-    } else if (message.has_deregister()) {
-      resource_manager_->Unregister(id, *epoch, LossReason::kDeregistered, message.deregister().reason());
-      return grpc::Status::OK;
-    } else {
-      resource_manager_->Unregister(id, *epoch, LossReason::kConnectionClosed, "protocol error");
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unexpected message on a registered session");
-    }
-  }
-  // The stream ended: the TaskManager's process or connection went away (or
-  // the registry closed the session, in which case this is a no-op).
-  resource_manager_->Unregister(id, *epoch, LossReason::kConnectionClosed, "");
-  return grpc::Status(grpc::StatusCode::CANCELLED, "session closed");
+grpc::ServerBidiReactor<v1::TaskManagerMessage, v1::JobManagerMessage>* ResourceManagerServiceImpl::Connect(
+    grpc::CallbackServerContext* context) {
+  return new MembershipReactor(resource_manager_, heartbeat_interval_, context);
 }
 
 grpc::Status ClusterServiceImpl::ListTaskManagers(grpc::ServerContext* context, const v1::ListTaskManagersRequest*,

@@ -2,8 +2,13 @@
 // ResourceManagerService (the TaskManagers' membership sessions) and
 // ClusterService (the client's view of the cluster).
 //
-// Thread-safety: gRPC calls the handlers from its own thread pool; both
-// delegate all state to the thread-safe ResourceManager.
+// ResourceManagerService runs on gRPC's callback API: a session holds no
+// thread while it waits, and what the JobManager sends on it (heartbeat
+// acknowledgements, checkpoint triggers and notifications) is queued and
+// written one message at a time, so a sender never waits for a TaskManager.
+//
+// Thread-safety: gRPC calls the handlers and reactions from its own thread
+// pool; both delegate all state to the thread-safe ResourceManager.
 #pragma once
 
 #include "jobmanager/resource_manager.h"
@@ -11,12 +16,12 @@
 
 namespace weir::jobmanager {
 
-class ResourceManagerServiceImpl final : public v1::ResourceManagerService::Service {
+class ResourceManagerServiceImpl final : public v1::ResourceManagerService::CallbackService {
  public:
   ResourceManagerServiceImpl(ResourceManager* resource_manager, absl::Duration heartbeat_interval);
 
-  grpc::Status Connect(grpc::ServerContext* context,
-                       grpc::ServerReaderWriter<v1::JobManagerMessage, v1::TaskManagerMessage>* stream) override;
+  grpc::ServerBidiReactor<v1::TaskManagerMessage, v1::JobManagerMessage>* Connect(
+      grpc::CallbackServerContext* context) override;
 
  private:
   ResourceManager* const resource_manager_;

@@ -117,7 +117,7 @@ grpc::Status AuthorizeCall(const std::multimap<grpc::string_ref, grpc::string_re
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, RefusalMessage(credential));
 }
 
-grpc::Status Authorize(const grpc::ServerContext* context) {
+grpc::Status Authorize(const grpc::ServerContextBase* context) {
   return AuthorizeCall(context->client_metadata(), [context] { return context->peer(); });
 }
 

@@ -52,7 +52,7 @@ grpc::Status AuthorizeCall(const std::multimap<grpc::string_ref, grpc::string_re
                            const std::function<std::string()>& peer);
 
 // AuthorizeCall for a handler's call.
-grpc::Status Authorize(const grpc::ServerContext* context);
+grpc::Status Authorize(const grpc::ServerContextBase* context);
 
 // Warns in the log when group or others may read `path` (a secret named by
 // configuration key `key`).
