@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -10,10 +11,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/strings/str_split.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "weir/v1/cluster.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "weir/v1/job.grpc.pb.h"
 #include "nlohmann/json.hpp"
@@ -167,6 +172,93 @@ TEST_F(ClusterTest, StoppedTaskManagerIsLostAfterTheHeartbeatTimeout) {
   // Once it runs again, it notices and registers anew on its own.
   a->Signal(SIGCONT);
   ASSERT_TRUE(WaitForMembers({"tm-a", "tm-b"})) << a->Log();
+}
+
+// A stand-in JobManager in the test process for what a real one only does
+// in rare races: its membership session triggers a checkpoint of a task the
+// TaskManager does not run, and it records the declines that come back.
+class TriggeringJobManager final : public v1::ResourceManagerService::Service,
+                                   public v1::JobMasterService::Service {
+ public:
+  grpc::Status Connect(grpc::ServerContext*,
+                       grpc::ServerReaderWriter<v1::JobManagerMessage, v1::TaskManagerMessage>* stream) override {
+    v1::TaskManagerMessage in;
+    if (!stream->Read(&in) || !in.has_register_()) return grpc::Status::CANCELLED;
+    offered_ = in.register_().takes_checkpoint_messages();
+    v1::JobManagerMessage out;
+    out.mutable_accepted()->set_jobmanager_session_id("jm-stand-in");
+    out.mutable_accepted()->set_heartbeat_interval_ms(200);
+    out.mutable_accepted()->set_heartbeat_timeout_ms(10000);
+    stream->Write(out);
+    out.Clear();
+    v1::TriggerCheckpointsRequest* trigger = out.mutable_trigger_checkpoints();
+    trigger->set_job_id("job-1");
+    trigger->set_attempt(1);
+    trigger->set_checkpoint_id(7);
+    trigger->add_task_ids("job-1/1/c0s0");
+    stream->Write(out);
+    out.Clear();
+    out.mutable_notify_checkpoint()->set_job_id("job-1");
+    out.mutable_notify_checkpoint()->set_attempt(1);
+    out.mutable_notify_checkpoint()->set_checkpoint_id(7);
+    out.mutable_notify_checkpoint()->set_completed(true);
+    stream->Write(out);
+    while (stream->Read(&in)) {
+      out.Clear();
+      out.mutable_heartbeat_ack()->set_sequence(in.heartbeat().sequence());
+      if (!stream->Write(out)) break;
+    }
+    return grpc::Status::OK;
+  }
+  grpc::Status DeclineCheckpoint(grpc::ServerContext*, const v1::DeclineCheckpointRequest* request,
+                                 v1::CheckpointResponse*) override {
+    absl::MutexLock lock(&mu_);
+    declines_.push_back(*request);
+    return grpc::Status::OK;
+  }
+  grpc::Status ReportTaskMetrics(grpc::ServerContext*, const v1::ReportTaskMetricsRequest*,
+                                 v1::TaskStateUpdateResponse*) override {
+    return grpc::Status::OK;
+  }
+
+  bool offered() const { return offered_; }
+  std::vector<v1::DeclineCheckpointRequest> declines() {
+    absl::MutexLock lock(&mu_);
+    return declines_;
+  }
+
+ private:
+  std::atomic<bool> offered_{false};
+  absl::Mutex mu_;
+  std::vector<v1::DeclineCheckpointRequest> declines_ ABSL_GUARDED_BY(mu_);
+};
+
+// Checkpoint triggers and notifications reach a TaskManager on its
+// membership session (the JobManager's single thread writes a message per
+// TaskManager instead of making a call each): the TaskManager offers that
+// when it registers, and declines a triggered task it does not run.
+TEST_F(ClusterTest, TaskManagerTakesCheckpointMessagesOnItsSessionAndDeclinesUnknownTasks) {
+  TriggeringJobManager jm;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(JobManagerAddress(), grpc::InsecureServerCredentials());
+  builder.RegisterService(static_cast<v1::ResourceManagerService::Service*>(&jm));
+  builder.RegisterService(static_cast<v1::JobMasterService::Service*>(&jm));
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto tm = StartTaskManager("tm-a", 1);
+
+  ASSERT_TRUE(WaitFor([&] { return !jm.declines().empty(); }, absl::Seconds(60))) << tm->Log();
+  EXPECT_TRUE(jm.offered());
+  const std::vector<v1::DeclineCheckpointRequest> declines = jm.declines();
+  ASSERT_EQ(declines.size(), 1u);
+  EXPECT_EQ(declines[0].job_id(), "job-1");
+  EXPECT_EQ(declines[0].attempt(), 1);
+  EXPECT_EQ(declines[0].checkpoint_id(), 7);
+  EXPECT_EQ(declines[0].task_id(), "job-1/1/c0s0");
+  EXPECT_TRUE(absl::StrContains(declines[0].reason(), "no such task runs there")) << declines[0].reason();
+  tm->Signal(SIGKILL);
+  tm->Wait(absl::Seconds(30));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
 TEST_F(ClusterTest, TaskManagerReRegistersWithARestartedJobManager) {
