@@ -1147,7 +1147,8 @@ absl::Status JobMaster::TriggerCheckpoints(int attempt, const std::vector<std::s
     if (std::shared_ptr<MembershipSession> session = CheckpointSession(taskmanager_at[address], address)) {
       *message.mutable_trigger_checkpoints() = std::move(request);
       if (session->Send(message)) continue;
-      request = std::move(*message.mutable_trigger_checkpoints());  // the session ended meanwhile: a call fails
+      // The session ended meanwhile (nothing queued on it will arrive): a call.
+      request = std::move(*message.mutable_trigger_checkpoints());
     }
     calls.emplace_back(&address, &request);
   }

@@ -38,10 +38,11 @@ class MembershipSession {
   virtual ~MembershipSession() = default;
   // Ends the session from the JobManager's side (idempotent, non-blocking).
   virtual void Close() = 0;
-  // Sends `message` to the TaskManager; false when the session has ended.
-  // Thread-safe. Blocks only while the TaskManager's flow-control window
-  // is full (a TaskManager that stopped reading), until the session is
-  // closed (at the latest when its heartbeat timeout declares it lost).
+  // Sends `message` to the TaskManager after everything sent before on this
+  // session; never waits for it. False when the session is not open (its
+  // registration not answered yet) or has ended; a caller may then call the
+  // TaskManager instead, which nothing queued here can overtake any more.
+  // Thread-safe.
   virtual bool Send(const v1::JobManagerMessage& message) = 0;
 };
 

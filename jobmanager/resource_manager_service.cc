@@ -8,6 +8,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/logging/logging.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
 
@@ -28,22 +29,24 @@ using Reactor = grpc::ServerBidiReactor<v1::TaskManagerMessage, v1::JobManagerMe
 // the thread that starts one.
 class Outbox final : public MembershipSession {
  public:
-  // More than this waiting (a TaskManager that stopped reading, until its
-  // heartbeat timeout closes the session): Send refuses, and a caller calls
-  // instead.
+  // More than this waiting: the TaskManager stopped reading (a hung
+  // process whose connection stays up). The session is closed then (the
+  // TaskManager is lost, as at its heartbeat timeout) rather than letting a
+  // caller's message overtake the queued ones by another way.
   static constexpr size_t kMaxQueued = 1024;
 
   Outbox(Reactor* reactor, grpc::CallbackServerContext* context) : reactor_(reactor), context_(context) {}
 
-  // Cancels the call: an outstanding write or read ends at once (the
-  // TaskManager may have stopped reading), then it is finished.
+  // Cancels the call unless its Finish went already: an outstanding write
+  // or read ends at once (the TaskManager may have stopped reading), then
+  // it is finished.
   void Close() override ABSL_LOCKS_EXCLUDED(mu_) {
     Reactor* reactor = nullptr;
     grpc::CallbackServerContext* context = nullptr;
     {
       absl::MutexLock lock(&mu_);
-      if (reactor_ == nullptr || finish_.has_value()) return;  // ending already
-      finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "session closed by the JobManager");
+      if (reactor_ == nullptr || finish_issued_ || cancelling_) return;
+      if (!finish_.has_value()) finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "session closed by the JobManager");
       reactor = reactor_;
       context = context_;
       if (!writing_) finished_ = true;
@@ -57,20 +60,15 @@ class Outbox final : public MembershipSession {
     FinishIfDue(reactor);
   }
 
+  // Queues `message` once the session is open (its `accepted` queued
+  // first); false when it is not, or has ended.
   bool Send(const v1::JobManagerMessage& message) override ABSL_LOCKS_EXCLUDED(mu_) {
-    Reactor* reactor = nullptr;
-    const v1::JobManagerMessage* start = nullptr;
-    {
-      absl::MutexLock lock(&mu_);
-      if (reactor_ == nullptr || broken_ || finish_.has_value() || queue_.size() >= kMaxQueued) return false;
-      queue_.push_back(message);
-      if (writing_) return true;
-      writing_ = true;
-      reactor = reactor_;
-      start = &queue_.front();
-    }
-    reactor->StartWrite(start);
-    return true;
+    return Enqueue(message, Gate::kWhenOpen);
+  }
+  // The registration's answer: `accepted` opens the session to Send (so
+  // that nothing reaches the TaskManager before it), `rejected` does not.
+  bool Answer(const v1::JobManagerMessage& message) ABSL_LOCKS_EXCLUDED(mu_) {
+    return Enqueue(message, message.has_accepted() ? Gate::kOpens : Gate::kBeforeOpen);
   }
 
   // The last write ended: starts the next, or the Finish waiting for it.
@@ -123,6 +121,40 @@ class Outbox final : public MembershipSession {
   }
 
  private:
+  enum class Gate { kBeforeOpen, kOpens, kWhenOpen };
+
+  bool Enqueue(const v1::JobManagerMessage& message, Gate gate) ABSL_LOCKS_EXCLUDED(mu_) {
+    Reactor* reactor = nullptr;
+    const v1::JobManagerMessage* start = nullptr;
+    bool overflow = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (reactor_ == nullptr || broken_ || finish_.has_value()) return false;
+      if (gate == Gate::kWhenOpen && !open_) return false;
+      if (queue_.size() >= kMaxQueued) {
+        overflow = true;
+      } else {
+        queue_.push_back(message);
+        if (gate == Gate::kOpens) open_ = true;
+        if (!writing_) {
+          writing_ = true;
+          reactor = reactor_;
+          start = &queue_.front();
+        }
+      }
+    }
+    if (overflow) {
+      logging::Get("resourcemanager")
+          ->warn("a TaskManager's membership session has {} messages waiting: it stopped reading; closing the "
+                 "session (the TaskManager is lost, and registers again once it reads)",
+                 kMaxQueued);
+      Close();
+      return false;
+    }
+    if (start != nullptr) reactor->StartWrite(start);
+    return true;
+  }
+
   // Issues the Finish once finished_ is set and no TryCancel is under way;
   // only one caller issues it.
   void FinishIfDue(Reactor* reactor) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -141,6 +173,7 @@ class Outbox final : public MembershipSession {
   grpc::CallbackServerContext* context_ ABSL_GUARDED_BY(mu_);
   // Front: the message being written while writing_.
   std::deque<v1::JobManagerMessage> queue_ ABSL_GUARDED_BY(mu_);
+  bool open_ ABSL_GUARDED_BY(mu_) = false;  // `accepted` is queued
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   // The status to finish with, once asked; finished_: no write in flight
@@ -205,7 +238,7 @@ class MembershipReactor final : public Reactor {
     if (!epoch.ok()) {
       v1::JobManagerMessage rejected;
       rejected.mutable_rejected()->set_reason(std::string(epoch.status().message()));
-      outbox_->Send(rejected);
+      outbox_->Answer(rejected);
       outbox_->Finish(rpc::ToGrpcStatus(epoch.status()));
       return;
     }
@@ -216,7 +249,7 @@ class MembershipReactor final : public Reactor {
     accepted.mutable_accepted()->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(heartbeat_interval_));
     accepted.mutable_accepted()->set_heartbeat_timeout_ms(
         absl::ToInt64Milliseconds(resource_manager_->heartbeat_timeout()));
-    if (!outbox_->Send(accepted)) {
+    if (!outbox_->Answer(accepted)) {
       resource_manager_->Unregister(id_, *epoch_, LossReason::kConnectionClosed, "while accepting registration");
       outbox_->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "session closed"));
     }

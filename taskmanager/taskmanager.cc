@@ -391,16 +391,18 @@ void TaskManager::OnCheckpointMessage(const v1::JobManagerMessage& message) {
     TriggerCheckpoints(request, &response);
   }
   if (response.not_found_task_ids_size() == 0) return;
+  // One decline fails the checkpoint; more would only cost the maintenance
+  // thread calls.
+  const std::string& task_id = response.not_found_task_ids(0);
+  v1::DeclineCheckpointRequest decline;
+  decline.set_job_id(request.job_id());
+  decline.set_attempt(request.attempt());
+  decline.set_task_id(task_id);
+  decline.set_checkpoint_id(request.checkpoint_id());
+  decline.set_reason(absl::StrCat("triggering source task ", task_id, " at TaskManager ", id(),
+                                  " failed: no such task runs there (any more)"));
   absl::MutexLock lock(&tasks_mu_);
-  for (const std::string& task_id : response.not_found_task_ids()) {
-    v1::DeclineCheckpointRequest& decline = pending_declines_.emplace_back();
-    decline.set_job_id(request.job_id());
-    decline.set_attempt(request.attempt());
-    decline.set_task_id(task_id);
-    decline.set_checkpoint_id(request.checkpoint_id());
-    decline.set_reason(absl::StrCat("triggering source task ", task_id, " at TaskManager ", id(),
-                                    " failed: no such task runs there (any more)"));
-  }
+  pending_declines_.push_back(std::move(decline));
 }
 
 namespace {
