@@ -345,26 +345,21 @@ int main(int argc, char** argv) {
     std::printf("  %s (%lld output records):\n", query.c_str(), static_cast<long long>(expected.counts.at(query)));
     Print("Weir", weir);
     all_correct = all_correct && weir.correct;
-    if (!baseline_runs.empty()) {
-      const Summary baseline = Summarize(baseline_runs, flags.events);
-      Print("base", baseline);
-      all_correct = all_correct && baseline.correct;
-      std::printf("    Weir / baseline: events/s %.2fx, events per CPU-second %.2fx, peak memory %.2fx, checkpoint "
+    // Another engine's or build's runs beside Weir's, with the ratios.
+    auto compare = [&](const std::vector<Run>& runs, const char* who, const char* label) {
+      if (runs.empty()) return;
+      const Summary other = Summarize(runs, flags.events);
+      Print(who, other);
+      all_correct = all_correct && other.correct;
+      std::printf("    Weir / %s: events/s %.2fx, events per CPU-second %.2fx, peak memory %.2fx, checkpoint "
                   "p50 %.2fx, p99 %.2fx\n",
-                  weir.events_per_second / baseline.events_per_second,
-                  baseline.cpu_per_million / weir.cpu_per_million, weir.rss_mib / baseline.rss_mib,
-                  weir.checkpoint_p50 / std::max(1.0, baseline.checkpoint_p50),
-                  weir.checkpoint_p99 / std::max(1.0, baseline.checkpoint_p99));
-    }
-    if (!flink_runs.empty()) {
-      const Summary flink = Summarize(flink_runs, flags.events);
-      Print("Flink", flink);
-      all_correct = all_correct && flink.correct;
-      std::printf("    Weir / Flink: events/s %.2fx, events per CPU-second %.2fx, peak memory %.2fx, checkpoint "
-                  "p99 %.2fx\n",
-                  weir.events_per_second / flink.events_per_second, flink.cpu_per_million / weir.cpu_per_million,
-                  weir.rss_mib / flink.rss_mib, weir.checkpoint_p99 / std::max(1.0, flink.checkpoint_p99));
-    }
+                  label, weir.events_per_second / other.events_per_second,
+                  other.cpu_per_million / weir.cpu_per_million, weir.rss_mib / other.rss_mib,
+                  weir.checkpoint_p50 / std::max(1.0, other.checkpoint_p50),
+                  weir.checkpoint_p99 / std::max(1.0, other.checkpoint_p99));
+    };
+    compare(baseline_runs, "base", "baseline");
+    compare(flink_runs, "Flink", "Flink");
   }
   return all_correct ? 0 : 1;
 }
