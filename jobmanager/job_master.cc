@@ -158,7 +158,11 @@ JobMaster::TaskRecord* JobMaster::FindTaskLocked(const std::string& task_id) {
 
 bool JobMaster::AllTasksTerminalLocked() const { return terminal_tasks_ == tasks_.size(); }
 
-std::vector<std::string> JobMaster::AttemptAddressesLocked() const { return attempt_addresses_; }
+std::vector<std::string> JobMaster::AttemptAddressesLocked() const {
+  std::set<std::string> addresses;
+  for (const auto& [id, address] : attempt_taskmanagers_) addresses.insert(address);
+  return {addresses.begin(), addresses.end()};
+}
 
 void JobMaster::SetTaskStateLocked(TaskRecord& task, v1::TaskState state) {
   if (task.state == state) return;
@@ -312,9 +316,6 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
     std::set<std::pair<std::string, std::string>> taskmanagers;
     for (const TaskRecord& t : tasks_) taskmanagers.emplace(t.slot.taskmanager_id, t.slot.address);
     attempt_taskmanagers_.assign(taskmanagers.begin(), taskmanagers.end());
-    std::set<std::string> addresses;
-    for (const auto& [id, address] : taskmanagers) addresses.insert(address);
-    attempt_addresses_.assign(addresses.begin(), addresses.end());
     // One call per TaskManager (more when its descriptors are large), so
     // that no message comes near the TaskManager's receive limit.
     constexpr size_t kMaxBatchBytes = rpc::kControlPlaneMaxMessageBytes / 4;

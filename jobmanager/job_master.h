@@ -229,6 +229,7 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   TaskRecord* FindTaskLocked(const std::string& task_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string TaskLabel(const TaskRecord& task) const;
   std::shared_ptr<v1::TaskExecutorService::Stub> StubFor(const std::string& address);
+  // The addresses of attempt_taskmanagers_, sorted.
   std::vector<std::string> AttemptAddressesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // CheckpointTaskGateway (the coordinator's thread). Triggers go out as one
@@ -282,9 +283,7 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   // update costs the tasks it names, not all the job's tasks.
   absl::flat_hash_map<std::string, size_t> task_index_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<size_t>> tasks_of_taskmanager_ ABSL_GUARDED_BY(mu_);
-  // The TaskManager addresses the attempt uses, sorted.
-  std::vector<std::string> attempt_addresses_ ABSL_GUARDED_BY(mu_);
-  // The TaskManagers of the attempt: (id, address).
+  // The TaskManagers of the attempt: (id, address), sorted.
   std::vector<std::pair<std::string, std::string>> attempt_taskmanagers_ ABSL_GUARDED_BY(mu_);
   // Counts over tasks_ kept by SetTaskStateLocked and SetInputEndedLocked.
   size_t running_tasks_ ABSL_GUARDED_BY(mu_) = 0;

@@ -91,13 +91,7 @@ class TaskManager::Service final : public v1::TaskExecutorService::Service {
   grpc::Status TriggerCheckpoints(grpc::ServerContext* context, const v1::TriggerCheckpointsRequest* request,
                                   v1::TriggerCheckpointsResponse* response) override {
     WEIR_RPC_AUTHORIZE(context);
-    if (absl::Status count = limits::CheckCount("tasks in one checkpoint trigger", request->task_ids_size(),
-                                                limits::kMaxTasksPerJob);
-        !count.ok()) {
-      return rpc::ToGrpcStatus(count);
-    }
-    tm_->TriggerCheckpoints(*request, response);
-    return grpc::Status::OK;
+    return rpc::ToGrpcStatus(tm_->TriggerCheckpoints(*request, response));
   }
 
  private:
@@ -345,8 +339,10 @@ absl::Status TaskManager::TriggerCheckpoint(const v1::TriggerCheckpointRequest& 
   return it->second->TriggerCheckpoint(request.checkpoint_id(), request.timestamp_unix_ms(), request.stop());
 }
 
-void TaskManager::TriggerCheckpoints(const v1::TriggerCheckpointsRequest& request,
-                                     v1::TriggerCheckpointsResponse* response) {
+absl::Status TaskManager::TriggerCheckpoints(const v1::TriggerCheckpointsRequest& request,
+                                             v1::TriggerCheckpointsResponse* response) {
+  RETURN_IF_ERROR(limits::CheckCount("tasks in one checkpoint trigger", request.task_ids_size(),
+                                     limits::kMaxTasksPerJob));
   absl::MutexLock lock(&tasks_mu_);
   for (const std::string& task_id : request.task_ids()) {
     auto it = tasks_.find(task_id);
@@ -356,6 +352,7 @@ void TaskManager::TriggerCheckpoints(const v1::TriggerCheckpointsRequest& reques
       response->add_not_found_task_ids(task_id);
     }
   }
+  return absl::OkStatus();
 }
 
 void TaskManager::NotifyCheckpoint(const v1::NotifyCheckpointRequest& request) {
@@ -381,14 +378,10 @@ void TaskManager::OnCheckpointMessage(const v1::JobManagerMessage& message) {
   if (!message.has_trigger_checkpoints()) return;
   const v1::TriggerCheckpointsRequest& request = message.trigger_checkpoints();
   v1::TriggerCheckpointsResponse response;
-  if (absl::Status count = limits::CheckCount("tasks in one checkpoint trigger", request.task_ids_size(),
-                                              limits::kMaxTasksPerJob);
-      !count.ok()) {
+  if (absl::Status refused = TriggerCheckpoints(request, &response); !refused.ok()) {
     log_->warn("checkpoint {} of job {}: refusing its trigger: {}", request.checkpoint_id(), request.job_id(),
-               count.message());
+               refused.message());
     *response.mutable_not_found_task_ids() = request.task_ids();
-  } else {
-    TriggerCheckpoints(request, &response);
   }
   if (response.not_found_task_ids_size() == 0) return;
   // One decline fails the checkpoint; more would only cost the maintenance

@@ -56,9 +56,10 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   // Hands a checkpoint trigger to a source task (kNotFound: no such task).
   absl::Status TriggerCheckpoint(const v1::TriggerCheckpointRequest& request) ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // Hands a checkpoint trigger to each source task named; lists in
-  // `response` those that do not run here.
-  void TriggerCheckpoints(const v1::TriggerCheckpointsRequest& request, v1::TriggerCheckpointsResponse* response)
-      ABSL_LOCKS_EXCLUDED(tasks_mu_);
+  // `response` those that do not run here. kInvalidArgument, triggering
+  // none, when it names more tasks than a job may have.
+  absl::Status TriggerCheckpoints(const v1::TriggerCheckpointsRequest& request,
+                                  v1::TriggerCheckpointsResponse* response) ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // Tells every task of the job attempt a checkpoint's fate.
   void NotifyCheckpoint(const v1::NotifyCheckpointRequest& request) ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // A trigger or notification on the membership session (the session's
