@@ -7,11 +7,15 @@
 //
 //   bench/run.sh network [--parallelism 2,16,64] [--records N] [--value-bytes B]
 //                        [--baseline-bin DIR] [--rounds R]
+//                        [--cluster-config -Dk=v,...] [--baseline-config -Dk=v,...]
 //
 // With --baseline-bin (the bin directory of another build, e.g. the last
 // release) every measurement runs on both builds, interleaved, in the same
 // run, and the ratios are printed. Each build runs the job binary of its own
 // build directory (<bin>/../jobs/), since the job API may differ.
+// --cluster-config gives this build's clusters -Dkey=value options, and
+// --baseline-config the baseline's (on this build unless --baseline-bin is
+// given): two settings side by side in one run.
 #include <signal.h>
 
 #include <algorithm>
@@ -40,6 +44,8 @@ struct Flags {
   int value_bytes = 100;
   std::string baseline_bin;
   int rounds = 1;
+  std::vector<std::string> cluster_config;
+  std::vector<std::string> baseline_config;
 };
 
 struct Result {
@@ -49,11 +55,12 @@ struct Result {
   int64_t idle_threads[2] = {0, 0};
 };
 
-Result RunOnce(const std::string& bin_dir, int parallelism, const Flags& flags) {
+Result RunOnce(const std::string& bin_dir, int parallelism, const Flags& flags,
+               const std::vector<std::string>& config) {
   setenv("WEIR_BIN_DIR", bin_dir.c_str(), 1);
   Result result;
   const int slots = std::max(1, (parallelism + 1) / 2);
-  weir::testing::LocalCluster cluster({.taskmanagers = 2, .slots_per_taskmanager = slots});
+  weir::testing::LocalCluster cluster({.taskmanagers = 2, .slots_per_taskmanager = slots, .config = config});
   cluster.Start();
   const pid_t pids[2] = {cluster.taskmanager(0).pid(), cluster.taskmanager(1).pid()};
   for (int i = 0; i < 2; ++i) result.idle_threads[i] = weir::bench::ProcStatusField(pids[i], "Threads");
@@ -127,6 +134,8 @@ int main(int argc, char** argv) {
   parser.Int("--value-bytes", &flags.value_bytes);
   parser.String("--baseline-bin", &flags.baseline_bin);
   parser.Int("--rounds", &flags.rounds);
+  parser.List("--cluster-config", &flags.cluster_config);
+  parser.List("--baseline-config", &flags.baseline_config);
   if (!parser.Parse(argc, argv)) return 2;
   signal(SIGPIPE, SIG_IGN);
   const char* own = std::getenv("WEIR_BIN_DIR");
@@ -144,12 +153,13 @@ int main(int argc, char** argv) {
     std::vector<double> ratios;
     for (int round = 0; round < flags.rounds; ++round) {
       Result baseline;
-      if (!flags.baseline_bin.empty()) {
-        baseline = RunOnce(flags.baseline_bin, parallelism, flags);
+      if (!flags.baseline_bin.empty() || !flags.baseline_config.empty()) {
+        const std::string& bin = flags.baseline_bin.empty() ? own_bin : flags.baseline_bin;
+        baseline = RunOnce(bin, parallelism, flags, flags.baseline_config);
         if (baseline.seconds < 0) return 1;
         Print("baseline", parallelism, records, baseline);
       }
-      Result weir = RunOnce(own_bin, parallelism, flags);
+      Result weir = RunOnce(own_bin, parallelism, flags, flags.cluster_config);
       if (weir.seconds < 0) return 1;
       Print("weir", parallelism, records, weir);
       if (baseline.seconds > 0) ratios.push_back(baseline.seconds / weir.seconds);

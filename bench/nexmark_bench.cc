@@ -3,7 +3,7 @@
 //
 //   bench/run.sh nexmark [--events N] [--event-rate R] [--queries q0,q1,q2,q5] [--parallelism P]
 //                        [--checkpoint-ms M] [--rounds R] [--flink] [--watermark-interval-ms W]
-//                        [--baseline-bin DIR]
+//                        [--baseline-bin DIR] [--cluster-config -Dk=v,...] [--baseline-config -Dk=v,...]
 //
 // N events (default 2 M) of bench/nexmark/generator.h, R per second of event
 // time (default 10 000), go once into a topic of 4 partitions. Then, per
@@ -24,6 +24,9 @@
 // count) for q5. With --baseline-bin DIR, Weir runs also on the daemons of
 // another build (DIR, e.g. the revision before a change; the job is this
 // build's), interleaved, with the ratios this build / the baseline.
+// --cluster-config gives this build's clusters -Dkey=value options, and
+// --baseline-config the baseline's (on this build's daemons unless
+// --baseline-bin is given): two settings side by side in one run.
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -69,6 +72,10 @@ struct Flags {
   int64_t watermark_interval_ms = 0;
   // Daemons (weir, weir-jobmanager, weir-taskmanager) of a baseline build.
   std::string baseline_bin;
+  // -Dkey=value options of this build's clusters, and of the baseline's
+  // (which runs this build's daemons unless --baseline-bin names others).
+  std::vector<std::string> cluster_config;
+  std::vector<std::string> baseline_config;
 };
 
 // The parts of a checkpoint the bench reports: field, name.
@@ -169,10 +176,9 @@ bool Check(const std::string& bootstrap, const std::string& out, const std::stri
 }
 
 Run RunWeir(const std::string& bootstrap, const std::string& in, const std::string& query, const Flags& flags,
-            const Expected& expected, const std::string& bin_dir) {
+            const Expected& expected, const std::string& bin_dir, std::vector<std::string> config) {
   // LocalCluster starts the binaries of weir::testing::BinDir().
   setenv("WEIR_BIN_DIR", bin_dir.c_str(), 1);
-  std::vector<std::string> config;
   if (flags.watermark_interval_ms > 0) {
     config.push_back(absl::StrCat("-Dpipeline.auto-watermark-interval=", flags.watermark_interval_ms, "ms"));
   }
@@ -296,6 +302,8 @@ int main(int argc, char** argv) {
   parser.String("--flink-classpath", &flags.flink_classpath);
   parser.Int("--watermark-interval-ms", &flags.watermark_interval_ms, 0);
   parser.String("--baseline-bin", &flags.baseline_bin);
+  parser.List("--cluster-config", &flags.cluster_config);
+  parser.List("--baseline-config", &flags.baseline_config);
   if (!parser.Parse(argc, argv)) return 2;
   // This build's binaries: WEIR_BIN_DIR as the bench was started, else the build's.
   const std::string this_build = weir::testing::BinDir();
@@ -336,10 +344,11 @@ int main(int argc, char** argv) {
     std::vector<Run> weir_runs, flink_runs, baseline_runs;
     for (int64_t round = 0; round < flags.rounds; ++round) {
       if (!flags.flink_classpath.empty()) flink_runs.push_back(RunFlink(bootstrap, in, query, flags, expected));
-      if (!flags.baseline_bin.empty()) {
-        baseline_runs.push_back(RunWeir(bootstrap, in, query, flags, expected, flags.baseline_bin));
+      if (!flags.baseline_bin.empty() || !flags.baseline_config.empty()) {
+        const std::string& bin = flags.baseline_bin.empty() ? this_build : flags.baseline_bin;
+        baseline_runs.push_back(RunWeir(bootstrap, in, query, flags, expected, bin, flags.baseline_config));
       }
-      weir_runs.push_back(RunWeir(bootstrap, in, query, flags, expected, this_build));
+      weir_runs.push_back(RunWeir(bootstrap, in, query, flags, expected, this_build, flags.cluster_config));
     }
     const Summary weir = Summarize(weir_runs, flags.events);
     std::printf("  %s (%lld output records):\n", query.c_str(), static_cast<long long>(expected.counts.at(query)));

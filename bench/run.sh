@@ -6,6 +6,7 @@
 #                            [--state-keys N] [--phases all|throughput|big-state] [--flink]
 #   bench/run.sh sinks [--records N] [--keys K] [--parallelism P] [--checkpoint-ms M] [--probes N]
 #   bench/run.sh network [--parallelism 2,16,64] [--records N] [--value-bytes B] [--baseline-bin DIR] [--rounds R]
+#                        [--cluster-config -Dk=v,...] [--baseline-config -Dk=v,...]
 #   bench/run.sh fleet [--sizes TMS:TASKS,...] [--taskmanagers-per-host K] [--checkpoints N] [--checkpoint-ms M]
 #                      [--window-s S] [--idle-ms I] [--baseline-jobmanager PATH] [--keep-logs DIR]
 #     (no broker; --baseline fleet builds the JobManager of git revision REV into build-baseline/ and passes it:
@@ -14,6 +15,7 @@
 #                       [--baseline-bin DIR] [--baseline-budget SIZE]
 #   bench/run.sh nexmark [--events N] [--event-rate R] [--queries q0,q1,q2,q5] [--parallelism P]
 #                        [--checkpoint-ms M] [--rounds R] [--flink] [--baseline-bin DIR]
+#                        [--cluster-config -Dk=v,...] [--baseline-config -Dk=v,...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh >/dev/null

@@ -99,8 +99,14 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target) {
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   // Reconnect quickly after a peer restarts; the callers do their own backoff.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Despite its name, gRPC takes GRPC_ARG_MIN_RECONNECT_BACKOFF_MS as the
+  // least time a connection attempt gets before it is abandoned. At 100 ms a
+  // peer busy starting tens of tasks missed it, the channel went into
+  // TRANSIENT_FAILURE, and every call on it failed UNAVAILABLE. A refused
+  // connection (a restarted peer's port not open yet) still fails at once
+  // and is retried after the backoff above.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kMinConnectTimeoutMs);
   std::shared_ptr<grpc::ChannelCredentials> credentials = ChannelCredentialsForCluster();
   if (!AuthEnabled()) return grpc::CreateCustomChannel(target, credentials, args);
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;

@@ -18,6 +18,10 @@ namespace weir::rpc {
 // The largest control-plane message a server accepts by default.
 inline constexpr int kControlPlaneMaxMessageBytes = 4 << 20;
 
+// How long a channel's connection attempt may take (TCP and the HTTP/2
+// handshake) before gRPC abandons it: gRPC's own default.
+inline constexpr int kMinConnectTimeoutMs = 20000;
+
 struct ServerOptions {
   // Address to bind, e.g. "127.0.0.1" or "0.0.0.0".
   std::string bind_host = "127.0.0.1";
