@@ -370,7 +370,7 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
   std::map<int, std::vector<RecordOutput*>> side_writers;  // by side output id
   for (const v1::OutputSpec& out : tdd_.outputs()) {
     auto partition = std::make_shared<network::ResultPartition>(out.partition_id(), out.num_subpartitions(),
-                                                                options_.buffers_per_channel);
+                                                                options_.max_buffers_per_channel);
     RETURN_IF_ERROR(options_.partitions->Register(partition));
     partitions_.push_back(partition);
     if (options_.on_partition) options_.on_partition(partition);

@@ -45,7 +45,9 @@ struct ChainCounters {
 
 struct OperatorChainOptions {
   network::PartitionManager* partitions = nullptr;
-  int buffers_per_channel = 4;
+  // Buffers each subpartition of the chain's outputs holds before the task
+  // waits (taskmanager.network.memory.max-buffers-per-channel).
+  int max_buffers_per_channel = 4;
   int segment_size = 32 * 1024;
   absl::Duration buffer_timeout = absl::Milliseconds(100);
   // pipeline.watermark.stall-warning, for the sources (zero: off).

@@ -45,7 +45,7 @@ class Task::Execution {
                                                    &task_->cancellation_));
     OperatorChainOptions options;
     options.partitions = env_.partitions;
-    options.buffers_per_channel = env_.buffers_per_channel;
+    options.max_buffers_per_channel = env_.max_buffers_per_channel;
     options.segment_size = env_.segment_size;
     options.buffer_timeout = env_.buffer_timeout;
     options.event_time_stall_warning = env_.event_time_stall_warning;
@@ -192,6 +192,7 @@ class Task::Execution {
     }
     network::InputGateOptions options;
     options.initial_credit = env_.buffers_per_channel;
+    options.adaptive_credit = env_.adaptive_credit;
     options.wakeup = task_->wakeup_;
     options.network = env_.network;
     ASSIGN_OR_RETURN(gate_, network::InputGate::Create(tdd_.task_id(), std::move(channels), env_.partitions, options));

@@ -203,11 +203,32 @@ constexpr std::array kOptions = {
     OptionSpec{.key = keys::kBuffersPerChannel,
                .type = OptionType::kInt,
                .default_value = "4",
-               .description = "Network buffers per channel, on each side: the credit a consumer grants "
-                              "and the queue a producer may fill. Bounds memory per channel to about "
-                              "2 x this x taskmanager.memory.segment-size.",
+               .description = "Network buffers per channel: the credit a consumer grants its producer "
+                              "on a remote channel, and (unless max-buffers-per-channel says otherwise) "
+                              "the queue a producer may fill per channel. Bounds memory per channel to "
+                              "about 2 x this x taskmanager.memory.segment-size.",
                .scope = kTaskManager,
                .min_value = 1,
+               .max_value = 1024},
+    OptionSpec{.key = keys::kAdaptiveCredit,
+               .type = OptionType::kBool,
+               .default_value = "true",
+               .description = "A consumer task that falls behind a remote channel (more of its buffers "
+                              "wait when it takes one) keeps that channel's credit back, down to one "
+                              "buffer, and grants it again once it has emptied the channel's queue. Keeps "
+                              "what a checkpoint barrier waits behind short under backpressure, without "
+                              "costing a consumer that keeps up any credit. false: always the full "
+                              "buffers-per-channel.",
+               .scope = kTaskManager},
+    OptionSpec{.key = keys::kMaxBuffersPerChannel,
+               .type = OptionType::kInt,
+               .default_value = "0",
+               .description = "Full network buffers a producer may queue per channel (local or remote) "
+                              "before its task waits; 0: buffers-per-channel. With the consumer's credit, "
+                              "bounds what is in flight per channel, and so what a checkpoint barrier "
+                              "waits behind under backpressure.",
+               .scope = kTaskManager,
+               .min_value = 0,
                .max_value = 1024},
     OptionSpec{.key = keys::kSegmentSize,
                .type = OptionType::kMemorySize,

@@ -557,6 +557,85 @@ TEST(DataExchangeTest, ASlowChannelDoesNotStallTheOthersOnItsConnection) {
   stalled_producer.join();
 }
 
+// Adaptive credit: a consumer that takes a buffer while more of its channel
+// wait keeps that credit back, down to one buffer, and grants one back each
+// time it empties the queue; without it every taken buffer returns a credit.
+// What left the producer's subpartition is exact: the consumer's queue plus
+// what it took, never more than the credit it granted.
+TEST(DataExchangeTest, AConsumerThatFallsBehindKeepsCreditBack) {
+  for (const bool adaptive : {true, false}) {
+    SCOPED_TRACE(adaptive ? "adaptive credit" : "fixed credit");
+    TestTaskManager producer_tm;
+    auto partition = std::make_shared<ResultPartition>(absl::StrCat("p", adaptive), 1, 100);
+    ASSERT_TRUE(producer_tm.partitions().Register(partition).ok());
+    constexpr int kBuffers = 20;
+    for (int i = 0; i < kBuffers; ++i) {
+      ASSERT_TRUE(partition->Add(0, Buffer{Buffer::Kind::kData, std::string("x"), 0}));
+    }
+    InputGateOptions options;
+    options.initial_credit = 4;
+    options.adaptive_credit = adaptive;
+    std::unique_ptr<InputGate> gate =
+        CreateGate("consumer", {{partition->id(), 0, producer_tm.address(), false}}, nullptr, options);
+    ASSERT_NE(gate, nullptr);
+    ASSERT_TRUE(WaitFor([&] { return gate->queued_buffers(0) == 4; }, kGuard)) << "the initial credit never arrived";
+    auto take = [&] {
+      auto next = gate->Next(kGuard);
+      ASSERT_TRUE(next.ok()) << next.status();
+      ASSERT_TRUE(next->has_value());
+    };
+    // Three taken while more wait: adaptive credit keeps all three back.
+    for (int i = 0; i < 3; ++i) take();
+    if (adaptive) {
+      // The fourth empties the queue: that credit and one more go back.
+      take();
+      ASSERT_TRUE(WaitFor([&] { return gate->queued_buffers(0) == 2; }, kGuard));
+      absl::SleepFor(absl::Milliseconds(200));  // room for a credit that should not have gone out
+      EXPECT_EQ(gate->queued_buffers(0), 2);
+      EXPECT_EQ(partition->buffered(0), kBuffers - 6);
+      // That credit told the producer to queue at most two for the channel:
+      // with 14 queued, its next buffer waits.
+      std::thread producer([&] { partition->Add(0, Buffer{Buffer::Kind::kData, std::string("y"), 0}); });
+      EXPECT_TRUE(WaitFor([&] { return partition->backpressured(); }, kGuard));
+      partition->Release();
+      producer.join();
+    } else {
+      ASSERT_TRUE(WaitFor([&] { return gate->queued_buffers(0) == 4; }, kGuard)) << "the credit did not come back";
+      EXPECT_EQ(partition->buffered(0), kBuffers - 7);
+    }
+    partition->Release();
+  }
+}
+
+// Adaptive credit on a local channel: the consumer lowers the limit of the
+// producer's subpartition while buffers wait when it takes one, so the
+// producer waits with fewer queued, and raises it when it empties the queue.
+TEST(DataExchangeTest, ALocalConsumerThatFallsBehindShortensItsProducersQueue) {
+  PartitionManager partitions;
+  auto partition = std::make_shared<ResultPartition>("local", 1, 4);
+  ASSERT_TRUE(partitions.Register(partition).ok());
+  std::unique_ptr<InputGate> gate = CreateGate("consumer", {{"local", 0, "", true}}, &partitions);
+  ASSERT_NE(gate, nullptr);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(partition->Add(0, Buffer{Buffer::Kind::kData, std::string("x"), 0}));
+  auto take = [&] {
+    auto next = gate->Next(kGuard);
+    ASSERT_TRUE(next.ok()) << next.status();
+    ASSERT_TRUE(next->has_value());
+  };
+  // Taken with 3, 2 and 1 left: the limit goes 4 -> 1.
+  for (int i = 0; i < 3; ++i) take();
+  ASSERT_EQ(partition->buffered(0), 1);
+  // One of four is queued, yet the producer waits.
+  std::thread producer([&] { partition->Add(0, Buffer{Buffer::Kind::kData, std::string("y"), 0}); });
+  EXPECT_TRUE(WaitFor([&] { return partition->backpressured(); }, kGuard));
+  // Emptying the queue raises the limit to 2: the producer goes on.
+  take();
+  EXPECT_TRUE(WaitFor([&] { return !partition->backpressured(); }, kGuard));
+  producer.join();
+  EXPECT_EQ(partition->buffered(0), 1);
+  partition->Release();
+}
+
 // Subscriptions waiting for unregistered partitions are bounded; the ones
 // refused beyond the bound are retried by their consumers, and nothing is
 // lost once the producers register.
