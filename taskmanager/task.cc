@@ -192,7 +192,6 @@ class Task::Execution {
     }
     network::InputGateOptions options;
     options.initial_credit = env_.buffers_per_channel;
-    options.adaptive_credit = env_.adaptive_credit;
     options.wakeup = task_->wakeup_;
     options.network = env_.network;
     ASSIGN_OR_RETURN(gate_, network::InputGate::Create(tdd_.task_id(), std::move(channels), env_.partitions, options));

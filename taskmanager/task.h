@@ -64,8 +64,6 @@ struct TaskEnvironment {
   // credit; max-buffers-per-channel: an output subpartition's capacity.
   int buffers_per_channel = 4;
   int max_buffers_per_channel = 4;
-  // taskmanager.network.memory.adaptive-credit.
-  bool adaptive_credit = true;
   int segment_size = 32 * 1024;
   absl::Duration buffer_timeout = absl::Milliseconds(100);
   // pipeline.auto-watermark-interval: how often OnPeriodicEmit runs.

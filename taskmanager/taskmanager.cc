@@ -183,7 +183,6 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   const int64_t max_buffers_per_channel = config.GetInt(k::kMaxBuffersPerChannel);
   tm->task_env_.max_buffers_per_channel = max_buffers_per_channel > 0 ? static_cast<int>(max_buffers_per_channel)
                                                                       : tm->task_env_.buffers_per_channel;
-  tm->task_env_.adaptive_credit = config.GetBool(k::kAdaptiveCredit);
   tm->task_env_.segment_size = static_cast<int>(config.GetMemorySize(k::kSegmentSize));
   tm->task_env_.buffer_timeout = config.GetDuration(k::kBufferTimeout);
   tm->task_env_.watermark_interval = config.GetDuration(k::kAutoWatermarkInterval);

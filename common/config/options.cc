@@ -210,16 +210,6 @@ constexpr std::array kOptions = {
                .scope = kTaskManager,
                .min_value = 1,
                .max_value = 1024},
-    OptionSpec{.key = keys::kAdaptiveCredit,
-               .type = OptionType::kBool,
-               .default_value = "true",
-               .description = "A consumer task that falls behind a remote channel (more of its buffers "
-                              "wait when it takes one) keeps that channel's credit back, down to one "
-                              "buffer, and grants it again once it has emptied the channel's queue. Keeps "
-                              "what a checkpoint barrier waits behind short under backpressure, without "
-                              "costing a consumer that keeps up any credit. false: always the full "
-                              "buffers-per-channel.",
-               .scope = kTaskManager},
     OptionSpec{.key = keys::kMaxBuffersPerChannel,
                .type = OptionType::kInt,
                .default_value = "0",

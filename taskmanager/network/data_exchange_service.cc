@@ -265,9 +265,6 @@ class DataExchangeServiceImpl::Stream : public std::enable_shared_from_this<Stre
       return;
     }
     credit_ += incoming_.credit();
-    if (incoming_.queue_limit() > 0 && partition_ != nullptr) {
-      partition_->SetLimit(subpartition_, incoming_.queue_limit());
-    }
     ReadLocked();
     PumpLocked();
   }

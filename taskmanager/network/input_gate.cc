@@ -15,31 +15,6 @@
 
 namespace weir::taskmanager::network {
 
-// Adaptive credit's rule (input_gate.h) for one channel: the buffers it may
-// have queued and in flight, between 1 and `max`.
-class CreditLimit {
- public:
-  explicit CreditLimit(int max) : value_(max), max_(max) {}
-  // The task took a buffer and `backlog` more wait: how many credits to give
-  // back (0: kept back, 1, or 2: one more after the queue ran empty).
-  int OnTaken(int backlog) {
-    if (backlog > 0 && value_ > 1) {
-      --value_;
-      return 0;
-    }
-    if (backlog == 0 && value_ < max_) {
-      ++value_;
-      return 2;
-    }
-    return 1;
-  }
-  int value() const { return value_; }
-
- private:
-  int value_;
-  const int max_;
-};
-
 struct InputGate::Channel {
   int index = 0;
   InputChannelSpec spec;
@@ -53,9 +28,6 @@ struct InputGate::Channel {
   // Local: the producer's partition once registered (and attached to).
   std::shared_ptr<ResultPartition> partition;
   std::optional<PartitionManager::ListenerId> registration_listener;
-  // Local, with adaptive credit: the limit the task sets on the producer's
-  // subpartition (set once the partition is attached).
-  std::optional<CreditLimit> local_limit;
 
   // Remote: received buffers not yet taken (guarded by the gate's mu_), and
   // the stream.
@@ -105,19 +77,11 @@ class InputGate::RemoteChannel {
     SubscribeLocked();
   }
 
-  // The task consumed one buffer of this channel; `backlog` more wait in its
-  // queue. Returns the credit, or with adaptive credit keeps it back while
-  // buffers queue up (see input_gate.h).
-  void ReturnCredit(int backlog) ABSL_LOCKS_EXCLUDED(mu_) {
+  // The task consumed one buffer of this channel.
+  void ReturnCredit() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     if (done_ || ended_ || finishing_ || stream_ == nullptr) return;
-    if (!gate_->options_.adaptive_credit) {
-      ++pending_credit_;
-    } else if (const int credit = limit_->OnTaken(backlog); credit > 0) {
-      pending_credit_ += credit;
-    } else {
-      return;
-    }
+    ++pending_credit_;
     WriteLocked();
   }
 
@@ -202,7 +166,6 @@ class InputGate::RemoteChannel {
     ended_ = false;
     writes_closed_ = false;
     pending_credit_ = 0;
-    limit_.emplace(gate_->options_.initial_credit);
     failure_ = absl::OkStatus();
     ++ops_;
     stream_->StartCall(&start_done_);
@@ -234,7 +197,6 @@ class InputGate::RemoteChannel {
     } else if (pending_credit_ > 0) {
       outgoing_.Clear();
       outgoing_.set_credit(pending_credit_);
-      if (gate_->options_.adaptive_credit) outgoing_.set_queue_limit(limit_->value());
       pending_credit_ = 0;
     } else {
       return;
@@ -372,9 +334,6 @@ class InputGate::RemoteChannel {
   bool writes_closed_ ABSL_GUARDED_BY(mu_) = false;
   bool pending_subscribe_ ABSL_GUARDED_BY(mu_) = false;
   int pending_credit_ ABSL_GUARDED_BY(mu_) = 0;
-  // The buffers the current call may have in flight and queued:
-  // initial_credit, less what adaptive credit keeps back.
-  std::optional<CreditLimit> limit_ ABSL_GUARDED_BY(mu_);
   // END_OF_INPUT arrived on the current call.
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   // Anything arrived on the current call.
@@ -498,8 +457,7 @@ absl::StatusOr<std::optional<std::pair<int, Buffer>>> InputGate::Next(absl::Dura
           continue;
         }
       }
-      int backlog = 0;
-      absl::StatusOr<std::optional<Buffer>> taken = Take(channel, &backlog);
+      absl::StatusOr<std::optional<Buffer>> taken = Take(channel);
       if (!taken.ok()) {
         Fail(taken.status());
         return taken.status();
@@ -513,7 +471,7 @@ absl::StatusOr<std::optional<std::pair<int, Buffer>>> InputGate::Next(absl::Dura
         --unfinished_;
         if (channel.spec.local) channel.partition->DetachConsumer(channel.spec.subpartition);
       } else if (!channel.spec.local) {
-        ReturnCredit(channel, backlog);
+        ReturnCredit(channel);
       }
       return std::make_optional(std::make_pair(i, std::move(buffer)));
     }
@@ -550,24 +508,14 @@ absl::Status InputGate::ResolveLocal(Channel& channel, absl::Time now) {
                                                    partition->num_subpartitions(), " subpartitions"));
   }
   RETURN_IF_ERROR(partition->AttachConsumer(channel.spec.subpartition, [signal = signal_] { signal->Notify(); }));
-  if (options_.adaptive_credit) channel.local_limit.emplace(partition->capacity());
   channel.partition = std::move(partition);
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<Buffer>> InputGate::Take(Channel& channel, int* backlog) {
+absl::StatusOr<std::optional<Buffer>> InputGate::Take(Channel& channel) {
   if (channel.spec.local) {
-    std::optional<Buffer> buffer = channel.partition->Poll(channel.spec.subpartition, backlog);
-    if (buffer.has_value()) {
-      if (channel.local_limit.has_value()) {
-        const int before = channel.local_limit->value();
-        channel.local_limit->OnTaken(*backlog);
-        if (channel.local_limit->value() != before) {
-          channel.partition->SetLimit(channel.spec.subpartition, channel.local_limit->value());
-        }
-      }
-      return buffer;
-    }
+    std::optional<Buffer> buffer = channel.partition->Poll(channel.spec.subpartition);
+    if (buffer.has_value()) return buffer;
     if (channel.partition->released()) {
       return absl::AbortedError(absl::StrCat(name_, ": input channel ", channel.index, " (", channel.description,
                                              "): the partition was released before end of input (its producer "
@@ -579,11 +527,10 @@ absl::StatusOr<std::optional<Buffer>> InputGate::Take(Channel& channel, int* bac
   if (channel.queue.empty()) return std::optional<Buffer>();
   Buffer buffer = std::move(channel.queue.front());
   channel.queue.pop_front();
-  *backlog = static_cast<int>(channel.queue.size());
   return std::optional<Buffer>(std::move(buffer));
 }
 
-void InputGate::ReturnCredit(Channel& channel, int backlog) { channel.remote->ReturnCredit(backlog); }
+void InputGate::ReturnCredit(Channel& channel) { channel.remote->ReturnCredit(); }
 
 void InputGate::Fail(absl::Status status) {
   {

@@ -13,14 +13,6 @@
 // go out together), so the queue never holds more than `initial_credit`
 // buffers and a task that stops reading stops its producers.
 //
-// Adaptive credit (InputGateOptions::adaptive_credit): a task that takes a
-// buffer while more of the same channel still wait is behind that channel,
-// and more credit would only lengthen the queue that a checkpoint barrier
-// waits behind; it keeps that credit back, down to one buffer. A task that
-// empties the channel's queue grants one back, up to `initial_credit`. A
-// task that keeps up (the network is the bottleneck) thus keeps the full
-// credit; a backpressuring task holds one or two buffers per channel.
-//
 // Channels keep their own queues (they are not merged) so that checkpoint
 // alignment can hold back single channels (BlockChannel): a blocked channel
 // is not read, so its producer runs out of credit and stops, while the other
@@ -60,9 +52,6 @@ struct InputChannelSpec {
 struct InputGateOptions {
   // Buffers a remote channel may have in flight or queued (default 4).
   int initial_credit = 4;
-  // Withhold credit from a channel whose buffers queue up (see above;
-  // taskmanager.network.memory.adaptive-credit).
-  bool adaptive_credit = true;
   // How long a producer's partition may take to be registered, e.g. because
   // the producer task is still being deployed (default 60 s). Remote
   // subscriptions answered NOT_FOUND are retried with backoff until then.
@@ -136,9 +125,8 @@ class InputGate {
   // Finds (and attaches to) a local channel's partition once it is registered.
   absl::Status ResolveLocal(Channel& channel, absl::Time now);
   // Takes the channel's next buffer if it has one.
-  // A buffer of `channel`, and (remote channels) how many more of it wait.
-  absl::StatusOr<std::optional<Buffer>> Take(Channel& channel, int* backlog) ABSL_LOCKS_EXCLUDED(mu_);
-  void ReturnCredit(Channel& channel, int backlog);
+  absl::StatusOr<std::optional<Buffer>> Take(Channel& channel) ABSL_LOCKS_EXCLUDED(mu_);
+  void ReturnCredit(Channel& channel);
   void Fail(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string name_;

@@ -1,6 +1,5 @@
 #include "taskmanager/network/result_partition.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,7 +14,6 @@ ResultPartition::ResultPartition(std::string id, int num_subpartitions, int capa
   WEIR_CHECK(capacity >= 1, absl::StrCat("partition ", id_, ": subpartition capacity must be >= 1"));
   absl::MutexLock lock(&mu_);
   subpartitions_.resize(num_subpartitions);
-  for (Subpartition& sub : subpartitions_) sub.limit = capacity_;
 }
 
 void ResultPartition::CheckIndex(int subpartition) const {
@@ -30,7 +28,7 @@ bool ResultPartition::Add(int subpartition, Buffer buffer) {
     absl::MutexLock lock(&mu_);
     Subpartition& sub = subpartitions_[subpartition];
     auto has_room = [this, &sub]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return released_ || static_cast<int>(sub.queue.size()) < sub.limit;
+      return released_ || static_cast<int>(sub.queue.size()) < capacity_;
     };
     if (!has_room()) {
       // Only the slow path reads the clock.
@@ -47,21 +45,14 @@ bool ResultPartition::Add(int subpartition, Buffer buffer) {
   return true;
 }
 
-std::optional<Buffer> ResultPartition::Poll(int subpartition, int* remaining) {
+std::optional<Buffer> ResultPartition::Poll(int subpartition) {
   CheckIndex(subpartition);
   absl::MutexLock lock(&mu_);
   std::deque<Buffer>& queue = subpartitions_[subpartition].queue;
   if (released_ || queue.empty()) return std::nullopt;
   Buffer buffer = std::move(queue.front());
   queue.pop_front();
-  if (remaining != nullptr) *remaining = static_cast<int>(queue.size());
   return buffer;
-}
-
-void ResultPartition::SetLimit(int subpartition, int limit) {
-  CheckIndex(subpartition);
-  absl::MutexLock lock(&mu_);
-  subpartitions_[subpartition].limit = std::clamp(limit, 1, capacity_);
 }
 
 absl::Status ResultPartition::AttachConsumer(int subpartition, AvailabilityListener listener) {

@@ -56,13 +56,8 @@ class ResultPartition {
   bool Add(int subpartition, Buffer buffer) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The oldest buffer of a subpartition, or nullopt when it is empty or the
-  // partition was released. Never blocks. With `remaining`, also how many
-  // buffers are left in the subpartition.
-  std::optional<Buffer> Poll(int subpartition, int* remaining = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
-
-  // The subpartition's consumer asks that Add wait once `limit` buffers are
-  // queued (clamped to 1..capacity): adaptive credit, input_gate.h.
-  void SetLimit(int subpartition, int limit) ABSL_LOCKS_EXCLUDED(mu_);
+  // partition was released. Never blocks.
+  std::optional<Buffer> Poll(int subpartition) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Makes the caller the consumer of a subpartition: `listener` is called
   // every time the subpartition turns non-empty and on Release, so that the
@@ -90,8 +85,6 @@ class ResultPartition {
  private:
   struct Subpartition {
     std::deque<Buffer> queue;
-    // Add waits while the queue holds this many (SetLimit; else capacity_).
-    int limit = 0;
     std::shared_ptr<const AvailabilityListener> listener;
   };
 
