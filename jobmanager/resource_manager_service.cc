@@ -217,7 +217,15 @@ class MembershipReactor final : public Reactor {
     } else {
       OnRegistration();
     }
-    if (!outbox_->finishing()) StartRead(&in_);
+    if (!outbox_->finishing()) {
+      StartRead(&in_);
+    } else if (epoch_.has_value()) {
+      // No read follows, so no end of stream will tell the registry. A
+      // no-op when the message already ended the membership (deregistered,
+      // refused); not when the acknowledgement just sent closed the session
+      // because the TaskManager stopped reading.
+      resource_manager_->Unregister(id_, *epoch_, LossReason::kConnectionClosed, "it stopped reading its session");
+    }
   }
 
   void OnWriteDone(bool ok) override { outbox_->OnWriteDone(ok); }

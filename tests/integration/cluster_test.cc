@@ -261,6 +261,57 @@ TEST_F(ClusterTest, TaskManagerTakesCheckpointMessagesOnItsSessionAndDeclinesUnk
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
+// A TaskManager that stops reading its membership session (hung, or a peer
+// that only writes) does not make the JobManager queue messages for it
+// without bound: once 1,024 wait, the session is closed and the TaskManager
+// is lost, while a real TaskManager beside it stays a member. The stand-in
+// registers from the test process and sends heartbeats without ever reading
+// an acknowledgement.
+TEST_F(ClusterTest, ATaskManagerThatStopsReadingItsSessionIsClosedAndLost) {
+  auto jm = StartJobManager();
+  auto b = StartTaskManager("tm-b", 1);
+  ASSERT_TRUE(WaitForMembers({"tm-b"})) << jm->Log();
+
+  // Without BDP probing the session's receive window stays at 64 KiB, so
+  // the JobManager's queue starts growing after a few thousand unread acks.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  auto stub = v1::ResourceManagerService::NewStub(
+      grpc::CreateCustomChannel(JobManagerAddress(), grpc::InsecureChannelCredentials(), args));
+  grpc::ClientContext context;
+  auto stream = stub->Connect(&context);
+  v1::TaskManagerMessage hello;
+  v1::TaskManagerInfo* info = hello.mutable_register_()->mutable_info();
+  info->set_taskmanager_id("tm-deaf");
+  info->set_address("127.0.0.1:1");
+  info->set_slots_total(1);
+  hello.mutable_register_()->mutable_slots()->set_slots_total(1);
+  hello.mutable_register_()->mutable_slots()->set_slots_free(1);
+  ASSERT_TRUE(stream->Write(hello));
+  v1::JobManagerMessage answer;
+  ASSERT_TRUE(stream->Read(&answer));
+  ASSERT_TRUE(answer.has_accepted()) << answer.DebugString();
+  ASSERT_TRUE(WaitForMembers({"tm-b", "tm-deaf"})) << jm->Log();
+
+  v1::TaskManagerMessage heartbeat;
+  *heartbeat.mutable_heartbeat()->mutable_slots() = hello.register_().slots();
+  const absl::Time give_up = absl::Now() + absl::Seconds(120);  // failure guard
+  bool closed = false;
+  for (int64_t sequence = 1; !closed && absl::Now() < give_up; ++sequence) {
+    heartbeat.mutable_heartbeat()->set_sequence(sequence);
+    if (!stream->Write(heartbeat)) break;  // the JobManager ended the session
+    if (sequence % 2000 == 0) closed = HasLogLine(*jm, "messages waiting", "stopped reading");
+  }
+  EXPECT_TRUE(WaitFor([&] { return HasLogLine(*jm, "1024 messages waiting", "stopped reading"); },
+                      absl::Seconds(60)))
+      << jm->Log();
+  // Lost at once, for that reason (not at its heartbeat timeout, 5 s later).
+  EXPECT_TRUE(WaitForMembers({"tm-b"})) << jm->Log();
+  EXPECT_TRUE(HasLogLine(*jm, "tm-deaf", "lost: connection closed (it stopped reading its session)")) << jm->Log();
+  EXPECT_FALSE(HasLogLine(*jm, "tm-deaf", "heartbeat timeout")) << jm->Log();
+  context.TryCancel();
+}
+
 TEST_F(ClusterTest, TaskManagerReRegistersWithARestartedJobManager) {
   auto jm = StartJobManager();
   auto a = StartTaskManager("tm-a", 2);
