@@ -112,6 +112,16 @@ class Outbox final : public MembershipSession {
     absl::MutexLock lock(&mu_);
     return finish_.has_value();
   }
+  // Closed because kMaxQueued messages waited.
+  bool overflowed() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return overflowed_;
+  }
+  // For the log: whose session this is, once registered.
+  void SetTaskManager(std::string taskmanager_id) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    taskmanager_id_ = std::move(taskmanager_id);
+  }
 
   // The reactor is done: nothing reaches it after this.
   void Detach() ABSL_LOCKS_EXCLUDED(mu_) {
@@ -127,12 +137,15 @@ class Outbox final : public MembershipSession {
     Reactor* reactor = nullptr;
     const v1::JobManagerMessage* start = nullptr;
     bool overflow = false;
+    std::string who;
     {
       absl::MutexLock lock(&mu_);
       if (reactor_ == nullptr || broken_ || finish_.has_value()) return false;
       if (gate == Gate::kWhenOpen && !open_) return false;
       if (queue_.size() >= kMaxQueued) {
         overflow = true;
+        overflowed_ = true;
+        who = taskmanager_id_;
       } else {
         queue_.push_back(message);
         if (gate == Gate::kOpens) open_ = true;
@@ -145,9 +158,9 @@ class Outbox final : public MembershipSession {
     }
     if (overflow) {
       logging::Get("resourcemanager")
-          ->warn("a TaskManager's membership session has {} messages waiting: it stopped reading; closing the "
+          ->warn("TaskManager {}'s membership session has {} messages waiting: it stopped reading; closing the "
                  "session (the TaskManager is lost, and registers again once it reads)",
-                 kMaxQueued);
+                 who, kMaxQueued);
       Close();
       return false;
     }
@@ -182,6 +195,8 @@ class Outbox final : public MembershipSession {
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_issued_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelling_ ABSL_GUARDED_BY(mu_) = false;  // Close is in TryCancel
+  bool overflowed_ ABSL_GUARDED_BY(mu_) = false;
+  std::string taskmanager_id_ ABSL_GUARDED_BY(mu_);
 };
 
 // One TaskManager's session: the first message must register it, then
@@ -206,7 +221,10 @@ class MembershipReactor final : public Reactor {
     if (!ok) {
       // The stream ended: the TaskManager's process or connection went away
       // (or the registry closed the session, in which case this is a no-op).
-      if (epoch_.has_value()) resource_manager_->Unregister(id_, *epoch_, LossReason::kConnectionClosed, "");
+      if (epoch_.has_value()) {
+        resource_manager_->Unregister(id_, *epoch_, LossReason::kConnectionClosed,
+                                      outbox_->overflowed() ? "it stopped reading its session" : "");
+      }
       outbox_->Finish(grpc::Status(grpc::StatusCode::CANCELLED, epoch_.has_value()
                                                                     ? "session closed"
                                                                     : "session closed before registering"));
@@ -219,11 +237,11 @@ class MembershipReactor final : public Reactor {
     }
     if (!outbox_->finishing()) {
       StartRead(&in_);
-    } else if (epoch_.has_value()) {
-      // No read follows, so no end of stream will tell the registry. A
-      // no-op when the message already ended the membership (deregistered,
-      // refused); not when the acknowledgement just sent closed the session
-      // because the TaskManager stopped reading.
+    } else if (epoch_.has_value() && outbox_->overflowed()) {
+      // No read follows, so no end of stream will tell the registry that
+      // the acknowledgement just queued closed the session: the
+      // TaskManager stopped reading. (Every other end of a registered
+      // session unregisters it where it happens, or is the registry's own.)
       resource_manager_->Unregister(id_, *epoch_, LossReason::kConnectionClosed, "it stopped reading its session");
     }
   }
@@ -252,6 +270,7 @@ class MembershipReactor final : public Reactor {
     }
     id_ = in_.register_().info().taskmanager_id();
     epoch_ = *epoch;
+    outbox_->SetTaskManager(id_);
     v1::JobManagerMessage accepted;
     accepted.mutable_accepted()->set_jobmanager_session_id(resource_manager_->session_id());
     accepted.mutable_accepted()->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(heartbeat_interval_));

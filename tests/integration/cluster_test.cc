@@ -302,12 +302,16 @@ TEST_F(ClusterTest, ATaskManagerThatStopsReadingItsSessionIsClosedAndLost) {
     if (!stream->Write(heartbeat)) break;  // the JobManager ended the session
     if (sequence % 2000 == 0) closed = HasLogLine(*jm, "messages waiting", "stopped reading");
   }
-  EXPECT_TRUE(WaitFor([&] { return HasLogLine(*jm, "1024 messages waiting", "stopped reading"); },
+  EXPECT_TRUE(WaitFor([&] { return HasLogLine(*jm, "tm-deaf's membership session has 1024 messages waiting",
+                                               "stopped reading"); },
                       absl::Seconds(60)))
       << jm->Log();
   // Lost at once, for that reason (not at its heartbeat timeout, 5 s later).
+  EXPECT_TRUE(WaitFor(
+      [&] { return HasLogLine(*jm, "tm-deaf", "lost: connection closed (it stopped reading its session)"); },
+      absl::Seconds(60)))
+      << jm->Log();
   EXPECT_TRUE(WaitForMembers({"tm-b"})) << jm->Log();
-  EXPECT_TRUE(HasLogLine(*jm, "tm-deaf", "lost: connection closed (it stopped reading its session)")) << jm->Log();
   EXPECT_FALSE(HasLogLine(*jm, "tm-deaf", "heartbeat timeout")) << jm->Log();
   context.TryCancel();
 }

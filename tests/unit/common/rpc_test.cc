@@ -84,7 +84,8 @@ class SlowRelay {
         for (int i = 0; i < 2 && open; ++i) {
           if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
           const ssize_t n = read(fds[i].fd, bytes, sizeof(bytes));
-          open = n > 0 && write(fds[1 - i].fd, bytes, static_cast<size_t>(n)) == n;
+          // MSG_NOSIGNAL: a peer gone at teardown must not raise SIGPIPE.
+          open = n > 0 && send(fds[1 - i].fd, bytes, static_cast<size_t>(n), MSG_NOSIGNAL) == n;
         }
         if (!open) break;
       }
