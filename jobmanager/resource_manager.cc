@@ -122,9 +122,10 @@ absl::StatusOr<uint64_t> ResourceManager::Register(const v1::RegisterTaskManager
                LossReasonName(LossReason::kReplaced));
     NotifyLoss(*replaced, LossReason::kReplaced);
   }
-  log_->info("TaskManager {} at {} registered with {} slots (host {}, pid {}, version {}, HTTP port {})",
+  log_->info("TaskManager {} at {} registered with {} slots (host {}, pid {}, version {}, HTTP port {}){}",
              info.taskmanager_id(), info.address(), info.slots_total(), info.hostname(), info.pid(),
-             info.version(), info.rest_port());
+             info.version(), info.rest_port(),
+             request.takes_checkpoint_messages() ? "" : "; checkpoint triggers and notifications go to it as calls");
   return epoch;
 }
 

@@ -237,10 +237,16 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   connection.initial_backoff = config.GetDuration(k::kRegistrationInitialTimeout);
   connection.max_backoff = config.GetDuration(k::kRegistrationMaxTimeout);
   SlotTable* slots = tm->slots_.get();
+  ResourceManagerConnection::CheckpointMessageHandler on_checkpoint_message;
+  if (config.GetBool(k::kCheckpointMessages)) {
+    on_checkpoint_message = [raw = tm.get()](const v1::JobManagerMessage& message) {
+      raw->OnCheckpointMessage(message);
+    };
+  }
   tm->connection_ = std::make_unique<ResourceManagerConnection>(
       std::move(connection), tm->info_, [slots] { return slots->Report(); },
       [raw = tm.get()](const std::string& session) { raw->OnRegistered(session); },
-      [raw = tm.get()](const v1::JobManagerMessage& message) { raw->OnCheckpointMessage(message); });
+      std::move(on_checkpoint_message));
   tm->connection_->Start();
   tm->probed_connection_ = tm->connection_.get();
   return tm;

@@ -236,6 +236,14 @@ constexpr std::array kOptions = {
                .scope = kTaskManager,
                .min_value = -1,
                .max_value = 256},
+    OptionSpec{.key = keys::kCheckpointMessages,
+               .type = OptionType::kBool,
+               .default_value = "true",
+               .description = "The TaskManager takes checkpoint triggers and notifications as messages on "
+                              "its membership session. false: it registers as TaskManagers before them "
+                              "did, and the JobManager calls it for each instead (what a cluster in the "
+                              "middle of an upgrade does with its older TaskManagers).",
+               .scope = kTaskManager},
     OptionSpec{.key = keys::kNetworkClientThreads,
                .type = OptionType::kInt,
                .default_value = "-1",

@@ -89,6 +89,7 @@ inline constexpr absl::string_view kAutoWatermarkInterval = "pipeline.auto-water
 inline constexpr absl::string_view kWatermarkStallWarning = "pipeline.watermark.stall-warning";
 inline constexpr absl::string_view kBuffersPerChannel = "taskmanager.network.memory.buffers-per-channel";
 inline constexpr absl::string_view kMaxBuffersPerChannel = "taskmanager.network.memory.max-buffers-per-channel";
+inline constexpr absl::string_view kCheckpointMessages = "taskmanager.checkpoint-messages";
 inline constexpr absl::string_view kSegmentSize = "taskmanager.memory.segment-size";
 inline constexpr absl::string_view kNetworkServerThreads = "taskmanager.network.netty.server.numThreads";
 inline constexpr absl::string_view kNetworkClientThreads = "taskmanager.network.netty.client.numThreads";

@@ -393,6 +393,34 @@ TEST_F(JobPipelineTest, ExactlyOnceSinkCountsItsCommittedTransactions) {
   EXPECT_EQ(cluster_->WaitForJobEnd(job)["state"], "CANCELED");
 }
 
+// TaskManagers that do not take checkpoint messages on their membership
+// sessions (as those of an older version) get triggers and notifications
+// as calls: checkpoints complete and the exactly-once sink commits.
+TEST_F(JobPipelineTest, CheckpointsGoByCallToTaskManagersThatDoNotTakeMessages) {
+  StartCluster({"-Dtaskmanager.checkpoint-messages=false"});
+  std::string in = NewTopic("by-call-in", 1), out = NewTopic("by-call-out", 1);
+  std::string job = SubmitOrFail(kJobs + "/kafka_copy.so", {"-p", "2", "-Dexecution.checkpointing.interval=200ms"},
+                                 {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out, "--guarantee",
+                                  "exactly-once"});
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  const std::vector<test::KafkaMessage> input = NumberedInput(500, 500);
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, input).ok());
+  // read_committed: only what a notification let the sink commit.
+  std::vector<test::KafkaMessage> output;
+  EXPECT_TRUE(testing::ReadUntil(bootstrap_, out, absl::Seconds(60), &output,
+                                 [&](const auto& o) { return o.size() >= input.size(); }))
+      << output.size() << " committed\n" << cluster_->Logs();
+  std::multiset<std::string> want, got;
+  for (const auto& m : input) want.insert(m.value);
+  for (const auto& m : output) got.insert(m.value);
+  EXPECT_EQ(got, want);
+  const std::string logs = cluster_->Logs();
+  EXPECT_TRUE(absl::StrContains(logs, "checkpoint triggers and notifications go to it as calls")) << logs;
+  ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
+  EXPECT_EQ(cluster_->WaitForJobEnd(job)["state"], "CANCELED");
+}
+
 // A partition without records holds event time back: windowed_count over
 // two partitions with records in one only emits no window, and the source
 // says which partition holds it (pipeline.watermark.stall-warning, 1 s
