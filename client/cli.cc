@@ -59,7 +59,7 @@ constexpr char kUsage[] =
     "--json: output, and errors ({\"error\": ..., \"exit_code\": N} on stderr), as JSON.\n";
 
 int RunCluster(const Options& options, std::ostream& out, std::ostream& err) {
-  auto stub = v1::ClusterService::NewStub(rpc::CreateChannel(options.jobmanager));
+  auto stub = v1::ClusterService::NewStub(JobManagerChannel(options));
   grpc::ClientContext context;
   SetDeadline(&context);
   v1::ListTaskManagersResponse response;

@@ -66,7 +66,7 @@ nlohmann::json JobJson(const v1::JobStatus& job) {
 }
 
 std::unique_ptr<v1::JobService::Stub> JobStub(const Options& options) {
-  return v1::JobService::NewStub(rpc::CreateChannel(options.jobmanager));
+  return v1::JobService::NewStub(JobManagerChannel(options));
 }
 
 }  // namespace
@@ -137,7 +137,7 @@ int RunSubmit(const Options& options, std::ostream& out, std::ostream& err) {
   }
   request.set_parallelism(parallelism);
 
-  auto channel = rpc::CreateChannel(options.jobmanager);
+  auto channel = JobManagerChannel(options);
   {
     auto artifacts = v1::ArtifactService::NewStub(channel);
     grpc::ClientContext context;

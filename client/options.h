@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/rpc/rpc.h"
 #include "grpcpp/grpcpp.h"
 
 namespace weir::client {
@@ -17,6 +18,14 @@ struct Options {
   std::string command;
   std::vector<std::string> command_args;
 };
+
+// A channel to the JobManager. A connection attempt that gets no answer
+// within 5 s (an address that drops the packets, a hung process) fails
+// UNAVAILABLE, which the user is told as "cannot reach", before the call's
+// own deadline would say "did not answer in time".
+inline std::shared_ptr<grpc::Channel> JobManagerChannel(const Options& options) {
+  return rpc::CreateChannel(options.jobmanager, /*connect_timeout_ms=*/5000);
+}
 
 // Writes "weir: <message>" and returns the exit code `code`.
 inline int Fail(std::ostream& err, const std::string& message, int code = 1) {

@@ -90,7 +90,7 @@ absl::StatusOr<StartedServer> StartServer(const ServerOptions& options) {
   return started;
 }
 
-std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target) {
+std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target, int connect_timeout_ms) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -106,7 +106,7 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target) {
   // TRANSIENT_FAILURE, and every call on it failed UNAVAILABLE. A refused
   // connection (a restarted peer's port not open yet) still fails at once
   // and is retried after the backoff above.
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kMinConnectTimeoutMs);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, connect_timeout_ms);
   std::shared_ptr<grpc::ChannelCredentials> credentials = ChannelCredentialsForCluster();
   if (!AuthEnabled()) return grpc::CreateCustomChannel(target, credentials, args);
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;

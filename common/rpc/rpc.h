@@ -50,8 +50,10 @@ struct StartedServer {
 absl::StatusOr<StartedServer> StartServer(const ServerOptions& options);
 
 // A channel to `target` ("host:port") with Weir's standard settings
-// (keepalive, message size limits).
-std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target);
+// (keepalive, message size limits). `connect_timeout_ms`: how long one
+// connection attempt may take before it is abandoned and the calls waiting
+// for it fail UNAVAILABLE.
+std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target, int connect_timeout_ms = kMinConnectTimeoutMs);
 
 // "host:port", with IPv6 hosts bracketed.
 std::string JoinHostPort(const std::string& host, int port);

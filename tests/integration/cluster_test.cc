@@ -1,6 +1,10 @@
 // Cluster membership, end to end: the real weir-jobmanager, weir-taskmanager
 // and weir binaries on free ports, killed with real signals.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -361,6 +365,26 @@ TEST_F(ClusterTest, ClientReportsAnUnreachableJobManager) {
       << result.err;
   EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
   EXPECT_TRUE(result.out.empty());
+}
+
+// A JobManager address that takes the TCP connection but never answers the
+// HTTP/2 handshake (a hung process; a listening socket that nobody
+// accepts on): the client gives up on the connection and says it cannot
+// reach the JobManager, rather than that it did not answer in time.
+TEST_F(ClusterTest, ClientReportsAJobManagerThatNeverAnswersAsUnreachable) {
+  const int silent = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&address), length), 0);
+  ASSERT_EQ(listen(silent, 16), 0);
+  ASSERT_EQ(getsockname(silent, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::string target = absl::StrCat("127.0.0.1:", ntohs(address.sin_port));
+  auto result = RunCommand({BinDir() + "/weir", "--jobmanager", target, "cluster"});
+  close(silent);
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_TRUE(absl::StartsWith(result.err, "weir: cannot reach the JobManager at " + target)) << result.err;
 }
 
 TEST_F(ClusterTest, DaemonsRejectBadConfigurationWithExitCodeTwo) {
