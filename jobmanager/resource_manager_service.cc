@@ -205,6 +205,9 @@ class Outbox final : public MembershipSession {
 // takes the registry's lock briefly.
 class MembershipReactor final : public Reactor {
  public:
+  // The detail of the loss of a TaskManager whose session overflowed.
+  static constexpr char kStoppedReading[] = "it stopped reading its session";
+
   MembershipReactor(ResourceManager* resource_manager, absl::Duration heartbeat_interval,
                     grpc::CallbackServerContext* context)
       : resource_manager_(resource_manager),
@@ -223,7 +226,7 @@ class MembershipReactor final : public Reactor {
       // (or the registry closed the session, in which case this is a no-op).
       if (epoch_.has_value()) {
         resource_manager_->Unregister(id_, *epoch_, LossReason::kConnectionClosed,
-                                      outbox_->overflowed() ? "it stopped reading its session" : "");
+                                      outbox_->overflowed() ? kStoppedReading : "");
       }
       outbox_->Finish(grpc::Status(grpc::StatusCode::CANCELLED, epoch_.has_value()
                                                                     ? "session closed"
@@ -242,7 +245,7 @@ class MembershipReactor final : public Reactor {
       // the acknowledgement just queued closed the session: the
       // TaskManager stopped reading. (Every other end of a registered
       // session unregisters it where it happens, or is the registry's own.)
-      resource_manager_->Unregister(id_, *epoch_, LossReason::kConnectionClosed, "it stopped reading its session");
+      resource_manager_->Unregister(id_, *epoch_, LossReason::kConnectionClosed, kStoppedReading);
     }
   }
 

@@ -19,8 +19,9 @@ namespace weir::rpc {
 inline constexpr int kControlPlaneMaxMessageBytes = 4 << 20;
 
 // How long a channel's connection attempt may take (TCP and the HTTP/2
-// handshake) before gRPC abandons it: gRPC's own default.
-inline constexpr int kMinConnectTimeoutMs = 20000;
+// handshake) before gRPC abandons it, unless the caller says otherwise:
+// gRPC's own default.
+inline constexpr int kDefaultConnectTimeoutMs = 20000;
 
 struct ServerOptions {
   // Address to bind, e.g. "127.0.0.1" or "0.0.0.0".
@@ -53,7 +54,8 @@ absl::StatusOr<StartedServer> StartServer(const ServerOptions& options);
 // (keepalive, message size limits). `connect_timeout_ms`: how long one
 // connection attempt may take before it is abandoned and the calls waiting
 // for it fail UNAVAILABLE.
-std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target, int connect_timeout_ms = kMinConnectTimeoutMs);
+std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
+                                            int connect_timeout_ms = kDefaultConnectTimeoutMs);
 
 // "host:port", with IPv6 hosts bracketed.
 std::string JoinHostPort(const std::string& host, int port);
