@@ -6,14 +6,15 @@
 //   bench/run.sh memory [--records N] [--value-bytes B] [--partitions P] [--parallelism K]
 //                       [--keys K] [--rounds R] [--budget SIZE] [--jobs copy,keyed]
 //                       [--cluster-config -Dk=v,...] [--source-properties k=v,...] [--sink-properties k=v,...]
-//                       [--baseline-bin DIR] [--baseline-budget SIZE]
+//                       [--baseline-bin DIR] [--baseline-budget SIZE] [--baseline-config -Dk=v,...]
 //
 // Every run starts a fresh cluster (so that a peak belongs to one run):
 // kafka_copy on one TaskManager with K slots (as kafka_copy_bench),
 // keyed_count on K TaskManagers of one slot (as checkpoint_bench), both
 // bounded and without checkpoints over an input produced once. A sampler
 // reads VmRSS, RssAnon and RssFile of every daemon from /proc/<pid>/status
-// every 50 ms from submission until the job is FINISHED; "steady" is the
+// every 50 ms from submission until the job is FINISHED ("rest" is read
+// 3 s after the cluster started); "steady" is the
 // median of those samples, "peak" the process's VmHWM at the end (start-up
 // included). Rates run from submission to FINISHED. The ratio is budget /
 // librdkafka-defaults of the median rates.
@@ -23,6 +24,8 @@
 // budget, interleaved the same way; the ratio is this build / the baseline.
 // With --baseline-budget SIZE the pair is this build at that budget against
 // this build at --budget (e.g. 8mb against 4mb): the ratio is --budget / it.
+// With --baseline-config -Dk=v,... the pair is this build with those
+// settings against it without them, both at --budget.
 #include <sys/types.h>
 
 #include <algorithm>
@@ -69,6 +72,9 @@ struct Flags {
   std::string baseline_bin;
   // The budget to compare --budget with, instead of librdkafka's sizes.
   std::string baseline_budget;
+  // -Dk=v settings of the baseline side on this build (added to
+  // --cluster-config), instead of librdkafka's sizes.
+  std::vector<std::string> baseline_config;
 };
 
 // One side of the comparison.
@@ -76,6 +82,7 @@ struct Setup {
   std::string label;
   std::string bin_dir;  // WEIR_BIN_DIR for its daemons and client
   std::string budget;
+  std::vector<std::string> config;  // added to --cluster-config
 };
 
 // Memory of one process, in KiB, from /proc/<pid>/status.
@@ -176,6 +183,7 @@ Run RunJob(const std::string& bootstrap, const std::string& job_name, const std:
            const Setup& setup) {
   const bool copy = job_name == "copy";
   std::vector<std::string> config = flags.cluster_config;
+  config.insert(config.end(), setup.config.begin(), setup.config.end());
   if (!setup.budget.empty()) config.push_back("-Dtaskmanager.memory.task.off-heap.size=" + setup.budget);
   // LocalCluster starts the binaries of weir::testing::BinDir().
   setenv("WEIR_BIN_DIR", setup.bin_dir.c_str(), 1);
@@ -187,6 +195,9 @@ Run RunJob(const std::string& bootstrap, const std::string& job_name, const std:
   std::vector<pid_t> pids = {cluster.jobmanager().pid()};
   for (int i = 0; i < taskmanagers; ++i) pids.push_back(cluster.taskmanager(i).pid());
   Run run;
+  // At rest: after the start-up has settled (a TaskManager releases its
+  // start-up code pages 2 s after it started, taskmanager.memory.release-code-pages).
+  absl::SleepFor(absl::Seconds(3));
   for (pid_t pid : pids) run.rest.push_back(ReadStatus(pid));
   const std::string out = NewTopic(bootstrap, "bench-mem-out", flags.partitions);
   const std::string binary = std::string(WEIR_JOBS_DIR) + (copy ? "/kafka_copy.so" : "/keyed_count.so");
@@ -250,6 +261,7 @@ int main(int argc, char** argv) {
   parser.String("--sink-properties", &flags.sink_properties);
   parser.String("--baseline-bin", &flags.baseline_bin);
   parser.String("--baseline-budget", &flags.baseline_budget);
+  parser.List("--baseline-config", &flags.baseline_config);
   if (!parser.Parse(argc, argv)) return 2;
   const std::string bootstrap = weir::test::TestKafkaBootstrap();
   if (bootstrap.empty()) return 1;
@@ -271,9 +283,15 @@ int main(int argc, char** argv) {
   const std::string this_build = weir::testing::BinDir();
   Setup first{"librdkafka defaults", this_build, "0"};
   Setup second{budget_label, this_build, flags.budget};
-  if (!flags.baseline_bin.empty() && !flags.baseline_budget.empty()) {
-    std::fprintf(stderr, "bench: --baseline-bin and --baseline-budget each choose the baseline; give one\n");
+  if (!flags.baseline_bin.empty() + !flags.baseline_budget.empty() + !flags.baseline_config.empty() > 1) {
+    std::fprintf(stderr,
+                 "bench: --baseline-bin, --baseline-budget and --baseline-config each choose the baseline; "
+                 "give one\n");
     return 2;
+  }
+  if (!flags.baseline_config.empty()) {
+    first = {absl::StrCat("baseline config, ", budget_label), this_build, flags.budget, flags.baseline_config};
+    second = {absl::StrCat("this config, ", budget_label), this_build, flags.budget};
   }
   if (!flags.baseline_budget.empty()) first = {absl::StrCat("budget ", flags.baseline_budget), this_build,
                                                flags.baseline_budget};

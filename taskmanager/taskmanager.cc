@@ -17,7 +17,9 @@
 #include "common/config/configuration.h"
 #include "common/http/metric_families.h"
 #include "common/logging/logging.h"
+#include "common/process/code_pages.h"
 #include "common/process/fault_injection.h"
+#include "common/process/proc_status.h"
 #include "common/random_id.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
@@ -113,6 +115,7 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   std::unique_ptr<TaskManager> tm(new TaskManager());
   tm->log_ = logging::Get("taskmanager");
   tm->maintenance_tick_ms_ = absl::ToUnixMillis(absl::Now());  // alive from the start
+  tm->release_code_pages_ = config.GetBool(k::kReleaseCodePages);
   if (const std::string drop = config.GetString(k::kTestDropFinalTaskReports); drop != "none") {
     tm->drop_final_reports_ = drop == "all" ? DropFinalReports::kAll : DropFinalReports::kStateReports;
     tm->log_->warn("TEST: this TaskManager drops the final state reports of its tasks{} "
@@ -323,6 +326,8 @@ absl::Status TaskManager::Deploy(const v1::TaskDeploymentDescriptor& tdd) {
   if (tasks_.count(tdd.task_id()) > 0) {
     return absl::AlreadyExistsError(absl::StrCat("task ", tdd.task_id(), " is already deployed"));
   }
+  last_deploy_ = absl::Now();
+  code_pages_due_ = true;
   auto task = std::make_unique<Task>(tdd, task_env_);
   Task* raw = task.get();
   tasks_[tdd.task_id()] = std::move(task);
@@ -661,6 +666,20 @@ void TaskManager::ExitForStuckTasks(const std::vector<Task*>& stuck) {
   std::_Exit(1);
 }
 
+void TaskManager::ReleaseCodePages() {
+  absl::StatusOr<process::ReleasedCodePages> released = process::ReleaseCodePages();
+  if (!released.ok()) {
+    log_->warn("TaskManager {}: cannot release code pages from the resident set "
+               "(taskmanager.memory.release-code-pages): {}",
+               id(), released.status().message());
+    return;
+  }
+  log_->info("TaskManager {}: released the code pages of {} objects ({} MiB of address space); "
+             "file-backed resident {:.1f} -> {:.1f} MiB, resident {:.1f} MiB",
+             id(), released->objects, released->bytes_advised >> 20, released->rss_file_before_kib / 1024.0,
+             released->rss_file_after_kib / 1024.0, process::ProcStatusField(0, "VmRSS") / 1024.0);
+}
+
 void TaskManager::MaintenanceLoop() {
   while (true) {
     maintenance_tick_ms_ = absl::ToUnixMillis(absl::Now());
@@ -668,6 +687,7 @@ void TaskManager::MaintenanceLoop() {
     v1::ReportTaskMetricsRequest report;
     report.set_taskmanager_id(id());
     std::vector<v1::DeclineCheckpointRequest> declines;
+    bool release_code_pages = false;
     {
       absl::MutexLock lock(&tasks_mu_);
       auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_) {
@@ -695,7 +715,10 @@ void TaskManager::MaintenanceLoop() {
       }
       UpdateSlotsLocked();
       WatchCancelledTasksLocked();
+      release_code_pages = release_code_pages_ && code_pages_due_ && absl::Now() - last_deploy_ >= kCodePagesQuietPeriod;
+      if (release_code_pages) code_pages_due_ = false;
     }
+    if (release_code_pages) ReleaseCodePages();
     for (const auto& [task_id, ending] : unconfirmed_endings_) *report.add_tasks() = ending.first;
     if (drop_final_reports_ == DropFinalReports::kAll) {
       for (v1::TaskMetrics& metrics : *report.mutable_tasks()) {

@@ -81,6 +81,8 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   void StopRpcServer();
   // Reports metrics of running tasks and reaps finished ones, every second.
   void MaintenanceLoop();
+  // taskmanager.memory.release-code-pages, from the maintenance loop.
+  void ReleaseCodePages();
   // The cancellation watchdog, from the maintenance loop: warns about a
   // cancelled task not ended after half of task.cancellation.timeout, and
   // exits the process (ExitForStuckTasks) once one is past all of it.
@@ -144,6 +146,14 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   std::set<std::string> warned_slow_cancel_;
   // Maintenance thread only.
   absl::Time last_sweep_ = absl::InfinitePast();
+  // taskmanager.memory.release-code-pages. Set in Start.
+  bool release_code_pages_ = true;
+  // When the last deployment (or the start) was, and whether the code pages
+  // were released since: they are, once the deployments have been quiet
+  // for kCodePagesQuietPeriod (a job's set-up code has run by then).
+  absl::Time last_deploy_ ABSL_GUARDED_BY(tasks_mu_) = absl::Now();
+  bool code_pages_due_ ABSL_GUARDED_BY(tasks_mu_) = true;
+  static constexpr absl::Duration kCodePagesQuietPeriod = absl::Seconds(2);
   // Tasks that ended, with their final metrics: in every report until one
   // is delivered (at most kEndingReportTries), so that how a task ended
   // reaches the JobManager even when its own report did not. Maintenance

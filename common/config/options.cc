@@ -236,6 +236,15 @@ constexpr std::array kOptions = {
                .scope = kTaskManager,
                .min_value = -1,
                .max_value = 256},
+    OptionSpec{.key = keys::kReleaseCodePages,
+               .type = OptionType::kBool,
+               .default_value = "true",
+               .description = "Two seconds after start-up and after each deployment, the TaskManager drops "
+                              "its mappings of read-only code and constant pages, so that its resident "
+                              "set holds only the code that runs afterwards (start-up code of its "
+                              "libraries and of a job's set-up is not counted any more). The pages stay in "
+                              "the page cache; code that runs again maps them back with a minor fault.",
+               .scope = kTaskManager},
     OptionSpec{.key = keys::kCheckpointMessages,
                .type = OptionType::kBool,
                .default_value = "true",

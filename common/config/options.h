@@ -95,6 +95,7 @@ inline constexpr absl::string_view kNetworkServerThreads = "taskmanager.network.
 inline constexpr absl::string_view kNetworkClientThreads = "taskmanager.network.netty.client.numThreads";
 inline constexpr absl::string_view kNetworkMaxWaitingSubscriptions = "taskmanager.network.max-waiting-subscriptions";
 inline constexpr absl::string_view kTaskOffHeapSize = "taskmanager.memory.task.off-heap.size";
+inline constexpr absl::string_view kReleaseCodePages = "taskmanager.memory.release-code-pages";
 inline constexpr absl::string_view kCancelTimeout = "task.cancellation.timeout";
 inline constexpr absl::string_view kAuthTokenFile = "security.auth.token-file";
 inline constexpr absl::string_view kKafkaAllowedProperties = "security.kafka.allowed-properties";

@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "weir/v1/job.grpc.pb.h"
 #include "nlohmann/json.hpp"
+#include "common/process/proc_status.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/process.h"
 
@@ -343,6 +344,29 @@ TEST_F(ClusterTest, TaskManagerStartedBeforeTheJobManagerRegistersOnceItIsUp) {
   ASSERT_TRUE(WaitFor([&] { return absl::StrContains(a->Log(), "cannot register"); }, absl::Seconds(30)));
   auto jm = StartJobManager();
   ASSERT_TRUE(WaitForMembers({"tm-a"})) << a->Log();
+}
+
+// taskmanager.memory.release-code-pages: a TaskManager drops its start-up
+// code pages from its resident set once settled and stays a working member;
+// one with the key off keeps them.
+TEST_F(ClusterTest, TaskManagerReleasesItsStartUpCodePagesOnceSettled) {
+  auto jm = StartJobManager();
+  auto a = StartTaskManager("tm-a", 1);
+  auto b = StartTaskManager("tm-b", 1, {"-Dtaskmanager.memory.release-code-pages=false"});
+  ASSERT_TRUE(WaitForMembers({"tm-a", "tm-b"})) << jm->Log();
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(a->Log(), "released the code pages of"); }, absl::Seconds(30)))
+      << a->Log();
+  absl::SleepFor(absl::Seconds(3));  // b's maintenance loop has come round since it settled too
+  EXPECT_FALSE(absl::StrContains(b->Log(), "released the code pages")) << b->Log();
+  // The same binary, both at rest: the one that released maps fewer pages of its files.
+  const int64_t released = process::ProcStatusField(a->pid(), "RssFile");
+  const int64_t kept = process::ProcStatusField(b->pid(), "RssFile");
+  ASSERT_GT(released, 0);
+  EXPECT_LT(released, kept);
+  // Both still heartbeat and answer.
+  EXPECT_TRUE(WaitForMembers({"tm-a", "tm-b"})) << a->Log();
+  auto text = RunCommand({BinDir() + "/weir", "--jobmanager", JobManagerAddress(), "cluster"});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
 }
 
 TEST_F(ClusterTest, TaskManagerDeregistersOnSigterm) {
