@@ -151,6 +151,8 @@ class Task::Execution {
     Wakeup& wakeup = *task_->wakeup_;
     while (!cancelled()) {
       const uint64_t seen = wakeup.generation();
+      // Before the mails: a trigger posted after this admits again.
+      task_->EndOverCapacity();
       RETURN_IF_ERROR(RunMails());
       if (cancelled() || task_->end_after_stop_ || task_->final_checkpoint_done_) break;
       if (task_->stopped_at_.has_value() || task_->input_ended_) {
@@ -365,7 +367,24 @@ absl::Status Task::TriggerCheckpoint(int64_t checkpoint_id, int64_t timestamp_ms
   if (!posted) {
     return absl::NotFoundError(absl::StrCat("task ", tdd_.task_id(), " has ended"));
   }
+  // A source blocked on a full output would take the trigger only once a
+  // consumer freed room. Its blocked buffer and the rest of its poll go
+  // over capacity instead, so that it reaches the trigger at once; the
+  // barrier then queues behind the data on every channel, where aligned
+  // barriers wait anyway.
+  if (tdd_.inputs().empty()) {
+    absl::MutexLock lock(&partitions_mu_);
+    for (const auto& partition : partitions_) partition->AdmitOverCapacity(true);
+    over_capacity_admitted_ = true;
+  }
   return absl::OkStatus();
+}
+
+void Task::EndOverCapacity() {
+  if (!over_capacity_admitted_.load(std::memory_order_acquire)) return;
+  absl::MutexLock lock(&partitions_mu_);
+  for (const auto& partition : partitions_) partition->AdmitOverCapacity(false);
+  over_capacity_admitted_ = false;
 }
 
 void Task::NotifyCheckpoint(int64_t checkpoint_id, bool completed) {

@@ -140,6 +140,9 @@ class Task {
  private:
   class Execution;
   void Run();
+  // Source loop, before it runs its mails: ends what TriggerCheckpoint
+  // admitted over capacity.
+  void EndOverCapacity() ABSL_LOCKS_EXCLUDED(partitions_mu_);
   void Report(v1::TaskState state, const std::string& error, bool unrecoverable = false,
               bool input_ended = false);
 
@@ -184,6 +187,11 @@ class Task {
   // The partitions this task produces; released on cancel to unblock it.
   mutable absl::Mutex partitions_mu_;
   std::vector<std::shared_ptr<network::ResultPartition>> partitions_ ABSL_GUARDED_BY(partitions_mu_);
+  // Whether a checkpoint trigger let the partitions take buffers over
+  // capacity (ResultPartition::AdmitOverCapacity) since the source loop
+  // last ran its mails.
+  // Written under partitions_mu_; read without it first (every poll).
+  std::atomic<bool> over_capacity_admitted_{false};
 };
 
 }  // namespace weir::taskmanager

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
 
@@ -106,7 +107,7 @@ void RecordWriter::Flush(int subpartition) {
 }
 
 void RecordWriter::Hand(int subpartition, Buffer buffer) {
-  if (!partition_->Add(subpartition, std::move(buffer))) throw TaskCancelled();
+  if (!partition_->Add(subpartition, std::move(buffer), over_capacity_)) throw TaskCancelled();
 }
 
 void RecordWriter::FlushIfDue(absl::Time now) {
@@ -139,6 +140,8 @@ void RecordWriter::EmitEndOfInput() {
 
 void RecordWriter::BroadcastBarrier(int64_t checkpoint_id, int64_t timestamp_ms) {
   WEIR_CHECK(!ended_, absl::StrCat("barrier after EmitEndOfInput on ", partition_->id()));
+  over_capacity_ = true;
+  absl::Cleanup done = [this] { over_capacity_ = false; };  // also when Hand throws (cancelled)
   FlushAll();
   HandEvent(Buffer::Barrier(checkpoint_id, timestamp_ms));
 }

@@ -81,6 +81,8 @@ class RecordWriter : public weir::RecordOutput {
   void EmitEndOfInput();
   // Flushes, then sends checkpoint barrier `checkpoint_id` where
   // EmitEndOfInput sends END_OF_INPUT, behind every record emitted before.
+  // Neither waits for room in a full subpartition (ResultPartition::Add
+  // over capacity): the barrier queues behind the data at once.
   void BroadcastBarrier(int64_t checkpoint_id, int64_t timestamp_ms);
   // Event time. Like barriers, a watermark goes out behind every record
   // emitted before it, where EmitEndOfInput sends END_OF_INPUT. One not
@@ -129,6 +131,8 @@ class RecordWriter : public weir::RecordOutput {
   int next_round_robin_;
   absl::Time next_flush_ = absl::InfinitePast();
   bool ended_ = false;
+  // Set while BroadcastBarrier hands its flush and barrier over capacity.
+  bool over_capacity_ = false;
   int64_t last_watermark_ = weir::kMinWatermark;
   bool idle_ = false;
   std::atomic<int64_t> records_out_{0};

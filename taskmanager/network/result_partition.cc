@@ -21,14 +21,14 @@ void ResultPartition::CheckIndex(int subpartition) const {
              absl::StrCat("partition ", id_, ": no subpartition ", subpartition, " (has ", num_subpartitions_, ")"));
 }
 
-bool ResultPartition::Add(int subpartition, Buffer buffer) {
+bool ResultPartition::Add(int subpartition, Buffer buffer, bool over_capacity) {
   CheckIndex(subpartition);
   std::shared_ptr<const AvailabilityListener> listener;
   {
     absl::MutexLock lock(&mu_);
     Subpartition& sub = subpartitions_[subpartition];
-    auto has_room = [this, &sub]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return released_ || static_cast<int>(sub.queue.size()) < capacity_;
+    auto has_room = [this, &sub, over_capacity]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return released_ || over_capacity || admit_over_capacity_ || static_cast<int>(sub.queue.size()) < capacity_;
     };
     if (!has_room()) {
       // Only the slow path reads the clock.
@@ -43,6 +43,11 @@ bool ResultPartition::Add(int subpartition, Buffer buffer) {
   }
   if (listener != nullptr) (*listener)();
   return true;
+}
+
+void ResultPartition::AdmitOverCapacity(bool admit) {
+  absl::MutexLock lock(&mu_);  // a blocked Add sees it when the lock is released
+  admit_over_capacity_ = admit;
 }
 
 std::optional<Buffer> ResultPartition::Poll(int subpartition) {

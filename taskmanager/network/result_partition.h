@@ -51,9 +51,22 @@ class ResultPartition {
   int num_subpartitions() const { return num_subpartitions_; }
   int capacity() const { return capacity_; }
 
-  // Appends `buffer` to a subpartition, blocking while it is full. Returns
-  // false, dropping the buffer, once the partition has been released.
-  bool Add(int subpartition, Buffer buffer) ABSL_LOCKS_EXCLUDED(mu_);
+  // Appends `buffer` to a subpartition, blocking while it is full (unless
+  // `over_capacity`, or while AdmitOverCapacity holds). Returns false,
+  // dropping the buffer, once the partition has been released.
+  //
+  // Over capacity is for what a checkpoint barrier needs to go out at once:
+  // the barrier itself and the partly filled buffers flushed before it (as
+  // in Flink, an event does not wait for room; it queues behind the data).
+  // That is at most two buffers per subpartition and checkpoint.
+  bool Add(int subpartition, Buffer buffer, bool over_capacity = false) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // While `admit` holds, Add never blocks, and a producer blocked in Add
+  // goes on at once. A source task sets it when a checkpoint trigger is
+  // posted to it, so that it does not wait for its consumers to free room
+  // before it takes the trigger, and clears it before it runs its mails:
+  // what it adds over capacity meanwhile is the rest of one poll.
+  void AdmitOverCapacity(bool admit) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The oldest buffer of a subpartition, or nullopt when it is empty or the
   // partition was released. Never blocks.
@@ -97,6 +110,7 @@ class ResultPartition {
   mutable absl::Mutex mu_;
   std::vector<Subpartition> subpartitions_ ABSL_GUARDED_BY(mu_);
   bool released_ ABSL_GUARDED_BY(mu_) = false;
+  bool admit_over_capacity_ ABSL_GUARDED_BY(mu_) = false;
   int blocked_producers_ ABSL_GUARDED_BY(mu_) = 0;
   // Ended waits in Add, and when the current one started (while blocked).
   absl::Duration blocked_time_ ABSL_GUARDED_BY(mu_);

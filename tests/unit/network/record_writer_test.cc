@@ -249,6 +249,47 @@ TEST(RecordWriterTest, AfterAnIdleStatusTheStreamTurnsActiveBeforeAnythingElse) 
                                                          {K::kWatermark, "30"}}));
 }
 
+// A barrier goes out at once, behind the data, even where the subpartitions
+// are full: neither the flush before it nor the barrier waits for room.
+TEST(RecordWriterTest, BarrierGoesOutBehindTheDataWithoutWaitingForRoom) {
+  auto partition = std::make_shared<ResultPartition>("p", 2, 1);
+  RecordWriter writer(partition, TestRecordType(), Partitioning::kRebalance, nullptr, 2, 0);
+  EmitSeqs(writer, 2);
+  writer.FlushAll();  // one full buffer in each subpartition: both full
+  EmitSeqs(writer, 2);  // pending, flushed by the barrier
+  std::atomic<bool> sent{false};
+  std::thread task([&] {
+    writer.BroadcastBarrier(7, 1000);
+    sent = true;
+  });
+  ASSERT_TRUE(weir::testing::WaitFor([&] { return sent.load(); }, kGuard)) << "the barrier waited for room";
+  task.join();
+  EXPECT_FALSE(partition->backpressured());
+  for (int sub = 0; sub < 2; ++sub) {
+    std::vector<Buffer> buffers = Drain(*partition, sub);
+    ASSERT_EQ(buffers.size(), 3u);
+    EXPECT_EQ(buffers[0].kind, Buffer::Kind::kData);
+    EXPECT_EQ(buffers[1].kind, Buffer::Kind::kData);
+    EXPECT_EQ(buffers[2].kind, Buffer::Kind::kBarrier);
+    EXPECT_EQ(buffers[2].checkpoint_id, 7);
+  }
+  // Records after the barrier wait for room again.
+  EmitSeqs(writer, 2);
+  writer.FlushAll();
+  EmitSeqs(writer, 2);
+  std::atomic<bool> flushed{false};
+  std::thread after([&] {
+    writer.FlushAll();
+    flushed = true;
+  });
+  ASSERT_TRUE(weir::testing::WaitFor([&] { return partition->backpressured(); }, kGuard));
+  EXPECT_FALSE(flushed);
+  Drain(*partition, 0);
+  Drain(*partition, 1);
+  after.join();
+  EXPECT_TRUE(flushed);
+}
+
 TEST(RecordWriterTest, EmitThrowsTaskCancelledWhenReleasedWhileBlocked) {
   auto partition = std::make_shared<ResultPartition>("p", 1, 1);
   RecordWriterOptions options;

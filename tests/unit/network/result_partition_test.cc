@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
@@ -63,6 +64,40 @@ TEST(ResultPartitionTest, AddBlocksWhileFullAndResumesWhenPolled) {
   EXPECT_EQ(OnlyRecord(*partition.Poll(0)), "c");
   EXPECT_FALSE(partition.Poll(0).has_value());
   EXPECT_EQ(OnlyRecord(*partition.Poll(1)), "x");
+}
+
+// What a checkpoint barrier needs: an Add over capacity never waits, and
+// AdmitOverCapacity lets a blocked producer go on until it is cleared.
+TEST(ResultPartitionTest, OverCapacityAddsDoNotWaitAndAdmittingWakesABlockedProducer) {
+  ResultPartition partition("p", /*num_subpartitions=*/1, /*capacity=*/1);
+  ASSERT_TRUE(partition.Add(0, DataBuffer("a")));
+  ASSERT_TRUE(partition.Add(0, DataBuffer("barrier"), /*over_capacity=*/true));
+  EXPECT_EQ(partition.buffered(0), 2);
+  EXPECT_FALSE(partition.backpressured());
+
+  std::atomic<int> added{0};
+  std::thread producer([&] {
+    EXPECT_TRUE(partition.Add(0, DataBuffer("b")));
+    added = 1;
+    EXPECT_TRUE(partition.Add(0, DataBuffer("c")));
+    added = 2;
+  });
+  ASSERT_TRUE(WaitFor([&] { return partition.backpressured(); }, kGuard));
+  EXPECT_EQ(added, 0);
+  partition.AdmitOverCapacity(true);
+  producer.join();
+  EXPECT_EQ(added, 2);
+  EXPECT_EQ(partition.buffered(0), 4);
+
+  // Cleared, a full subpartition blocks again, until polled below capacity.
+  partition.AdmitOverCapacity(false);
+  std::thread blocked([&] { EXPECT_TRUE(partition.Add(0, DataBuffer("d"))); });
+  ASSERT_TRUE(WaitFor([&] { return partition.backpressured(); }, kGuard));
+  std::vector<std::string> order;
+  for (int i = 0; i < 4; ++i) order.push_back(OnlyRecord(*partition.Poll(0)));
+  blocked.join();
+  order.push_back(OnlyRecord(*partition.Poll(0)));
+  EXPECT_EQ(order, (std::vector<std::string>{"a", "barrier", "b", "c", "d"}));
 }
 
 TEST(ResultPartitionTest, ReleaseWakesABlockedProducer) {
