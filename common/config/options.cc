@@ -274,7 +274,7 @@ constexpr std::array kOptions = {
                .max_value = 1 << 20},
     OptionSpec{.key = keys::kTaskOffHeapSize,
                .type = OptionType::kMemorySize,
-               .default_value = "8 mb",
+               .default_value = "6 mb",
                .description = "Memory the tasks' connector clients may buffer records in, for the whole "
                               "TaskManager: divided evenly among the slots, and a slot's share evenly between "
                               "the Kafka source and the Kafka sink subtask it runs. Weir sizes librdkafka's "

@@ -345,6 +345,55 @@ TEST_F(TaskCheckpointTest, SourceTaskWritesItsSnapshotAcknowledgesAndRestores) {
   }
 }
 
+// A source whose output is full (nobody reads it) takes a trigger at once:
+// its blocked buffer goes over capacity, it snapshots and acknowledges, and
+// its barrier queues behind the data. Before, it waited for room forever.
+TEST_F(TaskCheckpointTest, ABackpressuredSourceTakesTheTriggerAndItsBarrierQueuesBehindTheData) {
+  auto job = std::make_shared<jobgraph::LoadedJob>();
+  StreamEnvironment env(&job->graph);
+  std::atomic<int64_t> unused{-1};
+  env.AddSource<int64_t>("numbers", [&unused] { return std::make_unique<Numbers>(1LL << 40, &unused); })
+      .Rebalance()
+      .Sink("drop", [](const int64_t&) {});
+  Loader loader(job);
+  TaskEnvironment task_env = task_env_;
+  task_env.artifacts = &loader;
+  v1::TaskDeploymentDescriptor tdd = tdd_;
+  tdd.clear_vertex_ids();
+  tdd.add_vertex_ids(0);
+  v1::OutputSpec* out = tdd.add_outputs();
+  out->set_partition_id("p-out");
+  out->set_target_vertex(1);
+  out->set_partitioning(v1::REBALANCE);
+  out->set_num_subpartitions(1);
+  const std::string dir = weir::testing::MakeTempDir("weir-chk");
+  tdd.set_checkpoint_dir(dir);
+  std::filesystem::create_directories(dir + "/chk-5");
+
+  Task task(tdd, task_env);
+  task.Start();
+  std::shared_ptr<network::ResultPartition> partition;
+  ASSERT_TRUE(WaitFor([&] { return (partition = partitions_.Lookup("p-out")) != nullptr; }, kGuard));
+  ASSERT_TRUE(WaitFor([&] { return partition->backpressured(); }, kGuard));
+  const int full = partition->buffered(0);
+  EXPECT_EQ(full, partition->capacity());
+  ASSERT_TRUE(task.TriggerCheckpoint(5, 1234).ok());
+  ASSERT_TRUE(WaitFor([&] { return !responder_.acks().empty(); }, kGuard)) << "the trigger waited for room";
+  EXPECT_EQ(responder_.acks()[0].checkpoint_id(), 5);
+  // Blocked again once the mails ran, with the barrier behind the data.
+  ASSERT_TRUE(WaitFor([&] { return partition->backpressured(); }, kGuard));
+  std::vector<network::Buffer::Kind> kinds;
+  while (std::optional<network::Buffer> buffer = partition->Poll(0)) {
+    kinds.push_back(buffer->kind);
+    if (buffer->kind == network::Buffer::Kind::kBarrier) break;
+  }
+  ASSERT_FALSE(kinds.empty());
+  EXPECT_EQ(kinds.back(), network::Buffer::Kind::kBarrier);
+  EXPECT_GT(kinds.size(), static_cast<size_t>(full)) << "the data before the barrier went over capacity";
+  for (size_t i = 0; i + 1 < kinds.size(); ++i) EXPECT_EQ(kinds[i], network::Buffer::Kind::kData);
+  task.Cancel("test over");
+}
+
 TEST_F(TaskCheckpointTest, ANonSourceOrCheckpointlessTaskDeclines) {
   NullListener& listener = listener_;
   CollectingResponder& responder = responder_;
