@@ -78,9 +78,9 @@ TEST(KafkaMemoryTest, ConfigurationKeysAndTheirDefault) {
   config::Configuration defaults;
   auto memory = KafkaClientMemory::FromConfig(defaults);
   ASSERT_TRUE(memory.ok()) << memory.status();
-  // 8 MB for the default single slot.
-  EXPECT_EQ(memory->consumer_bytes, 4 * kMiB);
-  EXPECT_EQ(memory->producer_bytes, 4 * kMiB);
+  // 6 MB for the default single slot.
+  EXPECT_EQ(memory->consumer_bytes, 3 * kMiB);
+  EXPECT_EQ(memory->producer_bytes, 3 * kMiB);
 
   config::Configuration four_slots;
   ASSERT_TRUE(four_slots.Set("taskmanager.numberOfTaskSlots", "4", config::ValueSource::kCommandLine).ok());
