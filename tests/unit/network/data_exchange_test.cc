@@ -386,11 +386,13 @@ INSTANTIATE_TEST_SUITE_P(StopAndKill, ProducerGoneTest, ::testing::Bool(),
                          });
 
 // Consumers may subscribe before the producer task registered its partition:
-// the server answers NOT_FOUND after a (here very short) wait and the gate
-// subscribes again until the partition is there.
+// the server answers NOT_FOUND after a (here short) wait and the gate
+// subscribes again until the partition is there. (The wait also bounds how
+// long a new stream may take to subscribe: at 1 ms a loaded machine failed
+// the stream with DEADLINE_EXCEEDED before its subscription arrived.)
 TEST(DataExchangeTest, RemoteConsumerWaitsForALateProducer) {
   DataExchangeServiceOptions service_options;
-  service_options.partition_wait = absl::Milliseconds(1);
+  service_options.partition_wait = absl::Milliseconds(50);
   TestTaskManager producer_tm(service_options);
   TestTaskManager consumer_tm;
   InputGateOptions gate_options;
