@@ -70,18 +70,12 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
   return SyncDirectory(dir.empty() ? "." : dir);
 }
 
-absl::StatusOr<int64_t> CopyFileDurably(const std::string& from, const std::string& to, int64_t limit) {
-  const int in = open(from.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) return Errno("opening", from);
-  const int out = open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (out < 0) {
-    absl::Status status = Errno("creating", to);
-    close(in);
-    return status;
-  }
+namespace {
+
+// Copies from the open `in` into the open `out` (see CopyFile). On failure
+// `to` is unlinked; both descriptors stay open for the caller to close.
+absl::StatusOr<int64_t> CopyInto(int in, int out, const std::string& from, const std::string& to, int64_t limit) {
   auto fail = [&](absl::Status status) {
-    close(in);
-    close(out);
     unlink(to.c_str());
     return status;
   };
@@ -122,14 +116,40 @@ absl::StatusOr<int64_t> CopyFileDurably(const std::string& from, const std::stri
   if (limit >= 0 && total < limit) {
     return fail(absl::DataLossError(absl::StrCat(from, " has ", total, " bytes, ", limit, " were expected")));
   }
-  if (fsync(out) != 0) return fail(Errno("syncing", to));
-  close(in);
-  if (close(out) != 0) {
-    absl::Status status = Errno("closing", to);
+  return total;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> CopyFileInto(const std::string& from, const std::string& to, int out, int64_t limit) {
+  const int in = open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) {
+    absl::Status status = Errno("opening", from);
     unlink(to.c_str());
     return status;
   }
-  return total;
+  absl::StatusOr<int64_t> copied = CopyInto(in, out, from, to, limit);
+  close(in);
+  return copied;
+}
+
+absl::StatusOr<int64_t> CopyFile(const std::string& from, const std::string& to, int64_t limit, bool sync) {
+  const int out = open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (out < 0) return Errno("creating", to);
+  absl::StatusOr<int64_t> copied = CopyFileInto(from, to, out, limit);
+  if (copied.ok() && sync && fsync(out) != 0) {
+    copied = Errno("syncing", to);
+    unlink(to.c_str());
+  }
+  if (close(out) != 0 && copied.ok()) {
+    copied = Errno("closing", to);
+    unlink(to.c_str());
+  }
+  return copied;
+}
+
+absl::StatusOr<int64_t> CopyFileDurably(const std::string& from, const std::string& to, int64_t limit) {
+  return CopyFile(from, to, limit, /*sync=*/true);
 }
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {

@@ -26,6 +26,15 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 // to), and kDataLoss if `from` is shorter.
 absl::StatusOr<int64_t> CopyFileDurably(const std::string& from, const std::string& to, int64_t limit = -1);
 
+// The same without the fsync unless `sync`: for scratch copies that need
+// no durability (a local RocksDB instance, a local recovery copy).
+absl::StatusOr<int64_t> CopyFile(const std::string& from, const std::string& to, int64_t limit = -1,
+                                 bool sync = false);
+
+// The copy itself, into `out`, an open descriptor of `to` (named in errors;
+// unlinked on failure). `out` stays open.
+absl::StatusOr<int64_t> CopyFileInto(const std::string& from, const std::string& to, int out, int64_t limit = -1);
+
 // fsyncs the directory `dir` (makes a rename or create in it durable).
 absl::Status SyncDirectory(const std::string& dir);
 

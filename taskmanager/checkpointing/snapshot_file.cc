@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "common/crypto/sha256.h"
 #include "common/io/atomic_file.h"
+#include "common/io/durable_batch.h"
 #include "common/status_macros.h"
 
 namespace weir::taskmanager {
@@ -34,7 +35,10 @@ std::string TaskSnapshotFileName(const v1::TaskDeploymentDescriptor& tdd) {
 }
 
 absl::StatusOr<std::string> EncodeTaskSnapshot(const v1::TaskDeploymentDescriptor& tdd, const ChainSnapshot& snapshot,
-                                               const std::string& checkpoint_dir, StateFilesSummary* files) {
+                                               const std::string& checkpoint_dir, StateFilesSummary* files,
+                                               io::DurableBatch* batch) {
+  io::DurableBatch own;
+  io::DurableBatch* writes = batch != nullptr ? batch : &own;
   StateFilesSummary ignored;
   StateFilesSummary* stats = files != nullptr ? files : &ignored;
   v1::TaskSnapshotProto proto;
@@ -54,8 +58,9 @@ absl::StatusOr<std::string> EncodeTaskSnapshot(const v1::TaskDeploymentDescripto
       for (const std::string& entry : list.entries) l->add_entries(entry);
     }
     if (op.keyed != nullptr) {
-      RETURN_IF_ERROR(Annotate(op.keyed->Write(checkpoint_dir, absl::StrCat("v", vertex, "-s", tdd.subtask_index()), out),
-                               absl::StrCat("writing the keyed state of vertex ", vertex)));
+      RETURN_IF_ERROR(
+          Annotate(op.keyed->WriteInto(checkpoint_dir, absl::StrCat("v", vertex, "-s", tdd.subtask_index()), out, writes),
+                   absl::StrCat("writing the keyed state of vertex ", vertex)));
       for (const v1::StateFileProto& f : out->keyed_files().files()) {
         if (!f.shared_name().empty()) stats->shared.push_back(f.shared_name());
         (f.reused() ? stats->reused_bytes : stats->written_bytes) += f.size_bytes();
@@ -65,14 +70,19 @@ absl::StatusOr<std::string> EncodeTaskSnapshot(const v1::TaskDeploymentDescripto
   std::string file(kMagic, kMagicSize);
   for (int i = 0; i < 4; ++i) file.push_back(static_cast<char>((kFormatVersion >> (8 * i)) & 0xff));
   proto.AppendToString(&file);
+  if (batch == nullptr) RETURN_IF_ERROR(own.Sync());
   return file;
 }
 
 absl::StatusOr<v1::TaskStateHandle> WriteTaskSnapshot(const std::string& checkpoint_dir,
                                                       const v1::TaskDeploymentDescriptor& tdd,
-                                                      const std::string& encoded, const StateFilesSummary& files) {
+                                                      const std::string& encoded, const StateFilesSummary& files,
+                                                      io::DurableBatch* batch) {
   const std::string name = TaskSnapshotFileName(tdd);
-  RETURN_IF_ERROR(io::WriteFileAtomically(absl::StrCat(checkpoint_dir, "/", name), encoded));
+  io::DurableBatch own;
+  io::DurableBatch* writes = batch != nullptr ? batch : &own;
+  RETURN_IF_ERROR(writes->WriteAtomically(absl::StrCat(checkpoint_dir, "/", name), encoded));
+  RETURN_IF_ERROR(writes->Sync());
   v1::TaskStateHandle handle;
   handle.set_file(name);
   handle.set_size_bytes(static_cast<int64_t>(encoded.size()));

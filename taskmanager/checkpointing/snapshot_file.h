@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/io/durable_batch.h"
 #include "taskmanager/operator_chain.h"
 #include "weir/v1/checkpoint.pb.h"
 #include "weir/v1/job.pb.h"
@@ -33,14 +34,21 @@ struct StateFilesSummary {
 // the asynchronous part of each operator's keyed state into
 // `checkpoint_dir` (and the job's shared directory beside it) first: the
 // file then refers to what it wrote. `files`, when set, sums that up.
+// With a `batch`, those files are durable once the batch is synced
+// (WriteTaskSnapshot with the same batch does it); without, before this
+// returns.
 absl::StatusOr<std::string> EncodeTaskSnapshot(const v1::TaskDeploymentDescriptor& tdd, const ChainSnapshot& snapshot,
-                                               const std::string& checkpoint_dir, StateFilesSummary* files = nullptr);
+                                               const std::string& checkpoint_dir, StateFilesSummary* files = nullptr,
+                                               io::DurableBatch* batch = nullptr);
 
-// Writes the encoded snapshot durably into `checkpoint_dir`; returns its
-// handle, which also carries `files`.
+// Writes the encoded snapshot into `checkpoint_dir` and syncs it with
+// everything else in `batch` (if any): when this returns OK, the snapshot
+// and the files it refers to are durable. Returns its handle, which also
+// carries `files`.
 absl::StatusOr<v1::TaskStateHandle> WriteTaskSnapshot(const std::string& checkpoint_dir,
                                                       const v1::TaskDeploymentDescriptor& tdd,
-                                                      const std::string& encoded, const StateFilesSummary& files = {});
+                                                      const std::string& encoded, const StateFilesSummary& files = {},
+                                                      io::DurableBatch* batch = nullptr);
 
 // Reads, verifies (size, SHA-256, magic, version, that it belongs to this
 // job and chain) and decodes the snapshot `handle` names in `checkpoint_dir`.

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/io/durable_batch.h"
 #include "common/logging/logging.h"
 #include "common/process/fault_injection.h"
 #include "taskmanager/checkpointing/snapshot_file.h"
@@ -83,9 +84,12 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
                                          queued_at] {
     const absl::Time async_start = absl::Now();
     StateFilesSummary files;
-    absl::StatusOr<std::string> encoded = EncodeTaskSnapshot(identity, snapshot, dir, &files);
+    // Everything this task writes for the checkpoint is synced together,
+    // once, at the end (common/io/durable_batch.h).
+    io::DurableBatch batch;
+    absl::StatusOr<std::string> encoded = EncodeTaskSnapshot(identity, snapshot, dir, &files, &batch);
     absl::StatusOr<v1::TaskStateHandle> handle =
-        encoded.ok() ? WriteTaskSnapshot(dir, identity, *encoded, files)
+        encoded.ok() ? WriteTaskSnapshot(dir, identity, *encoded, files, &batch)
                      : absl::StatusOr<v1::TaskStateHandle>(encoded.status());
     if (!handle.ok()) {
       static const std::shared_ptr<spdlog::logger> log = logging::Get("task");

@@ -24,7 +24,8 @@ void WriteBytes(std::string_view bytes, std::string& out) {
 class SerializedSnapshot final : public KeyedStateSnapshot {
  public:
   explicit SerializedSnapshot(std::map<int, std::string> groups) : groups_(std::move(groups)) {}
-  absl::Status Write(const std::string&, const std::string&, v1::OperatorSnapshotProto* out) override {
+  absl::Status WriteInto(const std::string&, const std::string&, v1::OperatorSnapshotProto* out,
+                         io::DurableBatch*) override {
     for (auto& [group, bytes] : groups_) {
       v1::KeyGroupSnapshotProto* g = out->add_key_groups();
       g->set_key_group(group);

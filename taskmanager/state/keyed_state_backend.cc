@@ -14,9 +14,9 @@ class WithPendingEntries final : public KeyedStateSnapshot {
  public:
   WithPendingEntries(std::unique_ptr<KeyedStateSnapshot> state, std::string pending)
       : state_(std::move(state)), pending_(std::move(pending)) {}
-  absl::Status Write(const std::string& checkpoint_dir, const std::string& base_name,
-                     v1::OperatorSnapshotProto* out) override {
-    RETURN_IF_ERROR(state_->Write(checkpoint_dir, base_name, out));
+  absl::Status WriteInto(const std::string& checkpoint_dir, const std::string& base_name,
+                         v1::OperatorSnapshotProto* out, io::DurableBatch* batch) override {
+    RETURN_IF_ERROR(state_->WriteInto(checkpoint_dir, base_name, out, batch));
     out->set_pending_entries(std::move(pending_));
     return absl::OkStatus();
   }
@@ -27,6 +27,13 @@ class WithPendingEntries final : public KeyedStateSnapshot {
 };
 
 }  // namespace
+
+absl::Status KeyedStateSnapshot::Write(const std::string& checkpoint_dir, const std::string& base_name,
+                                       v1::OperatorSnapshotProto* out) {
+  io::DurableBatch batch;
+  RETURN_IF_ERROR(WriteInto(checkpoint_dir, base_name, out, &batch));
+  return batch.Sync();
+}
 
 absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> KeyedStateBackend::Snapshot(int64_t checkpoint_id) {
   // Taken whatever the snapshot does (an exception included): a failed

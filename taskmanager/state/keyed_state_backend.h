@@ -39,6 +39,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/io/durable_batch.h"
 #include "common/state/key_groups.h"
 #include "taskmanager/state/pending_entries.h"
 #include "weir/operator.h"
@@ -51,12 +52,17 @@ class KeyedStateSnapshot {
  public:
   virtual ~KeyedStateSnapshot() = default;
   // Writes the state into `checkpoint_dir` (file names start with
-  // `base_name`) and records what was written in `out`.
+  // `base_name`) and records what was written in `out`; the files are
+  // durable once `batch` is synced (the caller's, with the rest of the
+  // task's snapshot).
   // Files in the job's shared directory (incremental snapshots) are listed
   // with their shared_name, and `reused` when an earlier checkpoint uploaded
   // them.
-  virtual absl::Status Write(const std::string& checkpoint_dir, const std::string& base_name,
-                             v1::OperatorSnapshotProto* out) = 0;
+  virtual absl::Status WriteInto(const std::string& checkpoint_dir, const std::string& base_name,
+                                 v1::OperatorSnapshotProto* out, io::DurableBatch* batch) = 0;
+
+  // WriteInto with a batch of its own, synced before it returns.
+  absl::Status Write(const std::string& checkpoint_dir, const std::string& base_name, v1::OperatorSnapshotProto* out);
 };
 
 // One snapshot to restore keyed state from: what a snapshot file recorded

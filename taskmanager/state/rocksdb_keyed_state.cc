@@ -234,8 +234,8 @@ class RocksDbSnapshot final : public KeyedStateSnapshot {
     rmdir(instance_dir_.c_str());  // the last one out (fails while the backend lives)
   }
 
-  absl::Status Write(const std::string& checkpoint_dir, const std::string& base_name,
-                     v1::OperatorSnapshotProto* out) override {
+  absl::Status WriteInto(const std::string& checkpoint_dir, const std::string& base_name,
+                         v1::OperatorSnapshotProto* out, io::DurableBatch* batch) override {
     const std::string relative = absl::StrCat(base_name, "-rocksdb");
     const std::string target = absl::StrCat(checkpoint_dir, "/", relative);
     std::error_code ec;
@@ -256,8 +256,8 @@ class RocksDbSnapshot final : public KeyedStateSnapshot {
       auto shared = shared_.find(name);
       if (shared == shared_.end()) {
         auto prefix = prefixes_.find(name);
-        ASSIGN_OR_RETURN(int64_t size, io::CopyFileDurably(entry.path().string(), absl::StrCat(target, "/", name),
-                                                           prefix == prefixes_.end() ? -1 : prefix->second));
+        ASSIGN_OR_RETURN(int64_t size, batch->Copy(entry.path().string(), absl::StrCat(target, "/", name),
+                                                    prefix == prefixes_.end() ? -1 : prefix->second));
         file->set_size_bytes(size);
         continue;
       }
@@ -275,23 +275,16 @@ class RocksDbSnapshot final : public KeyedStateSnapshot {
         if (ec) return absl::UnavailableError(absl::StrCat("creating ", shared_dir, ": ", ec.message()));
         uploaded_shared = true;
       }
-      // Written under a temporary name and renamed: a shared file is whole
-      // or absent, whoever else (an earlier attempt) wrote it.
+      // Written under a temporary name and renamed once durable: a shared
+      // file is whole or absent, whoever else (an earlier attempt) wrote it.
       const std::string final_path = absl::StrCat(shared_dir, "/", shared->second.shared_name);
-      const std::string temp_path = absl::StrCat(final_path, ".tmp-", RandomId());
-      absl::StatusOr<int64_t> size = io::CopyFileDurably(entry.path().string(), temp_path);
-      if (size.ok() && std::rename(temp_path.c_str(), final_path.c_str()) != 0) {
-        size = absl::UnavailableError(absl::StrCat("renaming ", temp_path, ": ", std::strerror(errno)));
-      }
-      if (!size.ok()) {
-        std::remove(temp_path.c_str());
-        return size.status();
-      }
-      file->set_size_bytes(*size);
+      ASSIGN_OR_RETURN(int64_t size, batch->CopyThenRename(entry.path().string(),
+                                                           absl::StrCat(final_path, ".tmp-", RandomId()), final_path));
+      file->set_size_bytes(size);
     }
     if (ec) return absl::UnavailableError(absl::StrCat("listing ", local_dir_, ": ", ec.message()));
-    RETURN_IF_ERROR(io::SyncDirectory(target));
-    if (uploaded_shared) RETURN_IF_ERROR(io::SyncDirectory(shared_dir));
+    // The copies (and the directories they are in) are synced with the
+    // task's snapshot file, by the caller.
     KeepLocally();
     RemoveTree(local_dir_);
     return absl::OkStatus();
@@ -300,7 +293,8 @@ class RocksDbSnapshot final : public KeyedStateSnapshot {
  private:
   // Local recovery: the uploaded files stay, moved (a rename: they are hard
   // links to the instance's own) to <local_recovery_dir>/chk-<n>. A failure
-  // here costs only the next restore's speed.
+  // here costs only the next restore's speed. Scratch space, like the
+  // instance: nothing here is synced.
   void KeepLocally() {
     if (local_recovery_dir_.empty()) return;
     const std::string kept = CheckpointDirName(local_recovery_dir_, checkpoint_id_);
@@ -310,7 +304,7 @@ class RocksDbSnapshot final : public KeyedStateSnapshot {
     // it, which would write into the live instance).
     for (const auto& [name, bytes] : prefixes_) {
       const std::string link = absl::StrCat(local_dir_, "/", name), copy = absl::StrCat(link, ".copy");
-      absl::StatusOr<int64_t> copied = io::CopyFileDurably(link, copy, bytes);
+      absl::StatusOr<int64_t> copied = io::CopyFile(link, copy, bytes);
       if (!copied.ok() || std::rename(copy.c_str(), link.c_str()) != 0) {
         std::remove(copy.c_str());
         Log()->warn("keeping the snapshot of checkpoint {} for local recovery: copying {} failed", checkpoint_id_,
@@ -792,7 +786,8 @@ absl::Status CopySnapshotFiles(const KeyedStateRestore& part, const std::string&
         file.shared_name().empty()
             ? absl::StrCat(source, "/", file.name())
             : (fs::path(part.checkpoint_dir).parent_path() / "shared" / file.shared_name()).string();
-    absl::StatusOr<int64_t> size = io::CopyFileDurably(from, absl::StrCat(target, "/", file.name()));
+    // Into the local instance: scratch space, not synced.
+    absl::StatusOr<int64_t> size = io::CopyFile(from, absl::StrCat(target, "/", file.name()));
     if (!size.ok()) {
       return absl::DataLossError(absl::StrCat("keyed state file ", from, " cannot be read: ", size.status().message()));
     }
@@ -836,7 +831,7 @@ absl::Status RocksDbKeyedState::RestoreLocally(const KeyedStateRestore& part, in
       fs::create_hard_link(from, to, ec);
       if (ec) return absl::UnavailableError(absl::StrCat("linking ", from, ": ", ec.message()));
     } else {
-      RETURN_IF_ERROR(io::CopyFileDurably(from, to).status());
+      RETURN_IF_ERROR(io::CopyFile(from, to).status());
     }
   }
   RETURN_IF_ERROR(OpenDb());

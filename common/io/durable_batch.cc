@@ -1,0 +1,149 @@
+#include "common/io/durable_batch.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/io/atomic_file.h"
+#include "common/status_macros.h"
+
+namespace weir::io {
+namespace {
+
+absl::Status Errno(absl::string_view what, const std::string& path) {
+  const int err = errno;
+  const std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(err));
+  if (err == ENOENT) return absl::NotFoundError(message);
+  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
+  return absl::UnavailableError(message);
+}
+
+std::string ParentOf(const std::string& path) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return dir.empty() ? "." : dir;
+}
+
+int Create(const std::string& path) {
+  return open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+}
+
+}  // namespace
+
+DurableBatch::~DurableBatch() {
+  for (File& file : open_) {
+    close(file.fd);
+    if (!file.final.empty()) unlink(file.path.c_str());
+  }
+  for (File& file : to_rename_) unlink(file.path.c_str());
+}
+
+absl::StatusOr<int64_t> DurableBatch::Copy(const std::string& from, const std::string& to, int64_t limit) {
+  const int fd = Create(to);
+  if (fd < 0) return Errno("creating", to);
+  absl::StatusOr<int64_t> copied = CopyFileInto(from, to, fd, limit);
+  if (!copied.ok()) {
+    close(fd);
+    return copied;
+  }
+  Keep(File{fd, to, ""});
+  return copied;
+}
+
+absl::StatusOr<int64_t> DurableBatch::CopyThenRename(const std::string& from, const std::string& temp,
+                                                     const std::string& final_path) {
+  const int fd = Create(temp);
+  if (fd < 0) return Errno("creating", temp);
+  absl::StatusOr<int64_t> copied = CopyFileInto(from, temp, fd, -1);
+  if (!copied.ok()) {
+    close(fd);
+    return copied;
+  }
+  Keep(File{fd, temp, final_path});
+  return copied;
+}
+
+absl::Status DurableBatch::WriteAtomically(const std::string& path, absl::string_view contents) {
+  const std::string temp = path + ".tmp";
+  const int fd = Create(temp);
+  if (fd < 0) return Errno("creating", temp);
+  size_t written = 0;
+  while (written < contents.size()) {
+    const ssize_t n = write(fd, contents.data() + written, contents.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      absl::Status status = Errno("writing", temp);
+      close(fd);
+      unlink(temp.c_str());
+      return status;
+    }
+    written += static_cast<size_t>(n);
+  }
+  Keep(File{fd, temp, path});
+  return absl::OkStatus();
+}
+
+void DurableBatch::Keep(File file) {
+  // Only starts the write-back (no wait); where it is not supported, the
+  // fsync in Sync does all of it.
+  sync_file_range(file.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+  directories_.insert(ParentOf(file.path));
+  open_.push_back(std::move(file));
+  if (open_.size() <= kMaxOpenFiles) return;
+  absl::Status finished = Finish(open_.front());
+  open_.pop_front();
+  if (early_.ok()) early_ = std::move(finished);
+}
+
+absl::Status DurableBatch::Finish(File& file) {
+  ++fsyncs_;
+  absl::Status status;
+  if (fsync(file.fd) != 0) status = Errno("syncing", file.path);
+  if (close(file.fd) != 0 && status.ok()) status = Errno("closing", file.path);
+  file.fd = -1;
+  if (file.final.empty()) return status;
+  if (!status.ok()) {
+    unlink(file.path.c_str());
+    return status;
+  }
+  to_rename_.push_back(std::move(file));
+  return status;
+}
+
+absl::Status DurableBatch::Sync() {
+  absl::Status status = std::exchange(early_, absl::OkStatus());
+  for (File& file : open_) {
+    if (status.ok()) {
+      status = Finish(file);
+      continue;
+    }
+    close(file.fd);
+    if (!file.final.empty()) unlink(file.path.c_str());
+  }
+  open_.clear();
+  for (File& file : to_rename_) {
+    if (status.ok() && std::rename(file.path.c_str(), file.final.c_str()) != 0) {
+      status = Errno("renaming into place", file.final);
+    }
+    if (status.ok()) {
+      directories_.insert(ParentOf(file.final));
+    } else {
+      unlink(file.path.c_str());
+    }
+  }
+  to_rename_.clear();
+  std::set<std::string> directories = std::exchange(directories_, {});
+  if (!status.ok()) return status;
+  for (const std::string& dir : directories) {
+    ++fsyncs_;
+    RETURN_IF_ERROR(SyncDirectory(dir));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace weir::io
