@@ -15,8 +15,9 @@
 // reads VmRSS, RssAnon and RssFile of every daemon from /proc/<pid>/status
 // every 50 ms from submission until the job is FINISHED ("rest" is read
 // 3 s after the cluster started); "steady" is the
-// median of those samples, "peak" the process's VmHWM at the end (start-up
-// included). Rates run from submission to FINISHED. The ratio is budget /
+// median of those samples, "highest" the sample of the highest VmRSS (and
+// its time since submission), "peak" the process's VmHWM at the end
+// (start-up included). Rates run from submission to FINISHED. The ratio is budget /
 // librdkafka-defaults of the median rates.
 //
 // With --baseline-bin DIR the pair is another build's daemons (DIR, e.g. a
@@ -88,6 +89,7 @@ struct Setup {
 // Memory of one process, in KiB, from /proc/<pid>/status.
 struct Status {
   int64_t rss = 0, anon = 0, file = 0, hwm = 0;
+  double at_s = 0;  // a sample's time since submission
 };
 
 Status ReadStatus(pid_t pid) {
@@ -109,10 +111,11 @@ int64_t Median(std::vector<int64_t> v) {
 class Sampler {
  public:
   explicit Sampler(std::vector<pid_t> pids) : pids_(std::move(pids)), samples_(pids_.size()) {
-    thread_ = std::thread([this] {
+    thread_ = std::thread([this, start = absl::Now()] {
       while (!stop_.load()) {
         for (size_t i = 0; i < pids_.size(); ++i) {
-          const Status s = ReadStatus(pids_[i]);
+          Status s = ReadStatus(pids_[i]);
+          s.at_s = absl::ToDoubleSeconds(absl::Now() - start);
           std::lock_guard<std::mutex> lock(mutex_);
           samples_[i].push_back(s);
         }
@@ -140,6 +143,20 @@ class Sampler {
     }
     return out;
   }
+  // Per process: the sample of the highest VmRSS, and when it was taken
+  // (where a peak comes from: VmHWM alone does not say).
+  std::vector<Status> Highest() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<Status> out;
+    for (const auto& samples : samples_) {
+      Status highest;
+      for (const Status& s : samples) {
+        if (s.rss > highest.rss) highest = s;
+      }
+      out.push_back(highest);
+    }
+    return out;
+  }
 
  private:
   const std::vector<pid_t> pids_;
@@ -153,6 +170,7 @@ struct Run {
   double records_per_s = 0;
   // [0] the JobManager, then the TaskManagers.
   std::vector<Status> rest, steady, peak;
+  std::vector<Status> highest;  // the highest sample
 };
 
 std::string NewTopic(const std::string& bootstrap, const std::string& prefix, int partitions) {
@@ -225,6 +243,7 @@ Run RunJob(const std::string& bootstrap, const std::string& job_name, const std:
   }
   run.records_per_s = static_cast<double>(flags.records) / seconds;
   run.steady = sampler.Steady();
+  run.highest = sampler.Highest();
   for (pid_t pid : pids) {
     const Status s = ReadStatus(pid);
     run.peak.push_back({.rss = s.hwm, .hwm = s.hwm});
@@ -235,9 +254,11 @@ Run RunJob(const std::string& bootstrap, const std::string& job_name, const std:
 void Print(const std::string& label, const Run& run) {
   std::printf("  %-22s %9.0f records/s |", label.c_str(), run.records_per_s);
   for (size_t i = 0; i < run.steady.size(); ++i) {
-    std::printf(" %s rest %.1f steady %.1f (anon %.1f file %.1f) peak %.1f MiB%s", i == 0 ? "JM" : "TM",
-                Mib(run.rest[i].rss), Mib(run.steady[i].rss), Mib(run.steady[i].anon), Mib(run.steady[i].file),
-                Mib(run.peak[i].hwm), i + 1 < run.steady.size() ? " |" : "");
+    std::printf(" %s rest %.1f steady %.1f (anon %.1f file %.1f) highest %.1f (anon %.1f file %.1f, at %.1f s) "
+                "peak %.1f MiB%s",
+                i == 0 ? "JM" : "TM", Mib(run.rest[i].rss), Mib(run.steady[i].rss), Mib(run.steady[i].anon),
+                Mib(run.steady[i].file), Mib(run.highest[i].rss), Mib(run.highest[i].anon), Mib(run.highest[i].file),
+                run.highest[i].at_s, Mib(run.peak[i].hwm), i + 1 < run.steady.size() ? " |" : "");
   }
   std::printf("\n");
   std::fflush(stdout);
