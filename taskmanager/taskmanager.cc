@@ -328,6 +328,7 @@ absl::Status TaskManager::Deploy(const v1::TaskDeploymentDescriptor& tdd) {
   }
   last_deploy_ = absl::Now();
   code_pages_due_ = true;
+  setting_up_.insert(tdd.task_id());
   auto task = std::make_unique<Task>(tdd, task_env_);
   Task* raw = task.get();
   tasks_[tdd.task_id()] = std::move(task);
@@ -526,6 +527,12 @@ void TaskManager::OnRegistered(const std::string& jobmanager_session_id) {
 }
 
 void TaskManager::OnTaskState(const v1::TaskStateUpdate& update) {
+  bool set_up = false;
+  {
+    absl::MutexLock lock(&tasks_mu_);
+    set_up = setting_up_.erase(update.task_id()) > 0 && setting_up_.empty() && release_code_pages_ && !stopping_;
+  }
+  if (set_up) ReleaseCodePages("once the deployed tasks were set up");
   const bool terminal = update.state() == v1::TASK_FINISHED || update.state() == v1::TASK_FAILED ||
                         update.state() == v1::TASK_CANCELED;
   if (terminal && drop_final_reports_ != DropFinalReports::kNone) {
@@ -666,7 +673,7 @@ void TaskManager::ExitForStuckTasks(const std::vector<Task*>& stuck) {
   std::_Exit(1);
 }
 
-void TaskManager::ReleaseCodePages() {
+void TaskManager::ReleaseCodePages(absl::string_view when) {
   absl::StatusOr<process::ReleasedCodePages> released = process::ReleaseCodePages();
   if (!released.ok()) {
     log_->warn("TaskManager {}: cannot release code pages from the resident set "
@@ -674,9 +681,9 @@ void TaskManager::ReleaseCodePages() {
                id(), released.status().message());
     return;
   }
-  log_->info("TaskManager {}: released the code pages of {} objects ({} MiB of address space); "
+  log_->info("TaskManager {}: released the code pages of {} objects ({} MiB of address space) {}; "
              "file-backed resident {:.1f} -> {:.1f} MiB, resident {:.1f} MiB",
-             id(), released->objects, released->bytes_advised >> 20, released->rss_file_before_kib / 1024.0,
+             id(), released->objects, released->bytes_advised >> 20, when, released->rss_file_before_kib / 1024.0,
              released->rss_file_after_kib / 1024.0, process::ProcStatusField(0, "VmRSS") / 1024.0);
 }
 
@@ -718,7 +725,10 @@ void TaskManager::MaintenanceLoop() {
       release_code_pages = release_code_pages_ && code_pages_due_ && absl::Now() - last_deploy_ >= kCodePagesQuietPeriod;
       if (release_code_pages) code_pages_due_ = false;
     }
-    if (release_code_pages) ReleaseCodePages();
+    if (release_code_pages) {
+      ReleaseCodePages(absl::StrCat("after ", config::FormatDuration(kCodePagesQuietPeriod),
+                                    " without deployments"));
+    }
     for (const auto& [task_id, ending] : unconfirmed_endings_) *report.add_tasks() = ending.first;
     if (drop_final_reports_ == DropFinalReports::kAll) {
       for (v1::TaskMetrics& metrics : *report.mutable_tasks()) {

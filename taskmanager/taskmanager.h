@@ -82,7 +82,8 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   // Reports metrics of running tasks and reaps finished ones, every second.
   void MaintenanceLoop();
   // taskmanager.memory.release-code-pages, from the maintenance loop.
-  void ReleaseCodePages();
+  // `when` says what the release follows, in its log line.
+  void ReleaseCodePages(absl::string_view when);
   // The cancellation watchdog, from the maintenance loop: warns about a
   // cancelled task not ended after half of task.cancellation.timeout, and
   // exits the process (ExitForStuckTasks) once one is past all of it.
@@ -153,6 +154,13 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   // for kCodePagesQuietPeriod (a job's set-up code has run by then).
   absl::Time last_deploy_ ABSL_GUARDED_BY(tasks_mu_) = absl::Now();
   bool code_pages_due_ ABSL_GUARDED_BY(tasks_mu_) = true;
+  // Deployed tasks that have not yet reported RUNNING (or an end). When the
+  // last of them does, the code pages are released at once, on its thread:
+  // the set-up's pages (deployment, loading the job, opening its clients,
+  // restoring state) leave before the records flow at full rate and the
+  // buffers fill, rather than adding to that peak until the quiet period
+  // has passed.
+  std::set<std::string> setting_up_ ABSL_GUARDED_BY(tasks_mu_);
   static constexpr absl::Duration kCodePagesQuietPeriod = absl::Seconds(2);
   // Tasks that ended, with their final metrics: in every report until one
   // is delivered (at most kEndingReportTries), so that how a task ended

@@ -44,6 +44,7 @@ DurableBatch::~DurableBatch() {
 }
 
 absl::StatusOr<int64_t> DurableBatch::Copy(const std::string& from, const std::string& to, int64_t limit) {
+  if (!early_.ok()) return early_;  // the batch has failed: Sync says so
   const int fd = Create(to);
   if (fd < 0) return Errno("creating", to);
   absl::StatusOr<int64_t> copied = CopyFileInto(from, to, fd, limit);
@@ -57,6 +58,7 @@ absl::StatusOr<int64_t> DurableBatch::Copy(const std::string& from, const std::s
 
 absl::StatusOr<int64_t> DurableBatch::CopyThenRename(const std::string& from, const std::string& temp,
                                                      const std::string& final_path) {
+  if (!early_.ok()) return early_;  // the batch has failed: Sync says so
   const int fd = Create(temp);
   if (fd < 0) return Errno("creating", temp);
   absl::StatusOr<int64_t> copied = CopyFileInto(from, temp, fd, -1);
@@ -69,6 +71,7 @@ absl::StatusOr<int64_t> DurableBatch::CopyThenRename(const std::string& from, co
 }
 
 absl::Status DurableBatch::WriteAtomically(const std::string& path, absl::string_view contents) {
+  if (!early_.ok()) return early_;  // the batch has failed: Sync says so
   const std::string temp = path + ".tmp";
   const int fd = Create(temp);
   if (fd < 0) return Errno("creating", temp);
@@ -87,6 +90,8 @@ absl::Status DurableBatch::WriteAtomically(const std::string& path, absl::string
   Keep(File{fd, temp, path});
   return absl::OkStatus();
 }
+
+void DurableBatch::SyncDirectoryAtEnd(const std::string& dir) { directories_.insert(dir); }
 
 void DurableBatch::Keep(File file) {
   // Only starts the write-back (no wait); where it is not supported, the

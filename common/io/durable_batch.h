@@ -8,12 +8,13 @@
 // carries the others' metadata too. Names given as final appear only in
 // Sync(), once their bytes are durable (written under a temporary name,
 // renamed), and the directories holding what the batch created or renamed
-// are synced last. What Sync() returned OK for survives a crash; a failed or
-// abandoned batch removes its temporary files (files written under their
-// final name stay, as with a failed copy).
+// are synced last. What Sync() returned OK for survives a crash; a failed
+// or abandoned batch removes its temporary files (files written under
+// their final name stay, as with a failed copy).
 //
-// At most kMaxOpenFiles descriptors stay open: past that, the oldest file is
-// synced and closed early.
+// At most kMaxOpenFiles descriptors stay open: past that, the oldest file
+// is synced and closed early. Once such an early sync has failed, every
+// call returns that error without writing more.
 //
 // Thread-safety: one thread at a time.
 #pragma once
@@ -52,6 +53,10 @@ class DurableBatch {
   // Writes `contents` to `path` + ".tmp"; Sync renames it over `path`: a
   // reader sees the old file or the whole new one.
   absl::Status WriteAtomically(const std::string& path, absl::string_view contents);
+
+  // Syncs `dir` with the directories at the end of Sync (one that the
+  // caller created an entry in: a new subdirectory).
+  void SyncDirectoryAtEnd(const std::string& dir);
 
   // Syncs every file, renames those with a final name, then syncs the
   // directories. The first error, naming the file; the batch is done

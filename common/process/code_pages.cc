@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
@@ -17,15 +18,12 @@
 namespace weir::process {
 namespace {
 
-struct Range {
-  uintptr_t begin;
-  uintptr_t end;
-};
-
-struct Collected {
+// What one pass over the loaded objects released.
+struct Releasing {
   uintptr_t page_size;
-  std::vector<Range> ranges;
   int objects = 0;
+  int64_t bytes_advised = 0;
+  absl::Status first_refusal;
 };
 
 // True when the object's dynamic section asks the loader to relocate text
@@ -44,8 +42,13 @@ bool HasTextRelocations(const dl_phdr_info& info) {
   return false;
 }
 
-int CollectObject(dl_phdr_info* info, size_t, void* data) {
-  auto* collected = static_cast<Collected*>(data);
+// Releases one object's read-only segments. dl_iterate_phdr calls this with
+// the loader's lock held, and dlclose takes an object off the list under
+// that lock before unmapping it: the ranges are still the object's when
+// madvise runs (released after the lock, an unloaded library's addresses
+// could already hold someone's heap, and MADV_DONTNEED would zero it).
+int ReleaseObject(dl_phdr_info* info, size_t, void* data) {
+  auto* releasing = static_cast<Releasing*>(data);
   const std::string_view name = info->dlpi_name == nullptr ? "" : info->dlpi_name;
   // The vDSO is the kernel's own mapping, not a file.
   if (name.find("linux-vdso") != std::string_view::npos || name.find("linux-gate") != std::string_view::npos) {
@@ -55,40 +58,39 @@ int CollectObject(dl_phdr_info* info, size_t, void* data) {
   bool any = false;
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr)& phdr = info->dlpi_phdr[i];
-    if (phdr.p_type != PT_LOAD || (phdr.p_flags & PF_W) != 0 || phdr.p_memsz == 0) continue;
-    // Whole pages inside the segment only: a page it shares with a
-    // writable neighbour is left alone.
-    const uintptr_t mask = collected->page_size - 1;
+    if (phdr.p_type != PT_LOAD || (phdr.p_flags & PF_W) != 0 || phdr.p_filesz == 0) continue;
+    // Whole pages inside the segment's file bytes only: a page it shares
+    // with a writable neighbour, or one the loader zeroed a tail of
+    // (p_memsz beyond p_filesz), is left alone.
+    const uintptr_t mask = releasing->page_size - 1;
     const uintptr_t begin = (info->dlpi_addr + phdr.p_vaddr + mask) & ~mask;
-    const uintptr_t end = (info->dlpi_addr + phdr.p_vaddr + phdr.p_memsz) & ~mask;
+    const uintptr_t end = (info->dlpi_addr + phdr.p_vaddr + std::min(phdr.p_filesz, phdr.p_memsz)) & ~mask;
     if (end <= begin) continue;
-    collected->ranges.push_back({begin, end});
-    any = true;
+    if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) == 0) {
+      releasing->bytes_advised += static_cast<int64_t>(end - begin);
+      any = true;
+    } else if (releasing->first_refusal.ok()) {
+      const int error = errno;
+      releasing->first_refusal =
+          absl::InternalError(absl::StrCat("madvise(MADV_DONTNEED) of ", end - begin, " bytes of code pages of '",
+                                           name.empty() ? std::string("the binary") : std::string(name), "': ", std::strerror(error)));
+    }
   }
-  if (any) ++collected->objects;
+  if (any) ++releasing->objects;
   return 0;
 }
 
 }  // namespace
 
 absl::StatusOr<ReleasedCodePages> ReleaseCodePages() {
-  Collected collected{.page_size = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE))};
-  dl_iterate_phdr(&CollectObject, &collected);
+  Releasing releasing{.page_size = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE))};
   ReleasedCodePages released;
-  released.objects = collected.objects;
   released.rss_file_before_kib = ProcStatusField(0, "RssFile");
-  absl::Status first_refusal;
-  for (const Range& range : collected.ranges) {
-    if (madvise(reinterpret_cast<void*>(range.begin), range.end - range.begin, MADV_DONTNEED) == 0) {
-      released.bytes_advised += static_cast<int64_t>(range.end - range.begin);
-    } else if (first_refusal.ok()) {
-      const int error = errno;
-      first_refusal = absl::InternalError(absl::StrCat("madvise(MADV_DONTNEED) of ", range.end - range.begin,
-                                                       " bytes of code pages: ", std::strerror(error)));
-    }
-  }
+  dl_iterate_phdr(&ReleaseObject, &releasing);
   released.rss_file_after_kib = ProcStatusField(0, "RssFile");
-  if (released.bytes_advised == 0 && !first_refusal.ok()) return first_refusal;
+  released.objects = releasing.objects;
+  released.bytes_advised = releasing.bytes_advised;
+  if (released.bytes_advised == 0 && !releasing.first_refusal.ok()) return releasing.first_refusal;
   return released;
 }
 

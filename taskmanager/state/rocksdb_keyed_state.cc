@@ -271,8 +271,10 @@ class RocksDbSnapshot final : public KeyedStateSnapshot {
         continue;
       }
       if (!uploaded_shared) {
-        fs::create_directories(shared_dir, ec);
+        const bool created = fs::create_directories(shared_dir, ec);
         if (ec) return absl::UnavailableError(absl::StrCat("creating ", shared_dir, ": ", ec.message()));
+        // The job directory's entry of a shared directory made here.
+        if (created) batch->SyncDirectoryAtEnd(fs::path(checkpoint_dir).parent_path().string());
         uploaded_shared = true;
       }
       // Written under a temporary name and renamed once durable: a shared

@@ -28,6 +28,7 @@
 #include "nlohmann/json.hpp"
 #include "common/process/proc_status.h"
 #include "tests/testing/http_get.h"
+#include "tests/testing/local_cluster.h"
 #include "tests/testing/process.h"
 
 namespace weir {
@@ -367,6 +368,28 @@ TEST_F(ClusterTest, TaskManagerReleasesItsStartUpCodePagesOnceSettled) {
   EXPECT_TRUE(WaitForMembers({"tm-a", "tm-b"})) << a->Log();
   auto text = RunCommand({BinDir() + "/weir", "--jobmanager", JobManagerAddress(), "cluster"});
   EXPECT_EQ(text.exit_code, 0) << text.err;
+}
+
+// The pages a deployment's set-up touched (loading the job, opening its
+// clients) are released as soon as the last of its tasks reports RUNNING,
+// not only once the deployments have been quiet for a while: they would
+// otherwise add to the resident set while the job's buffers fill.
+TEST(CodePagesTest, ATaskManagerReleasesItsCodePagesOnceItsTasksAreSetUp) {
+  testing::LocalCluster cluster({.taskmanagers = 1, .slots_per_taskmanager = 2});
+  cluster.Start();
+  std::string error;
+  const std::string job =
+      cluster.Submit(std::string(WEIR_JOBS_DIR) + "/test/timed_numbers.so", {"-p", "2"}, {}, &error);
+  ASSERT_FALSE(job.empty()) << error;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return absl::StrContains(cluster.taskmanager(0).Log(),
+                                 "released the code pages of") &&
+               absl::StrContains(cluster.taskmanager(0).Log(), "once the deployed tasks were set up");
+      },
+      absl::Seconds(60)))
+      << cluster.Logs();
+  EXPECT_EQ(cluster.Weir({"cancel", job}).exit_code, 0);
 }
 
 TEST_F(ClusterTest, TaskManagerDeregistersOnSigterm) {
