@@ -15,6 +15,12 @@
 // only of objects without text relocations: no page the process ever wrote
 // can be dropped (that would lose the write). The vDSO is skipped.
 //
+// A released page is read back from its file: a binary or library
+// overwritten in place (cp over it, rather than a new file renamed into
+// place, as package managers do) then crashes the process at its next
+// fault, as it would any process whose cold pages were evicted; and
+// breakpoints a debugger wrote into released pages are gone.
+//
 // Thread-safety: callable from any thread at any time; other threads that
 // run code in a released page fault it back in.
 #pragma once

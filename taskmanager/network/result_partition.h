@@ -65,7 +65,8 @@ class ResultPartition {
   // goes on at once. A source task sets it when a checkpoint trigger is
   // posted to it, so that it does not wait for its consumers to free room
   // before it takes the trigger, and clears it before it runs its mails:
-  // what it adds over capacity meanwhile is the rest of one poll.
+  // what it adds over capacity meanwhile is the rest of one poll (or, when
+  // the trigger is posted while its loop runs its mails, the next poll).
   void AdmitOverCapacity(bool admit) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The oldest buffer of a subpartition, or nullopt when it is empty or the
