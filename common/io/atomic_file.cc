@@ -11,11 +11,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/io/durable_batch.h"
+#include "common/status_macros.h"
 
 namespace weir::io {
-namespace {
 
-absl::Status Errno(absl::string_view what, const std::string& path) {
+absl::Status ErrnoError(absl::string_view what, const std::string& path) {
   const int err = errno;
   const std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(err));
   if (err == ENOENT) return absl::NotFoundError(message);
@@ -23,51 +24,19 @@ absl::Status Errno(absl::string_view what, const std::string& path) {
   return absl::UnavailableError(message);
 }
 
-}  // namespace
-
 absl::Status SyncDirectory(const std::string& dir) {
   const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Errno("opening directory", dir);
+  if (fd < 0) return ErrnoError("opening directory", dir);
   const int rc = fsync(fd);
-  absl::Status status = rc == 0 ? absl::OkStatus() : Errno("syncing directory", dir);
+  absl::Status status = rc == 0 ? absl::OkStatus() : ErrnoError("syncing directory", dir);
   close(fd);
   return status;
 }
 
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
-  const std::string temp = path + ".tmp";
-  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) return Errno("creating", temp);
-  size_t written = 0;
-  while (written < contents.size()) {
-    const ssize_t n = write(fd, contents.data() + written, contents.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      absl::Status status = Errno("writing", temp);
-      close(fd);
-      unlink(temp.c_str());
-      return status;
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0) {
-    absl::Status status = Errno("syncing", temp);
-    close(fd);
-    unlink(temp.c_str());
-    return status;
-  }
-  if (close(fd) != 0) {
-    absl::Status status = Errno("closing", temp);
-    unlink(temp.c_str());
-    return status;
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    absl::Status status = Errno("renaming into place", path);
-    unlink(temp.c_str());
-    return status;
-  }
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  return SyncDirectory(dir.empty() ? "." : dir);
+  DurableBatch batch;
+  RETURN_IF_ERROR(batch.WriteAtomically(path, contents));
+  return batch.Sync();
 }
 
 namespace {
@@ -100,7 +69,7 @@ absl::StatusOr<int64_t> CopyInto(int in, int out, const std::string& from, const
           const ssize_t w = write(out, buf.data() + done, static_cast<size_t>(n - done));
           if (w < 0) {
             if (errno == EINTR) continue;
-            return fail(Errno("writing", to));
+            return fail(ErrnoError("writing", to));
           }
           done += w;
         }
@@ -108,7 +77,7 @@ absl::StatusOr<int64_t> CopyInto(int in, int out, const std::string& from, const
     }
     if (n < 0) {
       if (errno == EINTR) continue;
-      return fail(Errno(kernel_copy ? "copying into" : "reading", kernel_copy ? to : from));
+      return fail(ErrnoError(kernel_copy ? "copying into" : "reading", kernel_copy ? to : from));
     }
     if (n == 0) break;
     total += n;
@@ -124,7 +93,7 @@ absl::StatusOr<int64_t> CopyInto(int in, int out, const std::string& from, const
 absl::StatusOr<int64_t> CopyFileInto(const std::string& from, const std::string& to, int out, int64_t limit) {
   const int in = open(from.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) {
-    absl::Status status = Errno("opening", from);
+    absl::Status status = ErrnoError("opening", from);
     unlink(to.c_str());
     return status;
   }
@@ -135,14 +104,14 @@ absl::StatusOr<int64_t> CopyFileInto(const std::string& from, const std::string&
 
 absl::StatusOr<int64_t> CopyFile(const std::string& from, const std::string& to, int64_t limit, bool sync) {
   const int out = open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (out < 0) return Errno("creating", to);
+  if (out < 0) return ErrnoError("creating", to);
   absl::StatusOr<int64_t> copied = CopyFileInto(from, to, out, limit);
   if (copied.ok() && sync && fsync(out) != 0) {
-    copied = Errno("syncing", to);
+    copied = ErrnoError("syncing", to);
     unlink(to.c_str());
   }
   if (close(out) != 0 && copied.ok()) {
-    copied = Errno("closing", to);
+    copied = ErrnoError("closing", to);
     unlink(to.c_str());
   }
   return copied;
@@ -154,7 +123,7 @@ absl::StatusOr<int64_t> CopyFileDurably(const std::string& from, const std::stri
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rbe");
-  if (f == nullptr) return Errno("opening", path);
+  if (f == nullptr) return ErrnoError("opening", path);
   std::string out;
   char buf[64 * 1024];
   size_t n = 0;

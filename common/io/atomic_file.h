@@ -35,6 +35,11 @@ absl::StatusOr<int64_t> CopyFile(const std::string& from, const std::string& to,
 // unlinked on failure). `out` stays open.
 absl::StatusOr<int64_t> CopyFileInto(const std::string& from, const std::string& to, int out, int64_t limit = -1);
 
+// The status for a failed system call on `path`, from errno: "<what>
+// <path>: <reason>", kNotFound for ENOENT, kPermissionDenied for EACCES and
+// EPERM, kUnavailable otherwise.
+absl::Status ErrnoError(absl::string_view what, const std::string& path);
+
 // fsyncs the directory `dir` (makes a rename or create in it durable).
 absl::Status SyncDirectory(const std::string& dir);
 

@@ -16,14 +16,6 @@
 namespace weir::io {
 namespace {
 
-absl::Status Errno(absl::string_view what, const std::string& path) {
-  const int err = errno;
-  const std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(err));
-  if (err == ENOENT) return absl::NotFoundError(message);
-  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
-  return absl::UnavailableError(message);
-}
-
 std::string ParentOf(const std::string& path) {
   const std::string dir = std::filesystem::path(path).parent_path().string();
   return dir.empty() ? "." : dir;
@@ -46,7 +38,7 @@ DurableBatch::~DurableBatch() {
 absl::StatusOr<int64_t> DurableBatch::Copy(const std::string& from, const std::string& to, int64_t limit) {
   if (!early_.ok()) return early_;  // the batch has failed: Sync says so
   const int fd = Create(to);
-  if (fd < 0) return Errno("creating", to);
+  if (fd < 0) return ErrnoError("creating", to);
   absl::StatusOr<int64_t> copied = CopyFileInto(from, to, fd, limit);
   if (!copied.ok()) {
     close(fd);
@@ -60,7 +52,7 @@ absl::StatusOr<int64_t> DurableBatch::CopyThenRename(const std::string& from, co
                                                      const std::string& final_path) {
   if (!early_.ok()) return early_;  // the batch has failed: Sync says so
   const int fd = Create(temp);
-  if (fd < 0) return Errno("creating", temp);
+  if (fd < 0) return ErrnoError("creating", temp);
   absl::StatusOr<int64_t> copied = CopyFileInto(from, temp, fd, -1);
   if (!copied.ok()) {
     close(fd);
@@ -74,13 +66,13 @@ absl::Status DurableBatch::WriteAtomically(const std::string& path, absl::string
   if (!early_.ok()) return early_;  // the batch has failed: Sync says so
   const std::string temp = path + ".tmp";
   const int fd = Create(temp);
-  if (fd < 0) return Errno("creating", temp);
+  if (fd < 0) return ErrnoError("creating", temp);
   size_t written = 0;
   while (written < contents.size()) {
     const ssize_t n = write(fd, contents.data() + written, contents.size() - written);
     if (n < 0) {
       if (errno == EINTR) continue;
-      absl::Status status = Errno("writing", temp);
+      absl::Status status = ErrnoError("writing", temp);
       close(fd);
       unlink(temp.c_str());
       return status;
@@ -108,8 +100,8 @@ void DurableBatch::Keep(File file) {
 absl::Status DurableBatch::Finish(File& file) {
   ++fsyncs_;
   absl::Status status;
-  if (fsync(file.fd) != 0) status = Errno("syncing", file.path);
-  if (close(file.fd) != 0 && status.ok()) status = Errno("closing", file.path);
+  if (fsync(file.fd) != 0) status = ErrnoError("syncing", file.path);
+  if (close(file.fd) != 0 && status.ok()) status = ErrnoError("closing", file.path);
   file.fd = -1;
   if (file.final.empty()) return status;
   if (!status.ok()) {
@@ -133,7 +125,7 @@ absl::Status DurableBatch::Sync() {
   open_.clear();
   for (File& file : to_rename_) {
     if (status.ok() && std::rename(file.path.c_str(), file.final.c_str()) != 0) {
-      status = Errno("renaming into place", file.final);
+      status = ErrnoError("renaming into place", file.final);
     }
     if (status.ok()) {
       directories_.insert(ParentOf(file.final));
