@@ -531,6 +531,10 @@ void TaskManager::OnTaskState(const v1::TaskStateUpdate& update) {
   {
     absl::MutexLock lock(&tasks_mu_);
     set_up = setting_up_.erase(update.task_id()) > 0 && setting_up_.empty() && release_code_pages_ && !stopping_;
+    if (set_up) {
+      code_pages_follow_up_ = absl::Now() + kCodePagesFollowUp;
+      follow_up_new_ = true;
+    }
   }
   if (set_up) ReleaseCodePages("once the deployed tasks were set up");
   const bool terminal = update.state() == v1::TASK_FINISHED || update.state() == v1::TASK_FAILED ||
@@ -695,14 +699,29 @@ void TaskManager::MaintenanceLoop() {
     report.set_taskmanager_id(id());
     std::vector<v1::DeclineCheckpointRequest> declines;
     bool release_code_pages = false;
+    bool follow_up = false;
     {
       absl::MutexLock lock(&tasks_mu_);
       auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_) {
-        return stopping_ || !pending_declines_.empty();
+        return stopping_ || !pending_declines_.empty() || follow_up_new_;
       };
-      tasks_mu_.AwaitWithTimeout(absl::Condition(&wake), absl::Seconds(1));
+      const absl::Duration wait =
+          std::clamp(code_pages_follow_up_ - absl::Now(), absl::ZeroDuration(), absl::Seconds(1));
+      tasks_mu_.AwaitWithTimeout(absl::Condition(&wake), wait);
       if (stopping_) return;
       declines.swap(pending_declines_);
+      if (follow_up_new_) {
+        follow_up_new_ = false;
+        if (declines.empty()) continue;  // only to take the new time
+      }
+      if (absl::Now() >= code_pages_follow_up_) {
+        code_pages_follow_up_ = absl::InfiniteFuture();
+        follow_up = true;
+      }
+    }
+    if (follow_up) {
+      ReleaseCodePages(absl::StrCat(config::FormatDuration(kCodePagesFollowUp),
+                                    " after the deployed tasks were set up (their clients opened)"));
     }
     for (const v1::DeclineCheckpointRequest& decline : declines) Decline(decline);
     {

@@ -156,11 +156,17 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   bool code_pages_due_ ABSL_GUARDED_BY(tasks_mu_) = true;
   // Deployed tasks that have not yet reported RUNNING (or an end). When the
   // last of them does, the code pages are released at once, on its thread:
-  // the set-up's pages (deployment, loading the job, opening its clients,
-  // restoring state) leave before the records flow at full rate and the
-  // buffers fill, rather than adding to that peak until the quiet period
-  // has passed.
+  // the set-up's pages (deployment, loading the job, restoring state) leave
+  // before the records flow at full rate and the buffers fill, rather than
+  // adding to that peak until the quiet period has passed.
   std::set<std::string> setting_up_ ABSL_GUARDED_BY(tasks_mu_);
+  // And once more kCodePagesFollowUp later, from the maintenance loop: a
+  // source opens its Kafka clients when it starts running (SASL plugins,
+  // OpenSSL, connections), after it reported RUNNING. `follow_up_new_`
+  // wakes the loop to take the new time.
+  absl::Time code_pages_follow_up_ ABSL_GUARDED_BY(tasks_mu_) = absl::InfiniteFuture();
+  bool follow_up_new_ ABSL_GUARDED_BY(tasks_mu_) = false;
+  static constexpr absl::Duration kCodePagesFollowUp = absl::Milliseconds(300);
   static constexpr absl::Duration kCodePagesQuietPeriod = absl::Seconds(2);
   // Tasks that ended, with their final metrics: in every report until one
   // is delivered (at most kEndingReportTries), so that how a task ended

@@ -239,8 +239,9 @@ constexpr std::array kOptions = {
     OptionSpec{.key = keys::kReleaseCodePages,
                .type = OptionType::kBool,
                .default_value = "true",
-               .description = "Two seconds after start-up and after each deployment, and as soon as a "
-                              "deployment's last task reports RUNNING, the TaskManager drops "
+               .description = "Two seconds after start-up and after each deployment, as soon as a "
+                              "deployment's last task reports RUNNING and 300 ms after that, the "
+                              "TaskManager drops "
                               "its mappings of read-only code and constant pages, so that its resident "
                               "set holds only the code that runs afterwards (start-up code of its "
                               "libraries and of a job's set-up is not counted any more). The pages stay in "

@@ -370,10 +370,11 @@ TEST_F(ClusterTest, TaskManagerReleasesItsStartUpCodePagesOnceSettled) {
   EXPECT_EQ(text.exit_code, 0) << text.err;
 }
 
-// The pages a deployment's set-up touched (loading the job, opening its
-// clients) are released as soon as the last of its tasks reports RUNNING,
-// not only once the deployments have been quiet for a while: they would
-// otherwise add to the resident set while the job's buffers fill.
+// The pages a deployment's set-up touched (loading the job) are released
+// as soon as the last of its tasks reports RUNNING, and those of opening
+// its clients shortly after, not only once the deployments have been quiet
+// for a while: they would otherwise add to the resident set while the
+// job's buffers fill.
 TEST(CodePagesTest, ATaskManagerReleasesItsCodePagesOnceItsTasksAreSetUp) {
   testing::LocalCluster cluster({.taskmanagers = 1, .slots_per_taskmanager = 2});
   cluster.Start();
@@ -383,9 +384,10 @@ TEST(CodePagesTest, ATaskManagerReleasesItsCodePagesOnceItsTasksAreSetUp) {
   ASSERT_FALSE(job.empty()) << error;
   ASSERT_TRUE(WaitFor(
       [&] {
-        return absl::StrContains(cluster.taskmanager(0).Log(),
-                                 "released the code pages of") &&
-               absl::StrContains(cluster.taskmanager(0).Log(), "once the deployed tasks were set up");
+        const std::string log = cluster.taskmanager(0).Log();
+        return absl::StrContains(log, "released the code pages of") &&
+               absl::StrContains(log, "once the deployed tasks were set up") &&
+               absl::StrContains(log, "after the deployed tasks were set up (their clients opened)");
       },
       absl::Seconds(60)))
       << cluster.Logs();
