@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -39,6 +40,19 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
   return batch.Sync();
 }
 
+absl::Status WriteAll(int fd, absl::string_view bytes, const std::string& path) {
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError("writing", path);
+    }
+    written += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 // Copies from the open `in` into the open `out` (see CopyFile). On failure
@@ -64,15 +78,8 @@ absl::StatusOr<int64_t> CopyInto(int in, int out, const std::string& from, const
     } else {
       n = read(in, buf.data(), std::min(buf.size(), want));
       if (n > 0) {
-        ssize_t done = 0;
-        while (done < n) {
-          const ssize_t w = write(out, buf.data() + done, static_cast<size_t>(n - done));
-          if (w < 0) {
-            if (errno == EINTR) continue;
-            return fail(ErrnoError("writing", to));
-          }
-          done += w;
-        }
+        absl::Status written = WriteAll(out, absl::string_view(buf.data(), static_cast<size_t>(n)), to);
+        if (!written.ok()) return fail(std::move(written));
       }
     }
     if (n < 0) {
@@ -102,7 +109,9 @@ absl::StatusOr<int64_t> CopyFileInto(const std::string& from, const std::string&
   return copied;
 }
 
-absl::StatusOr<int64_t> CopyFile(const std::string& from, const std::string& to, int64_t limit, bool sync) {
+namespace {
+
+absl::StatusOr<int64_t> CopyWhole(const std::string& from, const std::string& to, int64_t limit, bool sync) {
   const int out = open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (out < 0) return ErrnoError("creating", to);
   absl::StatusOr<int64_t> copied = CopyFileInto(from, to, out, limit);
@@ -117,8 +126,14 @@ absl::StatusOr<int64_t> CopyFile(const std::string& from, const std::string& to,
   return copied;
 }
 
+}  // namespace
+
+absl::StatusOr<int64_t> CopyFile(const std::string& from, const std::string& to, int64_t limit) {
+  return CopyWhole(from, to, limit, /*sync=*/false);
+}
+
 absl::StatusOr<int64_t> CopyFileDurably(const std::string& from, const std::string& to, int64_t limit) {
-  return CopyFile(from, to, limit, /*sync=*/true);
+  return CopyWhole(from, to, limit, /*sync=*/true);
 }
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {

@@ -26,14 +26,17 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 // to), and kDataLoss if `from` is shorter.
 absl::StatusOr<int64_t> CopyFileDurably(const std::string& from, const std::string& to, int64_t limit = -1);
 
-// The same without the fsync unless `sync`: for scratch copies that need
-// no durability (a local RocksDB instance, a local recovery copy).
-absl::StatusOr<int64_t> CopyFile(const std::string& from, const std::string& to, int64_t limit = -1,
-                                 bool sync = false);
+// The same without the fsync: for scratch copies that need no durability
+// (a local RocksDB instance, a local recovery copy).
+absl::StatusOr<int64_t> CopyFile(const std::string& from, const std::string& to, int64_t limit = -1);
 
 // The copy itself, into `out`, an open descriptor of `to` (named in errors;
 // unlinked on failure). `out` stays open.
 absl::StatusOr<int64_t> CopyFileInto(const std::string& from, const std::string& to, int out, int64_t limit = -1);
+
+// Writes all of `bytes` to `fd` (retrying interrupted writes); errors name
+// `path`.
+absl::Status WriteAll(int fd, absl::string_view bytes, const std::string& path);
 
 // The status for a failed system call on `path`, from errno: "<what>
 // <path>: <reason>", kNotFound for ENOENT, kPermissionDenied for EACCES and

@@ -67,17 +67,10 @@ absl::Status DurableBatch::WriteAtomically(const std::string& path, absl::string
   const std::string temp = path + ".tmp";
   const int fd = Create(temp);
   if (fd < 0) return ErrnoError("creating", temp);
-  size_t written = 0;
-  while (written < contents.size()) {
-    const ssize_t n = write(fd, contents.data() + written, contents.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      absl::Status status = ErrnoError("writing", temp);
-      close(fd);
-      unlink(temp.c_str());
-      return status;
-    }
-    written += static_cast<size_t>(n);
+  if (absl::Status written = WriteAll(fd, contents, temp); !written.ok()) {
+    close(fd);
+    unlink(temp.c_str());
+    return written;
   }
   Keep(File{fd, temp, path});
   return absl::OkStatus();
