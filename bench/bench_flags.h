@@ -55,6 +55,10 @@ class BenchFlags {
   // False, after saying what was wrong on stderr, for an unknown flag or a
   // bad value.
   bool Parse(int argc, char** argv) const {
+    if (argc % 2 == 0) {  // flags come in pairs: the last one has no value
+      std::fprintf(stderr, "%s: flag %s has no value (flags are --name value)\n", program_.c_str(), argv[argc - 1]);
+      return false;
+    }
     for (int i = 1; i + 1 < argc; i += 2) {
       const std::string name = argv[i];
       auto it = setters_.find(name);

@@ -50,6 +50,14 @@ struct WatermarkStrategy {
   // Timestamps more than this ahead of the wall clock are invalid (a clock
   // or a unit gone wrong: seconds read as ms). 0: no check.
   std::chrono::milliseconds max_future = std::chrono::hours(24);
+  // Watermark alignment within a Kafka source subtask: a partition whose
+  // watermark runs more than this ahead of the slowest partition still
+  // being read is paused until that one catches up, so that event time,
+  // and the windows waiting on it, move with the slowest partition rather
+  // than piling up behind it (reading a backlog, one partition can be
+  // served far ahead of the others). A partition without a record for a
+  // second holds no other back. 0 (default): off. Other sources ignore it.
+  std::chrono::milliseconds max_drift{0};
 };
 
 namespace internal {

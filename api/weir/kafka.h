@@ -154,13 +154,17 @@ inline DataStream<Record> Source(StreamEnvironment& env, const SourceOptions& op
                      {"bounded", options.bounded ? "true" : "false"}};
   for (const auto& [k, v] : options.properties) spec.properties["kafka." + k] = v;
   if (const auto& strategy = options.watermarks) {
-    if (strategy->out_of_orderness.count() < 0 || strategy->idleness.count() < 0 || strategy->max_future.count() < 0) {
+    if (strategy->out_of_orderness.count() < 0 || strategy->idleness.count() < 0 || strategy->max_future.count() < 0 ||
+        strategy->max_drift.count() < 0) {
       throw std::invalid_argument("kafka::Source: a watermark strategy's durations must not be negative");
     }
     spec.properties[std::string(kEventTimeProperty)] = "source";
     spec.properties["watermark.out-of-orderness-ms"] = std::to_string(strategy->out_of_orderness.count());
     spec.properties["watermark.idleness-ms"] = std::to_string(strategy->idleness.count());
     spec.properties["watermark.max-future-ms"] = std::to_string(strategy->max_future.count());
+    if (strategy->max_drift.count() > 0) {
+      spec.properties["watermark.max-drift-ms"] = std::to_string(strategy->max_drift.count());
+    }
     spec.properties["watermark.invalid-timestamps"] =
         strategy->invalid_timestamps == InvalidTimestamps::kDrop ? "drop" : "fail";
     spec.properties["watermark.timestamps"] = strategy->timestamp ? "extractor" : "record";

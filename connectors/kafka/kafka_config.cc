@@ -195,6 +195,7 @@ absl::StatusOr<std::optional<KafkaSourceConfig::EventTime>> ParseEventTime(absl:
   RETURN_IF_ERROR(milliseconds("watermark.out-of-orderness-ms", &event_time.out_of_orderness_ms));
   RETURN_IF_ERROR(milliseconds("watermark.idleness-ms", &event_time.idleness_ms));
   RETURN_IF_ERROR(milliseconds("watermark.max-future-ms", &event_time.max_future_ms));
+  RETURN_IF_ERROR(milliseconds("watermark.max-drift-ms", &event_time.max_drift_ms));
   if (const std::string* invalid = Find(properties, "watermark.invalid-timestamps")) {
     if (*invalid != "fail" && *invalid != "drop") {
       return Invalid(connector, absl::StrCat("property 'watermark.invalid-timestamps' is '", *invalid,
@@ -223,7 +224,7 @@ absl::StatusOr<KafkaSourceConfig> KafkaSourceConfig::FromProperties(const Proper
                                {"brokers", "topics", "start", "group.id", "isolation.level", "bounded",
                                 "at-most-once", std::string(kEventTimeProperty), "watermark.out-of-orderness-ms",
                                 "watermark.idleness-ms", "watermark.max-future-ms", "watermark.invalid-timestamps",
-                                "watermark.timestamps"}));
+                                "watermark.timestamps", "watermark.max-drift-ms"}));
   ASSIGN_OR_RETURN(config.brokers, ParseBrokers(connector, properties));
 
   const std::string* topics = Find(properties, "topics");

@@ -165,11 +165,12 @@ void KafkaSource::Open(OperatorContext& context, RecordOutput* output) {
                                   "Records dropped for an invalid event time (missing, negative, or too far in the "
                                   "future).");
     log_->info("{}: event time from {}, watermarks per partition: out-of-orderness {} ms, idleness {}, invalid "
-               "timestamps {}",
+               "timestamps {}, partitions aligned {}",
                client_, event_time->extractor ? "the job's extractor" : "the Kafka record timestamps",
                event_time->out_of_orderness_ms,
                event_time->idleness_ms > 0 ? absl::StrCat(event_time->idleness_ms, " ms") : "off",
-               event_time->drop_invalid ? "dropped" : "fail the job");
+               event_time->drop_invalid ? "dropped" : "fail the job",
+               event_time->max_drift_ms > 0 ? absl::StrCat("within ", event_time->max_drift_ms, " ms") : "off");
     if (partitions_.empty()) {
       log_->info("{}: no partition to read, so this subtask is idle and does not hold event time back", client_);
     }
@@ -181,7 +182,55 @@ void KafkaSource::OnPeriodicEmit() {
   const int64_t now = weir::internal::WallClockMs();
   const weir::internal::SplitWatermarks::Combined combined = watermarks_->Combine(now);
   ReportPartitions(now, combined.watermark);
+  if (config_.event_time->max_drift_ms > 0) AlignPartitions(now);
   emitter_.Emit(combined, output_);
+}
+
+void KafkaSource::AlignPartitions(int64_t now_ms) {
+  // A partition quiet this long holds nobody back: one with nothing to
+  // read (caught up, or ending in a transaction marker) must not stop the
+  // others for good.
+  constexpr int64_t kQuietMs = 1000;
+  const int64_t drift = config_.event_time->max_drift_ms;
+  // The slowest partition still being read.
+  const PartitionState* slowest = nullptr;
+  int64_t floor = 0;
+  for (const PartitionState& p : partitions_) {
+    if (p.done || watermarks_->idle(p.split, now_ms) || now_ms - watermarks_->last_record_ms(p.split) >= kQuietMs) {
+      continue;
+    }
+    const int64_t watermark = watermarks_->watermark(p.split);
+    if (slowest == nullptr || watermark < floor) {
+      slowest = &p;
+      floor = watermark;
+    }
+  }
+  TopicPartitionList pause;
+  TopicPartitionList resume;
+  for (PartitionState& p : partitions_) {
+    if (p.done) continue;
+    const int64_t watermark = watermarks_->watermark(p.split);
+    // floor is kMinWatermark (the slowest has no record yet) or a time.
+    const bool ahead = slowest != nullptr && watermark != kMinWatermark && watermark - drift > floor;
+    if (ahead == p.aligned_paused) continue;
+    p.aligned_paused = ahead;
+    (ahead ? pause : resume).items.push_back(RdKafka::TopicPartition::create(p.topic, p.partition));
+    if (ahead) {
+      ++aligned_pauses_;
+      const std::string why =
+          absl::StrCat(client_, ": partition ", PartitionName(p.topic, p.partition), " paused: its watermark ",
+                       EventTimeText(watermark), " is more than watermark.max-drift-ms (", drift,
+                       " ms) ahead of partition ", PartitionName(slowest->topic, slowest->partition), "'s (",
+                       EventTimeText(floor), "); it resumes when that one catches up");
+      if (aligned_pauses_ == 1) {
+        log_->info("{}", why);
+      } else {
+        log_->debug("{}", why);
+      }
+    }
+  }
+  if (!pause.items.empty()) consumer_->pause(pause.items);
+  if (!resume.items.empty()) consumer_->resume(resume.items);
 }
 
 void KafkaSource::ReportPartitions(int64_t now_ms, int64_t combined_watermark) {

@@ -68,6 +68,11 @@ struct KafkaSourceConfig {
     // back while another is ahead is named in a warning (once per stall);
     // 0: never. pipeline.watermark.stall-warning (SourceContext).
     int64_t stall_warning_ms = 60 * 1000;
+    // Watermark alignment of the subtask's partitions: a partition whose
+    // watermark is more than this ahead of the slowest partition that is
+    // still being read is paused until that one catches up (0: off).
+    // watermark.max-drift-ms.
+    int64_t max_drift_ms = 0;
   };
   std::optional<EventTime> event_time;
   // With event_time->extractor: the job's extractor
@@ -156,8 +161,13 @@ class KafkaSource : public weir::SourceOperator {
     bool idle = false;
     bool stall_reported = false;
     Gauge* watermark_gauge = nullptr;
+    // Paused by AlignPartitions (never a finished partition).
+    bool aligned_paused = false;
   };
 
+  // Watermark alignment (EventTime::max_drift_ms): pauses the partitions
+  // too far ahead of the slowest one being read and resumes the others.
+  void AlignPartitions(int64_t now_ms);
   void CreateConsumer();
   // Fills next_offset (and end_offset when bounded) of every partition,
   // asking the brokers for up to the open timeout.
@@ -228,6 +238,8 @@ class KafkaSource : public weir::SourceOperator {
   size_t last_found_ = 0;                   // Find's guess for the next message
   size_t partitions_left_ = 0;              // bounded mode: not yet done
   int64_t records_read_ = 0;
+  // Partitions paused by AlignPartitions so far.
+  int64_t aligned_pauses_ = 0;
   bool finished_logged_ = false;
   std::chrono::steady_clock::time_point last_progress_;
   // weir_kafka_consumer_lag_records per partition (partitions_' order; null

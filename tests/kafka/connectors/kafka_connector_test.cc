@@ -554,6 +554,88 @@ TEST_F(KafkaConnectorTest, EventTimeWatermarkIsTheMinimumOverPartitionsThatAreNo
   source->Close();
 }
 
+// Polls `source`, running its periodic emission (watermarks, alignment)
+// after every poll, until its bounded input ends.
+bool ReadToEndWithWatermarks(KafkaSource& source) {
+  const auto deadline = Clock::now() + kDeadline;
+  while (Clock::now() < deadline) {
+    const SourceStatus status = source.PollNext();
+    source.OnPeriodicEmit();
+    if (status == SourceStatus::kEndOfInput) return true;
+  }
+  return false;
+}
+
+TEST_F(KafkaConnectorTest, AlignedPartitionsWaitForTheSlowestOne) {
+  const std::string topic = NewTopic("weir-source-aligned", 2);
+  const int64_t base = NowMs() - 3600 * 1000;
+  // Partition 0's records are all 100 s of event time ahead of partition
+  // 1's, which span those 100 s.
+  constexpr int kPerPartition = 20000;
+  std::vector<TestRecord> produced;
+  for (int i = 0; i < kPerPartition; ++i) {
+    produced.push_back({.partition = 0, .value = "a", .timestamp_ms = base + 100000 + i});
+    produced.push_back({.partition = 1, .value = "b", .timestamp_ms = base + i * 5});
+  }
+  ASSERT_NO_FATAL_FAILURE(Produce(bootstrap_, topic, produced));
+
+  kafka::SourceOptions options{.brokers = bootstrap_, .topics = {topic}, .bounded = true};
+  options.watermarks = WatermarkStrategy<kafka::Record>{.max_drift = std::chrono::seconds(1)};
+  std::unique_ptr<KafkaSource> source = NewSource(options);
+  ASSERT_TRUE(source);
+  auto log = std::make_shared<weir::testing::LogCapture>();
+  logging::Get("kafka")->sinks().push_back(log);
+  FakeContext context(0, 1);
+  CollectingOutput output;
+  source->Open(context, &output);
+  ASSERT_TRUE(ReadToEndWithWatermarks(*source));
+
+  // Every record once.
+  std::set<std::pair<int32_t, int64_t>> positions;
+  for (const kafka::Record& r : output.records) positions.insert({r.partition, r.offset});
+  EXPECT_EQ(output.records.size(), produced.size());
+  EXPECT_EQ(positions.size(), produced.size());
+  // Partition 0 was paused while partition 1 caught up: by the time
+  // partition 1 was within the drift of partition 0's first record, at
+  // most what was read before the first pause (one poll's batch, or what
+  // librdkafka had fetched already) of partition 0 had gone out.
+  size_t ahead = 0;
+  for (const kafka::Record& r : output.records) {
+    if (r.partition == 1 && r.timestamp_ms >= base + 99000) break;
+    if (r.partition == 0) ++ahead;
+  }
+  EXPECT_LT(ahead, static_cast<size_t>(kPerPartition / 2)) << "partition 0 ran ahead by " << ahead << " records";
+  EXPECT_THAT(log->text(), HasSubstr(absl::StrCat("partition ", topic, "[0] paused: its watermark")));
+  EXPECT_THAT(log->text(), HasSubstr(absl::StrCat("ahead of partition ", topic, "[1]'s")));
+  source->Close();
+}
+
+TEST_F(KafkaConnectorTest, AlignmentIsNotHeldBackByAPartitionWithoutRecords) {
+  const std::string topic = NewTopic("weir-source-aligned-quiet", 2);
+  const int64_t base = NowMs() - 3600 * 1000;
+  std::vector<TestRecord> produced;
+  for (int i = 0; i < 2000; ++i) produced.push_back({.partition = 0, .value = "a", .timestamp_ms = base + i});
+  ASSERT_NO_FATAL_FAILURE(Produce(bootstrap_, topic, produced));
+
+  // Unbounded: partition 1 never has a record. It holds partition 0 back
+  // for a second at most, then partition 0 is read to its end.
+  kafka::SourceOptions options{.brokers = bootstrap_, .topics = {topic}};
+  options.watermarks = WatermarkStrategy<kafka::Record>{.max_drift = std::chrono::milliseconds(100)};
+  std::unique_ptr<KafkaSource> source = NewSource(options);
+  ASSERT_TRUE(source);
+  FakeContext context(0, 1);
+  CollectingOutput output;
+  source->Open(context, &output);
+  const auto deadline = Clock::now() + kDeadline;
+  while (output.records.size() < produced.size()) {
+    ASSERT_LT(Clock::now(), deadline) << "read " << output.records.size() << " of " << produced.size() << " records";
+    source->PollNext();
+    source->OnPeriodicEmit();
+  }
+  EXPECT_EQ(output.records.size(), produced.size());
+  source->Close();
+}
+
 TEST_F(KafkaConnectorTest, EventTimeOfAQuietPartitionIsLoggedAndBoundedPartitionsEndIt) {
   const std::string topic = NewTopic("weir-source-stall", 3);
   const int64_t base = NowMs() - 3600 * 1000;
@@ -1043,7 +1125,8 @@ TEST(ConnectorValidationTest, AcceptsWhatTheJobApiWrites) {
   timed.watermarks = WatermarkStrategy<kafka::Record>{.out_of_orderness = std::chrono::seconds(5),
                                                        .idleness = std::chrono::minutes(1),
                                                        .timestamp = [](const kafka::Record&) { return 0; },
-                                                       .invalid_timestamps = InvalidTimestamps::kDrop};
+                                                       .invalid_timestamps = InvalidTimestamps::kDrop,
+                                                       .max_drift = std::chrono::seconds(2)};
   const Properties timed_properties = SourceProperties(timed);
   EXPECT_TRUE(Kafka().Validate(kKafkaSourceConnector, timed_properties).ok());
   absl::StatusOr<KafkaSourceConfig> config = KafkaSourceConfig::FromProperties(timed_properties);
@@ -1052,6 +1135,7 @@ TEST(ConnectorValidationTest, AcceptsWhatTheJobApiWrites) {
   EXPECT_EQ(config->event_time->out_of_orderness_ms, 5000);
   EXPECT_EQ(config->event_time->idleness_ms, 60000);
   EXPECT_EQ(config->event_time->max_future_ms, 24 * 3600 * 1000);
+  EXPECT_EQ(config->event_time->max_drift_ms, 2000);
   EXPECT_TRUE(config->event_time->drop_invalid);
   EXPECT_TRUE(config->event_time->extractor);
 }
@@ -1151,6 +1235,8 @@ TEST(ConnectorValidationTest, RejectsMalformedPropertiesNamingThem) {
       {"kafka-source", with(source, "weir.event-time", "sink"), "property 'weir.event-time'"},
       {"kafka-source", with(with(source, "weir.event-time", "source"), "watermark.idleness-ms", "-1"),
        "property 'watermark.idleness-ms'"},
+      {"kafka-source", with(with(source, "weir.event-time", "source"), "watermark.max-drift-ms", "-1"),
+       "property 'watermark.max-drift-ms'"},
       {"kafka-source", with(with(source, "weir.event-time", "source"), "watermark.out-of-orderness-ms", "5s"),
        "property 'watermark.out-of-orderness-ms'"},
       {"kafka-source", with(with(source, "weir.event-time", "source"), "watermark.invalid-timestamps", "ignore"),

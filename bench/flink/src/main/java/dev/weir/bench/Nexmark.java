@@ -170,9 +170,9 @@ public final class Nexmark {
   }
 
   public static void main(String[] args) throws Exception {
-    if (args.length != 7 && args.length != 8) {
+    if (args.length < 7 || args.length > 9) {
       System.err.println(
-          "usage: Nexmark BOOTSTRAP INPUT OUTPUT PARALLELISM CHECKPOINT_MS CHECKPOINT_DIR QUERY [WATERMARK_INTERVAL_MS]");
+          "usage: Nexmark BOOTSTRAP INPUT OUTPUT PARALLELISM CHECKPOINT_MS CHECKPOINT_DIR QUERY [WATERMARK_INTERVAL_MS [MAX_DRIFT_MS]]");
       System.exit(2);
     }
     final String bootstrap = args[0], input = args[1], output = args[2];
@@ -180,8 +180,12 @@ public final class Nexmark {
     final long checkpointMs = Long.parseLong(args[4]);
 
     StreamExecutionEnvironment env = LocalFlink.environment(parallelism, checkpointMs, args[5]);
-    // Flink's default (200 ms) unless given.
-    if (args.length == 8) env.getConfig().setAutoWatermarkInterval(Long.parseLong(args[7]));
+    // Flink's default (200 ms) unless given (0: the default).
+    if (args.length >= 8 && Long.parseLong(args[7]) > 0) {
+      env.getConfig().setAutoWatermarkInterval(Long.parseLong(args[7]));
+    }
+    // Watermark alignment, as the Weir job's (0: off).
+    final long maxDriftMs = args.length >= 9 ? Long.parseLong(args[8]) : 0;
 
     KafkaSource<Tuple2<String, String>> source =
         KafkaSource.<Tuple2<String, String>>builder()
@@ -193,9 +197,10 @@ public final class Nexmark {
             .setDeserializer(new KeyValue())
             .build();
     // The Kafka timestamp is the event time; events are in order.
-    DataStream<Tuple2<String, String>> events =
-        env.fromSource(
-            source, WatermarkStrategy.<Tuple2<String, String>>forBoundedOutOfOrderness(Duration.ZERO), "KafkaSource");
+    WatermarkStrategy<Tuple2<String, String>> watermarks =
+        WatermarkStrategy.<Tuple2<String, String>>forBoundedOutOfOrderness(Duration.ZERO);
+    if (maxDriftMs > 0) watermarks = watermarks.withWatermarkAlignment("nexmark", Duration.ofMillis(maxDriftMs));
+    DataStream<Tuple2<String, String>> events = env.fromSource(source, watermarks, "KafkaSource");
     KafkaSink<Tuple2<String, String>> sink = LocalFlink.atLeastOnceSink(bootstrap, output, new KeyOf(), new ValueOf());
     query(args[6], events).sinkTo(sink).name("KafkaSink");
 
