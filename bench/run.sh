@@ -16,6 +16,7 @@
 #   bench/run.sh nexmark [--events N] [--event-rate R] [--queries q0,q1,q2,q5] [--parallelism P]
 #                        [--checkpoint-ms M] [--rounds R] [--flink] [--baseline-bin DIR]
 #                        [--cluster-config -Dk=v,...] [--baseline-config -Dk=v,...]
+#                        [--max-drift-ms D] [--flink-max-drift-ms D] [--job-args a,b] [--baseline-job-args a,b]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh >/dev/null
