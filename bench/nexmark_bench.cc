@@ -84,9 +84,8 @@ struct Flags {
   // (bench/README.md), so Flink runs unaligned unless told.
   int64_t max_drift_ms = 1000;
   int64_t flink_max_drift_ms = 0;
-  // Arguments added to the job's (bench/jobs/nexmark.cc: --max-drift-ms N
-  // overrides the one above),
-  // on this side and on the baseline's.
+  // Arguments added to the job's, on this side and on the baseline's
+  // (bench/jobs/nexmark.cc; --max-drift-ms N there overrides the one above).
   std::vector<std::string> job_args;
   std::vector<std::string> baseline_job_args;
 };

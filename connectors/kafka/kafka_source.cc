@@ -215,19 +215,17 @@ void KafkaSource::AlignPartitions(int64_t now_ms) {
     if (ahead == p.aligned_paused) continue;
     p.aligned_paused = ahead;
     (ahead ? pause : resume).items.push_back(RdKafka::TopicPartition::create(p.topic, p.partition));
-    if (ahead) {
-      ++aligned_pauses_;
-      const std::string why =
-          absl::StrCat(client_, ": partition ", PartitionName(p.topic, p.partition), " paused: its watermark ",
-                       EventTimeText(watermark), " is more than watermark.max-drift-ms (", drift,
-                       " ms) ahead of partition ", PartitionName(slowest->topic, slowest->partition), "'s (",
-                       EventTimeText(floor), "); it resumes when that one catches up");
-      if (aligned_pauses_ == 1) {
-        log_->info("{}", why);
-      } else {
-        log_->debug("{}", why);
-      }
-    }
+    if (!ahead) continue;
+    // The first pause is logged; later ones only at debug level, and their
+    // text is built only then (pauses come every few polls).
+    ++aligned_pauses_;
+    if (aligned_pauses_ > 1 && !log_->should_log(spdlog::level::debug)) continue;
+    const std::string why =
+        absl::StrCat(client_, ": partition ", PartitionName(p.topic, p.partition), " paused: its watermark ",
+                     EventTimeText(watermark), " is more than watermark.max-drift-ms (", drift,
+                     " ms) ahead of partition ", PartitionName(slowest->topic, slowest->partition), "'s (",
+                     EventTimeText(floor), "); it resumes when that one catches up");
+    log_->log(aligned_pauses_ == 1 ? spdlog::level::info : spdlog::level::debug, "{}", why);
   }
   if (!pause.items.empty()) consumer_->pause(pause.items);
   if (!resume.items.empty()) consumer_->resume(resume.items);

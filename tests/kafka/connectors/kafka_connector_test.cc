@@ -490,11 +490,14 @@ TEST_F(KafkaConnectorTest, BoundedSourceSplitsPartitionsAndReadsEveryRecordOnce)
 }
 
 // Polls `source` until it has emitted `count` records in all.
-void ReadRecords(KafkaSource& source, const CollectingOutput& output, size_t count) {
+// `periodic_emit`: also runs the source's periodic emission (watermarks,
+// alignment) after every poll.
+void ReadRecords(KafkaSource& source, const CollectingOutput& output, size_t count, bool periodic_emit = false) {
   const auto deadline = Clock::now() + kDeadline;
   while (output.records.size() < count) {
     ASSERT_LT(Clock::now(), deadline) << "read " << output.records.size() << " of " << count << " records";
     source.PollNext();
+    if (periodic_emit) source.OnPeriodicEmit();
   }
 }
 
@@ -626,12 +629,7 @@ TEST_F(KafkaConnectorTest, AlignmentIsNotHeldBackByAPartitionWithoutRecords) {
   FakeContext context(0, 1);
   CollectingOutput output;
   source->Open(context, &output);
-  const auto deadline = Clock::now() + kDeadline;
-  while (output.records.size() < produced.size()) {
-    ASSERT_LT(Clock::now(), deadline) << "read " << output.records.size() << " of " << produced.size() << " records";
-    source->PollNext();
-    source->OnPeriodicEmit();
-  }
+  ASSERT_NO_FATAL_FAILURE(ReadRecords(*source, output, produced.size(), /*periodic_emit=*/true));
   EXPECT_EQ(output.records.size(), produced.size());
   source->Close();
 }
