@@ -608,8 +608,12 @@ TEST_F(KafkaConnectorTest, AlignedPartitionsWaitForTheSlowestOne) {
     if (r.partition == 0) ++ahead;
   }
   EXPECT_LT(ahead, static_cast<size_t>(kPerPartition / 2)) << "partition 0 ran ahead by " << ahead << " records";
-  EXPECT_THAT(log->text(), HasSubstr(absl::StrCat("partition ", topic, "[0] paused: its watermark")));
-  EXPECT_THAT(log->text(), HasSubstr(absl::StrCat("ahead of partition ", topic, "[1]'s")));
+  // Only the first pause is logged at info level, and which partition it
+  // names depends on which one the first fetch brought: partition 0 ahead
+  // of partition 1, or partition 1 ahead of partition 0 that had no record
+  // yet (the start of time).
+  EXPECT_THAT(log->text(), HasSubstr("] paused: its watermark "));
+  EXPECT_THAT(log->text(), HasSubstr("more than watermark.max-drift-ms (1000 ms) ahead of partition "));
   source->Close();
 }
 
