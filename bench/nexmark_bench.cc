@@ -42,6 +42,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -408,12 +409,16 @@ int main(int argc, char** argv) {
       const Summary other = Summarize(runs, flags.events);
       Print(who, other);
       all_correct = all_correct && other.correct;
-      std::printf("    Weir / %s: events/s %.2fx, events per CPU-second %.2fx, peak memory %.2fx, checkpoint "
-                  "p50 %.2fx, p99 %.2fx\n",
-                  label, weir.events_per_second / other.events_per_second,
-                  other.cpu_per_million / weir.cpu_per_million, weir.rss_mib / other.rss_mib,
-                  weir.checkpoint_p50 / std::max(1.0, other.checkpoint_p50),
-                  weir.checkpoint_p99 / std::max(1.0, other.checkpoint_p99));
+      // Checkpoint times compare only when both sides took checkpoints (a
+      // short run may end before its first).
+      const std::string checkpoints =
+          weir.checkpoints == 0 || other.checkpoints == 0
+              ? std::string("checkpoints not compared (a side took none)")
+              : absl::StrFormat("checkpoint p50 %.2fx, p99 %.2fx", weir.checkpoint_p50 / std::max(1.0, other.checkpoint_p50),
+                                weir.checkpoint_p99 / std::max(1.0, other.checkpoint_p99));
+      std::printf("    Weir / %s: events/s %.2fx, events per CPU-second %.2fx, peak memory %.2fx, %s\n", label,
+                  weir.events_per_second / other.events_per_second, other.cpu_per_million / weir.cpu_per_million,
+                  weir.rss_mib / other.rss_mib, checkpoints.c_str());
     };
     compare(baseline_runs, "base", "baseline");
     compare(flink_runs, "Flink", "Flink");
