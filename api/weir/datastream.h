@@ -503,7 +503,18 @@ class DataStream {
   // Event time: each record's timestamp and this stream's watermarks from
   // `strategy` (weir/event_time.h). Runs chained after this stream's vertex
   // (same parallelism); everything downstream carries event time.
+  // Throws std::invalid_argument for a negative duration, or for max_drift,
+  // which aligns a Kafka source's partitions (kafka::SourceOptions::
+  // watermarks) and has nothing to pause here.
   DataStream<T> AssignTimestampsAndWatermarks(WatermarkStrategy<T> strategy) const {
+    if (strategy.out_of_orderness.count() < 0 || strategy.idleness.count() < 0 || strategy.max_future.count() < 0) {
+      throw std::invalid_argument("AssignTimestampsAndWatermarks: a watermark strategy's durations must not be negative");
+    }
+    if (strategy.max_drift.count() != 0) {
+      throw std::invalid_argument(
+          "AssignTimestampsAndWatermarks: max_drift aligns the partitions of a Kafka source and is only taken "
+          "there (kafka::SourceOptions::watermarks); remove it from this strategy");
+    }
     DataStream<T> timed = Then<T>("Timestamps/Watermarks", type(), [strategy] {
       return std::make_unique<internal::TimestampsAndWatermarksOperator<T>>(strategy);
     });

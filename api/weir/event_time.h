@@ -55,8 +55,11 @@ struct WatermarkStrategy {
   // being read is paused until that one catches up, so that event time,
   // and the windows waiting on it, move with the slowest partition rather
   // than piling up behind it (reading a backlog, one partition can be
-  // served far ahead of the others). A partition without a record for a
-  // second holds no other back. 0 (default): off. Other sources ignore it.
+  // served far ahead of the others). It is read again once within half the
+  // drift. A partition read to its end (or, getting neither records nor an
+  // end, after the source waited a second on an empty fetch queue) holds
+  // no other back. 0 (default): off. Only kafka::SourceOptions::watermarks
+  // takes it; AssignTimestampsAndWatermarks refuses it.
   std::chrono::milliseconds max_drift{0};
 };
 

@@ -187,16 +187,17 @@ void KafkaSource::OnPeriodicEmit() {
 }
 
 void KafkaSource::AlignPartitions(int64_t now_ms) {
-  // A partition quiet this long holds nobody back: one with nothing to
-  // read (caught up, or ending in a transaction marker) must not stop the
-  // others for good.
+  // A partition with nothing to read holds nobody back: one at its end
+  // (librdkafka said so, past any transaction marker), or, for one that
+  // gets neither records nor an end (its leader unreachable), after the
+  // source has waited this long on an empty queue since its last word.
   constexpr int64_t kQuietMs = 1000;
   const int64_t drift = config_.event_time->max_drift_ms;
   // The slowest partition still being read.
   const PartitionState* slowest = nullptr;
   int64_t floor = 0;
   for (const PartitionState& p : partitions_) {
-    if (p.done || watermarks_->idle(p.split, now_ms) || now_ms - watermarks_->last_record_ms(p.split) >= kQuietMs) {
+    if (p.done || p.at_end || watermarks_->idle(p.split, now_ms) || starved_ms_ - p.starved_mark_ms >= kQuietMs) {
       continue;
     }
     const int64_t watermark = watermarks_->watermark(p.split);
@@ -205,17 +206,21 @@ void KafkaSource::AlignPartitions(int64_t now_ms) {
       floor = watermark;
     }
   }
-  TopicPartitionList pause;
-  TopicPartitionList resume;
+  std::vector<PartitionState*> pause;
+  std::vector<PartitionState*> resume;
   for (PartitionState& p : partitions_) {
     if (p.done) continue;
     const int64_t watermark = watermarks_->watermark(p.split);
     // floor is kMinWatermark (the slowest has no record yet) or a time.
-    const bool ahead = slowest != nullptr && watermark != kMinWatermark && watermark - drift > floor;
-    if (ahead == p.aligned_paused) continue;
-    p.aligned_paused = ahead;
-    (ahead ? pause : resume).items.push_back(RdKafka::TopicPartition::create(p.topic, p.partition));
+    // Paused beyond the drift, resumed within half of it.
+    const int64_t limit = p.aligned_paused ? drift / 2 : drift;
+    const bool ahead = slowest != nullptr && watermark != kMinWatermark && watermark - limit > floor;
+    if (ahead != p.aligned_paused) (ahead ? pause : resume).push_back(&p);
     if (!ahead) continue;
+    // Held back on purpose, so not idle: it must not log going idle and
+    // active again, nor count as idle in the subtask's watermark.
+    if (!watermarks_->idle(p.split, now_ms)) watermarks_->OnRecord(p.split, kNoTimestamp, now_ms);
+    if (p.aligned_paused) continue;
     // The first pause is logged; later ones only at debug level, and their
     // text is built only then (pauses come every few polls).
     ++aligned_pauses_;
@@ -224,11 +229,33 @@ void KafkaSource::AlignPartitions(int64_t now_ms) {
         absl::StrCat(client_, ": partition ", PartitionName(p.topic, p.partition), " paused: its watermark ",
                      EventTimeText(watermark), " is more than watermark.max-drift-ms (", drift,
                      " ms) ahead of partition ", PartitionName(slowest->topic, slowest->partition), "'s (",
-                     EventTimeText(floor), "); it resumes when that one catches up");
+                     EventTimeText(floor), "); it resumes when within ", drift / 2, " ms of the slowest partition");
     log_->log(aligned_pauses_ == 1 ? spdlog::level::info : spdlog::level::debug, "{}", why);
   }
-  if (!pause.items.empty()) consumer_->pause(pause.items);
-  if (!resume.items.empty()) consumer_->resume(resume.items);
+  PauseOrResume(pause, /*pause=*/true);
+  PauseOrResume(resume, /*pause=*/false);
+}
+
+void KafkaSource::PauseOrResume(const std::vector<PartitionState*>& partitions, bool pause) {
+  if (partitions.empty()) return;
+  TopicPartitionList list;
+  for (const PartitionState* p : partitions) {
+    list.items.push_back(RdKafka::TopicPartition::create(p->topic, p->partition));
+  }
+  const RdKafka::ErrorCode code = pause ? consumer_->pause(list.items) : consumer_->resume(list.items);
+  for (size_t i = 0; i < partitions.size(); ++i) {
+    const RdKafka::ErrorCode item = code != RdKafka::ERR_NO_ERROR ? code : list.items[i]->err();
+    if (item == RdKafka::ERR_NO_ERROR) {
+      partitions[i]->aligned_paused = pause;
+      continue;
+    }
+    int64_t suppressed = 0;
+    if (align_log_limiter_.ShouldLog(&suppressed)) {
+      log_->warn("{}: could not {} {} for watermark alignment: {}; tried again at the next watermark tick ({} "
+                 "similar messages suppressed)",
+                 client_, pause ? "pause" : "resume", Describe(*partitions[i]), RdKafka::err2str(item), suppressed);
+    }
+  }
 }
 
 void KafkaSource::ReportPartitions(int64_t now_ms, int64_t combined_watermark) {
@@ -504,9 +531,13 @@ SourceStatus KafkaSource::PollNext() {
   std::vector<std::unique_ptr<RdKafka::Message>> batch;  // at-most-once: emitted after the commit
   for (int i = 0; i < kMaxBatch; ++i) {
     if (config_.bounded && partitions_left_ == 0) break;
+    const auto asked = i == 0 ? Clock::now() : Clock::time_point();
     std::unique_ptr<RdKafka::Message> message(consumer_->consume(i == 0 ? kPollTimeoutMs : 0));
     const RdKafka::ErrorCode code = message->err();
-    if (code == RdKafka::ERR__TIMED_OUT) break;
+    if (code == RdKafka::ERR__TIMED_OUT) {
+      if (i == 0) starved_ms_ += std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - asked).count();
+      break;
+    }
     if (code == RdKafka::ERR_NO_ERROR) {
       if (config_.at_most_once) {
         batch.push_back(std::move(message));
@@ -618,6 +649,8 @@ bool KafkaSource::EmitRecord(RdKafka::Message& message) {
   record.offset = offset;
 
   state->next_offset = offset + 1;
+  state->at_end = false;
+  state->starved_mark_ms = starved_ms_;
   ++records_read_;
   if (watermarks_.has_value()) {
     int64_t event_time = kNoTimestamp;
@@ -644,6 +677,8 @@ void KafkaSource::HandleEndOfPartition(RdKafka::Message& message) {
   // control records (transaction markers) and aborted records the consumer
   // skipped; the last record's offset + 1 may not.
   state->next_offset = std::max(state->next_offset, message.offset());
+  state->at_end = true;
+  state->starved_mark_ms = starved_ms_;
   log_->debug("{}: end of {} at offset {}", client_, Describe(*state), message.offset());
   if (config_.bounded && !state->done && state->next_offset >= state->end_offset) {
     MarkDone(*state);
@@ -749,7 +784,7 @@ void KafkaSource::MaybeWakeFetchers(bool queue_ran_empty) {
   for (const PartitionState& p : partitions_) {
     int64_t low = 0;
     int64_t high = -1;
-    if (!p.done && consumer_->get_watermark_offsets(p.topic, p.partition, &low, &high) == RdKafka::ERR_NO_ERROR &&
+    if (!p.done && !p.aligned_paused && consumer_->get_watermark_offsets(p.topic, p.partition, &low, &high) == RdKafka::ERR_NO_ERROR &&
         high > p.next_offset) {
       idle_wake_sent_ = true;
       WakeFetchers();

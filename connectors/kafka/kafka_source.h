@@ -163,11 +163,22 @@ class KafkaSource : public weir::SourceOperator {
     Gauge* watermark_gauge = nullptr;
     // Paused by AlignPartitions (never a finished partition).
     bool aligned_paused = false;
+    // Alignment: the partition has nothing to read (its last fetch reached
+    // the end, past any transaction marker) since its last record; and
+    // starved_ms_ at its last record or end.
+    bool at_end = false;
+    int64_t starved_mark_ms = 0;
   };
 
   // Watermark alignment (EventTime::max_drift_ms): pauses the partitions
-  // too far ahead of the slowest one being read and resumes the others.
+  // more than the drift ahead of the slowest one being read, and resumes
+  // them once within half the drift (so that they do not flap: each pause
+  // discards what librdkafka had fetched for the partition).
   void AlignPartitions(int64_t now_ms);
+  // Pauses (or resumes) `partitions` in the consumer; a partition it fails
+  // for is logged and keeps its previous aligned_paused, to be tried again
+  // at the next tick.
+  void PauseOrResume(const std::vector<PartitionState*>& partitions, bool pause);
   void CreateConsumer();
   // Fills next_offset (and end_offset when bounded) of every partition,
   // asking the brokers for up to the open timeout.
@@ -240,6 +251,12 @@ class KafkaSource : public weir::SourceOperator {
   int64_t records_read_ = 0;
   // Partitions paused by AlignPartitions so far.
   int64_t aligned_pauses_ = 0;
+  // Time PollNext spent waiting on an empty consumer queue, in all: the
+  // clock by which alignment judges a partition quiet. Unlike the wall
+  // clock it stands still while the source is backpressured (its emits
+  // block), when every partition would otherwise look quiet.
+  int64_t starved_ms_ = 0;
+  logging::RateLimiter align_log_limiter_{std::chrono::seconds(10)};
   bool finished_logged_ = false;
   std::chrono::steady_clock::time_point last_progress_;
   // weir_kafka_consumer_lag_records per partition (partitions_' order; null

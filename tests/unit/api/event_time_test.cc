@@ -1,8 +1,13 @@
 // The job API's event-time pieces: the per-split watermark (bound, idleness,
-// finished splits, a split back from idleness) and the timestamp checks.
+// finished splits, a split back from idleness), the timestamp checks, and
+// the strategies AssignTimestampsAndWatermarks refuses.
 #include "weir/event_time.h"
 
+#include <memory>
+#include <stdexcept>
+
 #include "gtest/gtest.h"
+#include "weir/datastream.h"
 
 namespace weir {
 namespace {
@@ -87,6 +92,23 @@ TEST(CheckTimestampTest, SaysWhatIsWrong) {
   EXPECT_NE(CheckTimestamp(now * 1000, now, std::chrono::hours(24)).find("ahead of the wall clock"),
             std::string::npos);
   EXPECT_EQ(CheckTimestamp(now * 1000, now, std::chrono::milliseconds(0)), "") << "0: no check";
+}
+
+TEST(AssignTimestampsAndWatermarksTest, RefusesNegativeDurationsAndPartitionAlignment) {
+  JobGraph graph;
+  StreamEnvironment env(&graph);
+  auto numbers = env.AddSource<int64_t>("Numbers", [] { return std::unique_ptr<SourceFunction<int64_t>>(); });
+  EXPECT_NO_THROW(numbers.AssignTimestampsAndWatermarks(
+      WatermarkStrategy<int64_t>{.out_of_orderness = std::chrono::seconds(1), .idleness = std::chrono::seconds(5)}));
+  EXPECT_THROW(numbers.AssignTimestampsAndWatermarks(WatermarkStrategy<int64_t>{.idleness = std::chrono::seconds(-1)}),
+               std::invalid_argument);
+  // max_drift pauses Kafka partitions; here it would silently do nothing.
+  try {
+    numbers.AssignTimestampsAndWatermarks(WatermarkStrategy<int64_t>{.max_drift = std::chrono::seconds(1)});
+    ADD_FAILURE() << "max_drift was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("kafka::SourceOptions::watermarks"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
