@@ -508,7 +508,8 @@ class DataStream {
   // watermarks) and has nothing to pause here.
   DataStream<T> AssignTimestampsAndWatermarks(WatermarkStrategy<T> strategy) const {
     if (strategy.out_of_orderness.count() < 0 || strategy.idleness.count() < 0 || strategy.max_future.count() < 0) {
-      throw std::invalid_argument("AssignTimestampsAndWatermarks: a watermark strategy's durations must not be negative");
+      throw std::invalid_argument(
+          "AssignTimestampsAndWatermarks: a watermark strategy's durations must not be negative");
     }
     if (strategy.max_drift.count() != 0) {
       throw std::invalid_argument(

@@ -58,7 +58,7 @@ struct WatermarkStrategy {
   // served far ahead of the others). It is read again once within half the
   // drift. A partition read to its end (or, getting neither records nor an
   // end, after the source waited a second on an empty fetch queue) holds
-  // no other back. 0 (default): off. Only kafka::SourceOptions::watermarks
+  // no other back until its next record. 0 (default): off. Only kafka::SourceOptions::watermarks
   // takes it; AssignTimestampsAndWatermarks refuses it.
   std::chrono::milliseconds max_drift{0};
 };
@@ -116,6 +116,14 @@ class SplitWatermarks {
   }
   // A bounded split ended: it no longer holds event time back.
   void Finish(int split) { splits_.at(static_cast<size_t>(split)).finished = true; }
+  // A split held back on purpose (a Kafka partition paused by alignment)
+  // does not go idle while held; its idleness counts again from its
+  // release.
+  void Hold(int split, bool held, int64_t now_ms) {
+    Split& s = splits_.at(static_cast<size_t>(split));
+    if (s.held && !held) s.last_record_ms = now_ms;
+    s.held = held;
+  }
 
   // The subtask's watermark and idleness now (call at every periodic tick).
   Combined Combine(int64_t now_ms) {
@@ -176,8 +184,11 @@ class SplitWatermarks {
     int64_t watermark = kMinWatermark;
     int64_t last_record_ms = 0;
     bool finished = false;
+    bool held = false;
   };
-  bool Idle(const Split& s, int64_t now_ms) const { return idleness_ > 0 && now_ms - s.last_record_ms >= idleness_; }
+  bool Idle(const Split& s, int64_t now_ms) const {
+    return idleness_ > 0 && !s.held && now_ms - s.last_record_ms >= idleness_;
+  }
 
   const int64_t bound_;
   const int64_t idleness_;

@@ -215,12 +215,9 @@ void KafkaSource::AlignPartitions(int64_t now_ms) {
     // Paused beyond the drift, resumed within half of it.
     const int64_t limit = p.aligned_paused ? drift / 2 : drift;
     const bool ahead = slowest != nullptr && watermark != kMinWatermark && watermark - limit > floor;
-    if (ahead != p.aligned_paused) (ahead ? pause : resume).push_back(&p);
+    if (ahead == p.aligned_paused) continue;
+    (ahead ? pause : resume).push_back(&p);
     if (!ahead) continue;
-    // Held back on purpose, so not idle: it must not log going idle and
-    // active again, nor count as idle in the subtask's watermark.
-    if (!watermarks_->idle(p.split, now_ms)) watermarks_->OnRecord(p.split, kNoTimestamp, now_ms);
-    if (p.aligned_paused) continue;
     // The first pause is logged; later ones only at debug level, and their
     // text is built only then (pauses come every few polls).
     ++aligned_pauses_;
@@ -232,11 +229,11 @@ void KafkaSource::AlignPartitions(int64_t now_ms) {
                      EventTimeText(floor), "); it resumes when within ", drift / 2, " ms of the slowest partition");
     log_->log(aligned_pauses_ == 1 ? spdlog::level::info : spdlog::level::debug, "{}", why);
   }
-  PauseOrResume(pause, /*pause=*/true);
-  PauseOrResume(resume, /*pause=*/false);
+  PauseOrResume(pause, /*pause=*/true, now_ms);
+  PauseOrResume(resume, /*pause=*/false, now_ms);
 }
 
-void KafkaSource::PauseOrResume(const std::vector<PartitionState*>& partitions, bool pause) {
+void KafkaSource::PauseOrResume(const std::vector<PartitionState*>& partitions, bool pause, int64_t now_ms) {
   if (partitions.empty()) return;
   TopicPartitionList list;
   for (const PartitionState* p : partitions) {
@@ -246,14 +243,22 @@ void KafkaSource::PauseOrResume(const std::vector<PartitionState*>& partitions, 
   for (size_t i = 0; i < partitions.size(); ++i) {
     const RdKafka::ErrorCode item = code != RdKafka::ERR_NO_ERROR ? code : list.items[i]->err();
     if (item == RdKafka::ERR_NO_ERROR) {
-      partitions[i]->aligned_paused = pause;
+      PartitionState& p = *partitions[i];
+      p.aligned_paused = pause;
+      // Held back on purpose, so it does not go idle while paused (one
+      // idle already stays so).
+      watermarks_->Hold(p.split, pause && !watermarks_->idle(p.split, now_ms), now_ms);
+      // A resumed partition waits for its next fetch; that wait does not
+      // make it quiet.
+      if (!pause) p.starved_mark_ms = starved_ms_;
       continue;
     }
     int64_t suppressed = 0;
     if (align_log_limiter_.ShouldLog(&suppressed)) {
-      log_->warn("{}: could not {} {} for watermark alignment: {}; tried again at the next watermark tick ({} "
-                 "similar messages suppressed)",
-                 client_, pause ? "pause" : "resume", Describe(*partitions[i]), RdKafka::err2str(item), suppressed);
+      log_->warn("{}: could not {} {} for watermark alignment: {}; will retry at the next watermark tick "
+                 "({} similar messages suppressed)",
+                 client_, pause ? "pause" : "resume", Describe(*partitions[i]), RdKafka::err2str(item),
+                 suppressed);
     }
   }
 }
@@ -538,6 +543,12 @@ SourceStatus KafkaSource::PollNext() {
       if (i == 0) starved_ms_ += std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - asked).count();
       break;
     }
+    if (!heard_) {
+      // Quiet time counts from the first answer of a fetch, not from the
+      // wait for it.
+      heard_ = true;
+      for (PartitionState& p : partitions_) p.starved_mark_ms = starved_ms_;
+    }
     if (code == RdKafka::ERR_NO_ERROR) {
       if (config_.at_most_once) {
         batch.push_back(std::move(message));
@@ -546,7 +557,14 @@ SourceStatus KafkaSource::PollNext() {
       }
       progress = true;
     } else if (code == RdKafka::ERR__PARTITION_EOF) {
-      HandleEndOfPartition(*message);
+      // At-most-once: the batch's records come out after the commit, so the
+      // end that follows them is handled after them too (in bounded mode
+      // it finishes the partition, which would drop them).
+      if (!batch.empty()) {
+        batch.push_back(std::move(message));
+      } else {
+        HandleEndOfPartition(*message);
+      }
       progress = true;
     } else {
       HandleConsumeError(*message);
@@ -603,6 +621,7 @@ void KafkaSource::EmitAfterCommit(std::vector<std::unique_ptr<RdKafka::Message>>
   // durable in the group before any record of the batch leaves.
   std::map<std::pair<std::string, int32_t>, int64_t> next;
   for (const auto& m : batch) {
+    if (m->err() == RdKafka::ERR__PARTITION_EOF) continue;
     int64_t& offset = next[{m->topic_name(), m->partition()}];
     offset = std::max(offset, m->offset() + 1);
   }
@@ -616,7 +635,13 @@ void KafkaSource::EmitAfterCommit(std::vector<std::unique_ptr<RdKafka::Message>>
     throw std::runtime_error(absl::StrCat(client_, ": cannot commit offsets to consumer group '", group_id_,
                                           "' before emitting (at-most-once): ", RdKafka::err2str(code)));
   }
-  for (auto& m : batch) EmitRecord(*m);
+  for (auto& m : batch) {
+    if (m->err() == RdKafka::ERR__PARTITION_EOF) {
+      HandleEndOfPartition(*m);
+    } else {
+      EmitRecord(*m);
+    }
+  }
 }
 
 bool KafkaSource::EmitRecord(RdKafka::Message& message) {
@@ -784,7 +809,8 @@ void KafkaSource::MaybeWakeFetchers(bool queue_ran_empty) {
   for (const PartitionState& p : partitions_) {
     int64_t low = 0;
     int64_t high = -1;
-    if (!p.done && !p.aligned_paused && consumer_->get_watermark_offsets(p.topic, p.partition, &low, &high) == RdKafka::ERR_NO_ERROR &&
+    if (!p.done && !p.aligned_paused &&
+        consumer_->get_watermark_offsets(p.topic, p.partition, &low, &high) == RdKafka::ERR_NO_ERROR &&
         high > p.next_offset) {
       idle_wake_sent_ = true;
       WakeFetchers();

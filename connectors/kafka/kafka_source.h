@@ -164,8 +164,10 @@ class KafkaSource : public weir::SourceOperator {
     // Paused by AlignPartitions (never a finished partition).
     bool aligned_paused = false;
     // Alignment: the partition has nothing to read (its last fetch reached
-    // the end, past any transaction marker) since its last record; and
-    // starved_ms_ at its last record or end.
+    // the end: the high watermark, or under read_committed the last stable
+    // offset, so an open transaction's records count as not there yet)
+    // since its last record; and starved_ms_ at its last record, its end,
+    // its resume, or the source's first fetch answer.
     bool at_end = false;
     int64_t starved_mark_ms = 0;
   };
@@ -177,8 +179,9 @@ class KafkaSource : public weir::SourceOperator {
   void AlignPartitions(int64_t now_ms);
   // Pauses (or resumes) `partitions` in the consumer; a partition it fails
   // for is logged and keeps its previous aligned_paused, to be tried again
-  // at the next tick.
-  void PauseOrResume(const std::vector<PartitionState*>& partitions, bool pause);
+  // at the next tick (librdkafka 2.0 fails only a partition not assigned,
+  // so this is a guard rather than an expected path).
+  void PauseOrResume(const std::vector<PartitionState*>& partitions, bool pause, int64_t now_ms);
   void CreateConsumer();
   // Fills next_offset (and end_offset when bounded) of every partition,
   // asking the brokers for up to the open timeout.
@@ -256,6 +259,7 @@ class KafkaSource : public weir::SourceOperator {
   // clock it stands still while the source is backpressured (its emits
   // block), when every partition would otherwise look quiet.
   int64_t starved_ms_ = 0;
+  bool heard_ = false;  // a fetch has answered (a record, an end or an error)
   logging::RateLimiter align_log_limiter_{std::chrono::seconds(10)};
   bool finished_logged_ = false;
   std::chrono::steady_clock::time_point last_progress_;

@@ -63,6 +63,17 @@ TEST(SplitWatermarksTest, AnIdleSplitStopsHoldingAndCatchesUpBeforeItCountsAgain
   EXPECT_EQ(idle.watermark, 2999);
 }
 
+TEST(SplitWatermarksTest, AHeldSplitDoesNotGoIdleAndCountsIdlenessFromItsRelease) {
+  SplitWatermarks w(0, /*idleness_ms=*/100);
+  const int a = w.AddSplit("p0", 0);
+  w.OnRecord(a, 1000, 0);
+  w.Hold(a, true, 10);
+  EXPECT_FALSE(w.idle(a, 500)) << "held back on purpose";
+  w.Hold(a, false, 500);
+  EXPECT_FALSE(w.idle(a, 550));
+  EXPECT_TRUE(w.idle(a, 600));
+}
+
 TEST(SplitWatermarksTest, FinishedSplitsLeaveAndTheLastOneEndsEventTime) {
   SplitWatermarks w(0, 0);
   const int a = w.AddSplit("p0", 0);
