@@ -58,8 +58,9 @@ struct WatermarkStrategy {
   // served far ahead of the others). It is read again once within half the
   // drift. A partition read to its end (or, getting neither records nor an
   // end, after the source waited a second on an empty fetch queue) holds
-  // no other back until its next record. 0 (default): off. Only kafka::SourceOptions::watermarks
-  // takes it; AssignTimestampsAndWatermarks refuses it.
+  // no other back until its next record. 0 (default): off. Only
+  // kafka::SourceOptions::watermarks takes it; AssignTimestampsAndWatermarks
+  // refuses it.
   std::chrono::milliseconds max_drift{0};
 };
 

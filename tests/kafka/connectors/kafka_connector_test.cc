@@ -625,36 +625,36 @@ void ExpectAlignedRead(const std::string& bootstrap, const std::string& topic, s
   source->Close();
 }
 
+// `per_partition` records in each of partitions 0 and 1, an hour ago:
+// partition 1's `step_ms` apart from `base`, and partition 0's 1 ms apart
+// from where partition 1's end, so that all of partition 0 is ahead.
+std::vector<TestRecord> OnePartitionAhead(int64_t base, int per_partition, int64_t step_ms) {
+  std::vector<TestRecord> produced;
+  for (int i = 0; i < per_partition; ++i) {
+    produced.push_back({.partition = 0, .value = "a", .timestamp_ms = base + per_partition * step_ms + i});
+    produced.push_back({.partition = 1, .value = "b", .timestamp_ms = base + i * step_ms});
+  }
+  return produced;
+}
+
 TEST_F(KafkaConnectorTest, AlignedPartitionsWaitForTheSlowestOne) {
   const std::string topic = NewTopic("weir-source-aligned", 2);
-  const int64_t base = NowMs() - 3600 * 1000;
   // Partition 0's records are all 100 s of event time ahead of partition
   // 1's, which span those 100 s. Unaligned, one partition's records go out
   // while the other's are far behind (or not read yet) by the thousand.
   constexpr int kPerPartition = 20000;
-  std::vector<TestRecord> produced;
-  for (int i = 0; i < kPerPartition; ++i) {
-    produced.push_back({.partition = 0, .value = "a", .timestamp_ms = base + 100000 + i});
-    produced.push_back({.partition = 1, .value = "b", .timestamp_ms = base + i * 5});
-  }
-  ASSERT_NO_FATAL_FAILURE(Produce(bootstrap_, topic, produced));
+  ASSERT_NO_FATAL_FAILURE(Produce(bootstrap_, topic, OnePartitionAhead(NowMs() - 3600 * 1000, kPerPartition, 5)));
   ASSERT_NO_FATAL_FAILURE(ExpectAlignedRead(bootstrap_, topic, kPerPartition, absl::ZeroDuration()));
 }
 
 TEST_F(KafkaConnectorTest, AlignedPartitionsStayAlignedWhileTheSourceIsBackpressured) {
   const std::string topic = NewTopic("weir-source-aligned-backpressure", 2);
-  const int64_t base = NowMs() - 3600 * 1000;
-  // As above, smaller; every poll takes over a second before the periodic
-  // emission, so that by the wall clock every partition has been without
-  // a record for a second at each alignment. Partition 1, with records
-  // left to read, still holds partition 0 back.
+  // As above, smaller (partition 1 spans 15 s); every poll takes over a second before
+  // the periodic emission, so that by the wall clock every partition has
+  // been without a record for a second at each alignment. Partition 1,
+  // with records left to read, still holds partition 0 back.
   constexpr int kPerPartition = 1500;
-  std::vector<TestRecord> produced;
-  for (int i = 0; i < kPerPartition; ++i) {
-    produced.push_back({.partition = 0, .value = "a", .timestamp_ms = base + 20000 + i});
-    produced.push_back({.partition = 1, .value = "b", .timestamp_ms = base + i * 10});
-  }
-  ASSERT_NO_FATAL_FAILURE(Produce(bootstrap_, topic, produced));
+  ASSERT_NO_FATAL_FAILURE(Produce(bootstrap_, topic, OnePartitionAhead(NowMs() - 3600 * 1000, kPerPartition, 10)));
   ASSERT_NO_FATAL_FAILURE(ExpectAlignedRead(bootstrap_, topic, kPerPartition, absl::Milliseconds(1100)));
 }
 
