@@ -176,7 +176,7 @@ void JobMaster::SetTaskStateLocked(TaskRecord& task, v1::TaskState state) {
 void JobMaster::SetInputEndedLocked(TaskRecord& task) {
   if (task.input_ended) return;
   task.input_ended = true;
-  if (graph_.chains[task.chain].input_edge < 0) ++sources_input_ended_;
+  if (graph_.chains[task.chain].input_edge < 0) final_checkpoint_wanted_ = true;
 }
 
 void JobMaster::FailLocked(const std::string& error) {
@@ -246,9 +246,10 @@ absl::StatusOr<v1::TaskDeploymentDescriptor> JobMaster::Describe(
   if (coordinator_ != nullptr) {
     tdd.set_checkpoint_dir(settings_.checkpoint_dir);
     tdd.set_checkpointing_mode(settings_.checkpoint.mode);
-    // Exactly-once sinks commit with checkpoints: a bounded input ends with
-    // one, so that what they write last is committed the same way.
-    tdd.set_final_checkpoint(chain.input_edge < 0 && HasExactlyOnceSink());
+    // Exactly-once sinks commit with checkpoints: every task's bounded input
+    // ends with one, so that what they write last (EndInput included) is
+    // committed the same way.
+    tdd.set_final_checkpoint(HasExactlyOnceSink());
   }
   tdd.set_state_backend(settings_.state_backend);
   tdd.set_incremental_checkpoints(settings_.incremental_checkpoints);
@@ -270,8 +271,21 @@ absl::StatusOr<v1::TaskDeploymentDescriptor> JobMaster::Describe(
     tdd.set_restore_checkpoint_dir(restored_from_savepoint_
                                        ? settings_.savepoint_checkpoint_dir
                                        : coordinator_->storage().CheckpointDir(restore->checkpoint_id()));
+    const int finished = static_cast<int>(std::count_if(
+        handles.begin(), handles.end(), [](const v1::TaskStateHandle* h) { return h->finished(); }));
     if (static_cast<int>(handles.size()) == chain.parallelism) {
-      *tdd.mutable_restore_state() = *handles[task.subtask];
+      if (handles[task.subtask]->finished()) {
+        tdd.set_finished_on_restore(true);
+      } else {
+        *tdd.mutable_restore_state() = *handles[task.subtask];
+      }
+    } else if (finished == static_cast<int>(handles.size())) {
+      tdd.set_finished_on_restore(true);
+    } else if (finished > 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint ", restore->checkpoint_id(), " records ", finished, " of the ", handles.size(),
+                       " subtasks of task ", TaskLabel(task), "'s chain as finished; a partly finished chain is "
+                       "restored only at the parallelism it had (", handles.size(), ")"));
     } else {
       for (const v1::TaskStateHandle* handle : handles) *tdd.add_restore_states() = *handle;
     }
@@ -297,7 +311,7 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
     task_index_.clear();
     tasks_of_taskmanager_.clear();
     first_task_of_chain_.clear();
-    running_tasks_ = terminal_tasks_ = source_tasks_ = sources_input_ended_ = 0;
+    running_tasks_ = terminal_tasks_ = 0;
     for (const Chain& chain : graph_.chains) {
       first_task_of_chain_.push_back(tasks_.size());
       for (int s = 0; s < chain.parallelism; ++s) {
@@ -307,7 +321,6 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
         task.subtask = s;
         task.slot = slots_.at(s);
         task.state = v1::TASK_DEPLOYING;
-        if (chain.input_edge < 0) ++source_tasks_;
         task_index_[task.task_id] = tasks_.size();
         tasks_of_taskmanager_[task.slot.taskmanager_id].push_back(tasks_.size());
         tasks_.push_back(std::move(task));
@@ -335,6 +348,7 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
       }
       Batch& batch = batches[open->second];
       batch.bytes += bytes;
+      task.finished_on_restore = tdd->finished_on_restore();
       *batch.request.add_tasks() = *std::move(tdd);
       batch.tasks.push_back(i);
       labels.push_back(TaskLabel(task));
@@ -471,26 +485,26 @@ JobMaster::AttemptEnd JobMaster::WaitForAttempt() {
     Tick();
     std::string reason;
     bool start_checkpoints = false;
-    std::vector<std::string> finished;
+    std::vector<std::pair<std::string, v1::TaskStateHandle>> finished;
     int attempt = 0;
     bool request_final_checkpoint = false;
     {
       absl::MutexLock lock(&mu_);
       auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return shutting_down_ || AllTasksTerminalLocked() || (cancel_requested_ && !cancel_sent) ||
-               start_checkpoints_ || !finished_tasks_.empty() ||
-               (!final_checkpoint_requested_ && AllSourcesInputEndedLocked());
+               start_checkpoints_ || !finished_tasks_.empty() || final_checkpoint_wanted_;
       };
       mu_.AwaitWithTimeout(absl::Condition(&wake), absl::Seconds(1));
       if (shutting_down_) return AttemptEnd::kShutdown;
       attempt = attempt_;
       start_checkpoints = start_checkpoints_ && !attempt_failed_;
       start_checkpoints_ = false;
-      if (!final_checkpoint_requested_ && !attempt_failed_ && AllSourcesInputEndedLocked()) {
-        final_checkpoint_requested_ = true;
-        request_final_checkpoint = true;
+      request_final_checkpoint = final_checkpoint_wanted_ && !attempt_failed_;
+      final_checkpoint_wanted_ = false;
+      for (const std::string& task_id : finished_tasks_) {
+        if (const TaskRecord* task = FindTaskLocked(task_id)) finished.emplace_back(task_id, IdentityLocked(*task));
       }
-      finished.swap(finished_tasks_);
+      finished_tasks_.clear();
       if (AllTasksTerminalLocked()) {
         bool all_finished = true;
         for (const TaskRecord& t : tasks_) all_finished = all_finished && t.state == v1::TASK_FINISHED;
@@ -516,23 +530,33 @@ JobMaster::AttemptEnd JobMaster::WaitForAttempt() {
     }
     if (coordinator_ != nullptr) {
       if (request_final_checkpoint) {
-        log_->info("job {}: every source reached the end of its input; triggering the final checkpoint", job_id_);
+        log_->info("job {}: a source reached the end of its input; triggering a checkpoint soon, after which it "
+                   "ends", job_id_);
         coordinator_->RequestTriggerSoon();
       }
-      for (const std::string& task_id : finished) coordinator_->OnTaskFinished(attempt, task_id);
       if (start_checkpoints) {
         std::vector<std::string> sources, all;
+        std::vector<std::pair<std::string, v1::TaskStateHandle>> finished_already;
         {
           absl::MutexLock lock(&mu_);
           for (const TaskRecord& t : tasks_) {
             all.push_back(t.task_id);
             if (graph_.chains[t.chain].input_edge < 0) sources.push_back(t.task_id);
+            if (t.finished_on_restore || t.state == v1::TASK_FINISHED) {
+              finished_already.emplace_back(t.task_id, IdentityLocked(t));
+            }
           }
         }
         Liveness::Loop::Busy busy(live_.get());  // may wait for a metadata write
         coordinator_->SetTasks(attempt, std::move(sources), std::move(all));
+        // Before any trigger: a task restored as finished takes none (it
+        // runs no operator), and one that ended is gone.
+        for (const auto& [task_id, identity] : finished_already) {
+          coordinator_->OnTaskFinished(attempt, task_id, identity);
+        }
         coordinator_->Resume();
       }
+      for (const auto& [task_id, identity] : finished) coordinator_->OnTaskFinished(attempt, task_id, identity);
     }
     if (!reason.empty()) {
       // No checkpoint may complete with a failing attempt's tasks.
@@ -597,8 +621,13 @@ absl::Status JobMaster::WaitForSlots() {
   }
 }
 
-bool JobMaster::AllSourcesInputEndedLocked() const {
-  return source_tasks_ > 0 && sources_input_ended_ == source_tasks_;
+v1::TaskStateHandle JobMaster::IdentityLocked(const TaskRecord& task) const {
+  const Chain& chain = graph_.chains[task.chain];
+  v1::TaskStateHandle identity;
+  for (int v : chain.vertices) identity.add_vertex_ids(v);
+  identity.set_subtask_index(task.subtask);
+  identity.set_parallelism(chain.parallelism);
+  return identity;
 }
 
 bool JobMaster::HasExactlyOnceSink() const {
@@ -907,7 +936,7 @@ void JobMaster::Run() {
       NoteRestoreLocked(restore);
       ++attempt_;
       attempt_failed_ = false;
-      final_checkpoint_requested_ = false;
+      final_checkpoint_wanted_ = false;
       cancel_requested_ = false;
       cancel_reason_.clear();
       log_->info("job {} attempt {} starting from {}", job_id_, attempt_,
@@ -1002,8 +1031,8 @@ void JobMaster::OnTaskStateUpdateLocked(const v1::TaskStateUpdate& update) {
   SetTaskStateLocked(*task, update.state());
   if (update.input_ended() && update.state() == v1::TASK_RUNNING && !task->input_ended) {
     SetInputEndedLocked(*task);
-    log_->info("job {}: task {} {} reached the end of its input; it ends after the next checkpoint", job_id_,
-               task->task_id, TaskLabel(*task));
+    log_->info("job {}: task {} {} reached the end of its input; it ends once a checkpoint after it completed",
+               job_id_, task->task_id, TaskLabel(*task));
   }
   task->records_in = std::max(task->records_in, update.records_in());
   task->records_out = std::max(task->records_out, update.records_out());
@@ -1025,8 +1054,11 @@ void JobMaster::OnTaskStateUpdateLocked(const v1::TaskStateUpdate& update) {
     log_->info("job {}: task {} {} is {}", job_id_, task->task_id, TaskLabel(*task),
                v1::TaskState_Name(update.state()));
     if (update.state() == v1::TASK_FINISHED) finished_tasks_.push_back(task->task_id);
-    if (update.state() == v1::TASK_RUNNING && (state_ == v1::CREATED || state_ == v1::RESTARTING)) {
-      if (running_tasks_ == tasks_.size()) {
+    const bool up = update.state() == v1::TASK_RUNNING || update.state() == v1::TASK_FINISHED;
+    if (up && !attempt_failed_ && (state_ == v1::CREATED || state_ == v1::RESTARTING)) {
+      // Every task runs, or has finished already (a short bounded input, or
+      // one the restored checkpoint records as finished).
+      if (running_tasks_ + terminal_tasks_ == tasks_.size()) {
         state_ = v1::RUNNING;
         start_checkpoints_ = coordinator_ != nullptr;
         log_->info("job {} RUNNING (attempt {}, {} tasks{})", job_id_, attempt_, tasks_.size(),

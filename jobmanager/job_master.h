@@ -165,9 +165,12 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
     // Event time the task reached, as last reported (it only grows within an
     // attempt, so the last report is the newest).
     std::optional<int64_t> watermark_ms;
-    // A source task that reached the end of its input and waits for the
-    // final checkpoint.
+    // A task that reached the end of its input and waits for its final
+    // checkpoint.
     bool input_ended = false;
+    // The restored checkpoint records it as finished: it only ends its
+    // outputs, and the coordinator never waits for it.
+    bool finished_on_restore = false;
     // Its TaskManager accepted the deployment (at deployed_at); metrics
     // reports of that TaskManager in a row that left it out since.
     bool deployed = false;
@@ -204,7 +207,9 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Whether a sink of the job writes exactly-once (transactions).
   bool HasExactlyOnceSink() const;
-  bool AllSourcesInputEndedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the coordinator records for `task` once it finished: its chain's
+  // vertices, its subtask and the chain's parallelism.
+  v1::TaskStateHandle IdentityLocked(const TaskRecord& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checkpoint retention when the job ends in `final_state`
   // (execution.checkpointing.externalized-checkpoint-retention): whether
   // its checkpoints stay; the newest kept one's directory (logged) or "";
@@ -285,18 +290,16 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   absl::flat_hash_map<std::string, std::vector<size_t>> tasks_of_taskmanager_ ABSL_GUARDED_BY(mu_);
   // The TaskManagers of the attempt: (id, address), sorted.
   std::vector<std::pair<std::string, std::string>> attempt_taskmanagers_ ABSL_GUARDED_BY(mu_);
-  // Counts over tasks_ kept by SetTaskStateLocked and SetInputEndedLocked.
+  // Counts over tasks_ kept by SetTaskStateLocked.
   size_t running_tasks_ ABSL_GUARDED_BY(mu_) = 0;
   size_t terminal_tasks_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t source_tasks_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t sources_input_ended_ ABSL_GUARDED_BY(mu_) = 0;
   // Where each chain's tasks start in tasks_ (chain by chain, by subtask).
   std::vector<size_t> first_task_of_chain_ ABSL_GUARDED_BY(mu_);
   // The current attempt failed (its tasks are being canceled).
   bool attempt_failed_ ABSL_GUARDED_BY(mu_) = false;
-  // Every source task of this attempt reported the end of its input, and the
-  // coordinator was asked for the final checkpoint.
-  bool final_checkpoint_requested_ ABSL_GUARDED_BY(mu_) = false;
+  // A source task reported the end of its input since the coordinator was
+  // last asked for a checkpoint soon (the final one of that task).
+  bool final_checkpoint_wanted_ ABSL_GUARDED_BY(mu_) = false;
   // A task of this attempt failed with weir::UnrecoverableError: no restart.
   std::string unrecoverable_ ABSL_GUARDED_BY(mu_);
   // Set when the worker must send cancellations (failure or weir cancel).

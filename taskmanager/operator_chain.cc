@@ -35,8 +35,9 @@ class OperatorChain::Context final : public OperatorContext {
  public:
   Context(std::string name, int subtask, int parallelism, const google::protobuf::Map<std::string, std::string>* config,
           OperatorStateSnapshot restored_operator_state, bool restored, std::unique_ptr<MetricGroup> metrics,
-          int64_t* element_time)
+          int64_t* element_time, const bool* checkpoint_follows_end)
       : element_time_(element_time),
+        checkpoint_follows_end_(checkpoint_follows_end),
         metrics_(std::move(metrics)),
         name_(std::move(name)),
         subtask_(subtask),
@@ -66,6 +67,7 @@ class OperatorChain::Context final : public OperatorContext {
     return it == side_outputs_.end() ? nullptr : it->second;
   }
   void SetSideOutput(int id, RecordOutput* output) { side_outputs_[id] = output; }
+  bool checkpoint_follows_end_of_input() const override { return *checkpoint_follows_end_; }
 
   // Keyed state, restored already, and the timers it holds.
   void EnableKeyedState(std::unique_ptr<KeyedStateBackend> keyed, int max_parallelism) {
@@ -79,6 +81,7 @@ class OperatorChain::Context final : public OperatorContext {
 
  private:
   int64_t* const element_time_;  // the chain's
+  const bool* const checkpoint_follows_end_;  // the chain's
   const std::unique_ptr<MetricGroup> metrics_;
   const std::string name_;
   const int subtask_;
@@ -314,6 +317,7 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
     return absl::InvalidArgumentError(absl::StrCat("the restored state has ", restored->operators.size(),
                                                    " operators but the chain has ", n));
   }
+  input_ended_ = restored != nullptr && restored->input_ended;
   const int max_parallelism = tdd_.max_parallelism() > 0 ? tdd_.max_parallelism() : options_.max_parallelism;
   auto vertex = [&](int i) -> const VertexSpec& { return job_.graph.vertices.at(tdd_.vertex_ids(i)); };
 
@@ -323,7 +327,8 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
     if (restored != nullptr) restored_operator_state = restored->operators[i].operator_state;
     auto context = std::make_unique<Context>(v.name, tdd_.subtask_index(), tdd_.parallelism(), &tdd_.config(),
                                              std::move(restored_operator_state), restored != nullptr,
-                                             metrics_->ForOperator(v.name), &element_time_);
+                                             metrics_->ForOperator(v.name), &element_time_,
+                                             &checkpoint_follows_end_);
     if (v.input_key) {
       const state::KeyGroupRange range =
           state::KeyGroupRangeForSubtask(max_parallelism, tdd_.parallelism(), tdd_.subtask_index());
@@ -547,6 +552,7 @@ void OperatorChain::BroadcastBarrier(int64_t checkpoint_id, int64_t timestamp_ms
 absl::StatusOr<ChainSnapshot> OperatorChain::SnapshotState(const CheckpointInfo& checkpoint) {
   ChainSnapshot snapshot;
   snapshot.checkpoint_id = checkpoint.checkpoint_id;
+  snapshot.input_ended = input_ended_;
   std::vector<CheckpointListener*> listeners = Listeners();
   for (size_t i = 0; i < listeners.size(); ++i) {
     const absl::Time start = absl::Now();
@@ -591,10 +597,18 @@ void OperatorChain::NotifyCheckpointAborted(int64_t checkpoint_id) {
   }
 }
 
-void OperatorChain::EndInput() {
-  for (auto& op : operators_) {
-    if (op != nullptr) op->EndInput();  // null: the source's place
+void OperatorChain::EndInput(bool checkpoint_follows) {
+  checkpoint_follows_end_ = checkpoint_follows;
+  if (!input_ended_) {
+    input_ended_ = true;
+    for (auto& op : operators_) {
+      if (op != nullptr) op->EndInput();  // null: the source's place
+    }
   }
+  for (auto& writer : writers_) writer->EmitEndOfData();
+}
+
+void OperatorChain::EndPartitions() {
   for (auto& writer : writers_) writer->EmitEndOfInput();
 }
 

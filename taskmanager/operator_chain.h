@@ -84,6 +84,8 @@ struct OperatorSnapshot {
 // The state of every operator of the chain, by position in the chain.
 struct ChainSnapshot {
   int64_t checkpoint_id = 0;
+  // Taken after EndInput (the chain's input had ended).
+  bool input_ended = false;
   std::vector<OperatorSnapshot> operators;
   // Where the snapshot's time went, for the slow-checkpoint log: the
   // operators' SnapshotState (write-backs, timers, operator state) and the
@@ -157,9 +159,20 @@ class OperatorChain {
   void NotifyCheckpointComplete(int64_t checkpoint_id);
   void NotifyCheckpointAborted(int64_t checkpoint_id);
 
-  // Bounded input ended: EndInput head to tail, then end-of-input to every
-  // consumer.
-  void EndInput();
+  // Bounded input ended (end of data): EndInput head to tail, unless the
+  // restored snapshot was taken after they ran, then END_OF_DATA to every
+  // consumer. Checkpoints go on after it. `checkpoint_follows`: the task
+  // waits for a final checkpoint, which commits what the operators hold
+  // (OperatorContext::checkpoint_follows_end_of_input).
+  void EndInput(bool checkpoint_follows = false);
+  // Whether EndInput ran (in this attempt, or before the restored snapshot).
+  bool input_ended() const { return input_ended_; }
+  // A task restored as finished: its operators never run, so EndInput only
+  // sends END_OF_DATA.
+  void MarkInputEnded() { input_ended_ = true; }
+  // The task ends: END_OF_INPUT to every consumer (after END_OF_DATA, which
+  // goes first if EndInput did not send it).
+  void EndPartitions();
   // Whether the consumers took everything the chain produced; once true, the
   // partitions are left to the consumers instead of being released.
   bool AllConsumed();
@@ -202,6 +215,10 @@ class OperatorChain {
   bool source_event_time_ended_ = false;
   std::vector<bool> opened_;
   bool consumed_ = false;
+  // EndInput ran, here or before the restored snapshot.
+  bool input_ended_ = false;
+  // What the contexts answer for checkpoint_follows_end_of_input.
+  bool checkpoint_follows_end_ = false;
 };
 
 }  // namespace weir::taskmanager

@@ -78,16 +78,33 @@ class Task::Execution {
     ASSIGN_OR_RETURN(chain_, OperatorChain::Create(tdd_, *job_, std::move(options),
                                                    ChainCounters{&task_->records_in_, &task_->records_out_, &task_->watermark_},
                                                    restored.has_value() ? &*restored : nullptr));
-    chain_->InitializeStateAndOpen();
-    task_->open_chain_ = chain_.get();
-    task_->Report(v1::TASK_RUNNING, "");
-    if (chain_->source() != nullptr) {
-      RETURN_IF_ERROR(RunSource());
+    if (tdd_.finished_on_restore()) {
+      // Finished before the restored checkpoint: nothing of it runs again.
+      // Its consumers still get the ends they wait for.
+      task_->log_->info("task {}: finished before the restored checkpoint {}; it only ends its outputs",
+                        tdd_.task_id(), tdd_.restore_checkpoint_id());
+      task_->Report(v1::TASK_RUNNING, "");
+      RETURN_IF_ERROR(DrainFinishedInput());
     } else {
-      RETURN_IF_ERROR(RunInput());
+      chain_->InitializeStateAndOpen();
+      task_->open_chain_ = chain_.get();
+      if (chain_->input_ended()) {
+        task_->log_->info("task {}: the restored checkpoint {} was taken after the end of its input; its operators "
+                          "do not end it again",
+                          tdd_.task_id(), tdd_.restore_checkpoint_id());
+      }
+      task_->Report(v1::TASK_RUNNING, "");
+      if (chain_->source() != nullptr) {
+        RETURN_IF_ERROR(RunSource());
+      } else {
+        RETURN_IF_ERROR(RunInput());
+      }
+      if (cancelled()) return absl::CancelledError("canceled");
     }
-    if (cancelled()) return absl::CancelledError("canceled");
-    chain_->EndInput();
+    // Without a final checkpoint (or after a stop-with-savepoint) the input
+    // ends here; otherwise this only sends END_OF_DATA, which went already.
+    if (!end_of_data_sent_) chain_->EndInput();
+    chain_->EndPartitions();
     // The consumers must take everything, end of input included, before the
     // partitions may go away.
     while (!chain_->AllConsumed()) {
@@ -162,7 +179,9 @@ class Task::Execution {
         wakeup.WaitForChange(seen, absl::Now() + kIdleSourceWait);
         continue;
       }
-      const SourceStatus status = source->PollNext();
+      // A restored snapshot taken after the end of input: the source has
+      // nothing left to read.
+      const SourceStatus status = chain_->input_ended() ? SourceStatus::kEndOfInput : source->PollNext();
       const absl::Time now = absl::Now();
       MaybePeriodicEmit(now);
       chain_->FlushDue(now);
@@ -170,11 +189,7 @@ class Task::Execution {
         // Event time ends with the input: windows fire before the final
         // checkpoint and before the end of input goes out.
         chain_->EndSourceEventTime();
-        if (!tdd_.final_checkpoint() || task_->checkpointer_ == nullptr || !task_->checkpointer_->enabled()) break;
-        task_->input_ended_ = true;
-        task_->log_->info("task {}: end of input; waiting for a checkpoint after it to complete before ending",
-                          tdd_.task_id());
-        task_->Report(v1::TASK_RUNNING, "", /*unrecoverable=*/false, /*input_ended=*/true);
+        if (!EndOfData()) break;
         continue;
       }
       if (status == SourceStatus::kNothingAvailable) {
@@ -213,10 +228,24 @@ class Task::Execution {
         }
       }
     };
+    // Channels that have not delivered END_OF_DATA yet.
+    std::vector<bool> data_ended(gate_->num_channels(), false);
+    int channels_with_data = gate_->num_channels();
+    // Whether the task now waits for its final checkpoint to complete.
+    bool awaiting_final = false;
+    auto end_channel_data = [&](int channel, absl::Time now) {
+      if (data_ended[channel]) return;
+      data_ended[channel] = true;
+      // The channel's event time ends with its data.
+      pass_on(valve.OnEndOfInput(channel, now));
+      if (--channels_with_data == 0) awaiting_final = EndOfData();
+    };
     while (!cancelled()) {
       const uint64_t seen = wakeup.generation();
       RETURN_IF_ERROR(RunMails());
       if (cancelled()) break;
+      const bool done = gate_->finished() && (!awaiting_final || task_->final_checkpoint_done_);
+      if (done) break;
       // Only looks: the wait below covers input and mails together.
       ASSIGN_OR_RETURN(auto next, gate_->Next(absl::ZeroDuration()));
       const absl::Time now = absl::Now();
@@ -249,21 +278,31 @@ class Task::Execution {
           case network::Buffer::Kind::kWatermarkStatus:
             pass_on(valve.OnStatus(channel, buffer.idle, now));
             break;
-          case network::Buffer::Kind::kEndOfInput:
+          case network::Buffer::Kind::kEndOfData:
             // The last channel's end may move event time to its end: that
             // goes out before the chain ends its input.
-            pass_on(valve.OnEndOfInput(channel, now));
+            end_channel_data(channel, now);
+            break;
+          case network::Buffer::Kind::kEndOfInput:
+            end_channel_data(channel, now);  // a producer's END_OF_DATA comes first; this is a guard
             RETURN_IF_ERROR(OnBarrierDecision(channel, barriers->OnEndOfInput(channel, now)));
             break;
         }
-        FireProcessingTimers(now);
-        MaybePeriodicEmit(now);
-        WarnIfEventTimeStalls(valve, now);
+        if (!end_of_data_sent_) {
+          FireProcessingTimers(now);
+          MaybePeriodicEmit(now);
+          WarnIfEventTimeStalls(valve, now);
+        }
         chain_->FlushDue(now);
-        if (gate_->finished()) break;
         continue;
       }
-      if (gate_->finished()) break;
+      if (end_of_data_sent_) {
+        // After EndInput the operators emit nothing: no timers, no idle
+        // hooks; only mails (the final checkpoint's) and the channels' ends.
+        chain_->FlushDue(now);
+        wakeup.WaitForChange(seen, now + env_.buffer_timeout);
+        continue;
+      }
       const absl::Time next_timer = FireProcessingTimers(now);
       MaybePeriodicEmit(now);
       WarnIfEventTimeStalls(valve, now);
@@ -285,8 +324,8 @@ class Task::Execution {
       if (task_->checkpointer_ == nullptr) {
         Decline(*decision.trigger, "the TaskManager has no snapshot uploader");
       } else {
-        RETURN_IF_ERROR(task_->checkpointer_->Checkpoint(*chain_, *decision.trigger, decision.trigger_timestamp_ms,
-                                                         decision.alignment));
+        RETURN_IF_ERROR(task_->TakeCheckpoint(*chain_, *decision.trigger, decision.trigger_timestamp_ms,
+                                              decision.alignment));
       }
     }
     if (decision.unblock_all) gate_->UnblockAllChannels();
@@ -297,6 +336,52 @@ class Task::Execution {
     if (task_->checkpointer_ != nullptr) task_->checkpointer_->Decline(checkpoint_id, reason);
   }
 
+  // The chain's input ended (the source's, or END_OF_DATA on every
+  // channel): the operators' EndInput, END_OF_DATA out. Returns true when
+  // the task now waits for a checkpoint taken after this to complete (its
+  // final checkpoint, which commits what EndInput emitted), false when it
+  // may end at once.
+  bool EndOfData() {
+    const bool final_checkpoint =
+        tdd_.final_checkpoint() && task_->checkpointer_ != nullptr && task_->checkpointer_->enabled();
+    chain_->EndInput(final_checkpoint);
+    end_of_data_sent_ = true;
+    if (!final_checkpoint) return false;
+    task_->input_ended_ = true;
+    task_->log_->info("task {}: end of input; waiting for a checkpoint after it to complete before ending",
+                      tdd_.task_id());
+    task_->Report(v1::TASK_RUNNING, "", /*unrecoverable=*/false, /*input_ended=*/true);
+    return true;
+  }
+
+  // A task finished before the restored checkpoint: END_OF_DATA out at once,
+  // then whatever its input channels still deliver (their producers finished
+  // too, so only their ends) is taken and dropped until every channel ended.
+  absl::Status DrainFinishedInput() {
+    chain_->MarkInputEnded();
+    chain_->EndInput();
+    end_of_data_sent_ = true;
+    if (tdd_.inputs().empty()) return absl::OkStatus();
+    std::vector<network::InputChannelSpec> channels;
+    for (const v1::InputChannelSpec& in : tdd_.inputs()) {
+      channels.push_back({in.partition_id(), in.subpartition(), in.producer_address(), in.local()});
+    }
+    network::InputGateOptions options;
+    options.initial_credit = env_.buffers_per_channel;
+    options.wakeup = task_->wakeup_;
+    options.network = env_.network;
+    ASSIGN_OR_RETURN(gate_, network::InputGate::Create(tdd_.task_id(), std::move(channels), env_.partitions, options));
+    while (!cancelled() && !gate_->finished()) {
+      ASSIGN_OR_RETURN(auto next, gate_->Next(absl::Milliseconds(100)));
+      if (next.has_value() && (next->second.kind == network::Buffer::Kind::kData ||
+                               next->second.kind == network::Buffer::Kind::kTimestampedData)) {
+        return absl::InternalError(absl::StrCat("task ", tdd_.task_id(), " was restored as finished, but input channel ",
+                                                next->first, " delivered records"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   Task* const task_;
   const v1::TaskDeploymentDescriptor& tdd_;
   const TaskEnvironment& env_;
@@ -304,6 +389,8 @@ class Task::Execution {
   std::unique_ptr<OperatorChain> chain_;
   std::unique_ptr<network::InputGate> gate_;
   absl::Time next_periodic_emit_ = absl::InfinitePast();
+  // END_OF_DATA went out (EndOfData or DrainFinishedInput).
+  bool end_of_data_sent_ = false;
   std::optional<int> stalled_channel_;  // WarnIfEventTimeStalls: the one warned about
   absl::Time next_stall_check_ = absl::InfinitePast();
 };
@@ -356,8 +443,7 @@ absl::Status Task::TriggerCheckpoint(int64_t checkpoint_id, int64_t timestamp_ms
       if (checkpointer_ != nullptr) checkpointer_->Decline(checkpoint_id, reason);
       return absl::OkStatus();
     }
-    RETURN_IF_ERROR(checkpointer_->Checkpoint(*chain, checkpoint_id, timestamp_ms, absl::ZeroDuration()));
-    if (input_ended_ && !final_barrier_.has_value()) final_barrier_ = checkpoint_id;
+    RETURN_IF_ERROR(TakeCheckpoint(*chain, checkpoint_id, timestamp_ms, absl::ZeroDuration()));
     if (stop) {
       stopped_at_ = checkpoint_id;
       log_->info("task {}: stopping with savepoint {}: no records after its barrier", tdd_.task_id(), checkpoint_id);
@@ -377,6 +463,13 @@ absl::Status Task::TriggerCheckpoint(int64_t checkpoint_id, int64_t timestamp_ms
     for (const auto& partition : partitions_) partition->AdmitOverCapacity(true);
     over_capacity_admitted_ = true;
   }
+  return absl::OkStatus();
+}
+
+absl::Status Task::TakeCheckpoint(OperatorChain& chain, int64_t checkpoint_id, int64_t timestamp_ms,
+                                  absl::Duration alignment) {
+  RETURN_IF_ERROR(checkpointer_->Checkpoint(chain, checkpoint_id, timestamp_ms, alignment));
+  if (input_ended_ && !final_barrier_.has_value()) final_barrier_ = checkpoint_id;
   return absl::OkStatus();
 }
 

@@ -145,6 +145,10 @@ class Task {
   void EndOverCapacity() ABSL_LOCKS_EXCLUDED(partitions_mu_);
   void Report(v1::TaskState state, const std::string& error, bool unrecoverable = false,
               bool input_ended = false);
+  // Task thread: takes checkpoint `checkpoint_id` (checkpointer_ set), and
+  // remembers the first one taken after the end of input.
+  absl::Status TakeCheckpoint(OperatorChain& chain, int64_t checkpoint_id, int64_t timestamp_ms,
+                              absl::Duration alignment);
 
   const v1::TaskDeploymentDescriptor tdd_;
   const TaskEnvironment env_;
@@ -168,9 +172,9 @@ class Task {
   // emitting after, and whether it was told to end its input.
   std::optional<int64_t> stopped_at_;
   bool end_after_stop_ = false;
-  // Final checkpoint (tdd.final_checkpoint): the source reached the end of
-  // its input; the first barrier it emitted after that; whether a
-  // checkpoint at or after that barrier completed (the source then ends).
+  // Final checkpoint (tdd.final_checkpoint): the chain's input ended (its
+  // operators' EndInput ran); the first checkpoint the task took after that;
+  // whether a checkpoint at or after it completed (the task then ends).
   bool input_ended_ = false;
   std::optional<int64_t> final_barrier_;
   bool final_checkpoint_done_ = false;

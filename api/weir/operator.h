@@ -209,6 +209,13 @@ class OperatorContext {
   // Where side output `id` (> 0) of this operator goes, or nullptr when
   // nothing consumes it (its records are then dropped).
   virtual RecordOutput* side_output(int id) { return nullptr; }
+  // Read in EndInput: whether a checkpoint taken after the end of input
+  // completes before the task ends (its final checkpoint: a job with an
+  // exactly-once sink and checkpoints). A transactional sink then leaves
+  // what it holds to that checkpoint, which pre-commits it and commits it on
+  // completion; otherwise (e.g. after a stop-with-savepoint) it commits it
+  // in EndInput, as no checkpoint follows.
+  virtual bool checkpoint_follows_end_of_input() const { return false; }
 };
 
 // The checkpoint hooks every operator has (see the lifecycle above).

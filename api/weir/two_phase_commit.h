@@ -139,6 +139,7 @@ class TwoPhaseCommitOperator final : public StreamOperator {
   explicit TwoPhaseCommitOperator(std::unique_ptr<Sink> sink) : sink_(std::move(sink)) {}
 
   void InitializeState(OperatorContext& context) override {
+    context_ = &context;
     state_ = context.operator_state()->GetUnionListState(kStateName);
     sink_->Open(SinkContextOf(context));
     opened_ = true;
@@ -188,6 +189,8 @@ class TwoPhaseCommitOperator final : public StreamOperator {
   }
 
   void EndInput() override {
+    // A final checkpoint pre-commits the open transaction and commits it.
+    if (context_->checkpoint_follows_end_of_input()) return;
     if (in_transaction_) {
       pending_.emplace_back(0, sink_->PreCommit(0));
       in_transaction_ = false;
@@ -253,6 +256,7 @@ class TwoPhaseCommitOperator final : public StreamOperator {
 
   std::unique_ptr<Sink> sink_;
   OperatorListState* state_ = nullptr;
+  OperatorContext* context_ = nullptr;  // from InitializeState
   bool opened_ = false;
   bool in_transaction_ = false;
   int subtask_ = 0;

@@ -119,6 +119,7 @@ class WriteAheadOperator final : public StreamOperator {
   explicit WriteAheadOperator(std::unique_ptr<Sink> sink) : sink_(std::move(sink)) {}
 
   void InitializeState(OperatorContext& context) override {
+    context_ = &context;
     state_ = context.operator_state()->GetUnionListState(kStateName);
     sink_->Open(SinkContextOf(context));
     opened_ = true;
@@ -190,6 +191,8 @@ class WriteAheadOperator final : public StreamOperator {
   }
 
   void EndInput() override {
+    // A final checkpoint takes the open batch into its state and writes it.
+    if (context_->checkpoint_follows_end_of_input()) return;
     for (const Batch& batch : pending_) Write(batch.info, batch.chunks);
     pending_.clear();
     if (!open_.empty()) Write(WriteAheadBatch{subtask_, 0, NewBatchId()}, open_);
@@ -244,6 +247,7 @@ class WriteAheadOperator final : public StreamOperator {
 
   std::unique_ptr<Sink> sink_;
   OperatorListState* state_ = nullptr;
+  OperatorContext* context_ = nullptr;  // from InitializeState
   bool opened_ = false;
   int subtask_ = 0;
   int parallelism_ = 1;

@@ -202,6 +202,7 @@ KafkaTransactionalSink::Slot* KafkaTransactionalSink::NewSlot(int k) {
 
 void KafkaTransactionalSink::Open(OperatorContext& context, RecordOutput* /*output*/) {
   if (!slots_.empty()) throw std::logic_error("KafkaTransactionalSink::Open called twice");
+  context_ = &context;
   subtask_ = context.subtask_index();
   parallelism_ = context.parallelism();
   prefix_ = config_.transactional_id_prefix;
@@ -633,6 +634,13 @@ void KafkaTransactionalSink::ThrowDataLoss(const Committable& c, const absl::Sta
 
 void KafkaTransactionalSink::EndInput() {
   if (current_ == nullptr) throw std::logic_error("KafkaTransactionalSink::EndInput before Open or after Close");
+  if (context_->checkpoint_follows_end_of_input()) {
+    // The final checkpoint pre-commits the open transaction and commits it
+    // with the ones still pending.
+    log_->info("{}: input ended, {} records delivered; the final checkpoint commits what is open", client_,
+               delivered());
+    return;
+  }
   // No checkpoint follows the end of the input: commit everything now, the
   // oldest transactions first.
   StopCommitter(/*drain=*/true);

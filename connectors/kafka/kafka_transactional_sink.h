@@ -191,6 +191,7 @@ class KafkaTransactionalSink : public weir::StreamOperator {
   const KafkaSinkConfig config_;
   const std::shared_ptr<spdlog::logger> log_;
   std::string client_;  // "KafkaSink 'name' subtask i/p", for messages
+  OperatorContext* context_ = nullptr;  // from Open
   std::string prefix_;
   int subtask_ = 0;
   int parallelism_ = 1;

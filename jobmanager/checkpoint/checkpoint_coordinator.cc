@@ -170,6 +170,7 @@ void CheckpointCoordinator::SetTasks(int attempt, std::vector<std::string> sourc
   all_tasks_ = std::move(all);
   all_task_set_ = std::move(all_set);
   finished_.clear();
+  finished_markers_.clear();
   stop_checkpoint_.reset();
   tasks_set_ = true;
   last_trigger_time_ = absl::Now();
@@ -335,7 +336,7 @@ void CheckpointCoordinator::OnDecline(const v1::DeclineCheckpointRequest& declin
   AbortLocked(id, absl::StrCat("task ", task, " declined: ", Cut(decline.reason())), AbortKind::kFailure);
 }
 
-void CheckpointCoordinator::OnTaskFinished(int attempt, const std::string& task_id) {
+void CheckpointCoordinator::OnTaskFinished(int attempt, const std::string& task_id, v1::TaskStateHandle identity) {
   absl::MutexLock lock(&mu_);
   if (!tasks_set_ || attempt != attempt_ || !all_task_set_.contains(task_id)) {
     log_->debug("job {}: ignored that task {} of attempt {} finished (current attempt {})", job_id_, task_id,
@@ -343,17 +344,27 @@ void CheckpointCoordinator::OnTaskFinished(int attempt, const std::string& task_
     return;
   }
   if (!finished_.insert(task_id).second) return;
-  if (finished_.size() == 1) {
-    log_->debug("job {} attempt {}: task {} finished; no further checkpoint is triggered for this attempt", job_id_,
-                attempt_, task_id);
+  // What every later checkpoint records for it: finished, no file.
+  v1::TaskStateHandle marker;
+  *marker.mutable_vertex_ids() = identity.vertex_ids();
+  marker.set_subtask_index(identity.subtask_index());
+  marker.set_parallelism(identity.parallelism());
+  marker.set_finished(true);
+  log_->debug("job {} attempt {}: task {} finished; later checkpoints record it as finished", job_id_, attempt_,
+              task_id);
+  // A task ends only after a checkpoint taken after its last record
+  // completed (or, without a final checkpoint, after its last record
+  // reached every consumer, whose snapshots then hold it): a checkpoint still
+  // waiting for it loses nothing by recording it as finished.
+  for (auto& [id, pending] : pending_) {
+    if (pending.phase != Phase::kAwaitingAcks || !pending.awaiting.erase(task_id)) continue;
+    pending.handles[task_id] = marker;
+    if (pending.awaiting.empty()) {
+      pending.phase = Phase::kAllAcknowledged;
+      ready_.push_back(id);
+    }
   }
-  std::vector<int64_t> waiting;
-  for (const auto& [id, pending] : pending_) {
-    if (pending.awaiting.contains(task_id)) waiting.push_back(id);
-  }
-  for (int64_t id : waiting) {
-    AbortLocked(id, absl::StrCat("task ", task_id, " finished before acknowledging"), AbortKind::kNotCounted);
-  }
+  finished_markers_[task_id] = std::move(marker);
   wake_ = true;
 }
 
@@ -487,9 +498,9 @@ absl::Status CheckpointCoordinator::CheckCanTriggerLocked() const {
   if (sources_.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("job ", job_id_, " attempt ", attempt_, " has no source tasks"));
   }
-  if (!finished_.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("task ", *finished_.begin(), " of job ", job_id_, " attempt ",
-                                                      attempt_, " has finished; no further checkpoints are taken"));
+  if (std::all_of(sources_.begin(), sources_.end(), [&](const std::string& s) { return finished_.contains(s); })) {
+    return absl::FailedPreconditionError(absl::StrCat("every source task of job ", job_id_, " attempt ", attempt_,
+                                                      " has finished; no further checkpoints are taken"));
   }
   if (stop_checkpoint_.has_value()) {
     return absl::FailedPreconditionError(absl::StrCat("job ", job_id_, " is stopping with a savepoint (checkpoint ",
@@ -508,7 +519,9 @@ CheckpointCoordinator::TriggerPlan CheckpointCoordinator::PlanTriggerLocked(absl
   TriggerPlan plan;
   plan.id = next_id_++;
   plan.attempt = attempt_;
-  plan.sources = sources_;
+  for (const std::string& source : sources_) {
+    if (!finished_.contains(source)) plan.sources.push_back(source);
+  }
   plan.timestamp_unix_ms = absl::ToUnixMillis(now);
   plan.stop = manual != nullptr && manual->stop;
   plan.manual = std::move(manual);
@@ -521,6 +534,10 @@ CheckpointCoordinator::TriggerPlan CheckpointCoordinator::PlanTriggerLocked(absl
   pending.trigger_unix_ms = plan.timestamp_unix_ms;
   pending.expected = all_tasks_;
   pending.awaiting = all_task_set_;
+  for (const auto& [task, marker] : finished_markers_) {
+    pending.awaiting.erase(task);
+    pending.handles[task] = marker;
+  }
   pending.stop = plan.stop;
   pending_.emplace(plan.id, std::move(pending));
 
@@ -579,7 +596,12 @@ void CheckpointCoordinator::ExecuteTrigger(TriggerPlan plan) {
       record->trigger_fanout = absl::Now() - fanout_start;
       record->coordinator_cpu += ThreadCpuNow() - cpu_start;
     }
-    if (!status.ok()) AbortLocked(id, std::string(status.message()), AbortKind::kFailure);
+    // A task that ended since the plan (kNotFound) is no failure: the job
+    // goes on, and the next checkpoint records it as finished.
+    if (!status.ok()) {
+      AbortLocked(id, std::string(status.message()),
+                  absl::IsNotFound(status) ? AbortKind::kNotCounted : AbortKind::kFailure);
+    }
   }
   finish_manual();
 }

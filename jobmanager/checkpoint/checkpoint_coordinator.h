@@ -193,7 +193,7 @@ class CheckpointCoordinator {
   // Triggers one checkpoint now, regardless of interval and min_pause, and
   // returns its id once its source tasks were asked (its outcome is in
   // History and reaches the tasks through the gateway). kFailedPrecondition
-  // when not started, no tasks are set, suspended, or a task has finished;
+  // when not started, no tasks are set, suspended, or every source task finished;
   // kResourceExhausted when max_concurrent checkpoints are in progress;
   // kCancelled when stopped while waiting. Blocks until the coordinator's
   // thread has handled it: never call it from a gateway call.
@@ -229,11 +229,15 @@ class CheckpointCoordinator {
   void OnAcknowledgeBatch(absl::Span<const v1::AcknowledgeCheckpointRequest* const> acks) ABSL_LOCKS_EXCLUDED(mu_);
   void OnDecline(const v1::DeclineCheckpointRequest& decline) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Task `task_id` of `attempt` finished (bounded input). A pending
-  // checkpoint still waiting for it is aborted, and no checkpoint is
-  // triggered for the rest of this attempt. Such aborts do not count as
-  // failures toward tolerable_failed. Ignored for another attempt.
-  void OnTaskFinished(int attempt, const std::string& task_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Task `task_id` of `attempt` finished (bounded input), or was deployed as
+  // finished by a restore. Checkpoints go on without it: it is no longer
+  // triggered (a source) or waited for, and every checkpoint from now on,
+  // pending ones included, records it as finished (a TaskStateHandle with
+  // `finished`, no file, the vertices, subtask and parallelism of
+  // `identity`), so that a restore does not run it again. Once every source
+  // finished, nothing more is triggered. Ignored for another attempt.
+  void OnTaskFinished(int attempt, const std::string& task_id, v1::TaskStateHandle identity = {})
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // The last kHistorySize checkpoints, newest first.
   std::vector<CheckpointRecord> History() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -369,6 +373,8 @@ class CheckpointCoordinator {
   std::vector<std::string> all_tasks_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> all_task_set_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> finished_ ABSL_GUARDED_BY(mu_);
+  // What later checkpoints record for each finished task.
+  absl::flat_hash_map<std::string, v1::TaskStateHandle> finished_markers_ ABSL_GUARDED_BY(mu_);
   // A stop-with-savepoint checkpoint of this attempt that was triggered and
   // neither aborted nor resumed: nothing else is triggered.
   std::optional<int64_t> stop_checkpoint_ ABSL_GUARDED_BY(mu_);

@@ -244,6 +244,14 @@ absl::Status CheckpointStorage::VerifyTaskFiles(const v1::CheckpointMetadata& me
   absl::flat_hash_set<absl::string_view> seen;
   seen.reserve(metadata.tasks_size());
   for (const v1::TaskStateHandle& handle : metadata.tasks()) {
+    if (handle.finished()) {
+      // A subtask that had finished: no file, and never one to restore.
+      if (!handle.file().empty() || handle.shared_files_size() > 0) {
+        return absl::DataLossError(absl::StrCat("checkpoint ", id, " records subtask ", handle.subtask_index(),
+                                                " as finished but names a file for it"));
+      }
+      continue;
+    }
     if (absl::Status name = ValidateTaskFileName(handle.file()); !name.ok()) {
       return absl::DataLossError(absl::StrCat("checkpoint ", id, " lists an unusable task file: ", name.message()));
     }

@@ -77,6 +77,14 @@ absl::StatusOr<StateFit> FitStateToGraph(const v1::CheckpointMetadata& metadata,
     }
     ASSIGN_OR_RETURN(std::vector<const v1::TaskStateHandle*> handles, HandlesOfChain(metadata, vertices));
     const int now = vertex_parallelism.at(vertices.front());
+    const auto finished = std::count_if(handles.begin(), handles.end(),
+                                        [](const v1::TaskStateHandle* h) { return h->finished(); });
+    if (static_cast<int>(handles.size()) != now && finished > 0 && finished < static_cast<int64_t>(handles.size())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the savepoint records ", finished, " of the ", handles.size(), " subtasks of vertices [",
+          absl::StrJoin(vertices, ","), "] as finished (their bounded input had ended); such a chain is restored "
+          "only at the parallelism it had: submit it with parallelism ", handles.size()));
+    }
     if (static_cast<int>(handles.size()) != now) {
       fit.rescaled.push_back(absl::StrCat("[", absl::StrJoin(vertices, ","), "] ", handles.size(), " -> ", now));
     }

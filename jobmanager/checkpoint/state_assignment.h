@@ -45,7 +45,9 @@ struct StateFit {
 // ids, upstream first) with the same VertexSignature for each vertex (not
 // checked for vertices an older metadata recorded none for); otherwise
 // kFailedPrecondition saying which and what to do, unless
-// `allow_non_restored`, which drops that state. kDataLoss as HandlesOfChain.
+// `allow_non_restored`, which drops that state. kFailedPrecondition too for
+// a chain some (not all) of whose subtasks finished, at another parallelism.
+// kDataLoss as HandlesOfChain.
 absl::StatusOr<StateFit> FitStateToGraph(const v1::CheckpointMetadata& metadata, const v1::JobGraphSpec& graph,
                                          const std::vector<std::vector<int>>& chains,
                                          const std::vector<int>& vertex_parallelism, bool allow_non_restored);

@@ -44,6 +44,7 @@ absl::StatusOr<std::string> EncodeTaskSnapshot(const v1::TaskDeploymentDescripto
   v1::TaskSnapshotProto proto;
   proto.set_job_id(tdd.job_id());
   proto.set_checkpoint_id(snapshot.checkpoint_id);
+  proto.set_input_ended(snapshot.input_ended);
   proto.set_subtask_index(tdd.subtask_index());
   proto.set_parallelism(tdd.parallelism());
   for (size_t i = 0; i < snapshot.operators.size(); ++i) {
@@ -132,6 +133,7 @@ absl::StatusOr<ChainSnapshot> ReadTaskSnapshot(const std::string& checkpoint_dir
   }
   ChainSnapshot snapshot;
   snapshot.checkpoint_id = proto.checkpoint_id();
+  snapshot.input_ended = proto.input_ended();
   for (int i = 0; i < proto.operators_size(); ++i) {
     const v1::OperatorSnapshotProto& op = proto.operators(i);
     if (op.vertex_id() != tdd.vertex_ids(i)) {
@@ -158,6 +160,11 @@ ChainSnapshot RescaleChainSnapshot(std::vector<ChainSnapshot> old_subtasks, int 
   ChainSnapshot out;
   if (old_subtasks.empty()) return out;
   out.checkpoint_id = old_subtasks.front().checkpoint_id;
+  // EndInput is skipped at restore only when every old subtask ran it; one
+  // that did not has records left to end (an operator that emits at its
+  // end may then emit for the others' share again: docs/exactly-once.md).
+  out.input_ended = true;
+  for (const ChainSnapshot& old : old_subtasks) out.input_ended = out.input_ended && old.input_ended;
   const size_t operators = old_subtasks.front().operators.size();
   for (size_t i = 0; i < operators; ++i) {
     OperatorSnapshot& op = out.operators.emplace_back();

@@ -39,7 +39,7 @@ class TaskCancelled : public std::exception {
 };
 
 struct Buffer {
-  enum class Kind { kData, kEndOfInput, kBarrier, kTimestampedData, kWatermark, kWatermarkStatus };
+  enum class Kind { kData, kEndOfInput, kBarrier, kTimestampedData, kWatermark, kWatermarkStatus, kEndOfData };
 
   Kind kind = Kind::kData;
   // kData, kTimestampedData: the framed records. Empty for events.
@@ -54,6 +54,7 @@ struct Buffer {
   bool idle = false;
 
   static Buffer EndOfInput() { return Buffer{Kind::kEndOfInput, std::string(), 0}; }
+  static Buffer EndOfData() { return Buffer{Kind::kEndOfData, std::string(), 0}; }
   static Buffer Barrier(int64_t checkpoint_id, int64_t timestamp_ms) {
     return Buffer{Kind::kBarrier, std::string(), 0, checkpoint_id, timestamp_ms};
   }
@@ -79,6 +80,7 @@ inline const char* BufferKindName(Buffer::Kind kind) {
     case Buffer::Kind::kTimestampedData: return "timestamped data";
     case Buffer::Kind::kWatermark: return "watermark";
     case Buffer::Kind::kWatermarkStatus: return "watermark status";
+    case Buffer::Kind::kEndOfData: return "end-of-data";
   }
   return "?";
 }

@@ -49,6 +49,9 @@ v1::DataBuffer ToProto(Buffer buffer) {
       message.set_kind(v1::BUFFER_KIND_WATERMARK_STATUS);
       message.set_idle(buffer.idle);
       break;
+    case Buffer::Kind::kEndOfData:
+      message.set_kind(v1::BUFFER_KIND_END_OF_DATA);
+      break;
   }
   return message;
 }
@@ -69,6 +72,8 @@ absl::StatusOr<Buffer> FromProto(v1::DataBuffer message) {
       return Buffer::WatermarkStatus(message.idle());
     case v1::BUFFER_KIND_END_OF_INPUT:
       return Buffer::EndOfInput();
+    case v1::BUFFER_KIND_END_OF_DATA:
+      return Buffer::EndOfData();
     case v1::BUFFER_KIND_CHECKPOINT_BARRIER:
       if (message.checkpoint_id() <= 0) {
         return absl::InvalidArgumentError(absl::StrCat("checkpoint barrier with id ", message.checkpoint_id()));

@@ -52,7 +52,7 @@ Buffer RecordWriter::EmptyBuffer() const {
 }
 
 void RecordWriter::Route(void* record, int64_t timestamp) {
-  WEIR_CHECK(!ended_, absl::StrCat("Emit after EmitEndOfInput on ", partition_->id()));
+  WEIR_CHECK(!data_ended_, absl::StrCat("Emit after the end of data on ", partition_->id()));
   ActivateIfIdle();
   record_bytes_.clear();
   type_->serialize(record, record_bytes_);
@@ -131,9 +131,16 @@ void RecordWriter::HandEvent(const Buffer& event) {
   for (int i = 0; i < num_consumers_; ++i) Hand(i, event);
 }
 
+void RecordWriter::EmitEndOfData() {
+  WEIR_CHECK(!data_ended_, absl::StrCat("EmitEndOfData twice on ", partition_->id()));
+  FlushAll();
+  HandEvent(Buffer::EndOfData());
+  data_ended_ = true;
+}
+
 void RecordWriter::EmitEndOfInput() {
   WEIR_CHECK(!ended_, absl::StrCat("EmitEndOfInput twice on ", partition_->id()));
-  FlushAll();
+  if (!data_ended_) EmitEndOfData();
   HandEvent(Buffer::EndOfInput());
   ended_ = true;
 }

@@ -75,9 +75,12 @@ class RecordWriter : public weir::RecordOutput {
   void FlushIfDue(absl::Time now);
   // Hands over every non-empty buffer now.
   void FlushAll();
-  // Flushes, then sends END_OF_INPUT on every subpartition that has a
-  // consumer (only this subtask's for a forward edge). Emit must not be
-  // called afterwards.
+  // Flushes, then sends END_OF_DATA on every subpartition that has a
+  // consumer (only this subtask's for a forward edge): no record follows,
+  // barriers and watermarks still may. Emit must not be called afterwards.
+  void EmitEndOfData();
+  // END_OF_DATA first unless sent, then END_OF_INPUT the same way: nothing
+  // follows.
   void EmitEndOfInput();
   // Flushes, then sends checkpoint barrier `checkpoint_id` where
   // EmitEndOfInput sends END_OF_INPUT, behind every record emitted before.
@@ -130,7 +133,8 @@ class RecordWriter : public weir::RecordOutput {
   std::string key_bytes_;        // scratch, reused per record
   int next_round_robin_;
   absl::Time next_flush_ = absl::InfinitePast();
-  bool ended_ = false;
+  bool data_ended_ = false;  // END_OF_DATA sent
+  bool ended_ = false;       // END_OF_INPUT sent
   // Set while BroadcastBarrier hands its flush and barrier over capacity.
   bool over_capacity_ = false;
   int64_t last_watermark_ = weir::kMinWatermark;

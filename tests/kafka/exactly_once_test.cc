@@ -691,11 +691,12 @@ TEST_F(ExactlyOnceTest, WindowedCountIsExactlyOnceAcrossKills) {
 }
 
 // A bounded input ends with a final checkpoint. One subtask reaches the end
-// of its (small) partition long before the other; it must not commit then:
-// the other subtask's TaskManager is SIGKILLed after that, the job restarts
-// from its last checkpoint (at most one, before any record: the interval is
-// two minutes) and reads everything again. Every record is in the output
-// once, and the job ends FINISHED after its final checkpoint.
+// of its (small) partition long before the other; its end asks for a
+// checkpoint at once (the interval is two minutes), which commits what it
+// wrote. The other subtask's TaskManager is SIGKILLed after that, the job
+// restarts from that checkpoint: the ended subtask reads nothing again, the
+// other goes on from its offsets. Every record is in the output once, and
+// the job ends FINISHED after its final checkpoint.
 TEST_F(ExactlyOnceTest, BoundedInputEndsWithAFinalCheckpoint) {
   StartCluster(3);
   const std::string in = NewTopic("eo-bounded-in", 2), out = NewTopic("eo-bounded-out");
@@ -738,13 +739,130 @@ TEST_F(ExactlyOnceTest, BoundedInputEndsWithAFinalCheckpoint) {
   ASSERT_EQ(status["state"], "FINISHED") << status.dump(2) << cluster_->Logs();
   EXPECT_GE(status["attempt"].get<int>(), 2) << status.dump(2);
   const std::string logs = cluster_->Logs();
-  EXPECT_TRUE(absl::StrContains(logs, "triggering the final checkpoint")) << logs;
+  EXPECT_TRUE(absl::StrContains(logs, "reached the end of its input; triggering a checkpoint soon")) << logs;
   ExpectEveryRecordOnce(bootstrap_, out, kSmall + kLarge, "bounded input, a kill after one subtask ended", logs);
   EXPECT_TRUE(WaitFor([&] {
     auto stable = test::EndOffsets(bootstrap_, out, true);
     auto high = test::EndOffsets(bootstrap_, out, false);
     return stable.ok() && high.ok() && *stable == *high;
   }, absl::Seconds(30), absl::Milliseconds(200))) << "a transaction is still open on the output";
+}
+
+// Sources that end apart (one subtask has no partition at all, one a few
+// records, one the rest) with checkpoints every 500 ms: checkpoints go on
+// after the first subtasks finished and record them as finished; a kill of
+// the busy one then restores the finished ones as finished (they read
+// nothing again); the job ends, every record once, no transaction left
+// open. Before, the first finished subtask stopped every later checkpoint
+// and the job never ended.
+TEST_F(ExactlyOnceTest, BoundedSourcesEndingApartFinishExactlyOnceAcrossAKill) {
+  StartCluster(3);
+  const std::string in = NewTopic("eo-apart-in", 2), out = NewTopic("eo-apart-out");
+  std::vector<KafkaMessage> input;
+  constexpr int kSmall = 20, kLarge = 4000;
+  for (int i = 0; i < kSmall + kLarge; ++i) {
+    input.push_back({.key = absl::StrCat("k", i), .value = absl::StrCat(i), .partition = i < kSmall ? 0 : 1});
+  }
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, input).ok());
+  std::string error;
+  const std::string job = cluster_->Submit(
+      kJobs + "/test/slow_copy.so",
+      {"-p", "3", "-Dexecution.checkpointing.interval=500ms", "-Drestart-strategy.type=fixed-delay",
+       "-Drestart-strategy.fixed-delay.attempts=5", "-Drestart-strategy.fixed-delay.delay=200ms"},
+      {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out, "--sleep-us", "3000"}, &error);
+  ASSERT_FALSE(job.empty()) << error << cluster_->Logs();
+
+  // Two subtasks finished while the third still reads, and two more
+  // checkpoints completed since (so one was triggered after they finished).
+  auto completed = [&] {
+    const std::string logs = cluster_->Logs();
+    int n = 0;
+    for (size_t at = logs.find(" completed: "); at != std::string::npos; at = logs.find(" completed: ", at + 1)) ++n;
+    return n;
+  };
+  std::string busy_taskmanager;
+  int completed_then = -1;
+  ASSERT_TRUE(WaitFor([&] {
+    nlohmann::json status = cluster_->WeirJson({"status", job});
+    int finished = 0;
+    std::string running;
+    for (const auto& t : status["tasks"]) {
+      if (t["state"] == "FINISHED") ++finished;
+      if (t["state"] == "RUNNING") running = t["taskmanager_id"];
+    }
+    if (finished < 2 || running.empty()) return false;
+    if (completed_then < 0) completed_then = completed();
+    busy_taskmanager = running;
+    return completed() >= completed_then + 2;
+  }, absl::Seconds(60), absl::Milliseconds(50))) << cluster_->Logs();
+  int index = -1;
+  ASSERT_TRUE(absl::SimpleAtoi(busy_taskmanager.substr(3), &index)) << busy_taskmanager;  // "tm-<i>"
+  cluster_->KillTaskManager(index);
+  cluster_->StartTaskManager();
+
+  nlohmann::json status = cluster_->WaitForJobEnd(job, absl::Seconds(120));
+  ASSERT_EQ(status["state"], "FINISHED") << status.dump(2) << cluster_->Logs();
+  EXPECT_GE(status["attempt"].get<int>(), 2) << status.dump(2);
+  const std::string logs = cluster_->Logs();
+  EXPECT_TRUE(absl::StrContains(logs, "finished before the restored checkpoint")) << logs;
+  EXPECT_FALSE(absl::StrContains(logs, "DATA LOSS")) << logs;
+  ExpectEveryRecordOnce(bootstrap_, out, kSmall + kLarge, "sources ending apart, a kill after two finished", logs);
+  EXPECT_TRUE(WaitFor([&] {
+    auto stable = test::EndOffsets(bootstrap_, out, true);
+    auto high = test::EndOffsets(bootstrap_, out, false);
+    return stable.ok() && high.ok() && *stable == *high;
+  }, absl::Seconds(30), absl::Milliseconds(200))) << "a transaction is still open on the output";
+}
+
+// The same across a shuffle: keyed_count (sources -> hash -> count + sink)
+// over a bounded input at -p 3 over 2 partitions. Each source subtask ends
+// at another time; the counting tasks see their input channels end one by
+// one (END_OF_DATA, the final barrier, END_OF_INPUT), end their own input
+// once every channel did, and commit what they wrote last with a checkpoint
+// taken after that. For every word the committed counts are 1, 2, ..., n.
+TEST_F(ExactlyOnceTest, BoundedKeyedCountEndsThroughTheShuffleExactlyOnce) {
+  StartCluster(3);
+  const std::string in = NewTopic("eo-apart-count-in", 2), out = NewTopic("eo-apart-count-out");
+  constexpr int kSmall = 50, kLarge = 30000, kDistinct = 300;
+  std::vector<KafkaMessage> input;
+  std::map<std::string, int> truth;
+  for (int i = 0; i < kSmall + kLarge; ++i) {
+    const std::string word = absl::StrCat("w", i % kDistinct);
+    input.push_back({.key = absl::StrCat("id-", i), .value = word, .partition = i < kSmall ? 0 : 1});
+    ++truth[word];
+  }
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, input).ok());
+  std::string error;
+  const std::string job = cluster_->Submit(
+      kJobs + "/keyed_count.so", {"-p", "3", "-Dexecution.checkpointing.interval=500ms"},
+      {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out, "--guarantee", "exactly-once",
+       "--bounded"},
+      &error);
+  ASSERT_FALSE(job.empty()) << error << cluster_->Logs();
+  nlohmann::json status = cluster_->WaitForJobEnd(job, absl::Seconds(120));
+  ASSERT_EQ(status["state"], "FINISHED") << status.dump(2) << cluster_->Logs();
+
+  absl::StatusOr<std::vector<KafkaMessage>> output = test::ReadTopic(bootstrap_, out);
+  ASSERT_TRUE(output.ok()) << output.status();
+  test::SortByPosition(&*output);
+  std::map<std::string, int> last;
+  int out_of_sequence = 0;
+  for (const KafkaMessage& m : *output) {
+    int count = 0;
+    ASSERT_TRUE(m.key.has_value() && absl::SimpleAtoi(m.value, &count)) << m.value;
+    int& previous = last[*m.key];
+    if (count != previous + 1 && ++out_of_sequence <= 5) {
+      ADD_FAILURE() << *m.key << ": count " << count << " after " << previous;
+    }
+    previous = count;
+  }
+  EXPECT_EQ(out_of_sequence, 0);
+  EXPECT_EQ(static_cast<int>(output->size()), kSmall + kLarge);
+  EXPECT_EQ(last, truth);
+  auto stable = test::EndOffsets(bootstrap_, out, true);
+  auto high = test::EndOffsets(bootstrap_, out, false);
+  ASSERT_TRUE(stable.ok() && high.ok());
+  EXPECT_EQ(*stable, *high) << "a transaction is still open on the output";
 }
 
 // Exactly-once output commits when checkpoints complete: without

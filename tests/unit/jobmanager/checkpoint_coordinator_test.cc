@@ -590,21 +590,77 @@ TEST_F(CheckpointCoordinatorTest, TriggerFailureAborts) {
   EXPECT_FALSE(fs::exists(storage_->CheckpointDir(1)));
 }
 
-TEST_F(CheckpointCoordinatorTest, FinishedTaskAbortsAndStopsTriggering) {
+// Checkpoints go on after a task finished (bounded sources ending apart): a
+// pending checkpoint still waiting for it completes with it recorded as
+// finished, later ones trigger only the sources still running and record it
+// the same way, and only once every source finished is nothing triggered.
+TEST_F(CheckpointCoordinatorTest, CheckpointsGoOnAfterATaskFinishedAndRecordItAsFinished) {
   CheckpointCoordinatorOptions options = Options();
   options.tolerable_failed = 0;
   CheckpointCoordinator& coordinator = StartCoordinator(options);
   ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 1);
   coordinator.OnAcknowledge(Ack("src-0", 1));
-  coordinator.OnTaskFinished(1, "src-1");
+  coordinator.OnAcknowledge(Ack("sink-0", 1));
+  v1::TaskStateHandle identity;
+  identity.add_vertex_ids(0);
+  identity.set_subtask_index(1);
+  identity.set_parallelism(2);
+  identity.set_file("ignored.snapshot");  // only the identity is taken
+  coordinator.OnTaskFinished(1, "src-1", identity);
+  std::optional<FakeGateway::Notice> notice = gateway_->WaitForNotice(1);
+  ASSERT_TRUE(notice.has_value());
+  EXPECT_TRUE(notice->completed) << notice->reason;
+  auto finished_in = [&](int64_t id) -> std::optional<v1::TaskStateHandle> {
+    absl::StatusOr<v1::CheckpointMetadata> metadata = storage_->ReadMetadata(id);
+    EXPECT_TRUE(metadata.ok()) << metadata.status();
+    if (!metadata.ok()) return std::nullopt;
+    EXPECT_EQ(metadata->tasks_size(), 3);
+    for (const v1::TaskStateHandle& handle : metadata->tasks()) {
+      if (handle.finished()) return handle;
+    }
+    return std::nullopt;
+  };
+  std::optional<v1::TaskStateHandle> marker = finished_in(1);
+  ASSERT_TRUE(marker.has_value());
+  EXPECT_EQ(marker->file(), "");
+  EXPECT_THAT(marker->vertex_ids(), ElementsAre(0));
+  EXPECT_EQ(marker->subtask_index(), 1);
+  EXPECT_EQ(marker->parallelism(), 2);
+  EXPECT_TRUE(storage_->VerifyTaskFiles(*storage_->ReadMetadata(1)).ok());
+
+  // The next one asks only src-0 and waits only for src-0 and sink-0.
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 2);
+  ASSERT_TRUE(gateway_->WaitForTriggers(2, {"src-0"}));
+  coordinator.OnAcknowledge(Ack("src-0", 2));
+  coordinator.OnAcknowledge(Ack("sink-0", 2));
+  notice = gateway_->WaitForNotice(2);
+  ASSERT_TRUE(notice.has_value());
+  EXPECT_TRUE(notice->completed) << notice->reason;
+  for (const FakeGateway::Trigger& trigger : gateway_->calls().triggers) {
+    if (trigger.id == 2) EXPECT_EQ(trigger.task_id, "src-0");
+  }
+  ASSERT_TRUE(finished_in(2).has_value());
+
+  // Every source finished: nothing more to trigger.
+  coordinator.OnTaskFinished(1, "src-0", identity);
+  absl::StatusOr<int64_t> id = coordinator.TriggerNow();
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(id.status().message(), HasSubstr("every source task"));
+  coordinator.Stop();
+  EXPECT_THAT(gateway_->calls().fail_job, IsEmpty());
+}
+
+// A source that ended between the plan and the trigger (the gateway says
+// kNotFound) aborts that checkpoint without counting it as a failure.
+TEST_F(CheckpointCoordinatorTest, ATriggerThatFindsATaskEndedIsNoFailure) {
+  CheckpointCoordinatorOptions options = Options();
+  options.tolerable_failed = 0;
+  gateway_->FailTriggersWith(absl::NotFoundError("task src-0 has ended"));
+  CheckpointCoordinator& coordinator = StartCoordinator(options);
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 1);
   std::optional<FakeGateway::Notice> notice = gateway_->WaitForNotice(1);
   ASSERT_TRUE(notice.has_value());
   EXPECT_FALSE(notice->completed);
-  EXPECT_EQ(notice->reason, "task src-1 finished before acknowledging");
-  absl::StatusOr<int64_t> id = coordinator.TriggerNow();
-  EXPECT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(id.status().message(), HasSubstr("src-1"));
-  // A task that finished is not a failed checkpoint: the job goes on.
   coordinator.Stop();
   EXPECT_THAT(gateway_->calls().fail_job, IsEmpty());
 }

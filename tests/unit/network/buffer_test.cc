@@ -113,6 +113,10 @@ TEST(WireFormatTest, RoundTripsDataEndOfInputAndBarriers) {
   ASSERT_TRUE(end.ok()) << end.status();
   EXPECT_EQ(end->kind, Buffer::Kind::kEndOfInput);
 
+  absl::StatusOr<Buffer> end_of_data = FromProto(ToProto(Buffer::EndOfData()));
+  ASSERT_TRUE(end_of_data.ok()) << end_of_data.status();
+  EXPECT_EQ(end_of_data->kind, Buffer::Kind::kEndOfData);
+
   absl::StatusOr<Buffer> barrier = FromProto(ToProto(Buffer::Barrier(7, 1700000000123)));
   ASSERT_TRUE(barrier.ok()) << barrier.status();
   EXPECT_EQ(barrier->kind, Buffer::Kind::kBarrier);

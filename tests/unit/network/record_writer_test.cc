@@ -149,9 +149,31 @@ TEST(RecordWriterTest, EndOfInputFollowsTheLastRecordsOnEverySubpartition) {
   writer.EmitEndOfInput();
   for (int sub = 0; sub < 2; ++sub) {
     std::vector<Buffer> buffers = Drain(*partition, sub);
-    ASSERT_EQ(buffers.size(), 2u);
+    ASSERT_EQ(buffers.size(), 3u);
     EXPECT_EQ(buffers[0].kind, Buffer::Kind::kData);
-    EXPECT_EQ(buffers[1].kind, Buffer::Kind::kEndOfInput);
+    EXPECT_EQ(buffers[1].kind, Buffer::Kind::kEndOfData);
+    EXPECT_EQ(buffers[2].kind, Buffer::Kind::kEndOfInput);
+  }
+}
+
+// The final checkpoint's barrier goes out between the end of data and the
+// end of input: consumers end their input, snapshot, and only then see the
+// channel close.
+TEST(RecordWriterTest, BarriersFollowTheEndOfDataUntilTheEndOfInput) {
+  auto partition = std::make_shared<ResultPartition>("p", 2, 100);
+  RecordWriter writer(partition, TestRecordType(), Partitioning::kRebalance, nullptr, 2, 0);
+  EmitSeqs(writer, 2);
+  writer.EmitEndOfData();
+  writer.BroadcastBarrier(7, 0);
+  writer.EmitEndOfInput();  // END_OF_DATA is not sent twice
+  for (int sub = 0; sub < 2; ++sub) {
+    std::vector<Buffer> buffers = Drain(*partition, sub);
+    ASSERT_EQ(buffers.size(), 4u);
+    EXPECT_EQ(buffers[0].kind, Buffer::Kind::kData);
+    EXPECT_EQ(buffers[1].kind, Buffer::Kind::kEndOfData);
+    EXPECT_EQ(buffers[2].kind, Buffer::Kind::kBarrier);
+    EXPECT_EQ(buffers[2].checkpoint_id, 7);
+    EXPECT_EQ(buffers[3].kind, Buffer::Kind::kEndOfInput);
   }
 }
 
@@ -176,8 +198,10 @@ TEST(RecordWriterTest, ForwardEventsGoOnlyToTheConsumedSubpartition) {
   writer.EmitEndOfInput();
   EXPECT_EQ(partition->buffered(0), 0);
   EXPECT_EQ(partition->buffered(2), 0);
-  ASSERT_EQ(partition->buffered(1), 1);
-  EXPECT_EQ(Drain(*partition, 1)[0].kind, Buffer::Kind::kEndOfInput);
+  ASSERT_EQ(partition->buffered(1), 2);
+  std::vector<Buffer> ends = Drain(*partition, 1);
+  EXPECT_EQ(ends[0].kind, Buffer::Kind::kEndOfData);
+  EXPECT_EQ(ends[1].kind, Buffer::Kind::kEndOfInput);
 }
 
 // Event time: with timestamps on, every record carries its event time, and
@@ -198,23 +222,25 @@ TEST(RecordWriterTest, TimestampedRecordsAndWatermarksKeepTheirOrder) {
   EXPECT_EQ(writer.last_watermark(), 950);
 
   // Subpartition 0: a, then the watermark, then c; subpartition 1: b, the
-  // watermark. Each ends with END_OF_INPUT.
+  // watermark. Each ends with END_OF_DATA and END_OF_INPUT.
   std::vector<Buffer> zero = Drain(*partition, 0);
-  ASSERT_EQ(zero.size(), 4u);
+  ASSERT_EQ(zero.size(), 5u);
   EXPECT_EQ(zero[0].kind, Buffer::Kind::kTimestampedData);
   EXPECT_EQ(zero[1].kind, Buffer::Kind::kWatermark);
   EXPECT_EQ(zero[1].watermark, 950);
   EXPECT_EQ(zero[2].kind, Buffer::Kind::kTimestampedData);
-  EXPECT_EQ(zero[3].kind, Buffer::Kind::kEndOfInput);
+  EXPECT_EQ(zero[3].kind, Buffer::Kind::kEndOfData);
+  EXPECT_EQ(zero[4].kind, Buffer::Kind::kEndOfInput);
   std::vector<int64_t> times;
   ASSERT_TRUE(ForEachTimestampedRecord(zero[0], [&](int64_t t, absl::string_view) { times.push_back(t); }).ok());
   ASSERT_TRUE(ForEachTimestampedRecord(zero[2], [&](int64_t t, absl::string_view) { times.push_back(t); }).ok());
   EXPECT_EQ(times, (std::vector<int64_t>{1000, weir::kNoTimestamp}));
   std::vector<Buffer> one = Drain(*partition, 1);
-  ASSERT_EQ(one.size(), 3u);
+  ASSERT_EQ(one.size(), 4u);
   EXPECT_EQ(one[0].kind, Buffer::Kind::kTimestampedData);
   EXPECT_EQ(one[1].kind, Buffer::Kind::kWatermark);
-  EXPECT_EQ(one[2].kind, Buffer::Kind::kEndOfInput);
+  EXPECT_EQ(one[2].kind, Buffer::Kind::kEndOfData);
+  EXPECT_EQ(one[3].kind, Buffer::Kind::kEndOfInput);
 }
 
 // An idle stream says so once; what comes next (a record or a watermark)
