@@ -11,7 +11,9 @@
 // Counting (AT_LEAST_ONCE): channels are never held back; n is taken once
 // its barrier arrived on every channel that has not finished. Records that
 // overtook the barrier on a fast channel are in the snapshot and are replayed
-// after a restore: at-least-once.
+// after a restore: at-least-once. Since nothing is held back, several
+// checkpoints are counted at once: barrier n+1 overtaking n gives up nothing
+// (with max-concurrent-checkpoints > 1 it would decline every checkpoint).
 //
 // Thread-safety: not thread-safe; owned by one task thread.
 #pragma once
@@ -51,7 +53,7 @@ class BarrierHandler {
   virtual BarrierDecision OnBarrier(int channel, int64_t checkpoint_id, int64_t timestamp_ms, absl::Time now) = 0;
   // `channel` delivered END_OF_INPUT at `now`.
   virtual BarrierDecision OnEndOfInput(int channel, absl::Time now) = 0;
-  // The checkpoint being aligned or counted, if any.
+  // The checkpoint being aligned, or the oldest one counted, if any.
   virtual std::optional<int64_t> pending() const = 0;
 };
 

@@ -83,6 +83,73 @@ TEST(BarrierHandlerTest, CountingNeverBlocks) {
   EXPECT_FALSE(d.unblock_all);
 }
 
+// AT_LEAST_ONCE with several checkpoints in progress
+// (max-concurrent-checkpoints > 1): barrier 2 overtakes 1 on the fast
+// channel, and each is still taken once its barrier arrived on every
+// channel, with its own timestamp and alignment time.
+TEST(BarrierHandlerTest, CountingTakesOverlappingCheckpointsEachWhenComplete) {
+  auto handler = BarrierHandler::Create(v1::AT_LEAST_ONCE, 2);
+  const absl::Time t0 = absl::Now();
+  BarrierDecision d = handler->OnBarrier(0, 1, 100, t0);
+  EXPECT_FALSE(d.trigger.has_value());
+  d = handler->OnBarrier(0, 2, 200, t0 + absl::Milliseconds(5));
+  EXPECT_FALSE(d.abandoned.has_value()) << "checkpoint 1 given up for 2";
+  EXPECT_FALSE(d.trigger.has_value());
+  EXPECT_EQ(handler->pending(), 1);
+  d = handler->OnBarrier(1, 1, 100, t0 + absl::Milliseconds(10));
+  ASSERT_EQ(d.trigger, 1);
+  EXPECT_EQ(d.trigger_timestamp_ms, 100);
+  EXPECT_EQ(d.alignment, absl::Milliseconds(10));
+  EXPECT_FALSE(d.abandoned.has_value());
+  EXPECT_FALSE(d.block_channel || d.unblock_all);
+  EXPECT_EQ(handler->pending(), 2);
+  d = handler->OnBarrier(1, 2, 200, t0 + absl::Milliseconds(20));
+  ASSERT_EQ(d.trigger, 2);
+  EXPECT_EQ(d.trigger_timestamp_ms, 200);
+  EXPECT_EQ(d.alignment, absl::Milliseconds(15));
+  EXPECT_FALSE(handler->pending().has_value());
+}
+
+// What the counting handler keeps stays bounded: a checkpoint taken drops
+// the counts of older ones (a channel skipped them: they cannot complete),
+// their late barriers change nothing, and neither does the first barrier of
+// a checkpoint older than one already counted.
+TEST(BarrierHandlerTest, CountingForgetsCheckpointsThatCanNoLongerComplete) {
+  auto handler = BarrierHandler::Create(v1::AT_LEAST_ONCE, 3);
+  const absl::Time now = absl::Now();
+  EXPECT_FALSE(handler->OnBarrier(0, 1, 0, now).trigger.has_value());
+  // Channels 1 and 2 never bring barrier 1 (their producers gave it up).
+  EXPECT_FALSE(handler->OnBarrier(0, 2, 0, now).trigger.has_value());
+  EXPECT_FALSE(handler->OnBarrier(1, 2, 0, now).trigger.has_value());
+  EXPECT_EQ(handler->OnBarrier(2, 2, 0, now).trigger, 2);
+  EXPECT_FALSE(handler->pending().has_value()) << "checkpoint 1 is still counted";
+  EXPECT_FALSE(handler->OnBarrier(1, 1, 0, now).trigger.has_value());
+  EXPECT_FALSE(handler->pending().has_value());
+
+  // Checkpoint 4 counted on channel 0, which skipped 3: 3 cannot complete.
+  EXPECT_FALSE(handler->OnBarrier(0, 4, 0, now).trigger.has_value());
+  EXPECT_FALSE(handler->OnBarrier(1, 3, 0, now).trigger.has_value());
+  EXPECT_EQ(handler->pending(), 4);
+
+  // A channel that ends counts as arrived for every checkpoint counted;
+  // when that completes several at once, the newest is taken.
+  EXPECT_FALSE(handler->OnBarrier(1, 4, 0, now).trigger.has_value());
+  EXPECT_FALSE(handler->OnBarrier(0, 5, 0, now).trigger.has_value());
+  EXPECT_FALSE(handler->OnBarrier(1, 5, 0, now).trigger.has_value());
+  BarrierDecision d = handler->OnEndOfInput(2, now);
+  EXPECT_EQ(d.trigger, 5);
+  EXPECT_FALSE(handler->pending().has_value());
+  // From now on channels 0 and 1 are enough.
+  EXPECT_FALSE(handler->OnBarrier(1, 6, 0, now).trigger.has_value());
+  EXPECT_EQ(handler->OnBarrier(0, 6, 0, now).trigger, 6);
+
+  // A channel that never brings a barrier (its producer is stuck) does not
+  // make the counts grow without end: the oldest go first.
+  for (int64_t id = 7; id < 1007; ++id) handler->OnBarrier(0, id, 0, now);
+  ASSERT_TRUE(handler->pending().has_value());
+  EXPECT_GT(*handler->pending(), 900);
+}
+
 network::Buffer Data(const std::string& record) {
   network::Buffer buffer;
   network::AppendRecord(record, &buffer);
