@@ -5,6 +5,8 @@
 #include <map>
 #include <vector>
 
+#include "taskmanager/network/input_gate.h"
+
 namespace weir::taskmanager {
 namespace {
 
@@ -168,6 +170,11 @@ class CountingHandler final : public BarrierHandler {
 };
 
 }  // namespace
+
+void ApplyToChannels(const BarrierDecision& decision, int channel, network::InputGate& gate) {
+  if (decision.unblock_all) gate.UnblockAllChannels();
+  if (decision.block_channel) gate.BlockChannel(channel);
+}
 
 std::unique_ptr<BarrierHandler> BarrierHandler::Create(v1::CheckpointingMode mode, int num_channels) {
   if (mode == v1::AT_LEAST_ONCE) return std::make_unique<CountingHandler>(num_channels);

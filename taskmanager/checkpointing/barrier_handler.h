@@ -29,7 +29,12 @@
 
 namespace weir::taskmanager {
 
-// What the task must do next.
+namespace network {
+class InputGate;
+}  // namespace network
+
+// What the task must do next. The channel part (unblock_all, block_channel)
+// is carried out by ApplyToChannels, in its order.
 struct BarrierDecision {
   // Hold back the channel the barrier came on.
   bool block_channel = false;
@@ -43,6 +48,15 @@ struct BarrierDecision {
   // A checkpoint given up (a newer barrier came before it was complete).
   std::optional<int64_t> abandoned;
 };
+
+// Carries out the channel part of `decision` on `gate` for the barrier or end
+// of input that came on `channel`: releases every channel first, then holds
+// back `channel`. A newer barrier that gives up an alignment asks for both:
+// the channels held for the older checkpoint go on, and the one that brought
+// the newer barrier stays held, or its records after the barrier would go
+// into the newer checkpoint's snapshot. Task thread only, as the gate's
+// blocking.
+void ApplyToChannels(const BarrierDecision& decision, int channel, network::InputGate& gate);
 
 class BarrierHandler {
  public:

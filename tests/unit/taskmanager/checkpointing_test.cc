@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -70,6 +71,46 @@ TEST(BarrierHandlerTest, AlignedCountsFinishedChannelsAndGivesUpOverlappedCheckp
   EXPECT_TRUE(d.block_channel);
   EXPECT_FALSE(other->OnBarrier(1, 7, 0, now).trigger.has_value());
   EXPECT_EQ(other->OnBarrier(1, 8, 0, now).trigger, 8);
+}
+
+// A newer barrier gives up an alignment: once its decision is carried out,
+// the channel that brought the newer barrier is held (what follows the
+// barrier on it belongs after that checkpoint) and the channels held for the
+// older checkpoint are released.
+TEST(BarrierHandlerTest, AGivenUpAlignmentHoldsOnlyTheChannelOfTheNewerBarrier) {
+  network::PartitionManager partitions;
+  std::vector<network::InputChannelSpec> specs;
+  for (int i = 0; i < 3; ++i) {
+    const std::string id = absl::StrCat("p", i);
+    ASSERT_TRUE(partitions.Register(std::make_shared<network::ResultPartition>(id, 1, 4)).ok());
+    specs.push_back({id, 0, "local", true});
+  }
+  auto gate = network::InputGate::Create("t", specs, &partitions);
+  ASSERT_TRUE(gate.ok()) << gate.status();
+  auto handler = BarrierHandler::Create(v1::EXACTLY_ONCE, 3);
+  const absl::Time now = absl::Now();
+  auto blocked = [&] {
+    std::vector<int> out;
+    for (int c = 0; c < 3; ++c) {
+      if ((*gate)->channel_blocked(c)) out.push_back(c);
+    }
+    return out;
+  };
+
+  ApplyToChannels(handler->OnBarrier(0, 7, 0, now), 0, **gate);
+  EXPECT_THAT(blocked(), ::testing::ElementsAre(0));
+  // Channel 1's producer gave up 7: its first barrier is 8.
+  BarrierDecision d = handler->OnBarrier(1, 8, 0, now);
+  EXPECT_EQ(d.abandoned, 7);
+  ApplyToChannels(d, 1, **gate);
+  EXPECT_THAT(blocked(), ::testing::ElementsAre(1));
+  EXPECT_EQ(handler->pending(), 8);
+  ApplyToChannels(handler->OnBarrier(0, 8, 0, now), 0, **gate);
+  EXPECT_THAT(blocked(), ::testing::ElementsAre(0, 1));
+  d = handler->OnBarrier(2, 8, 0, now);
+  EXPECT_EQ(d.trigger, 8);
+  ApplyToChannels(d, 2, **gate);
+  EXPECT_THAT(blocked(), ::testing::IsEmpty());
 }
 
 TEST(BarrierHandlerTest, CountingNeverBlocks) {
@@ -206,8 +247,7 @@ TEST(AlignmentTest, HeldChannelStopsWhileTheOtherContinuesWithoutDeadlock) {
   while (!(*gate)->channel_blocked(0)) {
     auto [channel, buffer] = next();
     if (buffer.kind == network::Buffer::Kind::kBarrier) {
-      BarrierDecision d = handler->OnBarrier(channel, buffer.checkpoint_id, 0, absl::Now());
-      if (d.block_channel) (*gate)->BlockChannel(channel);
+      ApplyToChannels(handler->OnBarrier(channel, buffer.checkpoint_id, 0, absl::Now()), channel, **gate);
     } else {
       ASSERT_EQ(channel, 1);
       slow_seen.push_back(Record(buffer));
@@ -228,7 +268,7 @@ TEST(AlignmentTest, HeldChannelStopsWhileTheOtherContinuesWithoutDeadlock) {
       BarrierDecision d = handler->OnBarrier(channel, buffer.checkpoint_id, 0, absl::Now());
       ASSERT_EQ(d.trigger, 1);
       triggered = true;
-      (*gate)->UnblockAllChannels();
+      ApplyToChannels(d, channel, **gate);
     } else {
       slow_seen.push_back(Record(buffer));
     }
