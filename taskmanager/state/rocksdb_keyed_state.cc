@@ -729,14 +729,17 @@ void RocksDbKeyedState::NotifyCheckpointComplete(int64_t checkpoint_id) {
 }
 
 void RocksDbKeyedState::NotifyCheckpointAborted(int64_t checkpoint_id) {
+  // Only what it uploaded first is forgotten (that never becomes confirmed_):
+  // the JobManager deletes those shared files once no complete checkpoint
+  // refers to them, so the next snapshot uploads them again. confirmed_
+  // stays: an abort discards only the aborted checkpoint's own directory, and
+  // the live files of confirmed_ are referred to, by the same names, by the
+  // newest complete checkpoint (the one confirmed_ is of, or a newer one
+  // whose news this task missed: they were live at it too).
   in_flight_.erase(checkpoint_id);
   if (!options_.local_recovery_dir.empty()) {
     RemoveTree(CheckpointDirName(options_.local_recovery_dir, checkpoint_id));
   }
-  // It may have failed because a file it refers to is gone (this task missed
-  // the news of a newer completed checkpoint, and the JobManager deleted what
-  // only older ones held): the next snapshot uploads everything again.
-  confirmed_.clear();
 }
 
 absl::Status RocksDbKeyedState::RestoreState(const std::vector<KeyedStateRestore>& parts) {

@@ -26,7 +26,8 @@
 // directory (<checkpoint dir>/../shared/<instance id>-<file>), and refers to
 // the rest; the log and the small files (MANIFEST, CURRENT, OPTIONS) are
 // copied every time. The JobManager deletes a shared file once no retained checkpoint
-// refers to it. The first snapshot after a restore uploads everything.
+// refers to it. The first snapshot after a restore uploads everything; an
+// aborted checkpoint forgets only the files it uploaded first.
 //
 // Files: <instance dir>/db (the instance), <instance dir>/chk-<n> (local
 // snapshots until written out). The instance directory is removed when the

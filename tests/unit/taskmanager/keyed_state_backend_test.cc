@@ -111,6 +111,50 @@ class KeyedStateBackendTest : public ::testing::TestWithParam<std::string> {
     InternalTimerService timers;
   };
 
+  // An incremental rocksdb backend whose snapshots make one file per column
+  // family and start no compaction (it would rewrite files and make the
+  // sizes the tests compare vary).
+  std::unique_ptr<RocksDbKeyedState> OpenIncremental() {
+    RocksDbStateOptions options;
+    options.instance_dir = (root_ / "incremental-instance").string();
+    options.write_buffer_bytes = 64 << 20;
+    options.incremental = true;
+    auto backend =
+        RocksDbKeyedState::Open(state::KeyGroupRangeForSubtask(kMaxParallelism, 1, 0), kMaxParallelism, options);
+    EXPECT_TRUE(backend.ok()) << backend.status();
+    return std::move(*backend);
+  }
+
+  // An incremental snapshot written into <root>/job/chk-<id>, with the bytes
+  // it wrote and those it referred to.
+  struct Written {
+    KeyedStateRestore restore;
+    int64_t written = 0, reused = 0;
+    int64_t written_shared = 0;                // of `written`: into shared/
+    std::vector<std::string> uploaded_shared;  // their shared names
+  };
+  Written CheckpointIncrementally(KeyedStateBackend& backend, int64_t id) {
+    Written out;
+    out.restore.checkpoint_dir = (root_ / "job" / absl::StrCat("chk-", id)).string();
+    fs::create_directories(out.restore.checkpoint_dir);
+    auto snapshot = backend.Snapshot(id);
+    EXPECT_TRUE(snapshot.ok()) << snapshot.status();
+    absl::Status written = (*snapshot)->Write(out.restore.checkpoint_dir, "v1-s0", &out.restore.snapshot);
+    EXPECT_TRUE(written.ok()) << written;
+    for (const v1::StateFileProto& f : out.restore.snapshot.keyed_files().files()) {
+      (f.reused() ? out.reused : out.written) += f.size_bytes();
+      if (absl::EndsWith(f.name(), ".sst")) {
+        EXPECT_FALSE(f.shared_name().empty()) << f.name();
+        EXPECT_TRUE(fs::exists(root_ / "job" / "shared" / f.shared_name())) << f.shared_name();
+        if (!f.reused()) {
+          out.written_shared += f.size_bytes();
+          out.uploaded_shared.push_back(f.shared_name());
+        }
+      }
+    }
+    return out;
+  }
+
   fs::path root_;
   int next_instance_ = 0;
 };
@@ -529,46 +573,16 @@ TEST_P(KeyedStateBackendTest, RefusesTheOtherBackendsSnapshot) {
 // Incremental snapshots (rocksdb): the second snapshot, after few updates,
 // uploads a small part of the state and refers to the rest in the shared
 // directory; a restore from it brings back everything, also at another
-// parallelism; after an aborted checkpoint everything is uploaded again.
+// parallelism.
 TEST_P(KeyedStateBackendTest, IncrementalSnapshotsUploadOnlyNewFiles) {
   if (GetParam() != "rocksdb") GTEST_SKIP() << "only the rocksdb backend snapshots incrementally";
-  const state::KeyGroupRange range = state::KeyGroupRangeForSubtask(kMaxParallelism, 1, 0);
-  RocksDbStateOptions options;
-  options.instance_dir = (root_ / "incremental-instance").string();
-  // Each snapshot's flush makes one file per column family and no compaction
-  // starts (it would rewrite files and make the sizes below vary).
-  options.write_buffer_bytes = 64 << 20;
-  options.incremental = true;
-  auto opened = RocksDbKeyedState::Open(range, kMaxParallelism, options);
-  ASSERT_TRUE(opened.ok()) << opened.status();
-  RocksDbKeyedState& backend = **opened;
+  std::unique_ptr<RocksDbKeyedState> opened = OpenIncremental();
+  RocksDbKeyedState& backend = *opened;
   const std::vector<std::string> keys = Keys(20000);
   Fill(backend, keys);
   backend.FlushForTesting();  // the state in SST files, the log empty
 
-  struct Written {
-    KeyedStateRestore restore;
-    int64_t written = 0, reused = 0;
-  };
-  auto checkpoint = [&](int64_t id) {
-    Written out;
-    out.restore.checkpoint_dir = (root_ / "job" / absl::StrCat("chk-", id)).string();
-    fs::create_directories(out.restore.checkpoint_dir);
-    auto snapshot = backend.Snapshot(id);
-    EXPECT_TRUE(snapshot.ok()) << snapshot.status();
-    absl::Status written = (*snapshot)->Write(out.restore.checkpoint_dir, "v1-s0", &out.restore.snapshot);
-    EXPECT_TRUE(written.ok()) << written;
-    for (const v1::StateFileProto& f : out.restore.snapshot.keyed_files().files()) {
-      (f.reused() ? out.reused : out.written) += f.size_bytes();
-      if (absl::EndsWith(f.name(), ".sst")) {
-        EXPECT_FALSE(f.shared_name().empty()) << f.name();
-        EXPECT_TRUE(fs::exists(root_ / "job" / "shared" / f.shared_name())) << f.shared_name();
-      }
-    }
-    return out;
-  };
-
-  const Written first = checkpoint(1);
+  const Written first = CheckpointIncrementally(backend, 1);
   EXPECT_EQ(first.reused, 0);
   EXPECT_GT(first.written, 100000);
   backend.NotifyCheckpointComplete(1);
@@ -576,7 +590,7 @@ TEST_P(KeyedStateBackendTest, IncrementalSnapshotsUploadOnlyNewFiles) {
     backend.SetCurrentKey(keys[i]);
     ValueState<std::string>(&backend, "value").Set(keys[i] + "-v");
   }
-  const Written second = checkpoint(2);
+  const Written second = CheckpointIncrementally(backend, 2);
   EXPECT_GT(second.reused, 0);
   EXPECT_LT(second.written * 10, first.written) << "written " << second.written << " of " << first.written;
 
@@ -588,12 +602,45 @@ TEST_P(KeyedStateBackendTest, IncrementalSnapshotsUploadOnlyNewFiles) {
       if (restored->range().Contains(state::KeyGroupForKey(key, kMaxParallelism))) ExpectFilled(*restored, key);
     }
   }
+}
 
-  // An aborted checkpoint may have failed for a missing shared file: the
-  // next one refers to nothing it did not upload itself.
-  backend.NotifyCheckpointAborted(3);
-  const Written fourth = checkpoint(4);
-  EXPECT_EQ(fourth.reused, 0);
+// An aborted checkpoint forgets only what it uploaded itself. The JobManager
+// discards its directory and, once no complete checkpoint refers to them,
+// the shared files it uploaded first; what the completed checkpoint before
+// it holds stays. So the next checkpoint refers to the completed one's files
+// again, and uploads the aborted one's files anew.
+TEST_P(KeyedStateBackendTest, AnAbortedCheckpointForgetsOnlyWhatItUploaded) {
+  if (GetParam() != "rocksdb") GTEST_SKIP() << "only the rocksdb backend snapshots incrementally";
+  std::unique_ptr<RocksDbKeyedState> opened = OpenIncremental();
+  RocksDbKeyedState& backend = *opened;
+  const std::vector<std::string> keys = Keys(20000);
+  Fill(backend, keys);
+  backend.FlushForTesting();
+  const Written first = CheckpointIncrementally(backend, 1);
+  backend.NotifyCheckpointComplete(1);
+  for (int i = 0; i < 50; ++i) {
+    backend.SetCurrentKey(keys[i]);
+    ValueState<std::string>(&backend, "value").Set(keys[i] + "-v");
+  }
+  backend.FlushForTesting();  // a new SST file, first uploaded by checkpoint 2
+  const Written second = CheckpointIncrementally(backend, 2);
+  ASSERT_FALSE(second.uploaded_shared.empty());
+
+  backend.NotifyCheckpointAborted(2);
+  // What the JobManager does with it: its directory goes, and so do the
+  // shared files only it refers to.
+  fs::remove_all(second.restore.checkpoint_dir);
+  for (const std::string& name : second.uploaded_shared) fs::remove(root_ / "job" / "shared" / name);
+
+  const Written third = CheckpointIncrementally(backend, 3);
+  EXPECT_EQ(third.reused, first.written_shared) << "the files checkpoint 1 holds are uploaded again";
+  for (const std::string& name : second.uploaded_shared) {
+    EXPECT_THAT(third.uploaded_shared, ::testing::Contains(name)) << "checkpoint 2's file is referred to, not uploaded";
+  }
+  std::unique_ptr<KeyedStateBackend> restored = Make(1, 0);
+  absl::Status status = restored->Restore({third.restore});
+  ASSERT_TRUE(status.ok()) << status;
+  for (const std::string& key : keys) ExpectFilled(*restored, key);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, KeyedStateBackendTest, ::testing::Values("rocksdb", "hashmap"),
