@@ -319,7 +319,8 @@ class Task::Execution {
                         tdd_.task_id(), *decision.abandoned);
       Decline(*decision.abandoned, "a newer checkpoint's barrier arrived before its alignment completed");
     }
-    if (decision.block_channel) gate_->BlockChannel(channel);
+    // Releases before it holds back (a given-up alignment asks for both).
+    ApplyToChannels(decision, channel, *gate_);
     if (decision.trigger.has_value()) {
       if (task_->checkpointer_ == nullptr) {
         Decline(*decision.trigger, "the TaskManager has no snapshot uploader");
@@ -328,7 +329,6 @@ class Task::Execution {
                                               decision.alignment));
       }
     }
-    if (decision.unblock_all) gate_->UnblockAllChannels();
     return absl::OkStatus();
   }
 
