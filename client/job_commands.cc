@@ -175,8 +175,12 @@ int RunSubmit(const Options& options, std::ostream& out, std::ostream& err) {
   grpc::Status status = v1::JobService::NewStub(channel)->Submit(&context, request, &response);
   if (!status.ok()) return Fail(err, absl::StrCat("submission rejected: ", DescribeRpcError(options, status)));
   if (options.json) {
-    out << nlohmann::json{{"job_id", response.job_id()}}.dump() << "\n";
+    nlohmann::json notices = nlohmann::json::array();
+    for (const std::string& notice : response.notices()) notices.push_back(notice);
+    out << nlohmann::json{{"job_id", response.job_id()}, {"notices", notices}}.dump() << "\n";
   } else {
+    // The job id alone on stdout (scripts read it); what to know on stderr.
+    for (const std::string& notice : response.notices()) err << "weir submit: " << notice << "\n";
     out << response.job_id() << "\n";
   }
   return 0;

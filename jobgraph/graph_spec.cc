@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/crypto/sha256.h"
 #include "common/status_macros.h"
@@ -49,10 +51,29 @@ std::string VertexLabel(const v1::JobVertex& v) { return absl::StrCat("vertex ",
 v1::JobGraphSpec ToSpec(const JobGraph& graph) {
   v1::JobGraphSpec spec;
   spec.set_name(graph.name);
+  // Operator ids: the explicit ones, then each other vertex's name, made
+  // unique in vertex order ("<name>#2", ...). Duplicate explicit ids stay
+  // for ValidateGraph to refuse by name.
+  absl::flat_hash_set<std::string> taken;
+  for (const VertexSpec& v : graph.vertices) {
+    if (!v.uid.empty()) taken.insert(v.uid);
+  }
+  std::vector<std::string> uids;
+  for (const VertexSpec& v : graph.vertices) {
+    if (!v.uid.empty()) {
+      uids.push_back(v.uid);
+      continue;
+    }
+    std::string uid = v.name;
+    for (int k = 2; uid.empty() || taken.contains(uid); ++k) uid = absl::StrCat(v.name, "#", k);
+    taken.insert(uid);
+    uids.push_back(std::move(uid));
+  }
   for (const VertexSpec& v : graph.vertices) {
     v1::JobVertex* out = spec.add_vertices();
     out->set_id(v.id);
     out->set_name(v.name);
+    out->set_uid(uids[static_cast<size_t>(spec.vertices_size() - 1)]);
     out->set_kind(ToProto(v.kind));
     out->set_parallelism(v.parallelism);
     out->set_connector(v.connector);
@@ -79,6 +100,7 @@ absl::Status CheckGraphLimits(const v1::JobGraphSpec& spec) {
   for (const v1::JobVertex& v : spec.vertices()) {
     const std::string label = absl::StrCat("vertex ", v.id());
     RETURN_IF_ERROR(limits::CheckLength(absl::StrCat(label, ": the name"), v.name(), limits::kMaxNameLength));
+    RETURN_IF_ERROR(limits::CheckLength(absl::StrCat(label, ": the id"), v.uid(), limits::kMaxNameLength));
     RETURN_IF_ERROR(
         limits::CheckLength(absl::StrCat(label, ": the connector"), v.connector(), limits::kMaxNameLength));
     RETURN_IF_ERROR(limits::CheckCount(absl::StrCat("properties on ", label), v.properties_size(),
@@ -101,9 +123,19 @@ absl::Status ValidateGraph(const v1::JobGraphSpec& spec, int max_parallelism) {
   if (n == 0) return absl::InvalidArgumentError("the job graph is empty: add a source and a sink");
   std::vector<int> in_degree(n, 0), out_degree(n, 0);
   std::vector<std::vector<int>> downstream(n);
+  absl::flat_hash_map<std::string, int> by_uid;
   for (int i = 0; i < n; ++i) {
     const v1::JobVertex& v = spec.vertices(i);
     if (v.id() != i) return absl::InvalidArgumentError(absl::StrCat("vertex ids must be 0..", n - 1, " in order"));
+    if (v.uid().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(VertexLabel(v), " has no operator id: rebuild the job binary "
+                                                     "against this Weir's headers"));
+    }
+    if (auto [it, inserted] = by_uid.emplace(v.uid(), i); !inserted) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          VertexLabel(spec.vertices(it->second)), " and ", VertexLabel(v), " both have the operator id '", v.uid(),
+          "'; ids (DataStream::Uid) must be unique within a job: give one of them another"));
+    }
     if (v.parallelism() < 0 || v.parallelism() > max_parallelism) {
       return absl::InvalidArgumentError(absl::StrCat(VertexLabel(v), " has parallelism ", v.parallelism(),
                                                      "; expected 1..", max_parallelism));

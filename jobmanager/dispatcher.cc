@@ -107,7 +107,8 @@ std::vector<Claim> ExclusiveNames(const v1::JobGraphSpec& graph, const connector
 
 }  // namespace
 
-absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& request) {
+absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& request,
+                                               std::vector<std::string>* notices) {
   RETURN_IF_ERROR(Annotate(CheckSubmissionLimits(request), "invalid submission"));
   RETURN_IF_ERROR(Annotate(jobgraph::ValidateGraph(request.graph(), options_.max_parallelism), "invalid job graph"));
   for (const v1::JobVertex& v : request.graph().vertices()) {
@@ -134,6 +135,7 @@ absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& reque
   RETURN_IF_ERROR(CheckConnectorsForJob(request.graph(), settings));
   RETURN_IF_ERROR(CheckExclusiveNamesUnused(request.graph()));
   RETURN_IF_ERROR(ApplySavepoint(request, graph, &settings));
+  if (notices != nullptr) *notices = settings.savepoint_notices;
   ASSIGN_OR_RETURN(std::vector<SlotAssignment> slots, resource_manager_->AllocateSlots(job_id, graph.slots_needed));
   log_->info("job {} '{}' submitted: {} vertices, {} chains, parallelism {}, binary {}", job_id,
              request.graph().name(), request.graph().vertices_size(), graph.chains.size(), parallelism,
@@ -229,26 +231,27 @@ absl::Status Dispatcher::ApplySavepoint(const v1::SubmitJobRequest& request, con
         "the savepoint was taken with pipeline.max-parallelism ", m.max_parallelism(), " and this cluster has ",
         options_.max_parallelism, "; the number of key groups cannot change"));
   }
-  std::vector<std::vector<int>> chains;
-  for (const Chain& chain : graph.chains) chains.push_back(chain.vertices);
   ASSIGN_OR_RETURN(checkpoint::StateFit fit,
-                   checkpoint::FitStateToGraph(m, request.graph(), chains, graph.vertex_parallelism,
+                   checkpoint::FitStateToGraph(m, request.graph(), graph.vertex_parallelism,
                                                request.allow_non_restored_state()));
-  for (const std::string& why : fit.dropped_why) log_->warn("submission drops state: {}", why);
-  const std::vector<std::string>& rescaled = fit.rescaled;
-  const std::set<std::vector<int>>& dropped = fit.dropped;
-  if (!rescaled.empty()) {
-    log_->info("submission rescales the savepoint's state: vertices {}", absl::StrJoin(rescaled, ", "));
+  for (const std::string& why : fit.dropped_why) {
+    log_->warn("submission drops state: {}", why);
+    settings->savepoint_notices.push_back(absl::StrCat("dropped: ", why));
+  }
+  if (!fit.rescaled.empty()) {
+    log_->info("submission rescales the savepoint's state: operators {}", absl::StrJoin(fit.rescaled, ", "));
+  }
+  if (!fit.fresh.empty()) {
+    // A stateless operator added to the job is expected here; a stateful
+    // one (a source's offsets, a window) starting empty is worth a look.
+    log_->info("submission: operators without state in the savepoint start empty: {}",
+               absl::StrJoin(fit.fresh, ", "));
+    settings->savepoint_notices.push_back(absl::StrCat(
+        "without state in the savepoint (they start empty; a source reads from its configured start): ",
+        absl::StrJoin(fit.fresh, ", ")));
   }
   settings->savepoint = m;
-  if (!dropped.empty()) {
-    settings->savepoint->clear_tasks();
-    for (const v1::TaskStateHandle& handle : m.tasks()) {
-      if (!dropped.contains(std::vector<int>(handle.vertex_ids().begin(), handle.vertex_ids().end()))) {
-        *settings->savepoint->add_tasks() = handle;
-      }
-    }
-  }
+  settings->savepoint_dropped_operators = std::move(fit.dropped);
   settings->savepoint_checkpoint_dir = savepoint.checkpoint_dir;
   log_->info("submission starts from {} {} (checkpoint {}, {} tasks with state)",
              savepoint.is_savepoint ? "savepoint" : "retained checkpoint", savepoint.checkpoint_dir,

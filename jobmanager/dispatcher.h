@@ -66,7 +66,10 @@ class Dispatcher {
   Dispatcher(DispatcherOptions options, ResourceManager* resource_manager, ArtifactStore* artifacts);
   ~Dispatcher();
 
-  absl::StatusOr<std::string> Submit(const v1::SubmitJobRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  // `notices`, when set, receives what the submission should know (state
+  // of a savepoint dropped or missing).
+  absl::StatusOr<std::string> Submit(const v1::SubmitJobRequest& request, std::vector<std::string>* notices = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // How long the dispatcher's lock has been seen taken: tries it now
   // (without waiting); zero when free, else the time since the first of the
   // tries in a row that found it taken. For the watchdog: a lock held for a

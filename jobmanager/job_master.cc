@@ -97,10 +97,8 @@ absl::StatusOr<std::shared_ptr<JobMaster>> JobMaster::Create(std::string job_id,
   std::optional<checkpoint::CheckpointStorage> storage;
   if (!settings.checkpoint_dir.empty()) {
     ASSIGN_OR_RETURN(storage, checkpoint::CheckpointStorage::Open(settings.checkpoint_dir));
-    std::vector<std::string>& signatures = settings.checkpoint.vertex_signatures;
     for (const v1::JobVertex& v : request.graph().vertices()) {
-      if (v.id() >= static_cast<int>(signatures.size())) signatures.resize(v.id() + 1);
-      signatures[v.id()] = checkpoint::VertexSignature(v);
+      settings.checkpoint.operator_signatures[v.uid()] = checkpoint::VertexSignature(v);
     }
   }
   std::shared_ptr<JobMaster> master(new JobMaster(std::move(job_id), std::move(request), std::move(graph),
@@ -196,8 +194,73 @@ std::shared_ptr<v1::TaskExecutorService::Stub> JobMaster::StubFor(const std::str
   return stub;
 }
 
+absl::Status JobMaster::DescribeRestore(const TaskRecord& task, const v1::CheckpointMetadata& restore,
+                                        const checkpoint::OperatorIndex& index,
+                                        v1::TaskDeploymentDescriptor* tdd) const {
+  const Chain& chain = graph_.chains[task.chain];
+  // The checkpoint's chains this task reads, in the order its operators
+  // first need them; and whether each of those is finished at this subtask.
+  std::vector<int> sources;
+  std::vector<std::string> missing;
+  bool any_running = false, any_finished = false;
+  for (int v : chain.vertices) {
+    const std::string& uid = graph_.spec.vertices(v).uid();
+    auto found = index.chain_of.find(uid);
+    if (found == index.chain_of.end() ||
+        (restored_from_savepoint_ && settings_.savepoint_dropped_operators.contains(uid))) {
+      missing.push_back(uid);
+      continue;
+    }
+    if (std::find(sources.begin(), sources.end(), found->second) != sources.end()) continue;
+    sources.push_back(found->second);
+    const checkpoint::CheckpointChain& old = index.chains[found->second];
+    const int n = static_cast<int>(old.handles.size());
+    if (n == chain.parallelism ? old.handles[task.subtask]->finished() : old.finished == n) {
+      any_finished = true;
+    } else if (old.finished > 0 && n != chain.parallelism) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint ", restore.checkpoint_id(), " records ", old.finished, " of the ", n, " subtasks of the "
+          "operator '", uid, "' as finished; it is restored only at the parallelism it had (", n, ")"));
+    } else {
+      any_running = true;
+    }
+  }
+  if (!missing.empty() && !restored_from_savepoint_) {
+    // The job's own checkpoint holds every operator of the job.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", restore.checkpoint_id(), " holds no state for the operators ", absl::StrJoin(missing, ", "),
+        " of task ", TaskLabel(task), ": the job's graph differs from the one that took it"));
+  }
+  if (sources.empty()) return absl::OkStatus();  // new to the job: starts empty
+  if (any_finished && any_running) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", restore.checkpoint_id(), " records some operators of task ", TaskLabel(task),
+        " as finished and others as running; a finished operator cannot be chained with a running one: chain "
+        "them as they were"));
+  }
+  tdd->set_restore_checkpoint_id(restore.checkpoint_id());
+  tdd->set_restore_checkpoint_dir(restored_from_savepoint_
+                                      ? settings_.savepoint_checkpoint_dir
+                                      : coordinator_->storage().CheckpointDir(restore.checkpoint_id()));
+  if (any_finished) {
+    tdd->set_finished_on_restore(true);
+    return absl::OkStatus();
+  }
+  for (int c : sources) {
+    const checkpoint::CheckpointChain& old = index.chains[c];
+    v1::RestoreSource* source = tdd->add_restore_sources();
+    if (static_cast<int>(old.handles.size()) == chain.parallelism) {
+      *source->add_handles() = *old.handles[task.subtask];
+    } else {
+      for (const v1::TaskStateHandle* handle : old.handles) *source->add_handles() = *handle;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::TaskDeploymentDescriptor> JobMaster::Describe(
-    const TaskRecord& task, const std::optional<v1::CheckpointMetadata>& restore) const {
+    const TaskRecord& task, const std::optional<v1::CheckpointMetadata>& restore,
+    const checkpoint::OperatorIndex* restore_index) const {
   const Chain& chain = graph_.chains[task.chain];
   const v1::JobGraphSpec& spec = graph_.spec;
   v1::TaskDeploymentDescriptor tdd;
@@ -254,42 +317,8 @@ absl::StatusOr<v1::TaskDeploymentDescriptor> JobMaster::Describe(
   tdd.set_state_backend(settings_.state_backend);
   tdd.set_incremental_checkpoints(settings_.incremental_checkpoints);
   tdd.set_local_recovery(settings_.local_recovery && coordinator_ != nullptr);
-  if (restore.has_value()) {
-    ASSIGN_OR_RETURN(std::vector<const v1::TaskStateHandle*> handles,
-                     checkpoint::HandlesOfChain(*restore, chain.vertices));
-    if (handles.empty() && restored_from_savepoint_) {
-      // A vertex the savepoint does not know starts empty (the Dispatcher
-      // checked the savepoint against the graph at submission).
-      return tdd;
-    }
-    if (handles.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint ", restore->checkpoint_id(), " holds no state for task ", TaskLabel(task),
-          ": the job's graph differs from the one that took it"));
-    }
-    tdd.set_restore_checkpoint_id(restore->checkpoint_id());
-    tdd.set_restore_checkpoint_dir(restored_from_savepoint_
-                                       ? settings_.savepoint_checkpoint_dir
-                                       : coordinator_->storage().CheckpointDir(restore->checkpoint_id()));
-    const int finished = static_cast<int>(std::count_if(
-        handles.begin(), handles.end(), [](const v1::TaskStateHandle* h) { return h->finished(); }));
-    if (static_cast<int>(handles.size()) == chain.parallelism) {
-      if (handles[task.subtask]->finished()) {
-        tdd.set_finished_on_restore(true);
-      } else {
-        *tdd.mutable_restore_state() = *handles[task.subtask];
-      }
-    } else if (finished == static_cast<int>(handles.size())) {
-      tdd.set_finished_on_restore(true);
-    } else if (finished > 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("checkpoint ", restore->checkpoint_id(), " records ", finished, " of the ", handles.size(),
-                       " subtasks of task ", TaskLabel(task), "'s chain as finished; a partly finished chain is "
-                       "restored only at the parallelism it had (", handles.size(), ")"));
-    } else {
-      for (const v1::TaskStateHandle* handle : handles) *tdd.add_restore_states() = *handle;
-    }
-  }
+  for (int v : chain.vertices) tdd.add_operator_uids(spec.vertices(v).uid());
+  if (restore.has_value()) RETURN_IF_ERROR(DescribeRestore(task, *restore, *restore_index, &tdd));
   return tdd;
 }
 
@@ -333,9 +362,13 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
     // that no message comes near the TaskManager's receive limit.
     constexpr size_t kMaxBatchBytes = rpc::kControlPlaneMaxMessageBytes / 4;
     std::map<std::string, size_t> open_batch;  // address -> index in batches
+    // Where each operator's state lies in the restored checkpoint.
+    const absl::StatusOr<checkpoint::OperatorIndex> restore_index =
+        restore.has_value() ? checkpoint::IndexOperators(*restore) : checkpoint::OperatorIndex{};
     for (size_t i = 0; i < tasks_.size(); ++i) {
       TaskRecord& task = tasks_[i];
-      absl::StatusOr<v1::TaskDeploymentDescriptor> tdd = Describe(task, restore);
+      absl::StatusOr<v1::TaskDeploymentDescriptor> tdd =
+          restore_index.ok() ? Describe(task, restore, &*restore_index) : restore_index.status();
       if (!tdd.ok()) {
         for (TaskRecord& t : tasks_) SetTaskStateLocked(t, v1::TASK_CANCELED);
         return tdd.status();

@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +37,7 @@
 #include "common/logging/logging.h"
 #include "common/process/liveness.h"
 #include "jobmanager/checkpoint/checkpoint_coordinator.h"
+#include "jobmanager/checkpoint/state_assignment.h"
 #include "jobmanager/execution_graph.h"
 #include "jobmanager/resource_manager.h"
 #include "jobmanager/restart_strategy.h"
@@ -82,6 +84,11 @@ struct JobSettings {
   // task files are in.
   std::optional<v1::CheckpointMetadata> savepoint;
   std::string savepoint_checkpoint_dir;
+  // Operators whose state in `savepoint` is dropped
+  // (--allow-non-restored-state): they start without it.
+  std::set<std::string> savepoint_dropped_operators;
+  // What a submission from `savepoint` is told (dropped or missing state).
+  std::vector<std::string> savepoint_notices;
 };
 
 // How a JobMaster gets slots and gives them back (the ResourceManager's).
@@ -217,8 +224,15 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   bool KeepsCheckpoints(v1::JobState final_state) const;
   std::string NewestKeptCheckpoint() ABSL_LOCKS_EXCLUDED(mu_);
   void DeleteCheckpoints(v1::JobState final_state) ABSL_LOCKS_EXCLUDED(mu_);
+  // `restore_index`: IndexOperators of `restore`, when set.
   absl::StatusOr<v1::TaskDeploymentDescriptor> Describe(const TaskRecord& task,
-                                                        const std::optional<v1::CheckpointMetadata>& restore) const
+                                                        const std::optional<v1::CheckpointMetadata>& restore,
+                                                        const checkpoint::OperatorIndex* restore_index) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Where `task`'s operators' state comes from in `restore` (by operator
+  // id), into `tdd`; or that it is finished there.
+  absl::Status DescribeRestore(const TaskRecord& task, const v1::CheckpointMetadata& restore,
+                               const checkpoint::OperatorIndex& index, v1::TaskDeploymentDescriptor* tdd) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Cancels the current attempt's tasks on every TaskManager it deployed to.
   void CancelTasksOnTaskManagers(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);

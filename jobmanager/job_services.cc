@@ -14,9 +14,11 @@ grpc::Status JobServiceImpl::Submit(grpc::ServerContext* context, const v1::Subm
                                     v1::SubmitJobResponse* response) {
   WEIR_RPC_AUTHORIZE(context);
   dispatcher_->Housekeep();
-  auto job_id = dispatcher_->Submit(*request);
+  std::vector<std::string> notices;
+  auto job_id = dispatcher_->Submit(*request, &notices);
   if (!job_id.ok()) return rpc::ToGrpcStatus(job_id.status());
   response->set_job_id(*job_id);
+  for (std::string& notice : notices) response->add_notices(std::move(notice));
   return grpc::Status::OK;
 }
 

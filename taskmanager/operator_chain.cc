@@ -323,17 +323,20 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
 
   for (int i = 0; i < n; ++i) {
     const VertexSpec& v = vertex(i);
+    // An operator new to the job (no state in the checkpoint) starts fresh
+    // and is told so (is_restored false).
+    const bool has_state = restored != nullptr && restored->operators[i].present;
     OperatorStateSnapshot restored_operator_state;
-    if (restored != nullptr) restored_operator_state = restored->operators[i].operator_state;
+    if (has_state) restored_operator_state = restored->operators[i].operator_state;
     auto context = std::make_unique<Context>(v.name, tdd_.subtask_index(), tdd_.parallelism(), &tdd_.config(),
-                                             std::move(restored_operator_state), restored != nullptr,
+                                             std::move(restored_operator_state), has_state,
                                              metrics_->ForOperator(v.name), &element_time_,
                                              &checkpoint_follows_end_);
     if (v.input_key) {
       const state::KeyGroupRange range =
           state::KeyGroupRangeForSubtask(max_parallelism, tdd_.parallelism(), tdd_.subtask_index());
       ASSIGN_OR_RETURN(std::unique_ptr<KeyedStateBackend> keyed, CreateKeyedState(v, range, max_parallelism));
-      if (restored != nullptr) {
+      if (has_state) {
         RETURN_IF_ERROR(Annotate(keyed->Restore(restored->operators[i].keyed_restore),
                                  absl::StrCat("restoring the keyed state of operator '", v.name, "'")));
       }
@@ -605,7 +608,7 @@ void OperatorChain::EndInput(bool checkpoint_follows) {
       if (op != nullptr) op->EndInput();  // null: the source's place
     }
   }
-  for (auto& writer : writers_) writer->EmitEndOfData();
+  for (auto& writer : writers_) writer->EmitEndOfData(checkpoint_follows);
 }
 
 void OperatorChain::EndPartitions() {

@@ -71,6 +71,11 @@ struct OperatorChainOptions {
 
 // The state of one operator of the chain in one checkpoint.
 struct OperatorSnapshot {
+  // The operator's id (its vertex's uid).
+  std::string uid;
+  // Restoring: whether the checkpoint held state for it (an operator new to
+  // the job starts without).
+  bool present = true;
   OperatorStateSnapshot operator_state;
   // Taking a checkpoint: the asynchronous part of the keyed state (keyed
   // operators only).

@@ -59,21 +59,19 @@ class Task::Execution {
       absl::MutexLock lock(&task->partitions_mu_);
       task->partitions_.push_back(partition);
     };
-    std::optional<ChainSnapshot> restored;
-    if (tdd_.has_restore_state()) {
-      ASSIGN_OR_RETURN(restored, ReadTaskSnapshot(tdd_.restore_checkpoint_dir(), tdd_.restore_state(), tdd_));
-      task_->log_->info("task {}: restoring state of checkpoint {} from {}/{}", tdd_.task_id(),
-                        tdd_.restore_checkpoint_id(), tdd_.restore_checkpoint_dir(), tdd_.restore_state().file());
-    } else if (tdd_.restore_states_size() > 0) {
-      std::vector<ChainSnapshot> old_subtasks;
-      for (const v1::TaskStateHandle& handle : tdd_.restore_states()) {
-        ASSIGN_OR_RETURN(ChainSnapshot old, ReadTaskSnapshot(tdd_.restore_checkpoint_dir(), handle, tdd_));
-        old_subtasks.push_back(std::move(old));
+    ASSIGN_OR_RETURN(std::optional<ChainSnapshot> restored, ReadRestoredState(tdd_));
+    if (restored.has_value()) {
+      std::vector<std::string> fresh;
+      for (size_t i = 0; i < restored->operators.size(); ++i) {
+        if (!restored->operators[i].present) fresh.push_back(tdd_.operator_uids(static_cast<int>(i)));
       }
-      restored = RescaleChainSnapshot(std::move(old_subtasks), tdd_.subtask_index(), tdd_.parallelism());
-      task_->log_->info("task {}: restoring state of checkpoint {} from {} rescaled from parallelism {} to {}",
-                        tdd_.task_id(), tdd_.restore_checkpoint_id(), tdd_.restore_checkpoint_dir(),
-                        tdd_.restore_states_size(), tdd_.parallelism());
+      task_->log_->info("task {}: restoring state of checkpoint {} from {} ({} of its snapshots{}){}", tdd_.task_id(),
+                        tdd_.restore_checkpoint_id(), tdd_.restore_checkpoint_dir(), tdd_.restore_sources_size(),
+                        tdd_.restore_sources_size() == 1 && tdd_.restore_sources(0).handles_size() > 1
+                            ? absl::StrCat(", rescaled from parallelism ", tdd_.restore_sources(0).handles_size())
+                            : std::string(),
+                        fresh.empty() ? std::string()
+                                      : absl::StrCat("; without state (new to the job): ", absl::StrJoin(fresh, ", ")));
     }
     ASSIGN_OR_RETURN(chain_, OperatorChain::Create(tdd_, *job_, std::move(options),
                                                    ChainCounters{&task_->records_in_, &task_->records_out_, &task_->watermark_},
@@ -231,14 +229,17 @@ class Task::Execution {
     // Channels that have not delivered END_OF_DATA yet.
     std::vector<bool> data_ended(gate_->num_channels(), false);
     int channels_with_data = gate_->num_channels();
+    // Whether every channel's END_OF_DATA announced a final checkpoint.
+    bool upstream_final = true;
     // Whether the task now waits for its final checkpoint to complete.
     bool awaiting_final = false;
-    auto end_channel_data = [&](int channel, absl::Time now) {
+    auto end_channel_data = [&](int channel, bool final_checkpoint, absl::Time now) {
       if (data_ended[channel]) return;
       data_ended[channel] = true;
+      upstream_final = upstream_final && final_checkpoint;
       // The channel's event time ends with its data.
       pass_on(valve.OnEndOfInput(channel, now));
-      if (--channels_with_data == 0) awaiting_final = EndOfData();
+      if (--channels_with_data == 0) awaiting_final = EndOfData(upstream_final);
     };
     while (!cancelled()) {
       const uint64_t seen = wakeup.generation();
@@ -281,10 +282,11 @@ class Task::Execution {
           case network::Buffer::Kind::kEndOfData:
             // The last channel's end may move event time to its end: that
             // goes out before the chain ends its input.
-            end_channel_data(channel, now);
+            end_channel_data(channel, buffer.final_checkpoint, now);
             break;
           case network::Buffer::Kind::kEndOfInput:
-            end_channel_data(channel, now);  // a producer's END_OF_DATA comes first; this is a guard
+            // A producer's END_OF_DATA comes first; this is a guard.
+            end_channel_data(channel, /*final_checkpoint=*/false, now);
             RETURN_IF_ERROR(OnBarrierDecision(channel, barriers->OnEndOfInput(channel, now)));
             break;
         }
@@ -341,9 +343,11 @@ class Task::Execution {
   // the task now waits for a checkpoint taken after this to complete (its
   // final checkpoint, which commits what EndInput emitted), false when it
   // may end at once.
-  bool EndOfData() {
-    const bool final_checkpoint =
-        tdd_.final_checkpoint() && task_->checkpointer_ != nullptr && task_->checkpointer_->enabled();
+  // `upstream_final`: every input channel's END_OF_DATA said a final
+  // checkpoint follows (false after a stop-with-savepoint, when none does).
+  bool EndOfData(bool upstream_final = true) {
+    const bool final_checkpoint = upstream_final && tdd_.final_checkpoint() && task_->checkpointer_ != nullptr &&
+                                  task_->checkpointer_->enabled();
     chain_->EndInput(final_checkpoint);
     end_of_data_sent_ = true;
     if (!final_checkpoint) return false;

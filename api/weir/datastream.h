@@ -447,6 +447,21 @@ struct StreamSide {
   const TypeOps* type = nullptr;
 };
 
+// A sink added to the graph: sets its id (DataStream::Uid says why).
+class SinkHandle {
+ public:
+  SinkHandle(StreamEnvironment* env, int vertex) : env_(env), vertex_(vertex) {}
+  SinkHandle& Uid(std::string uid) {
+    if (uid.empty()) throw std::invalid_argument("an operator id must not be empty");
+    env_->vertex(vertex_).uid = std::move(uid);
+    return *this;
+  }
+
+ private:
+  StreamEnvironment* env_;
+  int vertex_;
+};
+
 template <typename T>
 class DataStream {
  public:
@@ -457,6 +472,16 @@ class DataStream {
   // Names the vertex that produces this stream (shown in weir status).
   DataStream& Name(std::string name) {
     env_->vertex(vertex_).name = std::move(name);
+    return *this;
+  }
+  // Sets the id of the vertex that produces this stream: its state is kept
+  // under it in checkpoints and savepoints, and a changed job (operators
+  // added or removed, chained otherwise) restores it by it. Without one the
+  // id is the vertex's name ("<name>#2" for the second of a name), which a
+  // rename changes. Unique within a job; not empty.
+  DataStream& Uid(std::string uid) {
+    if (uid.empty()) throw std::invalid_argument("an operator id must not be empty");
+    env_->vertex(vertex_).uid = std::move(uid);
     return *this;
   }
   // Sets how many parallel subtasks run the vertex that produces this stream.
@@ -531,12 +556,12 @@ class DataStream {
   // A user-defined sink: fn(const T&) (or fn(const T&, RuntimeContext&)) for
   // every record.
   template <typename F>
-  void Sink(std::string name, F fn) const {
+  SinkHandle Sink(std::string name, F fn) const {
     VertexSpec spec;
     spec.name = std::move(name);
     spec.kind = VertexSpec::Kind::kSink;
     spec.operator_factory = [fn] { return std::make_unique<internal::SinkFunctionOperator<T, F>>(fn); };
-    Attach(std::move(spec));
+    return SinkHandle(env_, Attach(std::move(spec)));
   }
 
   // A sink that writes when checkpoints complete: `factory` makes one
@@ -544,7 +569,7 @@ class DataStream {
   // WriteAheadSink<T, ...> (weir/write_ahead.h) per subtask. The job needs
   // checkpoints in EXACTLY_ONCE mode; the JobManager refuses it otherwise.
   template <typename Factory>
-  void SinkTo(std::string name, Factory factory) const {
+  SinkHandle SinkTo(std::string name, Factory factory) const {
     using Sink = typename std::invoke_result_t<Factory>::element_type;
     static_assert(std::is_same_v<typename Sink::Record, T>, "the sink's record type differs from the stream's");
     VertexSpec spec;
@@ -559,7 +584,7 @@ class DataStream {
         return std::make_unique<internal::TwoPhaseCommitOperator<Sink>>(factory());
       }
     };
-    Attach(std::move(spec));
+    return SinkHandle(env_, Attach(std::move(spec)));
   }
 
   // Low-level: adds `spec` downstream of this stream; returns its id.

@@ -42,6 +42,9 @@ struct VertexSpec {
 
   int id = 0;
   std::string name;
+  // The operator's id (DataStream::Uid); empty: its name (the second
+  // operator of a name gets "<name>#2", and so on).
+  std::string uid;
   Kind kind = Kind::kOperator;
   // 0: the job's default parallelism (weir submit -p).
   int parallelism = 0;

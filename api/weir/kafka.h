@@ -105,7 +105,7 @@ inline std::string Join(const std::vector<std::string>& parts) {
 inline DataStream<Record> Source(StreamEnvironment& env, const SourceOptions& options,
                                  std::string name = "KafkaSource");
 
-inline void Sink(const DataStream<Record>& stream, const SinkOptions& options, std::string name = "KafkaSink");
+inline SinkHandle Sink(const DataStream<Record>& stream, const SinkOptions& options, std::string name = "KafkaSink");
 
 }  // namespace weir::kafka
 
@@ -177,7 +177,7 @@ inline DataStream<Record> Source(StreamEnvironment& env, const SourceOptions& op
   return DataStream<Record>(&env, env.AddVertex(std::move(spec)));
 }
 
-inline void Sink(const DataStream<Record>& stream, const SinkOptions& options, std::string name) {
+inline SinkHandle Sink(const DataStream<Record>& stream, const SinkOptions& options, std::string name) {
   if (options.brokers.empty()) throw std::invalid_argument("kafka::Sink: brokers is empty");
   if (options.topic.empty()) throw std::invalid_argument("kafka::Sink: no topic");
   VertexSpec spec;
@@ -195,7 +195,7 @@ inline void Sink(const DataStream<Record>& stream, const SinkOptions& options, s
     spec.properties["transactional.id.prefix"] = prefix;
   }
   for (const auto& [k, v] : options.properties) spec.properties["kafka." + k] = v;
-  stream.Attach(std::move(spec));
+  return SinkHandle(stream.env(), stream.Attach(std::move(spec)));
 }
 
 }  // namespace kafka

@@ -84,7 +84,7 @@ struct SinkOptions {
   int batch_rows = 1000;
 };
 
-inline void Sink(const DataStream<Row>& stream, const SinkOptions& options, std::string name = "PostgresSink");
+inline SinkHandle Sink(const DataStream<Row>& stream, const SinkOptions& options, std::string name = "PostgresSink");
 
 }  // namespace weir::postgres
 
@@ -119,7 +119,7 @@ struct Serializer<postgres::Row> {
 
 namespace postgres {
 
-inline void Sink(const DataStream<Row>& stream, const SinkOptions& options, std::string name) {
+inline SinkHandle Sink(const DataStream<Row>& stream, const SinkOptions& options, std::string name) {
   if (options.conninfo.empty()) throw std::invalid_argument("postgres::Sink: conninfo is empty");
   if (options.table.empty()) throw std::invalid_argument("postgres::Sink: no table");
   if (options.columns.empty()) throw std::invalid_argument("postgres::Sink: no columns");
@@ -153,7 +153,7 @@ inline void Sink(const DataStream<Row>& stream, const SinkOptions& options, std:
                      // that write when checkpoints complete need them.
                      {"guarantee", options.strategy == Strategy::kAtLeastOnce ? "at-least-once" : "exactly-once"}};
   if (!options.create_table.empty()) spec.properties["create.table"] = options.create_table;
-  stream.Attach(std::move(spec));
+  return SinkHandle(stream.env(), stream.Attach(std::move(spec)));
 }
 
 }  // namespace postgres

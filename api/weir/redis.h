@@ -53,7 +53,7 @@ struct SinkOptions {
   int64_t reconnect_timeout_ms = 10000;
 };
 
-inline void Sink(const DataStream<Record>& stream, const SinkOptions& options, std::string name = "RedisSink");
+inline SinkHandle Sink(const DataStream<Record>& stream, const SinkOptions& options, std::string name = "RedisSink");
 
 }  // namespace weir::redis
 
@@ -81,7 +81,7 @@ struct Serializer<redis::Record> {
 
 namespace redis {
 
-inline void Sink(const DataStream<Record>& stream, const SinkOptions& options, std::string name) {
+inline SinkHandle Sink(const DataStream<Record>& stream, const SinkOptions& options, std::string name) {
   if (options.address.empty()) throw std::invalid_argument("redis::Sink: address is empty");
   VertexSpec spec;
   spec.name = std::move(name);
@@ -94,7 +94,7 @@ inline void Sink(const DataStream<Record>& stream, const SinkOptions& options, s
                      // Idempotent writes over an at-least-once sink.
                      {"guarantee", "at-least-once"}};
   if (!options.password.empty()) spec.properties["password"] = options.password;
-  stream.Attach(std::move(spec));
+  return SinkHandle(stream.env(), stream.Attach(std::move(spec)));
 }
 
 }  // namespace redis

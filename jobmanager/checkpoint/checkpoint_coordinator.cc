@@ -638,7 +638,9 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
     metadata.set_completion_time_unix_ms(absl::ToUnixMillis(absl::Now()));
     metadata.set_mode(options_.mode);
     metadata.set_max_parallelism(options_.max_parallelism);
-    for (const std::string& signature : options_.vertex_signatures) metadata.add_vertex_signatures(signature);
+    for (const auto& [uid, signature] : options_.operator_signatures) {
+      (*metadata.mutable_operator_signatures())[uid] = signature;
+    }
     for (const std::string& task : pending.expected) {
       auto handle = pending.handles.find(task);
       if (handle != pending.handles.end()) *metadata.add_tasks() = handle->second;

@@ -72,8 +72,9 @@ struct CheckpointCoordinatorOptions {
   // pipeline.max-parallelism of the job (its number of key groups), recorded
   // in the metadata.
   int max_parallelism = 0;
-  // VertexSignature of every vertex, by id, recorded in the metadata.
-  std::vector<std::string> vertex_signatures;
+  // VertexSignature of every operator, by operator id, recorded in the
+  // metadata.
+  std::map<std::string, std::string> operator_signatures;
   // Where the coordinator's thread shows it is alive (the JobManager's
   // watchdog); null: nowhere.
   Liveness* liveness = nullptr;

@@ -52,6 +52,7 @@ absl::StatusOr<std::string> EncodeTaskSnapshot(const v1::TaskDeploymentDescripto
     v1::OperatorSnapshotProto* out = proto.add_operators();
     const int vertex = i < static_cast<size_t>(tdd.vertex_ids_size()) ? tdd.vertex_ids(static_cast<int>(i)) : -1;
     out->set_vertex_id(vertex);
+    if (i < static_cast<size_t>(tdd.operator_uids_size())) out->set_uid(tdd.operator_uids(static_cast<int>(i)));
     for (const auto& [name, list] : op.operator_state) {
       v1::ListStateSnapshotProto* l = out->add_list_states();
       l->set_name(name);
@@ -89,6 +90,7 @@ absl::StatusOr<v1::TaskStateHandle> WriteTaskSnapshot(const std::string& checkpo
   handle.set_size_bytes(static_cast<int64_t>(encoded.size()));
   handle.set_sha256(Sha256Hex(encoded));
   *handle.mutable_vertex_ids() = tdd.vertex_ids();
+  *handle.mutable_operator_uids() = tdd.operator_uids();
   handle.set_subtask_index(tdd.subtask_index());
   handle.set_parallelism(tdd.parallelism());
   handle.set_state_files_bytes(files.written_bytes);
@@ -97,8 +99,7 @@ absl::StatusOr<v1::TaskStateHandle> WriteTaskSnapshot(const std::string& checkpo
   return handle;
 }
 
-absl::StatusOr<ChainSnapshot> ReadTaskSnapshot(const std::string& checkpoint_dir, const v1::TaskStateHandle& handle,
-                                               const v1::TaskDeploymentDescriptor& tdd) {
+absl::StatusOr<ChainSnapshot> ReadTaskSnapshot(const std::string& checkpoint_dir, const v1::TaskStateHandle& handle) {
   if (handle.file().empty() || handle.file().find('/') != std::string::npos || handle.file()[0] == '.') {
     return absl::InvalidArgumentError(absl::StrCat("state handle names the file '", handle.file(),
                                                    "', which is not a snapshot file name"));
@@ -125,23 +126,21 @@ absl::StatusOr<ChainSnapshot> ReadTaskSnapshot(const std::string& checkpoint_dir
   if (!proto.ParseFromArray(bytes.data() + kHeaderSize, static_cast<int>(bytes.size() - kHeaderSize))) {
     return corrupt("its contents do not parse");
   }
-  if (proto.operators_size() != tdd.vertex_ids_size()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("task snapshot ", path, " holds ", proto.operators_size(), " operators, but the task's chain has ",
-                     tdd.vertex_ids_size(), " (vertices ", absl::StrJoin(tdd.vertex_ids(), ","),
-                     "): the job's graph changed"));
+  if (proto.operators_size() != handle.operator_uids_size()) {
+    return corrupt(absl::StrCat("it holds ", proto.operators_size(), " operators, its handle names ",
+                                handle.operator_uids_size()));
   }
   ChainSnapshot snapshot;
   snapshot.checkpoint_id = proto.checkpoint_id();
   snapshot.input_ended = proto.input_ended();
   for (int i = 0; i < proto.operators_size(); ++i) {
     const v1::OperatorSnapshotProto& op = proto.operators(i);
-    if (op.vertex_id() != tdd.vertex_ids(i)) {
-      return absl::FailedPreconditionError(absl::StrCat("task snapshot ", path, ": operator ", i, " is vertex ",
-                                                        op.vertex_id(), " but the chain has vertex ",
-                                                        tdd.vertex_ids(i), ": the job's graph changed"));
+    if (op.uid() != handle.operator_uids(i)) {
+      return corrupt(absl::StrCat("its operator ", i, " is '", op.uid(), "', its handle says '",
+                                  handle.operator_uids(i), "'"));
     }
     OperatorSnapshot& out = snapshot.operators.emplace_back();
+    out.uid = op.uid();
     for (const v1::ListStateSnapshotProto& l : op.list_states()) {
       ListStateSnapshot& list = out.operator_state[l.name()];
       list.is_union = l.is_union();
@@ -168,6 +167,7 @@ ChainSnapshot RescaleChainSnapshot(std::vector<ChainSnapshot> old_subtasks, int 
   const size_t operators = old_subtasks.front().operators.size();
   for (size_t i = 0; i < operators; ++i) {
     OperatorSnapshot& op = out.operators.emplace_back();
+    op.uid = old_subtasks.front().operators[i].uid;
     std::vector<OperatorStateSnapshot> lists;
     for (ChainSnapshot& old : old_subtasks) {
       if (i >= old.operators.size()) continue;
@@ -178,6 +178,38 @@ ChainSnapshot RescaleChainSnapshot(std::vector<ChainSnapshot> old_subtasks, int 
     op.operator_state = std::move(shares.at(subtask));
   }
   return out;
+}
+
+absl::StatusOr<std::optional<ChainSnapshot>> ReadRestoredState(const v1::TaskDeploymentDescriptor& tdd) {
+  if (tdd.restore_sources_size() == 0) return std::optional<ChainSnapshot>();
+  ChainSnapshot chain;
+  chain.checkpoint_id = tdd.restore_checkpoint_id();
+  chain.operators.resize(tdd.operator_uids_size());
+  for (OperatorSnapshot& op : chain.operators) op.present = false;
+  bool input_ended = true;
+  for (const v1::RestoreSource& source : tdd.restore_sources()) {
+    std::vector<ChainSnapshot> old_subtasks;
+    for (const v1::TaskStateHandle& handle : source.handles()) {
+      ASSIGN_OR_RETURN(ChainSnapshot old, ReadTaskSnapshot(tdd.restore_checkpoint_dir(), handle));
+      old_subtasks.push_back(std::move(old));
+    }
+    if (old_subtasks.empty()) continue;
+    ChainSnapshot part = old_subtasks.size() == 1
+                             ? std::move(old_subtasks.front())
+                             : RescaleChainSnapshot(std::move(old_subtasks), tdd.subtask_index(), tdd.parallelism());
+    input_ended = input_ended && part.input_ended;
+    for (OperatorSnapshot& op : part.operators) {
+      for (int i = 0; i < tdd.operator_uids_size(); ++i) {
+        if (tdd.operator_uids(i) != op.uid) continue;
+        chain.operators[i] = std::move(op);
+        chain.operators[i].present = true;
+        break;
+      }
+    }
+  }
+  // EndInput is skipped only when every part was taken after it.
+  chain.input_ended = input_ended;
+  return std::optional<ChainSnapshot>(std::move(chain));
 }
 
 }  // namespace weir::taskmanager

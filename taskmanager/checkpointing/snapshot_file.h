@@ -9,6 +9,7 @@
 // Thread-safety: free functions without shared state.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,12 +51,18 @@ absl::StatusOr<v1::TaskStateHandle> WriteTaskSnapshot(const std::string& checkpo
                                                       const std::string& encoded, const StateFilesSummary& files = {},
                                                       io::DurableBatch* batch = nullptr);
 
-// Reads, verifies (size, SHA-256, magic, version, that it belongs to this
-// job and chain) and decodes the snapshot `handle` names in `checkpoint_dir`.
-// kDataLoss for anything corrupt, naming the file and what is wrong. The
-// keyed state's files are checked when the backend restores them.
-absl::StatusOr<ChainSnapshot> ReadTaskSnapshot(const std::string& checkpoint_dir, const v1::TaskStateHandle& handle,
-                                               const v1::TaskDeploymentDescriptor& tdd);
+// Reads, verifies (size, SHA-256, magic, version, the operators the handle
+// names) and decodes the snapshot `handle` names in `checkpoint_dir`; each
+// operator's state carries its id. kDataLoss for anything corrupt, naming
+// the file and what is wrong. The keyed state's files are checked when the
+// backend restores them.
+absl::StatusOr<ChainSnapshot> ReadTaskSnapshot(const std::string& checkpoint_dir, const v1::TaskStateHandle& handle);
+
+// The state of `tdd`'s chain from its restore_sources (each read with
+// ReadTaskSnapshot, rescaled with RescaleChainSnapshot when it lists every
+// old subtask), matched by operator id; an operator none of them holds is
+// not `present`. nullopt when the task restores nothing.
+absl::StatusOr<std::optional<ChainSnapshot>> ReadRestoredState(const v1::TaskDeploymentDescriptor& tdd);
 
 // Rescaling: subtask `subtask` of `parallelism`'s share of the snapshots of
 // every old subtask (in old subtask order, read with ReadTaskSnapshot): its

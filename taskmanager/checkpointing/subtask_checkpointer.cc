@@ -74,6 +74,7 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
   identity.set_attempt(tdd_.attempt());
   identity.set_task_id(tdd_.task_id());
   *identity.mutable_vertex_ids() = tdd_.vertex_ids();
+  *identity.mutable_operator_uids() = tdd_.operator_uids();
   identity.set_subtask_index(tdd_.subtask_index());
   identity.set_parallelism(tdd_.parallelism());
   const std::string dir = CheckpointDirectory(tdd_.checkpoint_dir(), checkpoint_id);

@@ -52,9 +52,16 @@ struct Buffer {
   int64_t watermark = 0;
   // kWatermarkStatus: whether the channel is idle from here on.
   bool idle = false;
+  // kEndOfData: whether the producer waits for a final checkpoint (its
+  // barrier follows) before its END_OF_INPUT.
+  bool final_checkpoint = false;
 
   static Buffer EndOfInput() { return Buffer{Kind::kEndOfInput, std::string(), 0}; }
-  static Buffer EndOfData() { return Buffer{Kind::kEndOfData, std::string(), 0}; }
+  static Buffer EndOfData(bool final_checkpoint) {
+    Buffer buffer{Kind::kEndOfData};
+    buffer.final_checkpoint = final_checkpoint;
+    return buffer;
+  }
   static Buffer Barrier(int64_t checkpoint_id, int64_t timestamp_ms) {
     return Buffer{Kind::kBarrier, std::string(), 0, checkpoint_id, timestamp_ms};
   }

@@ -51,6 +51,7 @@ v1::DataBuffer ToProto(Buffer buffer) {
       break;
     case Buffer::Kind::kEndOfData:
       message.set_kind(v1::BUFFER_KIND_END_OF_DATA);
+      message.set_final_checkpoint(buffer.final_checkpoint);
       break;
   }
   return message;
@@ -73,7 +74,7 @@ absl::StatusOr<Buffer> FromProto(v1::DataBuffer message) {
     case v1::BUFFER_KIND_END_OF_INPUT:
       return Buffer::EndOfInput();
     case v1::BUFFER_KIND_END_OF_DATA:
-      return Buffer::EndOfData();
+      return Buffer::EndOfData(message.final_checkpoint());
     case v1::BUFFER_KIND_CHECKPOINT_BARRIER:
       if (message.checkpoint_id() <= 0) {
         return absl::InvalidArgumentError(absl::StrCat("checkpoint barrier with id ", message.checkpoint_id()));

@@ -131,16 +131,16 @@ void RecordWriter::HandEvent(const Buffer& event) {
   for (int i = 0; i < num_consumers_; ++i) Hand(i, event);
 }
 
-void RecordWriter::EmitEndOfData() {
+void RecordWriter::EmitEndOfData(bool final_checkpoint) {
   WEIR_CHECK(!data_ended_, absl::StrCat("EmitEndOfData twice on ", partition_->id()));
   FlushAll();
-  HandEvent(Buffer::EndOfData());
+  HandEvent(Buffer::EndOfData(final_checkpoint));
   data_ended_ = true;
 }
 
 void RecordWriter::EmitEndOfInput() {
   WEIR_CHECK(!ended_, absl::StrCat("EmitEndOfInput twice on ", partition_->id()));
-  if (!data_ended_) EmitEndOfData();
+  if (!data_ended_) EmitEndOfData(/*final_checkpoint=*/false);
   HandEvent(Buffer::EndOfInput());
   ended_ = true;
 }

@@ -77,8 +77,9 @@ class RecordWriter : public weir::RecordOutput {
   void FlushAll();
   // Flushes, then sends END_OF_DATA on every subpartition that has a
   // consumer (only this subtask's for a forward edge): no record follows,
-  // barriers and watermarks still may. Emit must not be called afterwards.
-  void EmitEndOfData();
+  // barriers and watermarks still may (`final_checkpoint`: the task waits
+  // for one). Emit must not be called afterwards.
+  void EmitEndOfData(bool final_checkpoint);
   // END_OF_DATA first unless sent, then END_OF_INPUT the same way: nothing
   // follows.
   void EmitEndOfInput();

@@ -16,6 +16,7 @@ v1::JobGraphSpec Linear() {
     v1::JobVertex* v = spec.add_vertices();
     v->set_id(i);
     v->set_name(absl::StrCat("v", i));
+    v->set_uid(absl::StrCat("v", i));
     v->set_kind(kinds[i]);
   }
   for (int i = 0; i < 2; ++i) {
@@ -36,7 +37,10 @@ TEST(ValidateGraphTest, AcceptsALinearPipeline) { EXPECT_TRUE(ValidateGraph(Line
 
 TEST(ValidateGraphTest, RejectsCountsAndSizesBeyondTheWireLimits) {
   v1::JobGraphSpec many = Linear();
-  for (int i = 3; i < 2000; ++i) many.add_vertices()->set_id(i);
+  for (int i = 3; i < 2000; ++i) {
+    many.add_vertices()->set_id(i);
+    many.mutable_vertices(i)->set_uid(absl::StrCat("v", i));
+  }
   ExpectInvalid(many, "vertices");
 
   v1::JobGraphSpec edges = Linear();
@@ -66,6 +70,7 @@ TEST(ValidateGraphTest, RejectsACycle) {
   for (int i = 0; i < 4; ++i) {
     v1::JobVertex* v = spec.add_vertices();
     v->set_id(i);
+    v->set_uid(absl::StrCat("u", i));
     v->set_kind(kinds[i]);
   }
   auto edge = [&](int a, int b) {
@@ -120,6 +125,32 @@ TEST(ValidateGraphTest, RejectsStructuralMistakes) {
   v1::JobGraphSpec no_source = Linear();
   no_source.mutable_vertices(0)->set_kind(v1::JobVertex::OPERATOR);
   ExpectInvalid(no_source, "inputs; expected exactly one");
+}
+
+// Operator ids: refused when missing or given twice, naming both operators;
+// ToSpec gives a vertex without one its name, made unique in vertex order.
+TEST(ValidateGraphTest, OperatorIdsAreThereAndUnique) {
+  v1::JobGraphSpec missing = Linear();
+  missing.mutable_vertices(1)->clear_uid();
+  ExpectInvalid(missing, "vertex 1 'v1' has no operator id");
+  v1::JobGraphSpec twice = Linear();
+  twice.mutable_vertices(2)->set_uid("v0");
+  ExpectInvalid(twice, "vertex 0 'v0' and vertex 2 'v2' both have the operator id 'v0'");
+
+  JobGraph graph;
+  for (const char* name : {"Map", "Map", "Sink", "Map"}) {
+    VertexSpec v;
+    v.id = static_cast<int>(graph.vertices.size());
+    v.name = name;
+    graph.vertices.push_back(std::move(v));
+  }
+  graph.vertices[1].uid = "Map#3";  // explicit: the defaults step around it
+  v1::JobGraphSpec spec = ToSpec(graph);
+  ASSERT_EQ(spec.vertices_size(), 4);
+  EXPECT_EQ(spec.vertices(0).uid(), "Map");
+  EXPECT_EQ(spec.vertices(1).uid(), "Map#3");
+  EXPECT_EQ(spec.vertices(2).uid(), "Sink");
+  EXPECT_EQ(spec.vertices(3).uid(), "Map#2");
 }
 
 // Two equal graphs whose property maps were filled in different orders.

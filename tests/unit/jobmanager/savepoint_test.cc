@@ -105,69 +105,128 @@ v1::JobGraphSpec KeyedCountGraph() {
   v1::JobGraphSpec graph;
   v1::JobVertex* source = graph.add_vertices();
   source->set_id(0);
+  source->set_uid("source");
   source->set_kind(v1::JobVertex::SOURCE);
   source->set_connector("kafka-source");
   v1::JobVertex* count = graph.add_vertices();
   count->set_id(1);
+  count->set_uid("count");
   count->set_kind(v1::JobVertex::OPERATOR);
   count->set_keyed(true);
   v1::JobVertex* sink = graph.add_vertices();
   sink->set_id(2);
+  sink->set_uid("sink");
   sink->set_kind(v1::JobVertex::SINK);
   sink->set_connector("kafka-sink");
   return graph;
 }
 
-v1::CheckpointMetadata MetadataOf(const v1::JobGraphSpec& graph, bool with_signatures) {
+// A checkpoint of KeyedCountGraph at parallelism 2; `finished`: subtask 1
+// of the source had finished.
+v1::CheckpointMetadata MetadataOf(const v1::JobGraphSpec& graph, bool finished = false) {
   v1::CheckpointMetadata m;
   for (const std::vector<int>& chain : {std::vector<int>{0}, std::vector<int>{1, 2}}) {
     for (int s = 0; s < 2; ++s) {
       v1::TaskStateHandle* h = m.add_tasks();
-      for (int v : chain) h->add_vertex_ids(v);
+      for (int v : chain) {
+        h->add_vertex_ids(v);
+        h->add_operator_uids(graph.vertices(v).uid());
+      }
       h->set_subtask_index(s);
       h->set_parallelism(2);
+      h->set_finished(finished && chain.front() == 0 && s == 1);
     }
   }
-  if (with_signatures) {
-    for (const v1::JobVertex& v : graph.vertices()) m.add_vertex_signatures(VertexSignature(v));
-  }
+  for (const v1::JobVertex& v : graph.vertices()) (*m.mutable_operator_signatures())[v.uid()] = VertexSignature(v);
   return m;
 }
 
 TEST(FitStateToGraphTest, StateGoesOnlyToTheSameKindsOfOperators) {
   const v1::JobGraphSpec graph = KeyedCountGraph();
-  const std::vector<std::vector<int>> chains = {{0}, {1, 2}};
-  const v1::CheckpointMetadata m = MetadataOf(graph, true);
+  const v1::CheckpointMetadata m = MetadataOf(graph);
 
-  absl::StatusOr<StateFit> same = FitStateToGraph(m, graph, chains, {2, 2, 2}, false);
+  absl::StatusOr<StateFit> same = FitStateToGraph(m, graph, {2, 2, 2}, false);
   ASSERT_TRUE(same.ok()) << same.status();
   EXPECT_TRUE(same->rescaled.empty());
   EXPECT_TRUE(same->dropped.empty());
-  absl::StatusOr<StateFit> rescaled = FitStateToGraph(m, graph, chains, {3, 1, 1}, false);
+  EXPECT_TRUE(same->fresh.empty());
+  absl::StatusOr<StateFit> rescaled = FitStateToGraph(m, graph, {3, 1, 1}, false);
   ASSERT_TRUE(rescaled.ok()) << rescaled.status();
-  EXPECT_THAT(rescaled->rescaled, ::testing::ElementsAre("[0] 2 -> 3", "[1,2] 2 -> 1"));
+  EXPECT_THAT(rescaled->rescaled, ::testing::ElementsAre("'source' 2 -> 3", "'count' 2 -> 1", "'sink' 2 -> 1"));
 
-  // Renaming keeps the state; another kind of operator in its place does not.
+  // Renaming keeps the state (the id stays); another kind of operator under
+  // the id does not.
   v1::JobGraphSpec renamed = graph;
   renamed.mutable_vertices(1)->set_name("CountEveryKey");
-  EXPECT_TRUE(FitStateToGraph(m, renamed, chains, {2, 2, 2}, false).ok());
+  EXPECT_TRUE(FitStateToGraph(m, renamed, {2, 2, 2}, false).ok());
   v1::JobGraphSpec other = graph;
   other.mutable_vertices(1)->set_keyed(false);
-  absl::StatusOr<StateFit> refused = FitStateToGraph(m, other, chains, {2, 2, 2}, false);
+  absl::StatusOr<StateFit> refused = FitStateToGraph(m, other, {2, 2, 2}, false);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("vertex 1 as OPERATOR user keyed"));
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("operator 'count' as OPERATOR user keyed"));
   EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("--allow-non-restored-state"));
-  absl::StatusOr<StateFit> dropped = FitStateToGraph(m, other, chains, {2, 2, 2}, true);
+  absl::StatusOr<StateFit> dropped = FitStateToGraph(m, other, {2, 2, 2}, true);
   ASSERT_TRUE(dropped.ok()) << dropped.status();
-  EXPECT_THAT(dropped->dropped, ::testing::ElementsAre(std::vector<int>{1, 2}));
+  EXPECT_THAT(dropped->dropped, ::testing::ElementsAre("count"));
+}
 
-  // Chained differently: refused the same way.
-  absl::StatusOr<StateFit> unchained = FitStateToGraph(m, graph, {{0, 1, 2}}, {2, 2, 2}, false);
-  EXPECT_EQ(unchained.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(unchained.status().message(), ::testing::HasSubstr("chained the same way"));
+// Operators are found by id wherever they are chained: a stateless filter
+// added after the source (new vertex 1, the others shift) leaves every
+// operator's state where it was, and the filter starts without any.
+TEST(FitStateToGraphTest, AnAddedOperatorShiftsNoState) {
+  const v1::JobGraphSpec graph = KeyedCountGraph();
+  const v1::CheckpointMetadata m = MetadataOf(graph);
+  v1::JobGraphSpec changed;
+  for (int i = 0, id = 0; i < graph.vertices_size(); ++i) {
+    v1::JobVertex* v = changed.add_vertices();
+    *v = graph.vertices(i);
+    v->set_id(id++);
+    if (i == 0) {
+      v1::JobVertex* filter = changed.add_vertices();
+      filter->set_id(id++);
+      filter->set_uid("Filter");
+      filter->set_kind(v1::JobVertex::OPERATOR);
+    }
+  }
+  absl::StatusOr<StateFit> fit = FitStateToGraph(m, changed, {2, 2, 2, 2}, false);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_TRUE(fit->dropped.empty());
+  EXPECT_THAT(fit->fresh, ::testing::ElementsAre("Filter"));
 
-  // Metadata of a Weir that recorded no signatures: only the chains count.
-  EXPECT_TRUE(FitStateToGraph(MetadataOf(graph, false), other, chains, {2, 2, 2}, false).ok());
+  // An operator the job no longer has is refused unless dropped, by name.
+  v1::JobGraphSpec without_count = graph;
+  without_count.mutable_vertices(1)->set_uid("count-v2");
+  absl::StatusOr<StateFit> refused = FitStateToGraph(m, without_count, {2, 2, 2}, false);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("operator 'count', which this job has not"));
+  absl::StatusOr<StateFit> dropped = FitStateToGraph(m, without_count, {2, 2, 2}, true);
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_THAT(dropped->dropped, ::testing::ElementsAre("count"));
+  EXPECT_THAT(dropped->fresh, ::testing::ElementsAre("count-v2"));
+}
+
+// A partly finished operator restores only at its parallelism.
+TEST(FitStateToGraphTest, APartlyFinishedOperatorIsNotRescaled) {
+  const v1::JobGraphSpec graph = KeyedCountGraph();
+  const v1::CheckpointMetadata m = MetadataOf(graph, /*finished=*/true);
+  EXPECT_TRUE(FitStateToGraph(m, graph, {2, 3, 3}, false).ok());
+  absl::StatusOr<StateFit> refused = FitStateToGraph(m, graph, {3, 2, 2}, false);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), ::testing::HasSubstr("1 of the 2 subtasks of the operator 'source'"));
+}
+
+TEST(IndexOperatorsTest, RefusesInconsistentMetadata) {
+  const v1::JobGraphSpec graph = KeyedCountGraph();
+  v1::CheckpointMetadata twice = MetadataOf(graph);
+  twice.mutable_tasks(0)->add_operator_uids("count");  // in two chains
+  EXPECT_EQ(IndexOperators(twice).status().code(), absl::StatusCode::kDataLoss);
+  v1::CheckpointMetadata no_ids = MetadataOf(graph);
+  no_ids.mutable_tasks(0)->clear_operator_uids();
+  EXPECT_EQ(IndexOperators(no_ids).status().code(), absl::StatusCode::kDataLoss);
+  absl::StatusOr<OperatorIndex> index = IndexOperators(MetadataOf(graph));
+  ASSERT_TRUE(index.ok()) << index.status();
+  EXPECT_EQ(index->chains.size(), 2u);
+  EXPECT_EQ(index->chain_of.at("sink"), index->chain_of.at("count"));
 }
 
 }  // namespace

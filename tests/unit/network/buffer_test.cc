@@ -113,9 +113,12 @@ TEST(WireFormatTest, RoundTripsDataEndOfInputAndBarriers) {
   ASSERT_TRUE(end.ok()) << end.status();
   EXPECT_EQ(end->kind, Buffer::Kind::kEndOfInput);
 
-  absl::StatusOr<Buffer> end_of_data = FromProto(ToProto(Buffer::EndOfData()));
-  ASSERT_TRUE(end_of_data.ok()) << end_of_data.status();
-  EXPECT_EQ(end_of_data->kind, Buffer::Kind::kEndOfData);
+  for (bool final_checkpoint : {false, true}) {
+    absl::StatusOr<Buffer> end_of_data = FromProto(ToProto(Buffer::EndOfData(final_checkpoint)));
+    ASSERT_TRUE(end_of_data.ok()) << end_of_data.status();
+    EXPECT_EQ(end_of_data->kind, Buffer::Kind::kEndOfData);
+    EXPECT_EQ(end_of_data->final_checkpoint, final_checkpoint);
+  }
 
   absl::StatusOr<Buffer> barrier = FromProto(ToProto(Buffer::Barrier(7, 1700000000123)));
   ASSERT_TRUE(barrier.ok()) << barrier.status();

@@ -163,7 +163,7 @@ TEST(RecordWriterTest, BarriersFollowTheEndOfDataUntilTheEndOfInput) {
   auto partition = std::make_shared<ResultPartition>("p", 2, 100);
   RecordWriter writer(partition, TestRecordType(), Partitioning::kRebalance, nullptr, 2, 0);
   EmitSeqs(writer, 2);
-  writer.EmitEndOfData();
+  writer.EmitEndOfData(/*final_checkpoint=*/true);
   writer.BroadcastBarrier(7, 0);
   writer.EmitEndOfInput();  // END_OF_DATA is not sent twice
   for (int sub = 0; sub < 2; ++sub) {
@@ -171,6 +171,7 @@ TEST(RecordWriterTest, BarriersFollowTheEndOfDataUntilTheEndOfInput) {
     ASSERT_EQ(buffers.size(), 4u);
     EXPECT_EQ(buffers[0].kind, Buffer::Kind::kData);
     EXPECT_EQ(buffers[1].kind, Buffer::Kind::kEndOfData);
+    EXPECT_TRUE(buffers[1].final_checkpoint);
     EXPECT_EQ(buffers[2].kind, Buffer::Kind::kBarrier);
     EXPECT_EQ(buffers[2].checkpoint_id, 7);
     EXPECT_EQ(buffers[3].kind, Buffer::Kind::kEndOfInput);

@@ -374,6 +374,8 @@ class TaskCheckpointTest : public ::testing::Test {
     tdd_.set_task_id("job/1/c0s0");
     tdd_.add_vertex_ids(0);
     tdd_.add_vertex_ids(1);
+    tdd_.add_operator_uids("numbers");
+    tdd_.add_operator_uids("drop");
     tdd_.set_parallelism(1);
     tdd_.set_input_vertex(-1);
   }
@@ -413,7 +415,7 @@ TEST_F(TaskCheckpointTest, SourceTaskWritesItsSnapshotAcknowledgesAndRestores) {
   EXPECT_EQ(ack.state().file(), "v0-s0.snapshot");
   EXPECT_EQ(std::filesystem::file_size(dir + "/chk-3/" + ack.state().file()),
             static_cast<uintmax_t>(ack.state().size_bytes()));
-  absl::StatusOr<ChainSnapshot> read = ReadTaskSnapshot(dir + "/chk-3", ack.state(), tdd);
+  absl::StatusOr<ChainSnapshot> read = ReadTaskSnapshot(dir + "/chk-3", ack.state());
   ASSERT_TRUE(read.ok()) << read.status();
   const int64_t position = Serializer<int64_t>::Read(read->operators[0].operator_state.at("position").entries.at(0));
   EXPECT_GE(position, 0);
@@ -425,7 +427,7 @@ TEST_F(TaskCheckpointTest, SourceTaskWritesItsSnapshotAcknowledgesAndRestores) {
   restore.set_task_id("job/2/c0s0");
   restore.set_restore_checkpoint_id(3);
   restore.set_restore_checkpoint_dir(dir + "/chk-3");
-  *restore.mutable_restore_state() = ack.state();
+  *restore.add_restore_sources()->add_handles() = ack.state();
   listener.last = v1::TASK_SCHEDULED;
   {
     Task task(restore, task_env);
@@ -441,7 +443,7 @@ TEST_F(TaskCheckpointTest, SourceTaskWritesItsSnapshotAcknowledgesAndRestores) {
     f.seekp(20);
     f.put('\x7f');
   }
-  absl::StatusOr<ChainSnapshot> corrupt = ReadTaskSnapshot(dir + "/chk-3", ack.state(), tdd);
+  absl::StatusOr<ChainSnapshot> corrupt = ReadTaskSnapshot(dir + "/chk-3", ack.state());
   EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(corrupt.status().message(), HasSubstr("SHA-256"));
   listener.last = v1::TASK_SCHEDULED;
@@ -468,6 +470,8 @@ TEST_F(TaskCheckpointTest, ABackpressuredSourceTakesTheTriggerAndItsBarrierQueue
   v1::TaskDeploymentDescriptor tdd = tdd_;
   tdd.clear_vertex_ids();
   tdd.add_vertex_ids(0);
+  tdd.clear_operator_uids();
+  tdd.add_operator_uids("numbers");
   v1::OutputSpec* out = tdd.add_outputs();
   out->set_partition_id("p-out");
   out->set_target_vertex(1);
@@ -525,6 +529,7 @@ TEST(TaskSnapshotFileTest, KeyedStateKeepsItsPendingEntriesThroughTheFile) {
   tdd.set_job_id("job");
   tdd.set_task_id("job/1/c0s0");
   tdd.add_vertex_ids(4);
+  tdd.add_operator_uids("windows");
   tdd.set_parallelism(1);
   InMemoryKeyedState backend(state::KeyGroupRange{0, 128}, 128);
   backend.SetCurrentKey("k");
@@ -540,7 +545,7 @@ TEST(TaskSnapshotFileTest, KeyedStateKeepsItsPendingEntriesThroughTheFile) {
   ASSERT_TRUE(encoded.ok()) << encoded.status();
   absl::StatusOr<v1::TaskStateHandle> handle = WriteTaskSnapshot(dir, tdd, *encoded, StateFilesSummary());
   ASSERT_TRUE(handle.ok()) << handle.status();
-  absl::StatusOr<ChainSnapshot> read = ReadTaskSnapshot(dir, *handle, tdd);
+  absl::StatusOr<ChainSnapshot> read = ReadTaskSnapshot(dir, *handle);
   ASSERT_TRUE(read.ok()) << read.status();
   ASSERT_EQ(read->operators.size(), 1u);
 

@@ -174,6 +174,8 @@ class EndOfInputTest : public ::testing::Test {
     tdd_.set_task_id("job/1/c0s0");
     tdd_.add_vertex_ids(0);
     tdd_.add_vertex_ids(1);
+    tdd_.add_operator_uids("numbers");
+    tdd_.add_operator_uids("ending sink");
     tdd_.set_parallelism(1);
     tdd_.set_input_vertex(-1);
     tdd_.set_checkpoint_dir(dir_);
@@ -219,7 +221,7 @@ TEST_F(EndOfInputTest, EndInputRunsBeforeTheFinalBarrierAndTheTaskEndsOnItsCompl
   }
   EXPECT_THAT(trace_.Events(), ElementsAre("open", "poll 0", "sink 0", "poll 1", "sink 1", "poll 2", "sink 2",
                                            "end input", "pre-barrier 1", "snapshot 1", "commit 1"));
-  absl::StatusOr<ChainSnapshot> snapshot = ReadTaskSnapshot(dir_ + "/chk-1", ack.state(), tdd_);
+  absl::StatusOr<ChainSnapshot> snapshot = ReadTaskSnapshot(dir_ + "/chk-1", ack.state());
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   EXPECT_TRUE(snapshot->input_ended);
 
@@ -231,7 +233,7 @@ TEST_F(EndOfInputTest, EndInputRunsBeforeTheFinalBarrierAndTheTaskEndsOnItsCompl
   restore.set_task_id("job/2/c0s0");
   restore.set_restore_checkpoint_id(1);
   restore.set_restore_checkpoint_dir(dir_ + "/chk-1");
-  *restore.mutable_restore_state() = ack.state();
+  *restore.add_restore_sources()->add_handles() = ack.state();
   {
     absl::MutexLock lock(&trace_.mu);
     trace_.events.clear();
@@ -280,6 +282,8 @@ TEST_F(EndOfInputTest, ATaskRestoredAsFinishedRunsNoOperatorAndEndsItsOutputs) {
   v1::TaskDeploymentDescriptor tdd = tdd_;
   tdd.clear_vertex_ids();
   tdd.add_vertex_ids(0);
+  tdd.clear_operator_uids();
+  tdd.add_operator_uids("numbers");
   tdd.set_finished_on_restore(true);
   tdd.set_restore_checkpoint_id(4);
   v1::OutputSpec* out = tdd.add_outputs();
