@@ -12,8 +12,10 @@
 // millisecond as event time. With allowed lateness L a record arriving after
 // that but before the watermark passes end + L fires the window again (an
 // update); later records are late: dropped, or sent to LateRecords() when
-// that stream is consumed, and counted in weir_window_late_records_total. Window contents and their timers are
-// keyed state: checkpointed, restored and rescaled with the key.
+// that stream is consumed, and counted in weir_window_late_records_total. A
+// session record is late only if the session it merges into is. Window
+// contents and their timers are keyed state: checkpointed, restored and
+// rescaled with the key.
 //
 // Header-only; part of the job API (weir/job.h includes it).
 #pragma once
@@ -499,11 +501,7 @@ class WindowOperator final : public OperatorBase {
     windows_.clear();
     AssignWindows(assigner_, timestamp, &windows_);
     if constexpr (std::is_same_v<Assigner, SessionWindows>) {
-      if (Cleanup(windows_[0]) <= watermark) {
-        Late(record, timestamp);
-      } else {
-        AddToSession(key, windows_[0], value, watermark);
-      }
+      if (!AddToSession(key, windows_[0], value, watermark)) Late(record, timestamp);
       return;
     }
     bool taken = false;
@@ -547,16 +545,30 @@ class WindowOperator final : public OperatorBase {
     if (late_output_ != nullptr) late_output_->EmitAt(record, timestamp);
   }
 
-  void AddToSession(const K& key, TimeWindow window, const T& value, int64_t watermark) {
+  // Adds `value` to the session its `window` makes by merging with the
+  // sessions it touches, unless that merged session is past its lateness;
+  // returns whether it did. Lateness is judged on the merged session, as
+  // Flink does: a record whose own window is past its lateness still counts
+  // when it joins a session that is not.
+  bool AddToSession(const K& key, TimeWindow window, const T& value, int64_t watermark) {
     KeyedStateStore* state = context_->keyed_state();
+    std::vector<std::pair<std::string, std::string>> sessions = state->Entries(kSessions);
+    // Sessions of one key never touch each other, so those the record's
+    // window touches are the ones the merged window touches.
+    std::erase_if(sessions, [&window](const std::pair<std::string, std::string>& session) {
+      return !Touch(DecodeWindow(session.first), window);
+    });
+    for (const auto& [session_ns, session_state] : sessions) {
+      const TimeWindow session = DecodeWindow(session_ns);
+      window = TimeWindow{std::min(window.start, session.start), std::max(window.end, session.end)};
+    }
+    if (Cleanup(window) <= watermark) return false;
+    // Merge: the sessions' timers and entries go; their contents join the
+    // first merged session's.
     TimerService& timers = *context_->timers();
     std::string state_ns;
-    for (const auto& [session_ns, session_state] : state->Entries(kSessions)) {
+    for (const auto& [session_ns, session_state] : sessions) {
       const TimeWindow session = DecodeWindow(session_ns);
-      if (!Touch(session, window)) continue;
-      // Merge: the session's timers and entry go; its contents join the
-      // first merged session's.
-      window = TimeWindow{std::min(window.start, session.start), std::max(window.end, session.end)};
       timers.Delete(TimeDomain::kEventTime, session.max_timestamp(), session_ns);
       if (lateness_ > 0) timers.Delete(TimeDomain::kEventTime, Cleanup(session), session_ns);
       state->RemoveEntry(kSessions, session_ns);
@@ -570,6 +582,7 @@ class WindowOperator final : public OperatorBase {
     if (state_ns.empty()) state_ns = ns;
     state->PutEntry(kSessions, ns, state_ns);
     AddToWindow(key, window, ns, state_ns, value, watermark);
+    return true;
   }
 
   // Adds `value` to window `w` (timers under `ns`, contents under

@@ -318,6 +318,32 @@ TEST(WindowOperatorTest, SessionsGrowAndMergeWhenARecordBridgesThem) {
   EXPECT_THAT(reduce.Take(), ElementsAre("sum 9@22", "watermark " + absl::StrCat(kMaxWatermark)));
 }
 
+// Lateness is judged on the session a record ends up in, not on its own
+// window (as in Flink): a record whose own session window is past its
+// lateness still counts when it merges into a session that is not; one that
+// merges into nothing is late.
+TEST(WindowOperatorTest, ASessionRecordIsLateOnlyWhenTheSessionItMergesIntoIsLate) {
+  for (const int64_t lateness : {0, 5}) {
+    SCOPED_TRACE(absl::StrCat("allowed lateness ", lateness));
+    Harness h([lateness](const Keyed& keyed) {
+      return keyed.Window(SessionWindows{.gap = std::chrono::milliseconds(10)})
+          .AllowedLateness(std::chrono::milliseconds(lateness))
+          .Aggregate<std::string>(CountAggregate<int64_t>{}, Describe());
+    });
+    h.Record(3, 15);  // odd [15, 25)
+    h.Watermark(14 + lateness);
+    EXPECT_THAT(h.Take(), ElementsAre(absl::StrCat("watermark ", 14 + lateness)));
+    // Its own window [5, 15) ends its lateness at 14 + lateness, but it
+    // touches [15, 25): one session [5, 25), which is not late.
+    h.Record(5, 5);
+    // Truly late: [-20, -10) touches no session.
+    h.Record(7, -20);
+    h.Watermark(kMaxWatermark);
+    EXPECT_THAT(h.Take(), ElementsAre("odd [5,25) 2@24", "watermark " + absl::StrCat(kMaxWatermark)));
+    EXPECT_THAT(h.Metrics(), HasSubstr("weir_window_late_records_total{operator=\"Window\"} 1"));
+  }
+}
+
 // Window contents live in a write-back cache between checkpoints: a
 // checkpoint must hold them all, and the restored windows fire with every
 // record of before and after.
