@@ -90,15 +90,19 @@ KafkaSource::~KafkaSource() { Close(); }
 void KafkaSource::InitializeState(OperatorContext& context) {
   offsets_state_ = context.operator_state()->GetUnionListState("kafka-offsets");
   for (const std::string& entry : offsets_state_->Get()) {
-    // "topic:partition:offset"; topic names cannot hold ':'.
+    // "topic:partition:offset", and ":end" in bounded mode; topic names
+    // cannot hold ':'.
     std::vector<std::string> parts = absl::StrSplit(entry, ':');
     int32_t partition = 0;
     int64_t offset = 0;
-    if (parts.size() != 3 || !absl::SimpleAtoi(parts[1], &partition) || !absl::SimpleAtoi(parts[2], &offset)) {
+    int64_t end = 0;
+    if ((parts.size() != 3 && parts.size() != 4) || !absl::SimpleAtoi(parts[1], &partition) ||
+        !absl::SimpleAtoi(parts[2], &offset) || (parts.size() == 4 && !absl::SimpleAtoi(parts[3], &end))) {
       throw std::runtime_error(absl::StrCat("the checkpointed Kafka offset '", entry,
-                                            "' is malformed (expected topic:partition:offset)"));
+                                            "' is malformed (expected topic:partition:offset[:end])"));
     }
     restored_offsets_[{parts[0], partition}] = offset;
+    if (parts.size() == 4) restored_end_offsets_[{parts[0], partition}] = end;
   }
 }
 
@@ -107,7 +111,11 @@ void KafkaSource::SnapshotState(const CheckpointInfo&) {
   std::vector<std::string> entries;
   entries.reserve(partitions_.size());
   for (const PartitionState& p : partitions_) {
-    entries.push_back(absl::StrCat(p.topic, ":", p.partition, ":", p.next_offset));
+    // Bounded: the end goes with the offset, so that a restarted job stops
+    // where its first attempt would have, not at what the topic holds by then.
+    entries.push_back(config_.bounded
+                          ? absl::StrCat(p.topic, ":", p.partition, ":", p.next_offset, ":", p.end_offset)
+                          : absl::StrCat(p.topic, ":", p.partition, ":", p.next_offset));
   }
   offsets_state_->Update(std::move(entries));
 }
@@ -444,6 +452,8 @@ void KafkaSource::ResolveOffsets() {
     }
   }
 
+  // Bounded: partitions whose end the restored state lacks.
+  std::vector<std::string> asked_ends;
   for (size_t i = 0; i < partitions_.size(); ++i) {
     PartitionState& p = partitions_[i];
     const auto [low, high] = watermarks[i];
@@ -489,9 +499,27 @@ void KafkaSource::ResolveOffsets() {
       }
     }
     if (config_.bounded) {
-      p.end_offset = high;
+      if (auto it = restored_end_offsets_.find({p.topic, p.partition}); it != restored_end_offsets_.end()) {
+        p.end_offset = it->second;
+        if (p.end_offset > high) {
+          log_->warn("{}: the checkpointed end offset {} of {} lies beyond its end on the brokers now ({}): the "
+                     "source waits for records up to it (was the topic deleted and created again?)",
+                     client_, p.end_offset, Describe(p), high);
+        }
+      } else {
+        p.end_offset = high;
+        if (!restored_offsets_.empty()) {
+          asked_ends.push_back(absl::StrCat(PartitionName(p.topic, p.partition), " ", high));
+        }
+      }
       p.done = p.next_offset >= p.end_offset;
     }
+  }
+  if (!asked_ends.empty()) {
+    log_->info("{}: bounded, restored without an end offset for {} (a new partition, or state written by an "
+               "unbounded source): reading up to the brokers' end offsets now: {}",
+               client_, asked_ends.size() == 1 ? "one partition" : absl::StrCat(asked_ends.size(), " partitions"),
+               absl::StrJoin(asked_ends, ", "));
   }
   partitions_left_ = static_cast<size_t>(
       std::count_if(partitions_.begin(), partitions_.end(),

@@ -95,17 +95,22 @@ struct KafkaSourceConfig {
 //
 // Start offsets: earliest, latest, the offsets committed by group.id
 // (earliest where none), or the first offset at or after a timestamp. Bounded
-// mode reads up to the end offsets seen at Open (under read_committed, the
-// last stable offsets) and then reports kEndOfInput. Unbounded mode never
+// mode reads up to the end offsets seen at the job's first Open (under
+// read_committed, the last stable offsets) and then reports kEndOfInput; the
+// ends are checkpointed with the offsets, so a restarted job stops there too
+// rather than at what the topic holds by then. Unbounded mode never
 // ends; a broker outage there is logged and waited out, while bounded mode
 // fails after 60 s without progress and with broker errors.
 //
 // Checkpoints: the next offset of every assigned partition is kept in the
-// union list state "kafka-offsets" ("topic:partition:offset" entries). On
-// restore every subtask gets every entry and starts each of its partitions at
-// the restored offset, so the assignment may differ from the checkpointed
-// one (another parallelism, more partitions); a partition without a restored
-// offset starts as `start` says.
+// union list state "kafka-offsets" ("topic:partition:offset" entries;
+// "topic:partition:offset:end" in bounded mode). On restore every subtask
+// gets every entry and starts each of its partitions at the restored offset,
+// so the assignment may differ from the checkpointed one (another
+// parallelism, more partitions); a partition without a restored offset
+// starts as `start` says. Bounded, a partition without a restored end (a new
+// partition, or state of an unbounded source) reads up to the brokers' end at
+// Open, which is logged.
 //
 // Event time (config.event_time): each record's event time is its Kafka
 // timestamp (CreateTime or LogAppendTime, as the topic says) or the
@@ -184,7 +189,8 @@ class KafkaSource : public weir::SourceOperator {
   void PauseOrResume(const std::vector<PartitionState*>& partitions, bool pause, int64_t now_ms);
   void CreateConsumer();
   // Fills next_offset (and end_offset when bounded) of every partition,
-  // asking the brokers for up to the open timeout.
+  // from the restored state where it has them, else asking the brokers for
+  // up to the open timeout.
   void ResolveOffsets();
   void AssignAndLog(size_t total_partitions);
   // The state of the partition `message` came from, or nullptr.
@@ -229,6 +235,7 @@ class KafkaSource : public weir::SourceOperator {
   // Checkpointed offsets: the state, and what was restored from it.
   OperatorListState* offsets_state_ = nullptr;
   std::map<std::pair<std::string, int32_t>, int64_t> restored_offsets_;
+  std::map<std::pair<std::string, int32_t>, int64_t> restored_end_offsets_;  // bounded state only
   const std::shared_ptr<spdlog::logger> log_;
   std::string client_;  // "KafkaSource 'name' subtask i/p", for messages
   std::string group_id_;

@@ -46,6 +46,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::weir::test::CreateTopic;
 using ::weir::test::DeliveryCounter;
 using ::weir::test::TestKafkaBootstrap;
@@ -68,8 +69,10 @@ constexpr int kTimeoutMs = 60000;
 
 class FakeContext : public OperatorContext {
  public:
-  FakeContext(int subtask_index, int parallelism)
-      : subtask_index_(subtask_index), parallelism_(parallelism) {}
+  // `restored`: the operator state of a checkpoint, as this subtask gets it.
+  FakeContext(int subtask_index, int parallelism, taskmanager::OperatorStateSnapshot restored = {})
+      : operator_state_(restored), restored_(!restored.empty()), subtask_index_(subtask_index),
+        parallelism_(parallelism) {}
 
   const std::string& operator_name() const override { return name_; }
   int subtask_index() const override { return subtask_index_; }
@@ -80,7 +83,9 @@ class FakeContext : public OperatorContext {
     return std::string(fallback);
   }
   OperatorStateStore* operator_state() override { return &operator_state_; }
-  bool is_restored() const override { return false; }
+  bool is_restored() const override { return restored_; }
+  // The operator state as a checkpoint takes it (after SnapshotState).
+  taskmanager::OperatorStateSnapshot OperatorState() const { return operator_state_.Snapshot(); }
   MetricGroup& metrics() override { return *metric_group_; }
   // What the connector registered, as /metrics would show it.
   std::string MetricsText() const {
@@ -92,6 +97,7 @@ class FakeContext : public OperatorContext {
  private:
   const std::string name_ = "kafka-connector-test";
   taskmanager::OperatorStateBackend operator_state_;
+  const bool restored_;
   taskmanager::TaskMetrics metrics_;
   const std::unique_ptr<MetricGroup> metric_group_ = metrics_.ForOperator(name_);
   const int subtask_index_;
@@ -705,6 +711,95 @@ TEST_F(KafkaConnectorTest, AtMostOnceBoundedSourceEmitsEveryRecordItCommitted) {
   EXPECT_EQ(output.records.size(), produced.size());
   EXPECT_EQ(values.size(), produced.size());
   source.Close();
+}
+
+// A bounded source's end offsets are fixed at the job's first start and
+// checkpointed with its offsets: restored after records were appended, it
+// reads the rest up to the old ends and none of the new records. Restored
+// from state without ends (as an unbounded source writes it), it reads up to
+// the brokers' ends at its start, and logs that.
+TEST_F(KafkaConnectorTest, RestoredBoundedSourceEndsAtTheCheckpointedEndOffsets) {
+  constexpr int kPartitions = 2;
+  // One poll emits 500 records at most, so the checkpoint falls before
+  // the first start's end.
+  constexpr int kFirst = 2000;     // before the first start
+  constexpr int kAppended = 1000;  // after the checkpoint
+  const std::string topic = NewTopic("weir-source-bounded-restore", kPartitions);
+  auto records = [](int from, int to) {
+    std::vector<TestRecord> out;
+    for (int i = from; i < to; ++i) out.push_back({.partition = i % kPartitions, .value = absl::StrCat("v", i)});
+    return out;
+  };
+  ASSERT_NO_FATAL_FAILURE(Produce(bootstrap_, topic, records(0, kFirst)));
+  const kafka::SourceOptions options{.brokers = bootstrap_, .topics = {topic}, .bounded = true};
+
+  std::vector<std::string> values;
+  taskmanager::OperatorStateSnapshot checkpoint;
+  {
+    std::unique_ptr<KafkaSource> source = NewSource(options);
+    ASSERT_TRUE(source);
+    FakeContext context(0, 1);
+    CollectingOutput output;
+    source->InitializeState(context);
+    source->Open(context, &output);
+    ASSERT_NO_FATAL_FAILURE(ReadRecords(*source, output, 1));
+    ASSERT_LT(output.records.size(), static_cast<size_t>(kFirst));
+    source->SnapshotState(CheckpointInfo{.checkpoint_id = 1});
+    checkpoint = context.OperatorState();
+    for (const kafka::Record& r : output.records) values.push_back(r.value);
+    source->Close();
+  }
+  ASSERT_NO_FATAL_FAILURE(Produce(bootstrap_, topic, records(kFirst, kFirst + kAppended)));
+
+  auto log = std::make_shared<weir::testing::LogCapture>();
+  logging::Get("kafka")->sinks().push_back(log);
+  {
+    std::unique_ptr<KafkaSource> source = NewSource(options);
+    ASSERT_TRUE(source);
+    FakeContext context(0, 1, checkpoint);
+    CollectingOutput output;
+    source->InitializeState(context);
+    source->Open(context, &output);
+    ASSERT_TRUE(ReadToEnd({source.get()}));
+    for (const kafka::Record& r : output.records) values.push_back(r.value);
+    EXPECT_EQ(source->CurrentOffsets(), Offsets(topic, {{0, kFirst / 2}, {1, kFirst / 2}}));
+    source->Close();
+  }
+  // The first start's records ("v<i>", i < kFirst), each once.
+  const int appended = static_cast<int>(std::count_if(values.begin(), values.end(), [](const std::string& v) {
+    return std::stoi(v.substr(1)) >= kFirst;
+  }));
+  EXPECT_EQ(appended, 0) << "records appended after the checkpoint were read";
+  EXPECT_EQ(values.size(), static_cast<size_t>(kFirst));
+  EXPECT_EQ(std::set<std::string>(values.begin(), values.end()).size(), static_cast<size_t>(kFirst));
+  EXPECT_THAT(log->text(), Not(HasSubstr("restored without an end offset")));
+
+  // State without end offsets: an unbounded source's, at the start.
+  taskmanager::OperatorStateSnapshot unbounded_checkpoint;
+  {
+    std::unique_ptr<KafkaSource> source = NewSource({.brokers = bootstrap_, .topics = {topic}});
+    ASSERT_TRUE(source);
+    FakeContext context(0, 1);
+    CollectingOutput output;
+    source->InitializeState(context);
+    source->Open(context, &output);
+    source->SnapshotState(CheckpointInfo{.checkpoint_id = 1});
+    unbounded_checkpoint = context.OperatorState();
+    source->Close();
+  }
+  std::unique_ptr<KafkaSource> source = NewSource(options);
+  ASSERT_TRUE(source);
+  FakeContext context(0, 1, unbounded_checkpoint);
+  CollectingOutput output;
+  source->InitializeState(context);
+  source->Open(context, &output);
+  ASSERT_TRUE(ReadToEnd({source.get()}));
+  EXPECT_EQ(output.records.size(), static_cast<size_t>(kFirst + kAppended));
+  constexpr int64_t kEnd = (kFirst + kAppended) / kPartitions;
+  EXPECT_EQ(source->CurrentOffsets(), Offsets(topic, {{0, kEnd}, {1, kEnd}}));
+  EXPECT_THAT(log->text(), HasSubstr("restored without an end offset for 2 partitions"));
+  EXPECT_THAT(log->text(), HasSubstr(absl::StrCat(topic, "[0] ", kEnd, ", ", topic, "[1] ", kEnd)));
+  source->Close();
 }
 
 TEST_F(KafkaConnectorTest, EventTimeOfAQuietPartitionIsLoggedAndBoundedPartitionsEndIt) {
