@@ -657,7 +657,10 @@ absl::Status JobMaster::WaitForSlots() {
 v1::TaskStateHandle JobMaster::IdentityLocked(const TaskRecord& task) const {
   const Chain& chain = graph_.chains[task.chain];
   v1::TaskStateHandle identity;
-  for (int v : chain.vertices) identity.add_vertex_ids(v);
+  for (int v : chain.vertices) {
+    identity.add_vertex_ids(v);
+    identity.add_operator_uids(graph_.spec.vertices(v).uid());
+  }
   identity.set_subtask_index(task.subtask);
   identity.set_parallelism(chain.parallelism);
   return identity;

@@ -215,7 +215,7 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   // Whether a sink of the job writes exactly-once (transactions).
   bool HasExactlyOnceSink() const;
   // What the coordinator records for `task` once it finished: its chain's
-  // vertices, its subtask and the chain's parallelism.
+  // vertices and operator ids, its subtask and the chain's parallelism.
   v1::TaskStateHandle IdentityLocked(const TaskRecord& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checkpoint retention when the job ends in `final_state`
   // (execution.checkpointing.externalized-checkpoint-retention): whether

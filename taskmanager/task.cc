@@ -198,9 +198,8 @@ class Task::Execution {
     return absl::OkStatus();
   }
 
-  absl::Status RunInput() {
-    const TypeOps* type = chain_->input_type();
-    if (type == nullptr) return absl::InternalError("the input vertex has no record type");
+  // gate_, over the task's input channels.
+  absl::Status OpenInputGate() {
     std::vector<network::InputChannelSpec> channels;
     for (const v1::InputChannelSpec& in : tdd_.inputs()) {
       channels.push_back({in.partition_id(), in.subpartition(), in.producer_address(), in.local()});
@@ -210,6 +209,13 @@ class Task::Execution {
     options.wakeup = task_->wakeup_;
     options.network = env_.network;
     ASSIGN_OR_RETURN(gate_, network::InputGate::Create(tdd_.task_id(), std::move(channels), env_.partitions, options));
+    return absl::OkStatus();
+  }
+
+  absl::Status RunInput() {
+    const TypeOps* type = chain_->input_type();
+    if (type == nullptr) return absl::InternalError("the input vertex has no record type");
+    RETURN_IF_ERROR(OpenInputGate());
     RecordOutput& input = *chain_->input();
     Wakeup& wakeup = *task_->wakeup_;
     std::unique_ptr<BarrierHandler> barriers =
@@ -366,15 +372,7 @@ class Task::Execution {
     chain_->EndInput();
     end_of_data_sent_ = true;
     if (tdd_.inputs().empty()) return absl::OkStatus();
-    std::vector<network::InputChannelSpec> channels;
-    for (const v1::InputChannelSpec& in : tdd_.inputs()) {
-      channels.push_back({in.partition_id(), in.subpartition(), in.producer_address(), in.local()});
-    }
-    network::InputGateOptions options;
-    options.initial_credit = env_.buffers_per_channel;
-    options.wakeup = task_->wakeup_;
-    options.network = env_.network;
-    ASSIGN_OR_RETURN(gate_, network::InputGate::Create(tdd_.task_id(), std::move(channels), env_.partitions, options));
+    RETURN_IF_ERROR(OpenInputGate());
     while (!cancelled() && !gate_->finished()) {
       ASSIGN_OR_RETURN(auto next, gate_->Next(absl::Milliseconds(100)));
       if (next.has_value() && (next->second.kind == network::Buffer::Kind::kData ||

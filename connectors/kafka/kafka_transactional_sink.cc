@@ -555,6 +555,21 @@ void KafkaTransactionalSink::NotifyCheckpointComplete(int64_t checkpoint_id) {
       }
     }
   }
+  if (!ended_for_final_checkpoint_) return;
+  // The task ends once this returns (a final checkpoint completed): its
+  // commits must be confirmed by then, or the job would finish with its
+  // last transactions open and nobody left to commit them. A failed one
+  // throws (DrainResults): the task fails and the restart commits it.
+  while (true) {
+    DrainResults();
+    const bool committing = std::any_of(slots_.begin(), slots_.end(), [](const std::unique_ptr<Slot>& slot) {
+      return slot->state == Slot::State::kCommitting;
+    });
+    if (!committing) break;
+    absl::MutexLock lock(&mutex_);
+    auto has_results = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return !results_.empty(); };
+    mutex_.AwaitWithTimeout(absl::Condition(&has_results), absl::Seconds(1));
+  }
 }
 
 absl::Status KafkaTransactionalSink::Commit(Slot& slot) const {
@@ -637,6 +652,7 @@ void KafkaTransactionalSink::EndInput() {
   if (context_->checkpoint_follows_end_of_input()) {
     // The final checkpoint pre-commits the open transaction and commits it
     // with the ones still pending.
+    ended_for_final_checkpoint_ = true;
     log_->info("{}: input ended, {} records delivered; the final checkpoint commits what is open", client_,
                delivered());
     return;

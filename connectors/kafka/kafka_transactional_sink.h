@@ -136,6 +136,9 @@ class KafkaTransactionalSink : public weir::StreamOperator {
   void EndInput() override;
   void PrepareSnapshotPreBarrier(int64_t checkpoint_id) override;
   void SnapshotState(const CheckpointInfo& checkpoint) override;
+  // Commits the transactions of checkpoints <= `checkpoint_id` on the
+  // committer thread; after a final-checkpoint EndInput it also waits for
+  // them (the task ends when this returns) and throws if one failed.
   void NotifyCheckpointComplete(int64_t checkpoint_id) override;
   void Close() override;
 
@@ -207,6 +210,8 @@ class KafkaTransactionalSink : public weir::StreamOperator {
   Counter* recovery_commits_metric_ = nullptr;
   Counter* aborted_metric_ = nullptr;
   int64_t records_since_poll_ = 0;
+  // EndInput ran and left the open transaction to the final checkpoint.
+  bool ended_for_final_checkpoint_ = false;
   size_t growth_limit_ = 0;                  // the pool may not grow past this
   std::map<int64_t, size_t> snapshot_sizes_;  // checkpoint -> pool size it recorded
 

@@ -347,6 +347,7 @@ void CheckpointCoordinator::OnTaskFinished(int attempt, const std::string& task_
   // What every later checkpoint records for it: finished, no file.
   v1::TaskStateHandle marker;
   *marker.mutable_vertex_ids() = identity.vertex_ids();
+  *marker.mutable_operator_uids() = identity.operator_uids();
   marker.set_subtask_index(identity.subtask_index());
   marker.set_parallelism(identity.parallelism());
   marker.set_finished(true);

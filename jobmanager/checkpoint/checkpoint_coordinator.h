@@ -234,8 +234,8 @@ class CheckpointCoordinator {
   // finished by a restore. Checkpoints go on without it: it is no longer
   // triggered (a source) or waited for, and every checkpoint from now on,
   // pending ones included, records it as finished (a TaskStateHandle with
-  // `finished`, no file, the vertices, subtask and parallelism of
-  // `identity`), so that a restore does not run it again. Once every source
+  // `finished`, no file, the vertices, operator ids, subtask and
+  // parallelism of `identity`), so that a restore does not run it again. Once every source
   // finished, nothing more is triggered. Ignored for another attempt.
   void OnTaskFinished(int attempt, const std::string& task_id, v1::TaskStateHandle identity = {})
       ABSL_LOCKS_EXCLUDED(mu_);

@@ -4,6 +4,7 @@
 // output exactly once, in order per key, and no transaction left open.
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -209,6 +210,16 @@ TEST_F(ExactlyOnceTest, CopyIsExactlyOnceAcrossTaskManagerKills) {
   ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
 }
 
+// Whether, within 30 s, the last stable offset of every partition of `out`
+// reaches its high watermark: no transaction stays open on it.
+bool NoTransactionStaysOpen(const std::string& bootstrap, const std::string& out) {
+  return WaitFor([&] {
+    auto stable = test::EndOffsets(bootstrap, out, /*read_committed=*/true);
+    auto high = test::EndOffsets(bootstrap, out, /*read_committed=*/false);
+    return stable.ok() && high.ok() && *stable == *high;
+  }, absl::Seconds(30), absl::Milliseconds(200));
+}
+
 // The copy's output read back: every value of 0..records-1 exactly once?
 // Prints and checks it; `what` names the scenario.
 void ExpectEveryRecordOnce(const std::string& bootstrap, const std::string& out, int records, const std::string& what,
@@ -286,6 +297,76 @@ TEST_F(ExactlyOnceTest, CrashesAtEachStepOfTheCommitLoseAndRepeatNothing) {
     cluster_->Weir({"cancel", job});
     cluster_.reset();
   }
+}
+
+// Zombies: a TaskManager running the job is frozen (SIGSTOP) with open and
+// pre-committed transactions until the JobManager declares it lost and the
+// job fails over to a spare, and only then thawed (SIGCONT); then the
+// JobManager is frozen past the TaskManagers' heartbeat timeout and thawed.
+// What the zombie writes once thawed must never become visible to a
+// read_committed reader (the new attempt's producers took its transactional
+// ids over with a newer epoch, and no checkpoint of its attempt completes
+// any more): every record exactly once, no transaction left open.
+TEST_F(ExactlyOnceTest, FrozenAndThawedProcessesWriteNothingVisible) {
+  cluster_ = std::make_unique<LocalCluster>(
+      LocalCluster::Options{3, 1, {"-Dheartbeat.interval=500ms", "-Dheartbeat.timeout=3s"}, ""});
+  cluster_->Start();
+  const std::string in = NewTopic("eo-zombie-in"), out = NewTopic("eo-zombie-out");
+  std::string error;
+  const std::string job = SubmitCopy({"-p", "2", "-Dexecution.checkpointing.interval=300ms",
+                                      "-Drestart-strategy.type=fixed-delay", "-Drestart-strategy.fixed-delay.attempts=20",
+                                      "-Drestart-strategy.fixed-delay.delay=200ms"},
+                                     in, out, &error);
+  ASSERT_FALSE(job.empty()) << error << cluster_->Logs();
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  constexpr int kRecords = 30000;
+  std::atomic<bool> writer_failed{false};
+  std::thread writer = WriteSequenceSlowly(bootstrap_, in, kRecords, &writer_failed);
+  struct Join {
+    std::thread* t;
+    ~Join() {
+      if (t->joinable()) t->join();
+    }
+  } join{&writer};
+
+  // The TaskManager zombie.
+  ASSERT_TRUE(WaitForCompletedCheckpoint(job, 1)) << cluster_->Logs();
+  std::mt19937 random(std::random_device{}());
+  const int frozen = BusyTaskManager(job, random);
+  cluster_->taskmanager(frozen).Signal(SIGSTOP);
+  // The spare takes its place: attempt 2 runs and completes a checkpoint
+  // while the zombie still holds its transactions.
+  ASSERT_TRUE(WaitUntilRunning(job, 2)) << cluster_->Logs();
+  ASSERT_TRUE(WaitForCompletedCheckpoint(job, 2)) << cluster_->Logs();
+  cluster_->taskmanager(frozen).Signal(SIGCONT);
+
+  // The JobManager zombie: frozen until every TaskManager gave up on it.
+  const int attempt = cluster_->WeirJson({"status", job})["attempt"].get<int>();
+  ASSERT_TRUE(WaitForCompletedCheckpoint(job, attempt)) << cluster_->Logs();
+  cluster_->jobmanager().Signal(SIGSTOP);
+  const bool given_up = WaitFor([&] {
+    for (int i = 0; i < 3; ++i) {
+      if (i != frozen && !absl::StrContains(cluster_->taskmanager(i).Log(), "no heartbeat acknowledgement")) {
+        return false;
+      }
+    }
+    return true;
+  }, absl::Seconds(60), absl::Milliseconds(100));
+  cluster_->jobmanager().Signal(SIGCONT);
+  ASSERT_TRUE(given_up) << cluster_->Logs();
+
+  writer.join();
+  ASSERT_FALSE(writer_failed.load());
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  ExpectEveryRecordOnce(bootstrap_, out, kRecords, "a TaskManager and then the JobManager frozen and thawed",
+                        cluster_->Logs());
+  EXPECT_TRUE(NoTransactionStaysOpen(bootstrap_, out)) << "a transaction is still open on the output";
+  const std::string logs = cluster_->Logs();
+  EXPECT_FALSE(absl::StrContains(logs, "DATA LOSS")) << logs;
+  std::printf("zombies: %d records, TaskManager tm-%d frozen and thawed after the failover, the JobManager frozen "
+              "past the heartbeat timeout; the job ended at attempt %d\n",
+              kRecords, frozen, cluster_->WeirJson({"status", job})["attempt"].get<int>());
+  cluster_->Weir({"cancel", job});
 }
 
 // What the committed files of kafka_to_files (names not starting with '.')
@@ -741,11 +822,7 @@ TEST_F(ExactlyOnceTest, BoundedInputEndsWithAFinalCheckpoint) {
   const std::string logs = cluster_->Logs();
   EXPECT_TRUE(absl::StrContains(logs, "reached the end of its input; triggering a checkpoint soon")) << logs;
   ExpectEveryRecordOnce(bootstrap_, out, kSmall + kLarge, "bounded input, a kill after one subtask ended", logs);
-  EXPECT_TRUE(WaitFor([&] {
-    auto stable = test::EndOffsets(bootstrap_, out, true);
-    auto high = test::EndOffsets(bootstrap_, out, false);
-    return stable.ok() && high.ok() && *stable == *high;
-  }, absl::Seconds(30), absl::Milliseconds(200))) << "a transaction is still open on the output";
+  EXPECT_TRUE(NoTransactionStaysOpen(bootstrap_, out)) << "a transaction is still open on the output";
 }
 
 // Sources that end apart (one subtask has no partition at all, one a few
@@ -807,11 +884,7 @@ TEST_F(ExactlyOnceTest, BoundedSourcesEndingApartFinishExactlyOnceAcrossAKill) {
   EXPECT_TRUE(absl::StrContains(logs, "finished before the restored checkpoint")) << logs;
   EXPECT_FALSE(absl::StrContains(logs, "DATA LOSS")) << logs;
   ExpectEveryRecordOnce(bootstrap_, out, kSmall + kLarge, "sources ending apart, a kill after two finished", logs);
-  EXPECT_TRUE(WaitFor([&] {
-    auto stable = test::EndOffsets(bootstrap_, out, true);
-    auto high = test::EndOffsets(bootstrap_, out, false);
-    return stable.ok() && high.ok() && *stable == *high;
-  }, absl::Seconds(30), absl::Milliseconds(200))) << "a transaction is still open on the output";
+  EXPECT_TRUE(NoTransactionStaysOpen(bootstrap_, out)) << "a transaction is still open on the output";
 }
 
 // The same across a shuffle: keyed_count (sources -> hash -> count + sink)

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -700,18 +701,38 @@ TEST_F(RecoveryTest, CorruptNewestCheckpointFallsBackToThePreviousOne) {
     }
   }
   ASSERT_GT(newest, 1);
+  int64_t second = 0;  // the newest complete one before it
+  for (const auto& entry : std::filesystem::directory_iterator(job_dir)) {
+    const std::string name = entry.path().filename();
+    int64_t id = 0;
+    if (absl::StartsWith(name, "chk-") && absl::SimpleAtoi(name.substr(4), &id) && id < newest &&
+        std::filesystem::exists(entry.path() / "_metadata")) {
+      second = std::max(second, id);
+    }
+  }
+  ASSERT_GT(second, 0);
   {
     std::fstream f(absl::StrCat(job_dir, "/chk-", newest, "/_metadata"), std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(30);
     f.put('\x5a');
   }
+  // The one before it: a task's snapshot file cut short (a disk that filled
+  // up or a copy that stopped), its _metadata intact.
+  std::string truncated;
+  for (const auto& entry : std::filesystem::directory_iterator(absl::StrCat(job_dir, "/chk-", second))) {
+    if (absl::EndsWith(entry.path().filename().string(), ".snapshot")) truncated = entry.path();
+  }
+  ASSERT_FALSE(truncated.empty());
+  std::filesystem::resize_file(truncated, std::filesystem::file_size(truncated) / 2);
   cluster_->StartTaskManager();
   ASSERT_TRUE(WaitUntilRunning(job, 2)) << cluster_->Logs();
   nlohmann::json status = cluster_->WeirJson({"status", job});
-  EXPECT_LT(status["restored_checkpoint_id"].get<int64_t>(), newest) << status.dump(2);
+  EXPECT_LT(status["restored_checkpoint_id"].get<int64_t>(), second) << status.dump(2);
   EXPECT_GT(status["restored_checkpoint_id"].get<int64_t>(), 0) << status.dump(2);
   const std::string log = cluster_->jobmanager().Log();
   EXPECT_TRUE(absl::StrContains(log, absl::StrCat("NOT restoring from checkpoint ", newest))) << log;
+  EXPECT_TRUE(absl::StrContains(log, absl::StrCat("NOT restoring from checkpoint ", second))) << log;
+  EXPECT_TRUE(absl::StrContains(log, absl::StrCat(truncated, " has "))) << log;
   // The state is right: the counts go on from the first batch's.
   ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(2000, 2000, 100, &truth)).ok());
   std::map<std::string, int64_t> last;
@@ -720,6 +741,55 @@ TEST_F(RecoveryTest, CorruptNewestCheckpointFallsBackToThePreviousOne) {
     return last == truth;
   }, absl::Seconds(60), absl::Seconds(1))) << cluster_->Logs();
   cluster_->Weir({"cancel", job});
+}
+
+// A full checkpoint file system: a small tmpfs as state.checkpoints.dir,
+// filled up while the job runs. Checkpoints fail with the path and the
+// reason (no space), the job keeps running and its output stays exact, and
+// once there is room again checkpoints complete. Needs root to mount the
+// tmpfs (skipped, saying so, where mounting is not allowed).
+TEST_F(RecoveryTest, AFullCheckpointDirectoryFailsCheckpointsUntilThereIsRoom) {
+  const std::string mount = weir::testing::MakeTempDir("weir-full-chk");
+  if (std::system(absl::StrCat("mount -t tmpfs -o size=8m tmpfs ", mount, " 2>/dev/null").c_str()) != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs root)";
+  }
+  struct Unmount {
+    std::string dir;
+    ~Unmount() { std::system(absl::StrCat("umount -l ", dir).c_str()); }
+  } unmount{mount};
+  cluster_ = std::make_unique<LocalCluster>(
+      LocalCluster::Options{2, 1, {absl::StrCat("-Dstate.checkpoints.dir=", mount)}, ""});
+  cluster_->Start();
+  const std::string in = NewTopic("full-in"), out = NewTopic("full-out");
+  const std::string job = Submit({"-p", "2", "-Dexecution.checkpointing.interval=300ms"}, in, out);
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  ASSERT_TRUE(WaitForCompletedCheckpoint(job, 1)) << cluster_->Logs();
+
+  // Fill the file system to the last byte.
+  const std::string filler = mount + "/filler";
+  std::system(absl::StrCat("dd if=/dev/zero of=", filler, " bs=64k 2>/dev/null").c_str());
+  std::map<std::string, int64_t> truth;
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, 2000, 100, &truth)).ok());
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(cluster_->Logs(), "No space left on device"); },
+                      absl::Seconds(60), absl::Milliseconds(200)))
+      << cluster_->Logs();
+  nlohmann::json status = cluster_->WeirJson({"status", job});
+  EXPECT_EQ(status["state"], "RUNNING") << status.dump(2);
+  const int64_t completed = cluster_->WeirJson({"checkpoints", job})["completed"].get<int64_t>();
+  const std::string logs = cluster_->Logs();
+  EXPECT_TRUE(absl::StrContains(logs, mount)) << "the failure does not name the directory\n" << logs;
+
+  // Room again: checkpoints complete and the counts are exact.
+  std::filesystem::remove(filler);
+  EXPECT_TRUE(WaitFor([&] {
+    nlohmann::json c = cluster_->WeirJson({"checkpoints", job});
+    return !c.is_null() && c["completed"].get<int64_t>() >= completed + 2;
+  }, absl::Seconds(60))) << cluster_->Logs();
+  EXPECT_TRUE(WaitFor([&] { return LastCounts(out) == truth; }, absl::Seconds(60), absl::Milliseconds(500)))
+      << cluster_->Logs();
+  EXPECT_EQ(cluster_->WeirJson({"status", job})["attempt"].get<int>(), 1) << "the job restarted";
+  cluster_->Weir({"cancel", job});
+  cluster_.reset();
 }
 
 // A checkpoint whose task takes longer than execution.checkpointing.timeout

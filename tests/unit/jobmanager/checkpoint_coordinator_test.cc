@@ -603,6 +603,7 @@ TEST_F(CheckpointCoordinatorTest, CheckpointsGoOnAfterATaskFinishedAndRecordItAs
   coordinator.OnAcknowledge(Ack("sink-0", 1));
   v1::TaskStateHandle identity;
   identity.add_vertex_ids(0);
+  identity.add_operator_uids("source");
   identity.set_subtask_index(1);
   identity.set_parallelism(2);
   identity.set_file("ignored.snapshot");  // only the identity is taken
@@ -624,6 +625,7 @@ TEST_F(CheckpointCoordinatorTest, CheckpointsGoOnAfterATaskFinishedAndRecordItAs
   ASSERT_TRUE(marker.has_value());
   EXPECT_EQ(marker->file(), "");
   EXPECT_THAT(marker->vertex_ids(), ElementsAre(0));
+  EXPECT_THAT(marker->operator_uids(), ElementsAre("source"));
   EXPECT_EQ(marker->subtask_index(), 1);
   EXPECT_EQ(marker->parallelism(), 2);
   EXPECT_TRUE(storage_->VerifyTaskFiles(*storage_->ReadMetadata(1)).ok());
