@@ -7,6 +7,7 @@
 //                       [--keys K] [--rounds R] [--budget SIZE] [--jobs copy,keyed]
 //                       [--cluster-config -Dk=v,...] [--source-properties k=v,...] [--sink-properties k=v,...]
 //                       [--baseline-bin DIR] [--baseline-budget SIZE] [--baseline-config -Dk=v,...]
+//                       [--guarantee exactly-once|at-least-once] [--checkpoint-ms M]
 //
 // Every run starts a fresh cluster (so that a peak belongs to one run):
 // kafka_copy on one TaskManager with K slots (as kafka_copy_bench),
@@ -69,7 +70,13 @@ struct Flags {
   // kafka_copy's --source-properties / --sink-properties (k=v,k=v): a
   // job's own librdkafka settings, which win over the derived ones.
   std::string source_properties, sink_properties;
-  // Binaries (weir, weir-jobmanager, weir-taskmanager) of a baseline build.
+  // kafka_copy's --guarantee, and the checkpoint interval of both jobs (0:
+  // none). exactly-once needs checkpoints.
+  std::string guarantee = "at-least-once";
+  int64_t checkpoint_ms = 0;
+  // Binaries (weir, weir-jobmanager, weir-taskmanager) of a baseline build;
+  // its job binaries are in DIR/../jobs (a job loads only into the runtime
+  // of its own job API).
   std::string baseline_bin;
   // The budget to compare --budget with, instead of librdkafka's sizes.
   std::string baseline_budget;
@@ -218,18 +225,22 @@ Run RunJob(const std::string& bootstrap, const std::string& job_name, const std:
   absl::SleepFor(absl::Seconds(3));
   for (pid_t pid : pids) run.rest.push_back(ReadStatus(pid));
   const std::string out = NewTopic(bootstrap, "bench-mem-out", flags.partitions);
-  const std::string binary = std::string(WEIR_JOBS_DIR) + (copy ? "/kafka_copy.so" : "/keyed_count.so");
+  const std::string binary = setup.bin_dir + "/../jobs" + (copy ? "/kafka_copy.so" : "/keyed_count.so");
   std::vector<std::string> args = {"--brokers", bootstrap, "--input-topic", in, "--output-topic", out, "--bounded"};
   if (copy) {
     args.push_back("--guarantee");
-    args.push_back("at-least-once");
+    args.push_back(flags.guarantee);
     if (!flags.source_properties.empty()) args.insert(args.end(), {"--source-properties", flags.source_properties});
     if (!flags.sink_properties.empty()) args.insert(args.end(), {"--sink-properties", flags.sink_properties});
   }
   std::string error;
   Sampler sampler(pids);
   const absl::Time start = absl::Now();
-  const std::string job = cluster.Submit(binary, {"-p", std::to_string(flags.parallelism)}, args, &error);
+  std::vector<std::string> options = {"-p", std::to_string(flags.parallelism)};
+  if (flags.checkpoint_ms > 0) {
+    options.push_back("-Dexecution.checkpointing.interval=" + std::to_string(flags.checkpoint_ms) + "ms");
+  }
+  const std::string job = cluster.Submit(binary, options, args, &error);
   if (job.empty()) {
     std::fprintf(stderr, "bench: submission failed: %s\n", error.c_str());
     std::exit(1);
@@ -280,6 +291,8 @@ int main(int argc, char** argv) {
   parser.List("--cluster-config", &flags.cluster_config);
   parser.String("--source-properties", &flags.source_properties);
   parser.String("--sink-properties", &flags.sink_properties);
+  parser.String("--guarantee", &flags.guarantee);
+  parser.Int("--checkpoint-ms", &flags.checkpoint_ms);
   parser.String("--baseline-bin", &flags.baseline_bin);
   parser.String("--baseline-budget", &flags.baseline_budget);
   parser.List("--baseline-config", &flags.baseline_config);

@@ -12,6 +12,7 @@
 #     (no broker; --baseline fleet builds the JobManager of git revision REV into build-baseline/ and passes it:
 #      bench/run.sh fleet --baseline REV [flags])
 #   bench/run.sh memory [--records N] [--parallelism K] [--rounds R] [--budget SIZE] [--jobs copy,keyed]
+#                       [--guarantee exactly-once|at-least-once] [--checkpoint-ms M]
 #                       [--baseline-bin DIR] [--baseline-budget SIZE]
 #   bench/run.sh nexmark [--events N] [--event-rate R] [--queries q0,q1,q2,q5] [--parallelism P]
 #                        [--checkpoint-ms M] [--rounds R] [--flink] [--baseline-bin DIR]

@@ -499,7 +499,9 @@ absl::Status CheckpointCoordinator::CheckCanTriggerLocked() const {
   if (sources_.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("job ", job_id_, " attempt ", attempt_, " has no source tasks"));
   }
-  if (std::all_of(sources_.begin(), sources_.end(), [&](const std::string& s) { return finished_.contains(s); })) {
+  size_t running_sources = 0;
+  for (const std::string& source : sources_) running_sources += finished_.contains(source) ? 0 : 1;
+  if (running_sources == 0) {
     return absl::FailedPreconditionError(absl::StrCat("every source task of job ", job_id_, " attempt ", attempt_,
                                                       " has finished; no further checkpoints are taken"));
   }
