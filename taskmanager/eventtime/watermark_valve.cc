@@ -15,7 +15,6 @@ std::vector<ValveEvent> WatermarkValve::OnWatermark(int channel, int64_t waterma
   if (c.idle || c.ended || watermark <= c.watermark) return out;
   c.watermark = watermark;
   c.advanced_at = now;
-  if (!c.aligned && watermark >= output_) c.aligned = true;
   Update(&out);
   return out;
 }
@@ -25,11 +24,8 @@ std::vector<ValveEvent> WatermarkValve::OnStatus(int channel, bool idle, absl::T
   Channel& c = channels_.at(static_cast<size_t>(channel));
   if (c.ended || c.idle == idle) return out;
   c.idle = idle;
-  if (idle) {
-    c.aligned = false;
-  } else {
+  if (!idle) {
     c.advanced_at = now;
-    c.aligned = c.watermark >= output_;
     if (output_idle_) {
       output_idle_ = false;
       out.push_back({ValveEvent::Kind::kActive});
@@ -50,25 +46,23 @@ std::vector<ValveEvent> WatermarkValve::OnEndOfInput(int channel, absl::Time) {
 
 void WatermarkValve::Update(std::vector<ValveEvent>* out) {
   bool any_active = false;
-  bool any_counting = false;
   int64_t minimum = kMaxWatermark;
   int64_t maximum = kMinWatermark;
   for (const Channel& c : channels_) {
     maximum = std::max(maximum, c.watermark);
-    if (c.ended || c.idle) continue;
+    if (!counts(c)) continue;
     any_active = true;
-    if (!c.aligned) continue;
-    any_counting = true;
+    // A channel behind the output (back from idle) holds it where it is.
     minimum = std::min(minimum, c.watermark);
   }
-  if (any_counting) {
+  if (any_active) {
     if (minimum > output_) {
       output_ = minimum;
       out->push_back({ValveEvent::Kind::kWatermark, output_});
     }
     return;
   }
-  if (any_active || output_idle_) return;
+  if (output_idle_) return;
   // No channel is active any more (idle or ended): event time advances to
   // the furthest any channel got, and the task is idle unless every channel
   // ended (then it ends).
@@ -90,7 +84,7 @@ std::optional<int> WatermarkValve::Holding(absl::Time now, absl::Duration thresh
   for (size_t i = 0; i < channels_.size(); ++i) {
     const Channel& c = channels_[i];
     if (!counts(c)) continue;
-    if (c.watermark == output_ && now - c.advanced_at >= threshold) {
+    if (c.watermark <= output_ && now - c.advanced_at >= threshold) {
       if (!holder.has_value()) holder = static_cast<int>(i);
     } else if (c.watermark > output_) {
       another_ahead = true;

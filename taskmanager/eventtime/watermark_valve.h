@@ -4,13 +4,17 @@
 // Every input channel carries its own watermark (no later record on it has a
 // timestamp at or below it) and may declare itself idle (a source partition
 // that receives nothing). The task's watermark is the minimum over the
-// channels that are active and *aligned*; it only grows, and the valve says
-// when it did. The rules (those of Flink's status-aware valve):
+// channels that are active; it only grows, and the valve says
+// when it did. The rules (Flink's status-aware valve, but for channels back
+// from idle):
 //   - a channel's watermark only grows; a lower one is ignored, as is a
 //     watermark on an idle or ended channel;
-//   - an active channel counts toward the minimum (is aligned) once its
-//     watermark reached the task's: a channel back from idle behind the
-//     task's watermark does not pull it back, it catches up first;
+//   - every active channel counts toward the minimum: a channel back from
+//     idle behind the task's watermark does not pull it back, but holds it
+//     where it is until it catches up, so that the other channels'
+//     watermarks do not pass the records it still brings (Flink leaves
+//     such a channel out until it catches up, and its records in between
+//     may come late);
 //   - a channel going idle stops counting; when the last active channel goes
 //     idle the task's watermark advances to the largest of any channel, and
 //     then the task is idle (kIdle out); the first channel back makes it
@@ -68,12 +72,11 @@ class WatermarkValve {
   struct Channel {
     int64_t watermark = kMinWatermark;
     bool idle = false;
-    bool aligned = true;
     bool ended = false;
     absl::Time advanced_at = absl::InfinitePast();
   };
 
-  bool counts(const Channel& c) const { return !c.idle && !c.ended && c.aligned; }
+  bool counts(const Channel& c) const { return !c.idle && !c.ended; }
   // Recomputes the output after a change; appends what to pass on.
   void Update(std::vector<ValveEvent>* out);
 

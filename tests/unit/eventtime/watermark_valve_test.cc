@@ -40,17 +40,17 @@ TEST(WatermarkValveTest, AnIdleChannelDoesNotHoldTheOthersBack) {
   EXPECT_EQ(valve.OnWatermark(1, 50, kNow), Events{}) << "ignored while idle";
 }
 
-TEST(WatermarkValveTest, AChannelBackFromIdleCatchesUpBeforeItCountsAgain) {
+TEST(WatermarkValveTest, AChannelBackFromIdleBehindHoldsTheWatermarkUntilItCatchesUp) {
   WatermarkValve valve(2, kNow);
   valve.OnWatermark(0, 100, kNow);
   valve.OnWatermark(1, 40, kNow);
   EXPECT_EQ(valve.watermark(), 40);
   valve.OnStatus(1, true, kNow);
   EXPECT_EQ(valve.watermark(), 100);
-  EXPECT_EQ(valve.OnStatus(1, false, kNow), Events{}) << "behind the task's watermark: not counted yet";
-  EXPECT_EQ(valve.OnWatermark(0, 200, kNow), Events{W(200)}) << "channel 1 must not pull the task back";
-  EXPECT_EQ(valve.OnWatermark(1, 150, kNow), Events{});
-  EXPECT_EQ(valve.OnWatermark(1, 250, kNow), Events{}) << "aligned again, but channel 0 is the minimum now";
+  EXPECT_EQ(valve.OnStatus(1, false, kNow), Events{}) << "behind the task's watermark: it does not go back";
+  EXPECT_EQ(valve.OnWatermark(0, 200, kNow), Events{}) << "channel 1's records would come late past 100";
+  EXPECT_EQ(valve.OnWatermark(1, 150, kNow), Events{W(150)});
+  EXPECT_EQ(valve.OnWatermark(1, 250, kNow), Events{W(200)}) << "channel 0 is the minimum now";
   EXPECT_EQ(valve.OnWatermark(0, 300, kNow), Events{W(250)});
 }
 
