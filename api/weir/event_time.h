@@ -86,12 +86,21 @@ inline std::string CheckTimestamp(int64_t timestamp, int64_t now_ms, std::chrono
 // The watermark of a source subtask from its splits (Kafka partitions, or
 // the whole subtask): each split's is its largest timestamp minus the bound
 // (minus one ms); the subtask's is the minimum over splits that are neither
-// idle nor finished, and it never goes back. A split is idle after
-// `idleness_ms` (> 0) of processing time without a record, active again
-// with its next one; a split back from idleness behind the subtask's
-// watermark holds nothing back until it catches up. When every open split
-// is idle the subtask is idle, at the furthest split's watermark. Not
-// thread-safe.
+// idle nor finished, and it never goes back. When every open split is idle
+// the subtask is idle, at the furthest split's watermark. Not thread-safe.
+//
+// Idleness: a split is idle after `idleness_ms` (> 0) of processing time
+// without a record, and only while it is caught up with its source (a
+// Kafka partition read to the broker's end: SetCaughtUp; a split whose
+// source cannot tell is caught up). It is active again with its next
+// record, or as soon as its source has records for it. An active split
+// behind the subtask's watermark (back from idleness) holds the watermark
+// where it is until it catches up, so that no other split's records move
+// event time past the records it has still to deliver.
+//
+// A caller that can ask the source whether an idle split really has nothing
+// (a broker round trip) checks the splits Passing() names and lets
+// Combine() move past them only as far as its answer covers (`limit`).
 class SplitWatermarks {
  public:
   struct Combined {
@@ -104,7 +113,7 @@ class SplitWatermarks {
 
   // A new split; returns its index.
   int AddSplit(std::string name, int64_t now_ms) {
-    splits_.push_back(Split{std::move(name), kMinWatermark, now_ms, false});
+    splits_.push_back(Split{std::move(name), kMinWatermark, now_ms});
     return static_cast<int>(splits_.size()) - 1;
   }
   void OnRecord(int split, int64_t timestamp, int64_t now_ms) {
@@ -125,36 +134,63 @@ class SplitWatermarks {
     if (s.held && !held) s.last_record_ms = now_ms;
     s.held = held;
   }
+  // Whether the split's source has nothing for it that it has not read
+  // (true until told otherwise). A split that is not caught up is active,
+  // however long it has had no record.
+  void SetCaughtUp(int split, bool caught_up) { splits_.at(static_cast<size_t>(split)).caught_up = caught_up; }
 
-  // The subtask's watermark and idleness now (call at every periodic tick).
-  Combined Combine(int64_t now_ms) {
+  // What the subtask's watermark would become now without a limit.
+  int64_t Candidate(int64_t now_ms) const {
+    bool any_active = false;
+    int64_t minimum = kMaxWatermark;
+    int64_t furthest = kMinWatermark;
+    for (const Split& s : splits_) {
+      if (s.finished) continue;
+      furthest = std::max(furthest, s.watermark);
+      if (Idle(s, now_ms)) continue;
+      any_active = true;
+      // Behind the output (back from idleness): holds it where it is.
+      minimum = std::min(minimum, std::max(s.watermark, output_.watermark));
+    }
+    if (!any_active) return std::max(output_.watermark, furthest);
+    return minimum == kMaxWatermark ? output_.watermark : std::max(output_.watermark, minimum);
+  }
+
+  // The idle splits the watermark would move past if it advanced now: those
+  // behind Candidate(now_ms), which is above the output.
+  std::vector<int> Passing(int64_t now_ms) const {
+    std::vector<int> passing;
+    const int64_t candidate = Candidate(now_ms);
+    if (candidate <= output_.watermark) return passing;
+    for (size_t i = 0; i < splits_.size(); ++i) {
+      const Split& s = splits_[i];
+      if (!s.finished && Idle(s, now_ms) && s.watermark < candidate) passing.push_back(static_cast<int>(i));
+    }
+    return passing;
+  }
+
+  // The subtask's watermark and idleness now (call at every periodic tick):
+  // Candidate(now_ms), but no further than `limit` while that passes an
+  // idle split (Passing).
+  Combined Combine(int64_t now_ms, int64_t limit = kMaxWatermark) {
     bool any_active = false;
     bool any_open = false;
-    int64_t minimum = kMaxWatermark;
     for (const Split& s : splits_) {
       if (s.finished) continue;
       any_open = true;
-      if (Idle(s, now_ms)) continue;
-      any_active = true;
-      // A split behind the output (back from idleness) is not counted
-      // until it catches up.
-      if (s.watermark < output_.watermark) continue;
-      minimum = std::min(minimum, s.watermark);
+      if (!Idle(s, now_ms)) any_active = true;
     }
     if (!splits_.empty() && !any_open) {
       output_ = {kMaxWatermark, false};
-    } else if (!any_active) {
-      // Every open split is idle: nothing is waited for any more, and event
-      // time moves to the furthest split's (as the input valve does when its
-      // last active channel goes idle), so the windows a burst filled fire.
-      for (const Split& s : splits_) {
-        if (!s.finished) output_.watermark = std::max(output_.watermark, s.watermark);
-      }
-      output_.idle = true;
-    } else {
-      output_.idle = false;
-      if (minimum != kMaxWatermark && minimum > output_.watermark) output_.watermark = minimum;
+      return output_;
     }
+    int64_t next = Candidate(now_ms);
+    if (next > limit && !Passing(now_ms).empty()) next = std::max(output_.watermark, limit);
+    output_.watermark = next;
+    // Every open split idle: nothing is waited for any more, and event
+    // time moves to the furthest split's (as the input valve does when its
+    // last active channel goes idle), so the windows a burst filled fire.
+    output_.idle = !any_active;
     return output_;
   }
 
@@ -178,6 +214,12 @@ class SplitWatermarks {
   int64_t watermark(int split) const { return splits_.at(static_cast<size_t>(split)).watermark; }
   bool idle(int split, int64_t now_ms) const { return Idle(splits_.at(static_cast<size_t>(split)), now_ms); }
   int64_t last_record_ms(int split) const { return splits_.at(static_cast<size_t>(split)).last_record_ms; }
+  // Whether the split stays active only because its source has records
+  // for it (it has had no record for the idleness).
+  bool kept_by_source(int split, int64_t now_ms) const {
+    const Split& s = splits_.at(static_cast<size_t>(split));
+    return !s.caught_up && idleness_ > 0 && !s.held && now_ms - s.last_record_ms >= idleness_;
+  }
 
  private:
   struct Split {
@@ -186,9 +228,10 @@ class SplitWatermarks {
     int64_t last_record_ms = 0;
     bool finished = false;
     bool held = false;
+    bool caught_up = true;
   };
   bool Idle(const Split& s, int64_t now_ms) const {
-    return idleness_ > 0 && !s.held && now_ms - s.last_record_ms >= idleness_;
+    return idleness_ > 0 && !s.held && s.caught_up && now_ms - s.last_record_ms >= idleness_;
   }
 
   const int64_t bound_;
@@ -216,6 +259,14 @@ class WatermarkEmitter {
       output->EmitWatermarkStatus(true);
     }
   }
+  // ACTIVE at once, when idle: a record of a split back from idleness
+  // goes out after it, not before (a source calls it before such a record).
+  void Activate(RecordOutput* output) {
+    if (!idle_) return;
+    idle_ = false;
+    output->EmitWatermarkStatus(false);
+  }
+  bool idle() const { return idle_; }
   // Event time ended (kMaxWatermark), whoever sends it; false if it had.
   bool End() {
     if (emitted_ == kMaxWatermark) return false;
