@@ -34,6 +34,12 @@ constexpr int kMaxBatch = 500;
 // Bounded mode: how long without a record or end-of-partition, while
 // librdkafka reports errors, before the source gives up.
 constexpr auto kBoundedStallTimeout = std::chrono::seconds(60);
+// Idleness: the brokers are asked for the end offsets at most this often
+// while the watermark would move past an idle partition (it moves at most
+// this often then, about a round trip behind).
+constexpr int64_t kIdleCheckIntervalMs = 200;
+// How long a request of the broker-requests thread may take.
+constexpr int kBrokerRequestTimeoutMs = 1000;
 
 // Owns librdkafka C++ TopicPartition objects.
 struct TopicPartitionList {
@@ -188,10 +194,60 @@ void KafkaSource::Open(OperatorContext& context, RecordOutput* output) {
 void KafkaSource::OnPeriodicEmit() {
   if (!watermarks_.has_value() || output_ == nullptr) return;
   const int64_t now = weir::internal::WallClockMs();
-  const weir::internal::SplitWatermarks::Combined combined = watermarks_->Combine(now);
+  const int64_t limit = config_.event_time->idleness_ms > 0 ? CheckIdlePartitions(now) : kMaxWatermark;
+  const weir::internal::SplitWatermarks::Combined combined = watermarks_->Combine(now, limit);
   ReportPartitions(now, combined.watermark);
   if (config_.event_time->max_drift_ms > 0) AlignPartitions(now);
   emitter_.Emit(combined, output_);
+}
+
+int64_t KafkaSource::CheckIdlePartitions(int64_t now_ms) {
+  std::optional<EndOffsetsAnswer> answer;
+  {
+    absl::MutexLock lock(&requests_mutex_);
+    answer.swap(ends_answered_);
+  }
+  if (answer.has_value()) {
+    ends_pending_ = false;
+    for (size_t i = 0; i < partitions_.size() && i < answer->ends.size(); ++i) {
+      partitions_[i].broker_end = std::max(partitions_[i].broker_end, answer->ends[i]);
+    }
+    if (answer->ok) {
+      ends_cover_ = std::max(ends_cover_, answer->covers);
+    } else if (int64_t suppressed = 0; ends_log_limiter_.ShouldLog(&suppressed)) {
+      log_->warn("{}: could not ask the brokers for the end offsets: {}; event time waits on the idle partitions "
+                 "until they answer ({} similar messages suppressed)",
+                 client_, answer->error, suppressed);
+    }
+  }
+  for (PartitionState& p : partitions_) {
+    if (p.done) continue;
+    int64_t end = p.broker_end;
+    if (!config_.read_committed) {
+      // As of the last fetch, without a request. Under read_committed the
+      // high watermark also counts open transactions and the markers, so
+      // only the brokers' last stable offset tells there.
+      int64_t low = 0;
+      int64_t high = -1;
+      if (consumer_->get_watermark_offsets(p.topic, p.partition, &low, &high) == RdKafka::ERR_NO_ERROR) {
+        end = std::max(end, high);
+      }
+    }
+    p.backlog = std::max<int64_t>(0, end - p.next_offset);
+    // Caught up: the last fetch found nothing after the position (the
+    // end-of-partition event, past any marker), and nothing known since.
+    watermarks_->SetCaughtUp(p.split, p.at_end && p.backlog == 0);
+  }
+  if (watermarks_->Passing(now_ms).empty()) return kMaxWatermark;
+  // The watermark would pass an idle partition: only as far as an answer
+  // asked after the records that move it were read.
+  const int64_t candidate = watermarks_->Candidate(now_ms);
+  if (candidate > ends_cover_ && !ends_pending_ && now_ms - ends_asked_ms_ >= kIdleCheckIntervalMs) {
+    ends_pending_ = true;
+    ends_asked_ms_ = now_ms;
+    QueryEndOffsets(candidate);
+  }
+  return ends_cover_;
 }
 
 void KafkaSource::AlignPartitions(int64_t now_ms) {
@@ -299,10 +355,14 @@ void KafkaSource::ReportPartitions(int64_t now_ms, int64_t combined_watermark) {
     if (idle != p.idle) {
       p.idle = idle;
       if (idle) {
-        log_->info("{}: partition {} idle (no record for {} ms): event time advances without it", client_,
-                   PartitionName(p.topic, p.partition), quiet_ms);
+        log_->info("{}: partition {} idle (no record for {} ms, caught up with the broker at offset {}): event "
+                   "time advances without it",
+                   client_, PartitionName(p.topic, p.partition), quiet_ms, p.next_offset);
+      } else if (p.backlog > 0) {
+        log_->info("{}: partition {} active again: has {} records at the broker", client_,
+                   PartitionName(p.topic, p.partition), p.backlog);
       } else {
-        log_->info("{}: partition {} active again", client_, PartitionName(p.topic, p.partition));
+        log_->info("{}: partition {} active again: records came", client_, PartitionName(p.topic, p.partition));
       }
     }
     const bool holding = watermark <= combined_watermark && leader != nullptr && ahead > watermark;
@@ -710,6 +770,9 @@ bool KafkaSource::EmitRecord(RdKafka::Message& message) {
     const bool valid = EventTimeOf(*state, record, &event_time);
     // A dropped record still counts as activity of its partition.
     watermarks_->OnRecord(state->split, valid ? event_time : kNoTimestamp, now_ms_);
+    // An idle subtask says ACTIVE before its records, not at its next tick:
+    // downstream then waits for it before other subtasks' watermarks pass.
+    if (emitter_.idle()) emitter_.Activate(output_);
     state->stall_reported = false;
     if (valid) output_->EmitAt(&record, event_time);
   } else if (record.timestamp_ms >= 0) {
@@ -847,57 +910,88 @@ void KafkaSource::MaybeWakeFetchers(bool queue_ran_empty) {
   }
 }
 
+void KafkaSource::StartBrokerRequests() {
+  if (broker_requests_.joinable()) return;
+  std::vector<std::pair<std::string, int32_t>> partitions;
+  for (const PartitionState& p : partitions_) partitions.emplace_back(p.topic, p.partition);
+  broker_requests_ = std::thread([this, partitions = std::move(partitions)]() mutable {
+    RunBrokerRequests(std::move(partitions));
+  });
+}
+
 void KafkaSource::WakeFetchers() {
-  if (!fetcher_waker_.joinable()) {
-    std::vector<std::pair<std::string, int32_t>> partitions;
-    for (const PartitionState& p : partitions_) partitions.emplace_back(p.topic, p.partition);
-    fetcher_waker_ = std::thread([this, partitions = std::move(partitions)]() mutable {
-      RunFetcherWaker(std::move(partitions));
-    });
-  }
-  absl::MutexLock lock(&waker_mutex_);
+  StartBrokerRequests();
+  absl::MutexLock lock(&requests_mutex_);
   wake_requested_ = true;
 }
 
-void KafkaSource::RunFetcherWaker(std::vector<std::pair<std::string, int32_t>> assigned) {
-  // Any request to a broker wakes the consumer's thread for that broker,
-  // which then decides again whether to fetch. ListOffsets for the end
-  // offsets is the cheapest request that reaches every partition's leader.
-  constexpr int kWakeTimeoutMs = 1000;
-  pthread_setname_np(pthread_self(), "kafka-waker");
+void KafkaSource::QueryEndOffsets(int64_t candidate) {
+  StartBrokerRequests();
+  absl::MutexLock lock(&requests_mutex_);
+  ends_requested_ = candidate;
+}
+
+void KafkaSource::RunBrokerRequests(std::vector<std::pair<std::string, int32_t>> assigned) {
+  pthread_setname_np(pthread_self(), "kafka-requests");
   while (true) {
+    bool wake = false;
+    std::optional<int64_t> ends_for;
     {
-      absl::MutexLock lock(&waker_mutex_);
-      waker_mutex_.Await(absl::Condition(
-          +[](KafkaSource* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->waker_mutex_) {
-            return s->wake_requested_ || s->waker_stopping_;
+      absl::MutexLock lock(&requests_mutex_);
+      requests_mutex_.Await(absl::Condition(
+          +[](KafkaSource* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->requests_mutex_) {
+            return s->wake_requested_ || s->ends_requested_.has_value() || s->requests_stopping_;
           },
           this));
-      if (waker_stopping_) return;
+      if (requests_stopping_) return;
+      wake = wake_requested_;
       wake_requested_ = false;
+      ends_for.swap(ends_requested_);
     }
+    // ListOffsets for the end offsets (the high watermark, or under
+    // read_committed the last stable offset: the consumer's isolation
+    // level): the answer idleness needs, and the cheapest request that
+    // reaches every partition's leader, which wakes the consumer's thread
+    // for that broker to decide again whether to fetch — so one request
+    // serves both.
     std::vector<RdKafka::TopicPartition*> partitions;
     for (const auto& [topic, partition] : assigned) {
       partitions.push_back(RdKafka::TopicPartition::create(topic, partition, -1));
     }
-    const RdKafka::ErrorCode code = consumer_->offsetsForTimes(partitions, kWakeTimeoutMs);
+    const RdKafka::ErrorCode code = consumer_->offsetsForTimes(partitions, kBrokerRequestTimeoutMs);
+    if (ends_for.has_value()) {
+      EndOffsetsAnswer answer{.covers = *ends_for, .ok = code == RdKafka::ERR_NO_ERROR};
+      if (!answer.ok) answer.error = RdKafka::err2str(code);
+      for (const RdKafka::TopicPartition* tp : partitions) {
+        const bool known = code == RdKafka::ERR_NO_ERROR && tp->err() == RdKafka::ERR_NO_ERROR && tp->offset() >= 0;
+        answer.ends.push_back(known ? tp->offset() : -1);
+        if (!known && answer.ok) {
+          answer.ok = false;
+          answer.error = absl::StrCat(tp->topic(), "[", tp->partition(), "]: ", RdKafka::err2str(tp->err()));
+        }
+      }
+      absl::MutexLock lock(&requests_mutex_);
+      ends_answered_ = std::move(answer);
+    }
     RdKafka::TopicPartition::destroy(partitions);
-    if (code != RdKafka::ERR_NO_ERROR) log_->debug("{}: waking the fetchers: {}", client_, RdKafka::err2str(code));
+    if (code != RdKafka::ERR_NO_ERROR && wake) {
+      log_->debug("{}: waking the fetchers: {}", client_, RdKafka::err2str(code));
+    }
   }
 }
 
-void KafkaSource::StopFetcherWaker() {
-  if (!fetcher_waker_.joinable()) return;
+void KafkaSource::StopBrokerRequests() {
+  if (!broker_requests_.joinable()) return;
   {
-    absl::MutexLock lock(&waker_mutex_);
-    waker_stopping_ = true;
+    absl::MutexLock lock(&requests_mutex_);
+    requests_stopping_ = true;
   }
-  fetcher_waker_.join();
+  broker_requests_.join();
 }
 
 void KafkaSource::Close() {
   if (consumer_ == nullptr) return;
-  StopFetcherWaker();
+  StopBrokerRequests();
   if (consumer_queue_ != nullptr) {
     rd_kafka_queue_destroy(consumer_queue_);
     consumer_queue_ = nullptr;

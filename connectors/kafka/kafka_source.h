@@ -116,10 +116,19 @@ struct KafkaSourceConfig {
 // timestamp (CreateTime or LogAppendTime, as the topic says) or the
 // extractor's. Each partition has a watermark (its largest timestamp minus
 // the out-of-orderness, minus 1 ms); every periodic tick the subtask emits
-// the minimum over its partitions that are neither idle (no record for
-// idleness_ms, when > 0) nor finished (bounded), or IDLE when every open
-// partition is idle — a subtask without partitions is idle from its first
-// tick. Records with a missing, negative or far-future timestamp fail the
+// the minimum over its partitions that are neither idle nor finished
+// (bounded), or IDLE when every open partition is idle — a subtask without
+// partitions is idle from its first tick. A partition is idle after
+// idleness_ms (when > 0) without a record, and only while it has nothing to
+// read at the broker: its position reached the end its last fetch saw (the
+// end-of-partition event: the high watermark, or under read_committed the
+// last stable offset, past any transaction marker) and, under
+// read_uncommitted, the high watermark librdkafka last fetched. Before the
+// watermark moves past an idle partition, a ListOffsets request (at most
+// one per kIdleCheckIntervalMs, sent by the broker-requests thread) asks
+// the brokers for the end offsets; the watermark moves only as far as
+// that answer covers, and a partition the answer shows records for is
+// active again, holding the watermark until it has read them. Records with a missing, negative or far-future timestamp fail the
 // job (weir::UnrecoverableError naming the record's position) or, with
 // drop_invalid, are skipped and counted. Partitions turning idle and active
 // are logged, and so is a partition that holds the watermark back without
@@ -128,9 +137,11 @@ struct KafkaSourceConfig {
 // Failures throw std::runtime_error with a message for the user (topic
 // missing, brokers unreachable, a fatal consumer error).
 //
-// Thread-safety: one task thread calls every method (weir/operator.h). With
-// small prefetch queues a thread of its own ("fetcher waker") sends the
-// requests that wake librdkafka's fetchers (MaybeWakeFetchers).
+// Thread-safety: one task thread calls every method (weir/operator.h). A
+// thread of its own ("broker requests") sends the requests the task thread
+// must not wait for: with small prefetch queues those that wake
+// librdkafka's fetchers (MaybeWakeFetchers), and with idleness the end
+// offsets' queries (CheckIdlePartitions).
 class KafkaSource : public weir::SourceOperator {
  public:
   explicit KafkaSource(KafkaSourceConfig config);
@@ -175,6 +186,19 @@ class KafkaSource : public weir::SourceOperator {
     // its resume, or the source's first fetch answer.
     bool at_end = false;
     int64_t starved_mark_ms = 0;
+    // Idleness: the partition's end offset as the brokers last answered
+    // (-1: not asked yet), and the records at the broker it has not read
+    // as far as known (0 at the last tick when none).
+    int64_t broker_end = -1;
+    int64_t backlog = 0;
+  };
+  // The answer to an end offsets' query: per partition (partitions_'
+  // order) its end, or -1 where the brokers did not say.
+  struct EndOffsetsAnswer {
+    std::vector<int64_t> ends;
+    int64_t covers = 0;  // the candidate watermark it was asked for
+    bool ok = false;     // every partition's end came
+    std::string error;   // when not ok
   };
 
   // Watermark alignment (EventTime::max_drift_ms): pauses the partitions
@@ -209,6 +233,13 @@ class KafkaSource : public weir::SourceOperator {
   // Event time: logs partitions turning idle or active and stalls, and sets
   // the partitions' watermark gauges, as of `combined`.
   void ReportPartitions(int64_t now_ms, int64_t combined_watermark);
+  // Idleness (before Combine): tells watermarks_ which partitions are
+  // caught up with the brokers, from the end-of-partition events, the
+  // cached high watermarks and the brokers' last answer; asks the brokers
+  // again when the watermark would move past an idle partition further
+  // than their last answer covers. Returns how far the watermark may move
+  // past idle partitions now.
+  int64_t CheckIdlePartitions(int64_t now_ms);
   void ThrowIfFatal() const;
   void ThrowIfStalled();
   std::string Describe(const PartitionState& partition) const;
@@ -222,14 +253,18 @@ class KafkaSource : public weir::SourceOperator {
   // This wakes the brokers' threads with a request (ListOffsets for the end
   // offsets) once the queue has drained to half its last peak, or once when
   // the queue ran empty while records wait on the brokers, so that the
-  // fetcher refills it before it runs dry. fetcher_waker_ sends the
+  // fetcher refills it before it runs dry. broker_requests_ sends the
   // request, so the task thread never waits for it.
   void MaybeWakeFetchers(bool queue_ran_empty);
-  // Asks fetcher_waker_ to send a wake-up request (at most one pending).
+  // Asks broker_requests_ to send a wake-up request (at most one pending).
   void WakeFetchers();
-  // fetcher_waker_'s loop; `partitions` are this subtask's.
-  void RunFetcherWaker(std::vector<std::pair<std::string, int32_t>> partitions);
-  void StopFetcherWaker();
+  // Asks broker_requests_ for the end offsets of every partition, for a
+  // watermark up to `candidate` (at most one pending).
+  void QueryEndOffsets(int64_t candidate);
+  void StartBrokerRequests();
+  // broker_requests_'s loop; `partitions` are this subtask's.
+  void RunBrokerRequests(std::vector<std::pair<std::string, int32_t>> partitions);
+  void StopBrokerRequests();
 
   const KafkaSourceConfig config_;
   // Checkpointed offsets: the state, and what was restored from it.
@@ -249,12 +284,21 @@ class KafkaSource : public weir::SourceOperator {
   rd_kafka_queue_t* consumer_queue_ = nullptr;
   size_t queue_peak_ = 0;
   bool idle_wake_sent_ = false;  // since the last record
-  // Sends the wake-up requests; consumer_ outlives it (StopFetcherWaker
-  // joins it before the consumer closes).
-  std::thread fetcher_waker_;
-  absl::Mutex waker_mutex_;
-  bool wake_requested_ ABSL_GUARDED_BY(waker_mutex_) = false;
-  bool waker_stopping_ ABSL_GUARDED_BY(waker_mutex_) = false;
+  // Sends the wake-up requests and the end offsets' queries; consumer_
+  // outlives it (StopBrokerRequests joins it before the consumer closes).
+  std::thread broker_requests_;
+  absl::Mutex requests_mutex_;
+  bool wake_requested_ ABSL_GUARDED_BY(requests_mutex_) = false;
+  bool requests_stopping_ ABSL_GUARDED_BY(requests_mutex_) = false;
+  // An end offsets' query asked for (its candidate), and the last answer.
+  std::optional<int64_t> ends_requested_ ABSL_GUARDED_BY(requests_mutex_);
+  std::optional<EndOffsetsAnswer> ends_answered_ ABSL_GUARDED_BY(requests_mutex_);
+  // Idleness, task thread: a query is out (asked, not answered), when the
+  // last was asked, and the candidate watermark the last answer covers.
+  bool ends_pending_ = false;
+  int64_t ends_asked_ms_ = 0;
+  int64_t ends_cover_ = weir::kMinWatermark;
+  logging::RateLimiter ends_log_limiter_{std::chrono::seconds(10)};
   std::vector<PartitionState> partitions_;  // this subtask's, sorted
   size_t last_found_ = 0;                   // Find's guess for the next message
   size_t partitions_left_ = 0;              // bounded mode: not yet done
