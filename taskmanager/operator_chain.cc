@@ -68,6 +68,11 @@ class OperatorChain::Context final : public OperatorContext {
   }
   void SetSideOutput(int id, RecordOutput* output) { side_outputs_[id] = output; }
   bool checkpoint_follows_end_of_input() const override { return *checkpoint_follows_end_; }
+  void LogWarning(std::string_view message) override {
+    static const std::shared_ptr<spdlog::logger> log = logging::Get("task");
+    log->warn("task {}: {}", task_id_, message);
+  }
+  void SetTaskId(std::string task_id) { task_id_ = std::move(task_id); }
 
   // Keyed state, restored already, and the timers it holds.
   void EnableKeyedState(std::unique_ptr<KeyedStateBackend> keyed, int max_parallelism) {
@@ -92,6 +97,7 @@ class OperatorChain::Context final : public OperatorContext {
   std::unique_ptr<KeyedStateBackend> keyed_;
   std::unique_ptr<InternalTimerService> timers_;  // with keyed_
   std::map<int, RecordOutput*> side_outputs_;     // the chain's tail only
+  std::string task_id_;                           // for LogWarning
 };
 
 // Passes records to the next operator of the chain.
@@ -332,6 +338,7 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
                                              std::move(restored_operator_state), has_state,
                                              metrics_->ForOperator(v.name), &element_time_,
                                              &checkpoint_follows_end_);
+    context->SetTaskId(tdd_.task_id());
     if (v.input_key) {
       const state::KeyGroupRange range =
           state::KeyGroupRangeForSubtask(max_parallelism, tdd_.parallelism(), tdd_.subtask_index());

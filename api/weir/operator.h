@@ -216,6 +216,10 @@ class OperatorContext {
   // completion; otherwise (e.g. after a stop-with-savepoint) it commits it
   // in EndInput, as no checkpoint follows.
   virtual bool checkpoint_follows_end_of_input() const { return false; }
+  // Writes `message` to the TaskManager's log as a warning, with the task's
+  // ids. For what the user must hear of (records dropped); the caller keeps
+  // it rare (rate-limited), never a line per record.
+  virtual void LogWarning(std::string_view message) {}
 };
 
 // The checkpoint hooks every operator has (see the lifecycle above).

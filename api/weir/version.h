@@ -5,7 +5,7 @@
 #pragma once
 
 #define WEIR_VERSION_STRING "0.1.0"
-#define WEIR_JOB_API_VERSION 10
+#define WEIR_JOB_API_VERSION 11
 
 #define WEIR_INTERNAL_STR2(x) #x
 #define WEIR_INTERNAL_STR(x) WEIR_INTERNAL_STR2(x)

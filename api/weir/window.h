@@ -543,6 +543,20 @@ class WindowOperator final : public OperatorBase {
   void Late(void* record, int64_t timestamp) {
     late_->Inc();
     if (late_output_ != nullptr) late_output_->EmitAt(record, timestamp);
+    // The metric alone is easy to miss, and whatever made records late
+    // (a source back from idleness, a producer behind) is worth a line.
+    ++late_unlogged_;
+    const int64_t now = context_->timers()->CurrentProcessingTime();
+    if (late_logged_ms_ != kNoTimestamp && now - late_logged_ms_ < kLateLogIntervalMs) return;
+    late_logged_ms_ = now;
+    context_->LogWarning("window operator '" + context_->operator_name() + "' subtask " +
+                         std::to_string(context_->subtask_index()) + ": " + std::to_string(late_unlogged_) +
+                         (late_unlogged_ == 1 ? " record" : " records") +
+                         " came after their windows' allowed lateness since the last message (watermark at " +
+                         std::to_string(context_->timers()->CurrentWatermark()) + " Unix ms, allowed lateness " +
+                         std::to_string(lateness_) + " ms): " + (late_output_ != nullptr ? "sent to" : "dropped, no") +
+                         " late-records output; counted in weir_window_late_records_total");
+    late_unlogged_ = 0;
   }
 
   // Adds `value` to the session its `window` makes by merging with the
@@ -635,6 +649,11 @@ class WindowOperator final : public OperatorBase {
   std::vector<TimeWindow> windows_;
   std::string key_bytes_;
   Counter* late_ = nullptr;
+  // Late records are logged at most once per kLateLogIntervalMs of
+  // processing time: when the last line was, and the records since.
+  static constexpr int64_t kLateLogIntervalMs = 10000;
+  int64_t late_logged_ms_ = kNoTimestamp;
+  int64_t late_unlogged_ = 0;
   Counter* fired_ = nullptr;
   RecordOutput* late_output_ = nullptr;  // side output 1, if consumed
   // The window contents' entries, through a write-back cache.

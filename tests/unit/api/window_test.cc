@@ -8,15 +8,18 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "taskmanager/state/keyed_state_backend.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "common/http/metric_families.h"
+#include "common/logging/logging.h"
 #include "taskmanager/metrics/task_metrics.h"
 #include "taskmanager/network/result_partition.h"
 #include "taskmanager/operator_chain.h"
+#include "tests/testing/log_capture.h"
 #include "weir/datastream.h"
 #include "weir/window.h"
 
@@ -242,6 +245,28 @@ TEST(WindowOperatorTest, LateRecordsUpdateWithinTheAllowedLatenessAndAreDroppedA
   h.Watermark(kMaxWatermark);
   EXPECT_THAT(h.Take(), ElementsAre("watermark " + absl::StrCat(kMaxWatermark)));
   EXPECT_THAT(h.Metrics(), HasSubstr("weir_window_late_records_total{operator=\"Window\"} 1"));
+}
+
+// Late records are logged as well as counted: a WARN naming the operator,
+// the count since the last line and the watermark, then none for the next
+// 10 s of processing time however many more come.
+TEST(WindowOperatorTest, LateRecordsAreLoggedAtMostOncePerInterval) {
+  auto capture = std::make_shared<testing::LogCapture>();
+  logging::Get("task")->sinks().push_back(capture);
+  const absl::Cleanup remove_capture = [] { logging::Get("task")->sinks().pop_back(); };
+  Harness h([](const Keyed& keyed) {
+    return keyed.Window(TumblingWindows{.size = std::chrono::milliseconds(10)})
+        .Aggregate<std::string>(CountAggregate<int64_t>{}, Describe());
+  });
+  h.Watermark(100);
+  for (int64_t v = 0; v < 3; ++v) h.Record(v, 5);
+  EXPECT_THAT(h.Metrics(), HasSubstr("weir_window_late_records_total{operator=\"Window\"} 3"));
+  const std::string logged = capture->text();
+  EXPECT_THAT(logged, HasSubstr("task job-1/1/c1s0: window operator 'Window' subtask 0: 1 record came after their "
+                                "windows' allowed lateness since the last message (watermark at 100 Unix ms"))
+      << logged;
+  EXPECT_EQ(logged.find("window operator", logged.find("window operator") + 1), std::string::npos)
+      << "one line, not one per record: " << logged;
 }
 
 TEST(WindowOperatorTest, SlidingReduceAndFullWindowProcess) {
