@@ -184,13 +184,16 @@ class SplitWatermarks {
       output_ = {kMaxWatermark, false};
       return output_;
     }
-    int64_t next = Candidate(now_ms);
+    const int64_t candidate = Candidate(now_ms);
+    int64_t next = candidate;
     if (next > limit && !Passing(now_ms).empty()) next = std::max(output_.watermark, limit);
     output_.watermark = next;
     // Every open split idle: nothing is waited for any more, and event
     // time moves to the furthest split's (as the input valve does when its
     // last active channel goes idle), so the windows a burst filled fire.
-    output_.idle = !any_active;
+    // The subtask is idle only once it got there: downstream ignores
+    // watermarks from an idle input.
+    output_.idle = !any_active && next == candidate;
     return output_;
   }
 

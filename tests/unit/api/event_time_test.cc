@@ -196,11 +196,15 @@ TEST(SplitWatermarksIdlenessTest, EveryPartitionIdleMovesToTheFurthestOnlyAsFarA
   w.OnRecord(a, 1000, 0);
   w.OnRecord(b, 3000, 0);
   EXPECT_EQ(w.Combine(50).watermark, 999);
-  // Both idle: the furthest (2999) passes p0, once the broker said so.
+  // Both idle: the furthest (2999) passes p0, once the broker said so; the
+  // subtask is idle once there (downstream ignores an idle input's
+  // watermarks).
   const SplitWatermarks::Combined waiting = w.Combine(500, /*limit=*/kMinWatermark);
-  EXPECT_TRUE(waiting.idle);
+  EXPECT_FALSE(waiting.idle);
   EXPECT_EQ(waiting.watermark, 999);
-  EXPECT_EQ(w.Combine(510, /*limit=*/2999).watermark, 2999);
+  const SplitWatermarks::Combined moved = w.Combine(510, /*limit=*/2999);
+  EXPECT_TRUE(moved.idle);
+  EXPECT_EQ(moved.watermark, 2999);
 }
 
 TEST(CheckTimestampTest, SaysWhatIsWrong) {
