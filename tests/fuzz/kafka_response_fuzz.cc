@@ -1,6 +1,7 @@
 // Fuzz target: the responses Weir's own Kafka protocol client decodes
-// (ApiVersions, FindCoordinator, EndTxn, and the size prefix of a frame),
-// at every version it can ask for. The first input byte picks the version.
+// (ApiVersions, FindCoordinator, EndTxn, OffsetFetch, DescribeTransactions,
+// and the size prefix of a frame), at every version it can ask for. The
+// first input byte picks the version.
 #include <cstddef>
 #include <cstdint>
 
@@ -14,6 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)kp::DecodeApiVersionsResponse(version, frame);
   (void)kp::DecodeFindCoordinatorResponse(version, frame);
   (void)kp::DecodeEndTxnResponse(version, frame);
+  (void)kp::DecodeOffsetFetchResponse(version, frame);
+  (void)kp::DecodeDescribeTransactionsResponse(version, frame);
   (void)kp::DecodeResponseSize(frame, 1 << 20);
   return 0;
 }

@@ -22,14 +22,17 @@ absl::string_view ApiName(int16_t api_key) {
     case kApiVersionsKey: return "ApiVersions";
     case kFindCoordinatorKey: return "FindCoordinator";
     case kEndTxnKey: return "EndTxn";
+    case kOffsetFetchKey: return "OffsetFetch";
+    case kDescribeTransactionsKey: return "DescribeTransactions";
     default: return "unknown API";
   }
 }
 
-// Versions 3+ of EndTxn are "flexible": compact strings and tagged fields,
-// request header v2 and response header v1.
+// Versions 3+ of EndTxn and all of DescribeTransactions are "flexible":
+// compact strings and arrays, tagged fields, request header v2 and response
+// header v1. OffsetFetch turns flexible at v6, beyond what this codec speaks.
 bool IsFlexible(int16_t api_key, int16_t version) {
-  return api_key == kEndTxnKey && version >= 3;
+  return (api_key == kEndTxnKey && version >= 3) || api_key == kDescribeTransactionsKey;
 }
 
 absl::Status CheckVersion(int16_t api_key, int16_t version, VersionRange supported,
@@ -45,6 +48,11 @@ absl::Status CheckStringLength(absl::string_view field, absl::string_view value)
   return absl::InvalidArgumentError(absl::StrCat(field, " is ", value.size(),
                                                  " bytes long; the Kafka protocol allows at most ",
                                                  kMaxStringBytes));
+}
+
+absl::Status CheckArrayLength(absl::string_view field, size_t size) {
+  if (size < static_cast<size_t>(std::numeric_limits<int32_t>::max())) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(field, " has ", size, " entries; too many"));
 }
 
 // Appends big-endian fields to a request; Finish() puts the size in front.
@@ -71,6 +79,9 @@ class Writer {
     }
     out_.push_back(static_cast<char>(v));
   }
+  // The caller checked the count fits (CheckArrayLength).
+  void ArrayCount(size_t n) { Int32(static_cast<int32_t>(n)); }
+  void CompactArrayCount(size_t n) { UnsignedVarint(static_cast<uint32_t>(n) + 1); }
   void EmptyTaggedFields() { UnsignedVarint(0); }
 
   std::string Finish() && {
@@ -130,6 +141,12 @@ class Reader {
     *out = static_cast<int32_t>(static_cast<uint32_t>(v));
     return absl::OkStatus();
   }
+  absl::Status Int64(absl::string_view field, int64_t* out) {
+    uint64_t v = 0;
+    RETURN_IF_ERROR(Unsigned(field, 8, &v));
+    *out = static_cast<int64_t>(v);
+    return absl::OkStatus();
+  }
 
   absl::Status NullableString(absl::string_view field, std::optional<std::string>* out) {
     const size_t at = pos_;
@@ -162,13 +179,31 @@ class Reader {
     int32_t count = 0;
     RETURN_IF_ERROR(Int32(field, &count));
     if (count < 0) return Malformed(field, at, absl::StrCat("has ", count, " entries"));
-    if (static_cast<uint64_t>(count) * min_element_bytes > Remaining()) {
-      return absl::DataLossError(absl::StrCat(
-          "truncated ", what_, ": ", field, " at offset ", at, " claims ", count, " entries of ",
-          min_element_bytes, " bytes but only ", Remaining(), " bytes follow"));
-    }
-    *out = count;
+    return CheckCount(field, at, static_cast<uint32_t>(count), min_element_bytes, out);
+  }
+
+  // A compact string: unsigned varint length + 1 (0: null, refused here),
+  // then the bytes.
+  absl::Status CompactString(absl::string_view field, std::string* out) {
+    const size_t at = pos_;
+    uint32_t length_plus_one = 0;
+    RETURN_IF_ERROR(UnsignedVarint(field, &length_plus_one));
+    if (length_plus_one == 0) return Malformed(field, at, "is null but may not be");
+    absl::string_view b;
+    RETURN_IF_ERROR(Take(field, length_plus_one - 1, &b));
+    out->assign(b.data(), b.size());
     return absl::OkStatus();
+  }
+
+  // The count of a non-nullable compact array (unsigned varint count + 1),
+  // checked against the bytes left like ArrayCount.
+  absl::Status CompactArrayCount(absl::string_view field, size_t min_element_bytes,
+                                 int32_t* out) {
+    const size_t at = pos_;
+    uint32_t count_plus_one = 0;
+    RETURN_IF_ERROR(UnsignedVarint(field, &count_plus_one));
+    if (count_plus_one == 0) return Malformed(field, at, "is null but may not be");
+    return CheckCount(field, at, count_plus_one - 1, min_element_bytes, out);
   }
 
   absl::Status UnsignedVarint(absl::string_view field, uint32_t* out) {
@@ -214,6 +249,18 @@ class Reader {
 
  private:
   size_t Remaining() const { return bytes_.size() - pos_; }
+
+  absl::Status CheckCount(absl::string_view field, size_t at, uint32_t count,
+                          size_t min_element_bytes, int32_t* out) {
+    if (static_cast<uint64_t>(count) * min_element_bytes > Remaining() ||
+        count > static_cast<uint32_t>(std::numeric_limits<int32_t>::max())) {
+      return absl::DataLossError(absl::StrCat(
+          "truncated ", what_, ": ", field, " at offset ", at, " claims ", count, " entries of ",
+          min_element_bytes, " bytes but only ", Remaining(), " bytes follow"));
+    }
+    *out = static_cast<int32_t>(count);
+    return absl::OkStatus();
+  }
 
   absl::Status Take(absl::string_view field, size_t n, absl::string_view* out) {
     if (n > Remaining()) {
@@ -291,6 +338,39 @@ absl::StatusOr<std::string> EncodeEndTxnRequest(const RequestHeader& header,
   w.Int16(request.producer_epoch);
   w.Bool(request.committed);
   if (IsFlexible(kEndTxnKey, header.api_version)) w.EmptyTaggedFields();
+  return std::move(w).Finish();
+}
+
+absl::StatusOr<std::string> EncodeOffsetFetchRequest(const RequestHeader& header,
+                                                     const OffsetFetchRequest& request) {
+  RETURN_IF_ERROR(CheckStringLength("group_id", request.group_id));
+  RETURN_IF_ERROR(CheckArrayLength("topics", request.topics.size()));
+  for (const OffsetFetchRequest::Topic& topic : request.topics) {
+    RETURN_IF_ERROR(CheckStringLength("topic name", topic.name));
+    RETURN_IF_ERROR(CheckArrayLength("partition_indexes", topic.partitions.size()));
+  }
+  ASSIGN_OR_RETURN(Writer w, StartRequest(kOffsetFetchKey, header, kOffsetFetchVersions));
+  w.String(request.group_id);
+  w.ArrayCount(request.topics.size());
+  for (const OffsetFetchRequest::Topic& topic : request.topics) {
+    w.String(topic.name);
+    w.ArrayCount(topic.partitions.size());
+    for (const int32_t partition : topic.partitions) w.Int32(partition);
+  }
+  return std::move(w).Finish();
+}
+
+absl::StatusOr<std::string> EncodeDescribeTransactionsRequest(
+    const RequestHeader& header, const DescribeTransactionsRequest& request) {
+  RETURN_IF_ERROR(CheckArrayLength("transactional_ids", request.transactional_ids.size()));
+  for (const std::string& id : request.transactional_ids) {
+    RETURN_IF_ERROR(CheckStringLength("transactional_id", id));
+  }
+  ASSIGN_OR_RETURN(Writer w,
+                   StartRequest(kDescribeTransactionsKey, header, kDescribeTransactionsVersions));
+  w.CompactArrayCount(request.transactional_ids.size());
+  for (const std::string& id : request.transactional_ids) w.CompactString(id);
+  w.EmptyTaggedFields();
   return std::move(w).Finish();
 }
 
@@ -372,6 +452,96 @@ absl::StatusOr<EndTxnResponse> DecodeEndTxnResponse(int16_t version, absl::strin
   RETURN_IF_ERROR(r.Int32("throttle_time_ms", &response.throttle_time_ms));
   RETURN_IF_ERROR(r.Int16("error_code", &response.error_code));
   if (IsFlexible(kEndTxnKey, version)) RETURN_IF_ERROR(r.SkipTaggedFields("tagged fields"));
+  RETURN_IF_ERROR(r.ExpectEnd());
+  return response;
+}
+
+absl::StatusOr<OffsetFetchResponse> DecodeOffsetFetchResponse(int16_t version,
+                                                              absl::string_view frame) {
+  RETURN_IF_ERROR(CheckVersion(kOffsetFetchKey, version, kOffsetFetchVersions, "response"));
+  Reader r(frame, kOffsetFetchKey, version);
+  OffsetFetchResponse response;
+  RETURN_IF_ERROR(ReadResponseHeader(r, kOffsetFetchKey, version, &response.correlation_id));
+  if (version >= 3) RETURN_IF_ERROR(r.Int32("throttle_time_ms", &response.throttle_time_ms));
+  // A topic: name (>= 2 bytes) and a partition count (4). A partition:
+  // index 4, offset 8, leader epoch 4 (v5+), metadata >= 2, error 2.
+  constexpr size_t kTopicBytes = 6;
+  const size_t partition_bytes = version >= 5 ? 20 : 16;
+  int32_t topics = 0;
+  RETURN_IF_ERROR(r.ArrayCount("topics", kTopicBytes, &topics));
+  response.topics.reserve(static_cast<size_t>(topics));
+  for (int32_t t = 0; t < topics; ++t) {
+    OffsetFetchResponse::Topic topic;
+    RETURN_IF_ERROR(r.String("topic name", &topic.name));
+    int32_t partitions = 0;
+    RETURN_IF_ERROR(r.ArrayCount("partitions", partition_bytes, &partitions));
+    topic.partitions.reserve(static_cast<size_t>(partitions));
+    for (int32_t p = 0; p < partitions; ++p) {
+      OffsetFetchResponse::Partition partition;
+      RETURN_IF_ERROR(r.Int32("partition_index", &partition.partition_index));
+      RETURN_IF_ERROR(r.Int64("committed_offset", &partition.committed_offset));
+      if (version >= 5) {
+        RETURN_IF_ERROR(r.Int32("committed_leader_epoch", &partition.committed_leader_epoch));
+      }
+      RETURN_IF_ERROR(r.NullableString("metadata", &partition.metadata));
+      RETURN_IF_ERROR(r.Int16("partition error_code", &partition.error_code));
+      topic.partitions.push_back(std::move(partition));
+    }
+    response.topics.push_back(std::move(topic));
+  }
+  if (version >= 2) RETURN_IF_ERROR(r.Int16("error_code", &response.error_code));
+  RETURN_IF_ERROR(r.ExpectEnd());
+  return response;
+}
+
+absl::StatusOr<DescribeTransactionsResponse> DecodeDescribeTransactionsResponse(
+    int16_t version, absl::string_view frame) {
+  RETURN_IF_ERROR(CheckVersion(kDescribeTransactionsKey, version, kDescribeTransactionsVersions,
+                               "response"));
+  Reader r(frame, kDescribeTransactionsKey, version);
+  DescribeTransactionsResponse response;
+  RETURN_IF_ERROR(
+      ReadResponseHeader(r, kDescribeTransactionsKey, version, &response.correlation_id));
+  RETURN_IF_ERROR(r.Int32("throttle_time_ms", &response.throttle_time_ms));
+  // A state: error 2, id >= 1, state >= 1, timeout 4, start 8, producer id
+  // 8, epoch 2, topic count >= 1, tags >= 1. A topic: name >= 1, partition
+  // count >= 1, tags >= 1. A partition: 4.
+  constexpr size_t kStateBytes = 28;
+  constexpr size_t kTopicBytes = 3;
+  constexpr size_t kPartitionBytes = 4;
+  int32_t states = 0;
+  RETURN_IF_ERROR(r.CompactArrayCount("transaction_states", kStateBytes, &states));
+  response.transaction_states.reserve(static_cast<size_t>(states));
+  for (int32_t s = 0; s < states; ++s) {
+    DescribeTransactionsResponse::TransactionState state;
+    RETURN_IF_ERROR(r.Int16("error_code", &state.error_code));
+    RETURN_IF_ERROR(r.CompactString("transactional_id", &state.transactional_id));
+    RETURN_IF_ERROR(r.CompactString("transaction_state", &state.state));
+    RETURN_IF_ERROR(r.Int32("transaction_timeout_ms", &state.timeout_ms));
+    RETURN_IF_ERROR(r.Int64("transaction_start_time_ms", &state.start_time_ms));
+    RETURN_IF_ERROR(r.Int64("producer_id", &state.producer_id));
+    RETURN_IF_ERROR(r.Int16("producer_epoch", &state.producer_epoch));
+    int32_t topics = 0;
+    RETURN_IF_ERROR(r.CompactArrayCount("topic_partitions", kTopicBytes, &topics));
+    state.topics.reserve(static_cast<size_t>(topics));
+    for (int32_t t = 0; t < topics; ++t) {
+      DescribeTransactionsResponse::Topic topic;
+      RETURN_IF_ERROR(r.CompactString("topic name", &topic.name));
+      int32_t partitions = 0;
+      RETURN_IF_ERROR(r.CompactArrayCount("partition_indexes", kPartitionBytes, &partitions));
+      topic.partitions.reserve(static_cast<size_t>(partitions));
+      for (int32_t p = 0; p < partitions; ++p) {
+        int32_t partition = 0;
+        RETURN_IF_ERROR(r.Int32("partition_index", &partition));
+        topic.partitions.push_back(partition);
+      }
+      RETURN_IF_ERROR(r.SkipTaggedFields("topic tagged fields"));
+      state.topics.push_back(std::move(topic));
+    }
+    RETURN_IF_ERROR(r.SkipTaggedFields("transaction state tagged fields"));
+    response.transaction_states.push_back(std::move(state));
+  }
+  RETURN_IF_ERROR(r.SkipTaggedFields("tagged fields"));
   RETURN_IF_ERROR(r.ExpectEnd());
   return response;
 }

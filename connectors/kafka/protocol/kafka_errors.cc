@@ -24,6 +24,8 @@ absl::string_view KafkaErrorName(int16_t code) {
     case kCoordinatorLoadInProgress: return "COORDINATOR_LOAD_IN_PROGRESS";
     case kCoordinatorNotAvailable: return "COORDINATOR_NOT_AVAILABLE";
     case kNotCoordinator: return "NOT_COORDINATOR";
+    case kTopicAuthorizationFailed: return "TOPIC_AUTHORIZATION_FAILED";
+    case kGroupAuthorizationFailed: return "GROUP_AUTHORIZATION_FAILED";
     case kClusterAuthorizationFailed: return "CLUSTER_AUTHORIZATION_FAILED";
     case kUnsupportedVersion: return "UNSUPPORTED_VERSION";
     case kInvalidRequest: return "INVALID_REQUEST";
@@ -33,6 +35,8 @@ absl::string_view KafkaErrorName(int16_t code) {
     case kConcurrentTransactions: return "CONCURRENT_TRANSACTIONS";
     case kTransactionalIdAuthorizationFailed: return "TRANSACTIONAL_ID_AUTHORIZATION_FAILED";
     case kUnknownProducerId: return "UNKNOWN_PRODUCER_ID";
+    case kGroupIdNotFound: return "GROUP_ID_NOT_FOUND";
+    case kUnstableOffsetCommit: return "UNSTABLE_OFFSET_COMMIT";
     case kProducerFenced: return "PRODUCER_FENCED";
     case kTransactionalIdNotFound: return "TRANSACTIONAL_ID_NOT_FOUND";
     case kTransactionAbortable: return "TRANSACTION_ABORTABLE";

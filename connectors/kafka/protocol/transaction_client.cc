@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
@@ -133,42 +134,88 @@ absl::StatusOr<int16_t> NegotiateVersion(const Session& session, absl::string_vi
   return *version;
 }
 
-absl::Status AuthorizationError(int16_t code, absl::string_view context) {
+// `what` is what the principal may not use: "this transactional id", "this
+// group or topic".
+absl::Status AuthorizationError(int16_t code, absl::string_view context,
+                                absl::string_view what = "this transactional id") {
   return WithKafkaErrorCode(
-      absl::PermissionDeniedError(absl::StrCat(
-          context, ": ", DescribeKafkaError(code),
-          ": the client's principal may not use this transactional id (or the cluster)")),
+      absl::PermissionDeniedError(absl::StrCat(context, ": ", DescribeKafkaError(code),
+                                               ": the client's principal may not use ", what,
+                                               " (or the cluster)")),
       code);
 }
 
-// One CommitTransaction / AbortTransaction: find the coordinator, send
-// EndTxn, retry what may pass until the deadline.
-class EndTxnCall {
+// What one request at the coordinator came to: the call's result (kDone),
+// or an error that may pass, to retry at the same coordinator (kRetry) or
+// after finding the coordinator again (kFindAgain).
+struct Attempt {
+  enum class Next { kDone, kRetry, kFindAgain };
+  Next next = Next::kDone;
+  absl::Status status;
+
+  static Attempt Done(absl::Status status) { return {Next::kDone, std::move(status)}; }
+};
+
+// How a coordinator's error code that every coordinator request may get is
+// retried; nullopt for the codes the request itself decides on.
+std::optional<Attempt::Next> RetryOfCoordinatorError(int16_t code) {
+  switch (code) {
+    case kCoordinatorLoadInProgress:
+    case kConcurrentTransactions:
+    case kRequestTimedOut:
+      // The same coordinator will answer once it is ready.
+      return Attempt::Next::kRetry;
+    case kCoordinatorNotAvailable:
+    case kNotCoordinator:
+    case kNetworkException:
+      // The coordinator moved (or is moving): find it again.
+      return Attempt::Next::kFindAgain;
+    default:
+      return std::nullopt;
+  }
+}
+
+// A final or retried Attempt for a status from exchanging a request with
+// the coordinator (connection trouble is retried with a new connection).
+Attempt AttemptOfExchangeError(const absl::Status& status, absl::string_view at) {
+  if (IsRetriable(status)) return {Attempt::Next::kFindAgain, WithContext(status, at)};
+  return Attempt::Done(WithContext(status, at));
+}
+
+// One call that needs the coordinator of a key (a transactional id or a
+// group): find it, send the call's request there, and retry what may pass
+// until the deadline. `read_only` calls log their progress at debug instead
+// of info.
+class CoordinatorCall {
  public:
-  EndTxnCall(const std::vector<BrokerAddress>& bootstrap_servers,
-             const TransactionClientOptions& options, const EndTxnRequest& request)
+  // `attempt(coordinator, exchange_deadline, at)` sends the request once;
+  // `at` names the call and the coordinator for messages.
+  using AttemptFn =
+      absl::FunctionRef<Attempt(Session& coordinator, absl::Time exchange_deadline,
+                                const std::string& at)>;
+
+  CoordinatorCall(const std::vector<BrokerAddress>& bootstrap_servers,
+                  const TransactionClientOptions& options, std::string key, int8_t key_type,
+                  std::string what, bool read_only)
       : bootstrap_servers_(bootstrap_servers),
         options_(options),
-        request_(request),
+        key_(std::move(key)),
+        key_type_(key_type),
         log_(options.logger.get()),
-        what_(absl::StrCat(request.committed ? "committing" : "aborting", " transaction '",
-                           request.transactional_id, "' (producer id ", request.producer_id,
-                           ", epoch ", request.producer_epoch, ")")) {}
+        what_(std::move(what)),
+        progress_level_(read_only ? spdlog::level::debug : spdlog::level::info) {}
 
-  absl::Status Run() {
-    if (request_.transactional_id.empty() || request_.producer_id < 0 ||
-        request_.producer_epoch < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what_, ": needs a transactional id, a producer id >= 0 and an epoch >= 0"));
+  absl::Status Run(AttemptFn attempt) {
+    if (log_ != nullptr) {
+      log_->log(progress_level_, "{} via {}", what_, bootstrap_servers_.front().ToString());
     }
-    if (log_ != nullptr) log_->info("{} via {}", what_, bootstrap_servers_.front().ToString());
     deadline_ = absl::Now() + options_.deadline;
 
     std::optional<Session> coordinator;
     absl::Status last_error;
     absl::Duration backoff = options_.retry_backoff;
     size_t next_bootstrap = 0;
-    for (int attempt = 1;; ++attempt) {
+    for (int attempts = 1;; ++attempts) {
       if (!coordinator) {
         const BrokerAddress& bootstrap =
             bootstrap_servers_[next_bootstrap++ % bootstrap_servers_.size()];
@@ -184,32 +231,21 @@ class EndTxnCall {
       if (coordinator) {
         const std::string at = absl::StrCat(what_, " at coordinator ",
                                             coordinator->connection->address().ToString());
-        absl::StatusOr<EndTxnResponse> response = SendEndTxn(*coordinator);
-        if (!response.ok()) {
-          if (!IsRetriable(response.status())) return Finish(WithContext(response.status(), at));
-          last_error = WithContext(response.status(), at);
-          coordinator.reset();
-        } else {
-          switch (const int16_t code = response->error_code) {
-            case kNone:
-              if (log_ != nullptr) log_->info("{}: done (attempt {})", at, attempt);
-              return absl::OkStatus();
-            case kCoordinatorLoadInProgress:
-            case kConcurrentTransactions:
-            case kRequestTimedOut:
-              // The same coordinator will answer once it is ready.
-              last_error = RetriableKafkaError(code, at);
-              break;
-            case kCoordinatorNotAvailable:
-            case kNotCoordinator:
-            case kNetworkException:
-              // The coordinator moved (or is moving): find it again.
-              last_error = RetriableKafkaError(code, at);
-              coordinator.reset();
-              break;
-            default:
-              return Finish(EndTxnResultToStatus(code, request_.committed, at));
-          }
+        Attempt result = attempt(*coordinator, ExchangeDeadline(), at);
+        switch (result.next) {
+          case Attempt::Next::kDone:
+            if (!result.status.ok()) return Finish(std::move(result.status));
+            if (log_ != nullptr) {
+              log_->log(progress_level_, "{}: done (attempt {})", at, attempts);
+            }
+            return absl::OkStatus();
+          case Attempt::Next::kRetry:
+            last_error = std::move(result.status);
+            break;
+          case Attempt::Next::kFindAgain:
+            last_error = std::move(result.status);
+            coordinator.reset();
+            break;
         }
       }
 
@@ -217,7 +253,7 @@ class EndTxnCall {
       if (absl::Now() + backoff >= deadline_) {
         absl::Status status = absl::UnavailableError(absl::StrCat(
             what_, ": no result within the deadline of ", absl::FormatDuration(options_.deadline),
-            " (", attempt, " attempts); last error: ", last_error.message()));
+            " (", attempts, " attempts); last error: ", last_error.message()));
         if (const std::optional<int16_t> code = KafkaErrorCodeOf(last_error)) {
           status = WithKafkaErrorCode(std::move(status), *code);
         }
@@ -238,15 +274,15 @@ class EndTxnCall {
     return std::min(deadline_, absl::Now() + options_.request_timeout);
   }
 
-  // Asks `bootstrap` for the transaction coordinator of the transactional id
-  // and returns a session with it (the bootstrap's own when it is the one).
+  // Asks `bootstrap` for the coordinator of the key and returns a session
+  // with it (the bootstrap's own when it is the one).
   absl::StatusOr<Session> FindCoordinator(const BrokerAddress& bootstrap) const {
     ASSIGN_OR_RETURN(Session session,
                      OpenSession(bootstrap, options_.client_id, ExchangeDeadline()));
     ASSIGN_OR_RETURN(const int16_t version,
                      NegotiateVersion(session, "FindCoordinator", kFindCoordinatorKey,
                                       kFindCoordinatorVersions, ""));
-    const FindCoordinatorRequest find{request_.transactional_id, kCoordinatorTypeTransaction};
+    const FindCoordinatorRequest find{key_, key_type_};
     ASSIGN_OR_RETURN(
         const FindCoordinatorResponse found,
         Exchange<FindCoordinatorResponse>(
@@ -254,8 +290,9 @@ class EndTxnCall {
             ExchangeDeadline(),
             [&](const RequestHeader& header) { return EncodeFindCoordinatorRequest(header, find); },
             DecodeFindCoordinatorResponse));
-    const std::string context =
-        absl::StrCat("finding the transaction coordinator through ", bootstrap.ToString());
+    const std::string context = absl::StrCat(
+        "finding the ", key_type_ == kCoordinatorTypeGroup ? "group" : "transaction",
+        " coordinator through ", bootstrap.ToString());
     switch (found.error_code) {
       case kNone:
         break;
@@ -267,6 +304,8 @@ class EndTxnCall {
       case kTransactionalIdAuthorizationFailed:
       case kClusterAuthorizationFailed:
         return AuthorizationError(found.error_code, context);
+      case kGroupAuthorizationFailed:
+        return AuthorizationError(found.error_code, context, "this group");
       default:
         return WithKafkaErrorCode(
             absl::UnknownError(absl::StrCat(
@@ -283,16 +322,6 @@ class EndTxnCall {
     return OpenSession(coordinator, options_.client_id, ExchangeDeadline());
   }
 
-  absl::StatusOr<EndTxnResponse> SendEndTxn(Session& coordinator) const {
-    ASSIGN_OR_RETURN(const int16_t version,
-                     NegotiateVersion(coordinator, "EndTxn", kEndTxnKey, kEndTxnVersions,
-                                      " (v5+ would change the transaction semantics)"));
-    return Exchange<EndTxnResponse>(
-        *coordinator.connection, "EndTxn", version, options_.client_id, ExchangeDeadline(),
-        [&](const RequestHeader& header) { return EncodeEndTxnRequest(header, request_); },
-        DecodeEndTxnResponse);
-  }
-
   // Logs a final failure: error for data loss, warn for the rest.
   absl::Status Finish(absl::Status status) const {
     if (log_ != nullptr) {
@@ -307,9 +336,11 @@ class EndTxnCall {
 
   const std::vector<BrokerAddress>& bootstrap_servers_;
   const TransactionClientOptions& options_;
-  const EndTxnRequest& request_;
+  const std::string key_;
+  const int8_t key_type_;
   spdlog::logger* const log_;
   const std::string what_;
+  const spdlog::level::level_enum progress_level_;
   absl::Time deadline_;
 };
 
@@ -419,7 +450,164 @@ absl::Status TransactionClient::AbortTransaction(const std::string& transactiona
 }
 
 absl::Status TransactionClient::EndTransaction(const EndTxnRequest& request) const {
-  return EndTxnCall(bootstrap_servers_, options_, request).Run();
+  const std::string what = absl::StrCat(request.committed ? "committing" : "aborting",
+                                        " transaction '", request.transactional_id,
+                                        "' (producer id ", request.producer_id, ", epoch ",
+                                        request.producer_epoch, ")");
+  if (request.transactional_id.empty() || request.producer_id < 0 || request.producer_epoch < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": needs a transactional id, a producer id >= 0 and an epoch >= 0"));
+  }
+  CoordinatorCall call(bootstrap_servers_, options_, request.transactional_id,
+                       kCoordinatorTypeTransaction, what, /*read_only=*/false);
+  return call.Run([&](Session& coordinator, absl::Time exchange_deadline, const std::string& at) {
+    absl::StatusOr<int16_t> version =
+        NegotiateVersion(coordinator, "EndTxn", kEndTxnKey, kEndTxnVersions,
+                         " (v5+ would change the transaction semantics)");
+    if (!version.ok()) return Attempt::Done(WithContext(version.status(), at));
+    absl::StatusOr<EndTxnResponse> response = Exchange<EndTxnResponse>(
+        *coordinator.connection, "EndTxn", *version, options_.client_id, exchange_deadline,
+        [&](const RequestHeader& header) { return EncodeEndTxnRequest(header, request); },
+        DecodeEndTxnResponse);
+    if (!response.ok()) return AttemptOfExchangeError(response.status(), at);
+    const int16_t code = response->error_code;
+    if (const std::optional<Attempt::Next> retry = RetryOfCoordinatorError(code)) {
+      return Attempt{*retry, RetriableKafkaError(code, at)};
+    }
+    return Attempt::Done(EndTxnResultToStatus(code, request.committed, at));
+  });
+}
+
+absl::StatusOr<std::optional<CommittedOffset>> TransactionClient::FetchCommittedOffset(
+    const std::string& group, const std::string& topic, int32_t partition) const {
+  const std::string what = absl::StrCat("fetching the offset group '", group,
+                                        "' committed on ", topic, "-", partition);
+  if (group.empty() || topic.empty() || partition < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": needs a group, a topic and a partition >= 0"));
+  }
+  const OffsetFetchRequest request{group, {{topic, {partition}}}};
+  std::optional<CommittedOffset> result;
+  CoordinatorCall call(bootstrap_servers_, options_, group, kCoordinatorTypeGroup, what,
+                       /*read_only=*/true);
+  RETURN_IF_ERROR(call.Run([&](Session& coordinator, absl::Time exchange_deadline,
+                               const std::string& at) {
+    absl::StatusOr<int16_t> version = NegotiateVersion(coordinator, "OffsetFetch",
+                                                       kOffsetFetchKey, kOffsetFetchVersions, "");
+    if (!version.ok()) return Attempt::Done(WithContext(version.status(), at));
+    absl::StatusOr<OffsetFetchResponse> response = Exchange<OffsetFetchResponse>(
+        *coordinator.connection, "OffsetFetch", *version, options_.client_id, exchange_deadline,
+        [&](const RequestHeader& header) { return EncodeOffsetFetchRequest(header, request); },
+        DecodeOffsetFetchResponse);
+    if (!response.ok()) return AttemptOfExchangeError(response.status(), at);
+    // v2+ reports group and coordinator errors once, at the top; v1 in
+    // every partition.
+    int16_t code = response->error_code;
+    const OffsetFetchResponse::Partition* answer = nullptr;
+    for (const OffsetFetchResponse::Topic& t : response->topics) {
+      for (const OffsetFetchResponse::Partition& p : t.partitions) {
+        if (t.name == topic && p.partition_index == partition) answer = &p;
+      }
+    }
+    if (code == kNone) {
+      if (answer == nullptr) {
+        return Attempt::Done(absl::InternalError(
+            absl::StrCat(at, ": the answer does not list ", topic, "-", partition)));
+      }
+      code = answer->error_code;
+    }
+    if (const std::optional<Attempt::Next> retry = RetryOfCoordinatorError(code)) {
+      return Attempt{*retry, RetriableKafkaError(code, at)};
+    }
+    switch (code) {
+      case kNone:
+        if (answer->committed_offset >= 0) {
+          result = CommittedOffset{answer->committed_offset, answer->metadata.value_or("")};
+        } else {
+          result.reset();
+        }
+        return Attempt::Done(absl::OkStatus());
+      case kGroupIdNotFound:
+        // A group the coordinator does not know has committed nothing.
+        result.reset();
+        return Attempt::Done(absl::OkStatus());
+      case kUnstableOffsetCommit:
+        // Only with require_stable, which this client never sets; should a
+        // broker send it anyway, the pending commit ends soon.
+        return Attempt{Attempt::Next::kRetry, RetriableKafkaError(code, at)};
+      case kGroupAuthorizationFailed:
+      case kTopicAuthorizationFailed:
+        return Attempt::Done(AuthorizationError(code, at, "this group or topic"));
+      default:
+        return Attempt::Done(WithKafkaErrorCode(
+            absl::UnknownError(absl::StrCat(at, ": ", DescribeKafkaError(code),
+                                            ": unexpected answer to OffsetFetch")),
+            code));
+    }
+  }));
+  return result;
+}
+
+absl::StatusOr<TransactionDescription> TransactionClient::DescribeTransaction(
+    const std::string& transactional_id) const {
+  const std::string what = absl::StrCat("describing transactional id '", transactional_id, "'");
+  if (transactional_id.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": needs a transactional id"));
+  }
+  const DescribeTransactionsRequest request{{transactional_id}};
+  TransactionDescription result;
+  CoordinatorCall call(bootstrap_servers_, options_, transactional_id,
+                       kCoordinatorTypeTransaction, what, /*read_only=*/true);
+  RETURN_IF_ERROR(call.Run([&](Session& coordinator, absl::Time exchange_deadline,
+                               const std::string& at) {
+    absl::StatusOr<int16_t> version =
+        NegotiateVersion(coordinator, "DescribeTransactions", kDescribeTransactionsKey,
+                         kDescribeTransactionsVersions, "");
+    if (!version.ok()) return Attempt::Done(WithContext(version.status(), at));
+    absl::StatusOr<DescribeTransactionsResponse> response =
+        Exchange<DescribeTransactionsResponse>(
+            *coordinator.connection, "DescribeTransactions", *version, options_.client_id,
+            exchange_deadline,
+            [&](const RequestHeader& header) {
+              return EncodeDescribeTransactionsRequest(header, request);
+            },
+            DecodeDescribeTransactionsResponse);
+    if (!response.ok()) return AttemptOfExchangeError(response.status(), at);
+    const DescribeTransactionsResponse::TransactionState* state = nullptr;
+    for (const DescribeTransactionsResponse::TransactionState& s :
+         response->transaction_states) {
+      if (s.transactional_id == transactional_id) state = &s;
+    }
+    if (state == nullptr) {
+      return Attempt::Done(
+          absl::InternalError(absl::StrCat(at, ": the answer does not describe the id")));
+    }
+    const int16_t code = state->error_code;
+    if (const std::optional<Attempt::Next> retry = RetryOfCoordinatorError(code)) {
+      return Attempt{*retry, RetriableKafkaError(code, at)};
+    }
+    switch (code) {
+      case kNone:
+        result.found = true;
+        result.state = state->state;
+        result.producer_id = state->producer_id;
+        result.producer_epoch = state->producer_epoch;
+        result.timeout_ms = state->timeout_ms;
+        return Attempt::Done(absl::OkStatus());
+      case kTransactionalIdNotFound:
+        result = TransactionDescription{};
+        return Attempt::Done(absl::OkStatus());
+      case kTransactionalIdAuthorizationFailed:
+      case kClusterAuthorizationFailed:
+        return Attempt::Done(AuthorizationError(code, at));
+      default:
+        return Attempt::Done(WithKafkaErrorCode(
+            absl::UnknownError(absl::StrCat(at, ": ", DescribeKafkaError(code),
+                                            ": unexpected answer to DescribeTransactions")),
+            code));
+    }
+  }));
+  return result;
 }
 
 }  // namespace weir::connectors::kafka_protocol

@@ -3,8 +3,13 @@
 // what the exactly-once Kafka sink needs after a crash to finish a
 // transaction its checkpoint pre-committed: librdkafka cannot resume another
 // process's transaction (its init_transactions aborts it), so this client
-// speaks the three requests it needs itself — ApiVersions, FindCoordinator
-// (key type 1, transaction) and EndTxn — over plaintext TCP.
+// speaks the requests it needs itself — ApiVersions, FindCoordinator (key
+// type 1, transaction) and EndTxn — over plaintext TCP. Two read-only calls
+// let the sink find out what became of a transaction it cannot commit: the
+// offset a consumer group committed (FindCoordinator key type 0, then
+// OffsetFetch), which a transaction's send_offsets_to_transaction makes
+// visible exactly when the transaction commits, and the transaction
+// coordinator's view of a transactional id (DescribeTransactions).
 //
 // EndTxn goes out at the highest version <= 4 that the broker supports, the
 // classic transaction semantics librdkafka also gets; never v5+ (KIP-890 part
@@ -26,6 +31,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -48,16 +54,39 @@ struct TransactionClientOptions {
   // Bounds one exchange with one broker: connecting, sending a request and
   // receiving its response. Default 10 s.
   absl::Duration request_timeout = absl::Seconds(10);
-  // Bounds one CommitTransaction / AbortTransaction call, retries included.
-  // Default 60 s.
+  // Bounds one call (CommitTransaction, AbortTransaction,
+  // FetchCommittedOffset, DescribeTransaction), retries included. Default
+  // 60 s.
   absl::Duration deadline = absl::Seconds(60);
   // Pause before the first retry; it doubles with every retry up to
   // max_retry_backoff. Defaults 50 ms and 1 s.
   absl::Duration retry_backoff = absl::Milliseconds(50);
   absl::Duration max_retry_backoff = absl::Seconds(1);
-  // Where the client logs what it does (each call at info, retries at debug,
-  // failures at warn, data loss at error). nullptr: no logging.
+  // Where the client logs what it does (each commit and abort at info, the
+  // read-only calls and retries at debug, failures at warn, data loss at
+  // error). nullptr: no logging.
   std::shared_ptr<spdlog::logger> logger;
+};
+
+// The offset a consumer group committed on one partition, and the metadata
+// string committed with it ("" when none).
+struct CommittedOffset {
+  int64_t offset = -1;
+  std::string metadata;
+};
+
+// The transaction coordinator's view of one transactional id.
+struct TransactionDescription {
+  // false: TRANSACTIONAL_ID_NOT_FOUND (the broker does not know the id; the
+  // other fields keep their defaults).
+  bool found = false;
+  // The broker's state name: "Empty", "Ongoing", "PrepareCommit",
+  // "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
+  // "PrepareEpochFence", ...
+  std::string state;
+  int64_t producer_id = -1;
+  int16_t producer_epoch = -1;
+  int32_t timeout_ms = 0;
 };
 
 class TransactionClient {
@@ -100,6 +129,29 @@ class TransactionClient {
   // aborted, and no data was lost by this call.
   absl::Status AbortTransaction(const std::string& transactional_id, int64_t producer_id,
                                 int16_t producer_epoch) const;
+
+  // The offset `group` has committed on `topic` partition `partition`:
+  // FindCoordinator (key type 0, group), then OffsetFetch at the highest
+  // version both speak in v1-v5. Without require_stable (v7+), so an open
+  // transaction's pending offset commit neither blocks the answer nor shows
+  // in it: the answer is the last offset committed outside a transaction or
+  // by a committed one. nullopt when the group has no offset there (or the
+  // coordinator knows no such group). Retries as CommitTransaction does.
+  // kPermissionDenied for GROUP_AUTHORIZATION_FAILED or
+  // TOPIC_AUTHORIZATION_FAILED; kUnimplemented, kUnavailable, kInternal,
+  // kUnknown and kInvalidArgument as there.
+  absl::StatusOr<std::optional<CommittedOffset>> FetchCommittedOffset(
+      const std::string& group, const std::string& topic, int32_t partition) const;
+
+  // The transaction coordinator's view of `transactional_id`:
+  // FindCoordinator (key type 1), then DescribeTransactions v0. found=false
+  // for TRANSACTIONAL_ID_NOT_FOUND. Read-only: it neither creates the id nor
+  // changes its state. Retries as CommitTransaction does. kUnimplemented when
+  // the broker lacks DescribeTransactions (before Kafka 3.0);
+  // kPermissionDenied, kUnavailable, kInternal, kUnknown and
+  // kInvalidArgument as there.
+  absl::StatusOr<TransactionDescription> DescribeTransaction(
+      const std::string& transactional_id) const;
 
   const std::vector<BrokerAddress>& bootstrap_servers() const { return bootstrap_servers_; }
 

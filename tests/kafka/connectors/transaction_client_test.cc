@@ -4,6 +4,12 @@
 // crash between pre-commit and commit), and it reports what a caller must
 // tell apart: committed (also again), aborted before (data loss), timed out
 // by the broker (data loss), no broker, and configurations it cannot serve.
+// And its two read-only calls against what a live transactional producer
+// does: the group offset a transaction carries (send_offsets_to_transaction)
+// shows in FetchCommittedOffset only once the transaction committed, and
+// DescribeTransaction follows the transaction through Ongoing,
+// CompleteCommit and CompleteAbort.
+#include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafkacpp.h>
 #include <poll.h>
 #include <signal.h>
@@ -12,10 +18,13 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -379,6 +388,232 @@ TEST_F(TransactionClientTest, NoBrokerFailsClearlyWithinTheDeadline) {
   EXPECT_THAT(status.message(), HasSubstr("weir-txn-nobody"));
   EXPECT_EQ(KafkaErrorCodeOf(status), std::nullopt);
   EXPECT_LE(took, absl::Seconds(3)) << "took " << took;
+}
+
+// A transactional producer in this process whose transactions carry a
+// consumer group's offset, as the exactly-once sink's outcome markers do.
+class OffsetCarryingProducer {
+ public:
+  // Creates the producer and runs init_transactions; check ok().
+  OffsetCarryingProducer(const std::string& bootstrap, const std::string& transactional_id) {
+    std::string error;
+    std::unique_ptr<RdKafka::Conf> conf =
+        MakeConf({{"bootstrap.servers", bootstrap},
+                  {"transactional.id", transactional_id},
+                  {"statistics.interval.ms", "100"},
+                  {"linger.ms", "5"}},
+                 &error);
+    if (conf == nullptr || conf->set("event_cb", &stats_, error) != RdKafka::Conf::CONF_OK) {
+      ADD_FAILURE() << error;
+      return;
+    }
+    producer_.reset(RdKafka::Producer::create(conf.get(), error));
+    if (producer_ == nullptr) {
+      ADD_FAILURE() << "creating the producer: " << error;
+      return;
+    }
+    Check(producer_->init_transactions(kTimeoutMs), "init_transactions");
+  }
+
+  bool ok() const { return producer_ != nullptr && !failed_; }
+
+  // The producer id and epoch, from the statistics' `eos` object.
+  std::pair<int64_t, int16_t> IdAndEpoch() {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      producer_->poll(100);
+      if (stats_.latest.empty()) continue;
+      const nlohmann::json json = nlohmann::json::parse(stats_.latest, nullptr, false);
+      if (json.is_discarded() || !json.contains("eos")) continue;
+      const int64_t id = json["eos"].value("producer_id", int64_t{-1});
+      const int64_t epoch = json["eos"].value("producer_epoch", int64_t{-1});
+      if (id >= 0 && epoch >= 0) return {id, static_cast<int16_t>(epoch)};
+    }
+    ADD_FAILURE() << "no statistics with the producer id within 10 s";
+    return {-1, -1};
+  }
+
+  void Begin() { Check(producer_->begin_transaction(), "begin_transaction"); }
+
+  // Writes `records` records to partition 0 of `topic` and flushes them.
+  void Write(const std::string& topic, int records) {
+    for (int i = 0; i < records; ++i) {
+      const std::string value = absl::StrCat("record-", i);
+      ASSERT_EQ(producer_->produce(topic, 0, RdKafka::Producer::RK_MSG_COPY,
+                                   const_cast<char*>(value.data()), value.size(), nullptr, 0, 0,
+                                   nullptr),
+                RdKafka::ERR_NO_ERROR);
+    }
+    ASSERT_EQ(producer_->flush(kTimeoutMs), RdKafka::ERR_NO_ERROR);
+  }
+
+  // Adds `group`'s offset `offset` (with `metadata`) on partition 0 of
+  // `topic` to the open transaction.
+  void SendOffset(const std::string& group, const std::string& topic, int64_t offset,
+                  const std::string& metadata) {
+    rd_kafka_topic_partition_list_t* offsets = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_t* partition =
+        rd_kafka_topic_partition_list_add(offsets, topic.c_str(), 0);
+    partition->offset = offset;
+    // The list frees it.
+    partition->metadata = malloc(metadata.size());
+    memcpy(partition->metadata, metadata.data(), metadata.size());
+    partition->metadata_size = metadata.size();
+    rd_kafka_consumer_group_metadata_t* group_metadata =
+        rd_kafka_consumer_group_metadata_new(group.c_str());
+    rd_kafka_error_t* error = rd_kafka_send_offsets_to_transaction(
+        producer_->c_ptr(), offsets, group_metadata, kTimeoutMs);
+    rd_kafka_consumer_group_metadata_destroy(group_metadata);
+    rd_kafka_topic_partition_list_destroy(offsets);
+    if (error != nullptr) {
+      failed_ = true;
+      ADD_FAILURE() << "send_offsets_to_transaction: " << rd_kafka_error_string(error);
+      rd_kafka_error_destroy(error);
+    }
+  }
+
+  void Commit() { Check(producer_->commit_transaction(kTimeoutMs), "commit_transaction"); }
+  void Abort() { Check(producer_->abort_transaction(kTimeoutMs), "abort_transaction"); }
+
+ private:
+  void Check(RdKafka::Error* raw, absl::string_view what) {
+    std::unique_ptr<RdKafka::Error> error(raw);
+    if (error == nullptr) return;
+    failed_ = true;
+    ADD_FAILURE() << what << ": " << error->str();
+  }
+
+  StatsCapture stats_;
+  std::unique_ptr<RdKafka::Producer> producer_;
+  bool failed_ = false;
+};
+
+// The description of `id` once it is in a state other than `passing` (the
+// Prepare* state the coordinator holds until it has written the markers).
+TransactionDescription DescriptionAfter(const TransactionClient& client, const std::string& id,
+                                        const std::string& passing) {
+  absl::StatusOr<TransactionDescription> description;
+  EXPECT_TRUE(weir::testing::WaitFor(
+      [&] {
+        description = client.DescribeTransaction(id);
+        return !description.ok() || description->state != passing;
+      },
+      kMarkerWait))
+      << "still " << passing << " after " << kMarkerWait;
+  EXPECT_TRUE(description.ok()) << description.status();
+  return description.value_or(TransactionDescription{});
+}
+
+TEST_F(TransactionClientTest, GroupOffsetAndTransactionStateFollowTheTransaction) {
+  const std::string id = UniqueTopicName("weir-txn-client-marker");
+  const std::string group = id;  // as the sink does: the group is named after the id
+  const TransactionClient client = MakeClient();
+
+  // Nothing yet: the id is unknown, the group has no offset.
+  absl::StatusOr<TransactionDescription> description = client.DescribeTransaction(id);
+  ASSERT_TRUE(description.ok()) << description.status();
+  EXPECT_FALSE(description->found);
+  absl::StatusOr<std::optional<CommittedOffset>> offset =
+      client.FetchCommittedOffset(group, topic_, 0);
+  ASSERT_TRUE(offset.ok()) << offset.status();
+  EXPECT_EQ(*offset, std::nullopt);
+
+  OffsetCarryingProducer producer(bootstrap_, id);
+  ASSERT_TRUE(producer.ok());
+  const auto [producer_id, epoch] = producer.IdAndEpoch();
+  ASSERT_GE(producer_id, 0);
+  description = client.DescribeTransaction(id);
+  ASSERT_TRUE(description.ok()) << description.status();
+  EXPECT_TRUE(description->found);
+  EXPECT_EQ(description->state, "Empty");
+  EXPECT_EQ(description->producer_id, producer_id);
+  EXPECT_EQ(description->producer_epoch, epoch);
+
+  // A transaction with records and the group's offset: open, the offset is
+  // pending and does not show (nor block the fetch).
+  constexpr int64_t kFirst = (int64_t{1234} << 17) | 3;
+  const std::string metadata = "weir v1 data chk=1";
+  producer.Begin();
+  producer.Write(topic_, 10);
+  producer.SendOffset(group, topic_, kFirst, metadata);
+  ASSERT_TRUE(producer.ok());
+  description = client.DescribeTransaction(id);
+  ASSERT_TRUE(description.ok()) << description.status();
+  EXPECT_EQ(description->state, "Ongoing");
+  EXPECT_EQ(description->producer_id, producer_id);
+  EXPECT_EQ(description->producer_epoch, epoch);
+  EXPECT_GT(description->timeout_ms, 0);
+  offset = client.FetchCommittedOffset(group, topic_, 0);
+  ASSERT_TRUE(offset.ok()) << offset.status();
+  EXPECT_EQ(*offset, std::nullopt) << "an open transaction's offset must not show";
+
+  // Committed: the offset shows, with the metadata librdkafka sent along.
+  producer.Commit();
+  ASSERT_TRUE(producer.ok());
+  description = DescriptionAfter(client, id, "PrepareCommit");
+  EXPECT_EQ(description->state, "CompleteCommit");
+  EXPECT_EQ(description->producer_id, producer_id);
+  EXPECT_EQ(description->producer_epoch, epoch);
+  offset = client.FetchCommittedOffset(group, topic_, 0);
+  ASSERT_TRUE(offset.ok()) << offset.status();
+  ASSERT_TRUE(offset->has_value()) << "the committed transaction's offset must show";
+  EXPECT_EQ((*offset)->offset, kFirst);
+  EXPECT_EQ((*offset)->metadata, metadata) << "librdkafka carries TxnOffsetCommit metadata";
+
+  // Aborted: the offset it carried never shows.
+  producer.Begin();
+  producer.Write(topic_, 10);
+  producer.SendOffset(group, topic_, kFirst + 2, "weir v1 data chk=2");
+  producer.Abort();
+  ASSERT_TRUE(producer.ok());
+  description = DescriptionAfter(client, id, "PrepareAbort");
+  EXPECT_EQ(description->state, "CompleteAbort");
+  EXPECT_EQ(description->producer_id, producer_id);
+  EXPECT_EQ(description->producer_epoch, epoch) << "a client's abort keeps the epoch (EndTxn v<5)";
+  offset = client.FetchCommittedOffset(group, topic_, 0);
+  ASSERT_TRUE(offset.ok()) << offset.status();
+  ASSERT_TRUE(offset->has_value());
+  EXPECT_EQ((*offset)->offset, kFirst);
+  EXPECT_EQ((*offset)->metadata, metadata);
+
+  // A transaction with nothing but the offset (the sink's init marker)
+  // commits it too.
+  producer.Begin();
+  producer.SendOffset(group, topic_, kFirst + 4, "weir v1 init");
+  producer.Commit();
+  ASSERT_TRUE(producer.ok());
+  EXPECT_EQ(DescriptionAfter(client, id, "PrepareCommit").state, "CompleteCommit");
+  offset = client.FetchCommittedOffset(group, topic_, 0);
+  ASSERT_TRUE(offset.ok()) << offset.status();
+  ASSERT_TRUE(offset->has_value());
+  EXPECT_EQ((*offset)->offset, kFirst + 4);
+  EXPECT_EQ((*offset)->metadata, "weir v1 init");
+
+  // Other partitions and groups stay without an offset.
+  offset = client.FetchCommittedOffset(group, topic_, 1);
+  ASSERT_TRUE(offset.ok()) << offset.status();
+  EXPECT_EQ(*offset, std::nullopt);
+  offset = client.FetchCommittedOffset(absl::StrCat(group, "-other"), topic_, 0);
+  ASSERT_TRUE(offset.ok()) << offset.status();
+  EXPECT_EQ(*offset, std::nullopt);
+  EXPECT_EQ(CommittedRecords().size(), 10u) << "only the first transaction's records";
+}
+
+TEST_F(TransactionClientTest, DescribingAnUnknownIdCreatesNothing) {
+  const std::string id = UniqueTopicName("weir-txn-client-never-used");
+  const TransactionClient client = MakeClient();
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<TransactionDescription> description = client.DescribeTransaction(id);
+    ASSERT_TRUE(description.ok()) << description.status();
+    EXPECT_FALSE(description->found);
+    EXPECT_EQ(description->producer_id, -1);
+    EXPECT_EQ(description->state, "");
+  }
+  // An EndTxn on it still finds no producer: describing did not create the id.
+  const absl::Status committed = client.CommitTransaction(id, 1, 0);
+  EXPECT_THAT(KafkaErrorCodeOf(committed),
+              Optional(AnyOf(kInvalidProducerIdMapping, kTransactionalIdNotFound)))
+      << committed;
 }
 
 TEST(TransactionRecoveryConfigTest, RefusesTlsAndSasl) {

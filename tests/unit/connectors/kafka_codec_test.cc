@@ -101,6 +101,50 @@ constexpr absl::string_view kEndTxnV1InvalidProducerEpoch = "00000017 00000000 0
 constexpr absl::string_view kEndTxnV1InvalidProducerIdMapping = "0000001b 00000000 0031";
 // EndTxn v2, commit after the timeout (24): PRODUCER_FENCED.
 constexpr absl::string_view kEndTxnV2ProducerFenced = "00000018 00000000 005a";
+// OffsetFetch of group "weir-cap-group" on weir-cap-topic-0, which it never
+// committed (correlation ids 104, 105, 106, 107): offset -1, metadata "" (not
+// null), error NONE; v2+ add the top-level error, v3+ the throttle time, v5
+// the leader epoch (-1).
+constexpr absl::string_view kOffsetFetchV1NoOffset =
+    "00000068 00000001 000e 776569722d6361702d746f706963 00000001 00000000 ffffffffffffffff "
+    "0000 0000";
+constexpr absl::string_view kOffsetFetchV2NoOffset =
+    "00000069 00000001 000e 776569722d6361702d746f706963 00000001 00000000 ffffffffffffffff "
+    "0000 0000 0000";
+constexpr absl::string_view kOffsetFetchV3NoOffset =
+    "0000006a 00000000 00000001 000e 776569722d6361702d746f706963 00000001 00000000 "
+    "ffffffffffffffff 0000 0000 0000";
+constexpr absl::string_view kOffsetFetchV5NoOffset =
+    "0000006b 00000000 00000001 000e 776569722d6361702d746f706963 00000001 00000000 "
+    "ffffffffffffffff ffffffff 0000 0000 0000";
+// OffsetFetch v2 (correlation id 105) right after the broker started, before
+// it had loaded the group coordinator: no topics, top-level NOT_COORDINATOR
+// (16).
+constexpr absl::string_view kOffsetFetchV2NotCoordinator = "00000069 00000000 0010";
+// DescribeTransactions v0 (flexible; correlation id 103) of an id the broker
+// does not know: header tags, throttle 0, one state (compact count 2) with
+// TRANSACTIONAL_ID_NOT_FOUND (105), id "weir-cap-unknown-id", state "",
+// timeout 0, start 0, producer id 0, epoch 0 (an int16 on the wire), no
+// topics (compact count 1), tags; tags.
+constexpr absl::string_view kDescribeTransactionsNotFound =
+    "00000067 00 00000000 02 0069 14 776569722d6361702d756e6b6e6f776e2d6964 01 00000000 "
+    "0000000000000000 0000000000000000 0000 01 00 00";
+
+// Built by hand from the protocol guide's layouts (the broker sends these
+// only for states the capture did not reach).
+// OffsetFetch v5, correlation id 7: throttle 0, topic "out" partition 0 at
+// offset 0x123456789 with leader epoch 4 and metadata "weir v1 data", error
+// NONE; top-level NONE.
+constexpr absl::string_view kOffsetFetchV5Committed =
+    "00000007 00000000 00000001 0003 6f7574 00000001 00000000 0000000123456789 00000004 "
+    "000c 776569722076312064617461 0000 0000";
+// DescribeTransactions v0, correlation id 8: an Ongoing transaction of
+// "txn-1" (producer id 0x1000, epoch 3, timeout 60000 ms) on out-0 and out-2,
+// with a tag in the header, the topic and the body.
+constexpr absl::string_view kDescribeTransactionsOngoing =
+    "00000008 01 05 01 aa 00000000 02 0000 06 74786e2d31 08 4f6e676f696e67 0000ea60 "
+    "0000018c00000000 0000000000001000 0003 02 04 6f7574 03 00000000 00000002 01 00 02 bbbb "
+    "00 00";
 
 // ---------------------------------------------------------------------------
 // Encoding.
@@ -126,6 +170,44 @@ TEST(KafkaCodecTest, EncodesFindCoordinatorRequestsForATransaction) {
               Hex(Bytes(absl::StrCat("00000016 000a 000", version,
                                      " 00000002 0004 77656972 0005 74786e2d31 01"))));
   }
+}
+
+TEST(KafkaCodecTest, EncodesFindCoordinatorRequestsForAGroup) {
+  absl::StatusOr<std::string> request =
+      EncodeFindCoordinatorRequest({2, 2, "weir"}, {"g", kCoordinatorTypeGroup});
+  ASSERT_TRUE(request.ok()) << request.status();
+  // size 18 | api_key 10 | v2 | correlation_id 2 | client_id | key "g" | key_type 0
+  EXPECT_EQ(Hex(*request), Hex(Bytes("00000012 000a 0002 00000002 0004 77656972 0001 67 00")));
+}
+
+TEST(KafkaCodecTest, EncodesOffsetFetchRequests) {
+  for (int16_t version : {1, 2, 3, 4, 5}) {
+    absl::StatusOr<std::string> request =
+        EncodeOffsetFetchRequest({version, 5, "weir"}, {"txn-1", {{"out", {0, 7}}}});
+    ASSERT_TRUE(request.ok()) << request.status();
+    // size 42 | api_key 9 | version | correlation_id 5 | client_id "weir" |
+    // group_id "txn-1" | one topic | "out" | two partitions | 0 | 7; no
+    // require_stable (v7+), no tags (flexible from v6).
+    EXPECT_EQ(Hex(*request),
+              Hex(Bytes(absl::StrCat("0000002a 0009 000", version,
+                                     " 00000005 0004 77656972 0005 74786e2d31 00000001 0003 6f7574 "
+                                     "00000002 00000000 00000007"))));
+  }
+}
+
+TEST(KafkaCodecTest, EncodesDescribeTransactionsRequests) {
+  absl::StatusOr<std::string> request =
+      EncodeDescribeTransactionsRequest({0, 6, "weir"}, {{"txn-1", "t2"}});
+  ASSERT_TRUE(request.ok()) << request.status();
+  // size 26 | api_key 65 | v0 | correlation_id 6 | client_id "weir" (int16
+  // length) | header tags | compact array of 2 (3) | compact "txn-1" (6) |
+  // compact "t2" (3) | body tags
+  EXPECT_EQ(Hex(*request), Hex(Bytes("0000001a 0041 0000 00000006 0004 77656972 00 03 06 "
+                                     "74786e2d31 03 7432 00")));
+  // An empty list is a valid (if useless) request: compact count 1.
+  request = EncodeDescribeTransactionsRequest({0, 6, ""}, {});
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(Hex(*request), Hex(Bytes("0000000d 0041 0000 00000006 0000 00 01 00")));
 }
 
 TEST(KafkaCodecTest, EncodesClassicEndTxnRequests) {
@@ -185,6 +267,13 @@ TEST(KafkaCodecTest, RefusesVersionsItDoesNotSpeak) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(EncodeEndTxnRequest({-1, 1, "weir"}, {"t", 1, 0, true}).status().code(),
             absl::StatusCode::kInvalidArgument);
+  // OffsetFetch v0 read ZooKeeper offsets; v6+ is flexible.
+  EXPECT_EQ(EncodeOffsetFetchRequest({0, 1, "weir"}, {"g", {}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(EncodeOffsetFetchRequest({6, 1, "weir"}, {"g", {}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(EncodeDescribeTransactionsRequest({1, 1, "weir"}, {{"t"}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(KafkaCodecTest, RefusesStringsLongerThanTheProtocolAllows) {
@@ -195,6 +284,12 @@ TEST(KafkaCodecTest, RefusesStringsLongerThanTheProtocolAllows) {
   EXPECT_EQ(EncodeApiVersionsRequest({0, 1, too_long}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(EncodeEndTxnRequest({1, 1, "weir"}, {too_long.substr(1), 1, 0, true}).ok());
+  EXPECT_EQ(EncodeOffsetFetchRequest({5, 1, "weir"}, {too_long, {}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(EncodeOffsetFetchRequest({5, 1, "weir"}, {"g", {{too_long, {0}}}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(EncodeDescribeTransactionsRequest({0, 1, "weir"}, {{"t", too_long}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(KafkaCodecTest, PicksTheHighestCommonVersion) {
@@ -207,6 +302,10 @@ TEST(KafkaCodecTest, PicksTheHighestCommonVersion) {
   EXPECT_THAT(HighestCommonVersion(kEndTxnVersions, {0, 1}), Optional(int16_t{1}));
   EXPECT_EQ(HighestCommonVersion(kEndTxnVersions, {5, 6}), std::nullopt);
   EXPECT_EQ(HighestCommonVersion(kFindCoordinatorVersions, {3, 6}), std::nullopt);
+  EXPECT_THAT(HighestCommonVersion(kOffsetFetchVersions, {1, 9}), Optional(int16_t{5}));
+  EXPECT_THAT(HighestCommonVersion(kOffsetFetchVersions, {0, 3}), Optional(int16_t{3}));
+  EXPECT_EQ(HighestCommonVersion(kOffsetFetchVersions, {6, 10}), std::nullopt);
+  EXPECT_THAT(HighestCommonVersion(kDescribeTransactionsVersions, {0, 0}), Optional(int16_t{0}));
 }
 
 // ---------------------------------------------------------------------------
@@ -224,6 +323,9 @@ TEST(KafkaCodecTest, DecodesTheBrokersApiVersionsResponses) {
   EXPECT_EQ(v2->VersionsOf(kFindCoordinatorKey), (VersionRange{0, 6}));
   EXPECT_EQ(v2->VersionsOf(kApiVersionsKey), (VersionRange{0, 4}));
   EXPECT_EQ(v2->VersionsOf(/*Produce=*/0), (VersionRange{0, 13}));
+  // Kafka 4 dropped OffsetFetch v0 (KIP-896); DescribeTransactions has v0 only.
+  EXPECT_EQ(v2->VersionsOf(kOffsetFetchKey), (VersionRange{1, 9}));
+  EXPECT_EQ(v2->VersionsOf(kDescribeTransactionsKey), (VersionRange{0, 0}));
   EXPECT_EQ(v2->VersionsOf(/*no such API=*/999), std::nullopt);
 
   absl::StatusOr<ApiVersionsResponse> v0 =
@@ -284,6 +386,86 @@ TEST(KafkaCodecTest, DecodesTheBrokersEndTxnResponses) {
   }
 }
 
+TEST(KafkaCodecTest, DecodesTheBrokersOffsetFetchResponses) {
+  struct Case {
+    int16_t version;
+    absl::string_view bytes;
+    int32_t correlation_id;
+  };
+  for (const Case& c : {Case{1, kOffsetFetchV1NoOffset, 104}, Case{2, kOffsetFetchV2NoOffset, 105},
+                        Case{3, kOffsetFetchV3NoOffset, 106}, Case{5, kOffsetFetchV5NoOffset, 107}}) {
+    absl::StatusOr<OffsetFetchResponse> response =
+        DecodeOffsetFetchResponse(c.version, Bytes(c.bytes));
+    ASSERT_TRUE(response.ok()) << c.bytes << ": " << response.status();
+    EXPECT_EQ(response->correlation_id, c.correlation_id);
+    EXPECT_EQ(response->error_code, kNone);
+    ASSERT_EQ(response->topics.size(), 1u);
+    EXPECT_EQ(response->topics[0].name, "weir-cap-topic");
+    ASSERT_EQ(response->topics[0].partitions.size(), 1u);
+    const OffsetFetchResponse::Partition& p = response->topics[0].partitions[0];
+    EXPECT_EQ(p.partition_index, 0);
+    EXPECT_EQ(p.committed_offset, -1);
+    EXPECT_EQ(p.committed_leader_epoch, -1);
+    EXPECT_EQ(p.metadata, "");
+    EXPECT_EQ(p.error_code, kNone);
+  }
+
+  absl::StatusOr<OffsetFetchResponse> loading =
+      DecodeOffsetFetchResponse(2, Bytes(kOffsetFetchV2NotCoordinator));
+  ASSERT_TRUE(loading.ok()) << loading.status();
+  EXPECT_TRUE(loading->topics.empty());
+  EXPECT_EQ(loading->error_code, kNotCoordinator);
+}
+
+TEST(KafkaCodecTest, DecodesACommittedOffsetWithItsMetadata) {
+  absl::StatusOr<OffsetFetchResponse> response =
+      DecodeOffsetFetchResponse(5, Bytes(kOffsetFetchV5Committed));
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->correlation_id, 7);
+  ASSERT_EQ(response->topics.size(), 1u);
+  ASSERT_EQ(response->topics[0].partitions.size(), 1u);
+  const OffsetFetchResponse::Partition& p = response->topics[0].partitions[0];
+  EXPECT_EQ(p.committed_offset, 0x123456789);
+  EXPECT_EQ(p.committed_leader_epoch, 4);
+  EXPECT_EQ(p.metadata, "weir v1 data");
+
+  // Null metadata (length -1 at offset 37 instead of 2 + 12 bytes) is allowed.
+  std::string frame = Bytes(kOffsetFetchV5Committed);
+  frame.replace(37, 14, Bytes("ffff"));
+  response = DecodeOffsetFetchResponse(5, frame);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->topics[0].partitions[0].metadata, std::nullopt);
+}
+
+TEST(KafkaCodecTest, DecodesTheBrokersDescribeTransactionsResponses) {
+  absl::StatusOr<DescribeTransactionsResponse> unknown =
+      DecodeDescribeTransactionsResponse(0, Bytes(kDescribeTransactionsNotFound));
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_EQ(unknown->correlation_id, 103);
+  ASSERT_EQ(unknown->transaction_states.size(), 1u);
+  EXPECT_EQ(unknown->transaction_states[0].error_code, kTransactionalIdNotFound);
+  EXPECT_EQ(unknown->transaction_states[0].transactional_id, "weir-cap-unknown-id");
+  EXPECT_EQ(unknown->transaction_states[0].state, "");
+  EXPECT_TRUE(unknown->transaction_states[0].topics.empty());
+
+  absl::StatusOr<DescribeTransactionsResponse> ongoing =
+      DecodeDescribeTransactionsResponse(0, Bytes(kDescribeTransactionsOngoing));
+  ASSERT_TRUE(ongoing.ok()) << ongoing.status();
+  EXPECT_EQ(ongoing->correlation_id, 8);
+  ASSERT_EQ(ongoing->transaction_states.size(), 1u);
+  const DescribeTransactionsResponse::TransactionState& state = ongoing->transaction_states[0];
+  EXPECT_EQ(state.error_code, kNone);
+  EXPECT_EQ(state.transactional_id, "txn-1");
+  EXPECT_EQ(state.state, "Ongoing");
+  EXPECT_EQ(state.timeout_ms, 60000);
+  EXPECT_EQ(state.start_time_ms, 0x18c00000000);
+  EXPECT_EQ(state.producer_id, 0x1000);
+  EXPECT_EQ(state.producer_epoch, 3);
+  ASSERT_EQ(state.topics.size(), 1u);
+  EXPECT_EQ(state.topics[0].name, "out");
+  EXPECT_THAT(state.topics[0].partitions, ElementsAre(0, 2));
+}
+
 TEST(KafkaCodecTest, SkipsTaggedFieldsOfFlexibleResponses) {
   // A header tag (tag 7, 3 bytes) and a body tag (tag 0, 2 bytes): ignored.
   absl::StatusOr<EndTxnResponse> response =
@@ -305,6 +487,10 @@ void ExpectEveryPrefixRefused(absl::string_view api, int16_t version, const std:
     if (api == "ApiVersions") status = DecodeApiVersionsResponse(version, prefix).status();
     if (api == "FindCoordinator") status = DecodeFindCoordinatorResponse(version, prefix).status();
     if (api == "EndTxn") status = DecodeEndTxnResponse(version, prefix).status();
+    if (api == "OffsetFetch") status = DecodeOffsetFetchResponse(version, prefix).status();
+    if (api == "DescribeTransactions") {
+      status = DecodeDescribeTransactionsResponse(version, prefix).status();
+    }
     EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss)
         << api << " v" << version << " cut to " << n << " of " << frame.size()
         << " bytes: " << status;
@@ -319,6 +505,13 @@ TEST(KafkaCodecTest, RefusesEveryTruncationOfTheBrokersResponses) {
   ExpectEveryPrefixRefused("FindCoordinator", 1, Bytes(kFindCoordinatorV1Response));
   ExpectEveryPrefixRefused("EndTxn", 4, Bytes(kEndTxnV4ProducerFenced));
   ExpectEveryPrefixRefused("EndTxn", 1, Bytes(kEndTxnV1InvalidProducerEpoch));
+  ExpectEveryPrefixRefused("OffsetFetch", 1, Bytes(kOffsetFetchV1NoOffset));
+  ExpectEveryPrefixRefused("OffsetFetch", 2, Bytes(kOffsetFetchV2NoOffset));
+  ExpectEveryPrefixRefused("OffsetFetch", 3, Bytes(kOffsetFetchV3NoOffset));
+  ExpectEveryPrefixRefused("OffsetFetch", 5, Bytes(kOffsetFetchV5NoOffset));
+  ExpectEveryPrefixRefused("OffsetFetch", 5, Bytes(kOffsetFetchV5Committed));
+  ExpectEveryPrefixRefused("DescribeTransactions", 0, Bytes(kDescribeTransactionsNotFound));
+  ExpectEveryPrefixRefused("DescribeTransactions", 0, Bytes(kDescribeTransactionsOngoing));
 }
 
 TEST(KafkaCodecTest, NamesTheFieldAndOffsetOfATruncation) {
@@ -372,6 +565,49 @@ TEST(KafkaCodecTest, RefusesMalformedLengthsAndCounts) {
   EXPECT_THAT(status.message(), HasSubstr("claims 2147483647 entries"));
 }
 
+TEST(KafkaCodecTest, RefusesMalformedOffsetFetchAndDescribeTransactionsAnswers) {
+  // A v5 answer read as v3 (no leader epoch) and the other way round.
+  EXPECT_EQ(DecodeOffsetFetchResponse(3, Bytes(kOffsetFetchV5NoOffset)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(DecodeOffsetFetchResponse(5, Bytes(kOffsetFetchV3NoOffset)).status().code(),
+            absl::StatusCode::kOk);
+  // The partition count (offset 24 of the v1 answer): negative, and huge.
+  std::string frame = Bytes(kOffsetFetchV1NoOffset);
+  frame.replace(24, 4, Bytes("ffffffff"));
+  absl::Status status = DecodeOffsetFetchResponse(1, frame).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("partitions at offset 24 has -1 entries"));
+  frame.replace(24, 4, Bytes("01000000"));
+  status = DecodeOffsetFetchResponse(1, frame).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("claims 16777216 entries"));
+  // Metadata with a negative length other than -1.
+  frame = Bytes(kOffsetFetchV1NoOffset);
+  frame.replace(40, 2, Bytes("fffe"));
+  status = DecodeOffsetFetchResponse(1, frame).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("metadata at offset 40 has length -2"));
+
+  // DescribeTransactions: a null transaction_states array (compact 0), a
+  // null id, a count far beyond the bytes, trailing bytes.
+  status = DecodeDescribeTransactionsResponse(0, Bytes("00000067 00 00000000 00 00")).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("transaction_states at offset 9 is null"));
+  frame = Bytes(kDescribeTransactionsNotFound);
+  frame[12] = 0;
+  status = DecodeDescribeTransactionsResponse(0, frame).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("transactional_id at offset 12 is null"));
+  status = DecodeDescribeTransactionsResponse(0, Bytes("00000067 00 00000000 ffffffff0f")).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("claims 4294967294 entries"));
+  EXPECT_EQ(DecodeDescribeTransactionsResponse(
+                0, Bytes(absl::StrCat(kDescribeTransactionsNotFound, "00")))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(KafkaCodecTest, RefusesMalformedTaggedFields) {
   // A varint whose fifth byte spills over 32 bits, and one longer than that.
   absl::Status status = DecodeEndTxnResponse(4, Bytes("00000003 ffffffff7f")).status();
@@ -393,6 +629,14 @@ TEST(KafkaCodecTest, RefusesToDecodeVersionsItDoesNotSpeak) {
   EXPECT_EQ(DecodeFindCoordinatorResponse(0, Bytes(kFindCoordinatorV1Response)).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(DecodeApiVersionsResponse(3, Bytes(kApiVersionsV2Response)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodeOffsetFetchResponse(0, Bytes(kOffsetFetchV1NoOffset)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodeOffsetFetchResponse(6, Bytes(kOffsetFetchV5NoOffset)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodeDescribeTransactionsResponse(1, Bytes(kDescribeTransactionsNotFound))
+                .status()
+                .code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -416,7 +660,9 @@ TEST(KafkaCodecTest, SurvivesRandomAndMutatedBytes) {
   std::mt19937 random(20240611);
   const std::vector<std::string> seeds = {
       Bytes(kApiVersionsV2Response), Bytes(kFindCoordinatorV2Response), Bytes(kEndTxnV4None),
-      Bytes(kEndTxnV1None), Bytes(kApiVersionsUnsupportedResponse)};
+      Bytes(kEndTxnV1None), Bytes(kApiVersionsUnsupportedResponse),
+      Bytes(kOffsetFetchV5Committed), Bytes(kOffsetFetchV2NoOffset),
+      Bytes(kDescribeTransactionsOngoing), Bytes(kDescribeTransactionsNotFound)};
   auto expect_ok_or_refused = [](const absl::Status& status) {
     EXPECT_THAT(status.code(), AnyOf(absl::StatusCode::kOk, absl::StatusCode::kDataLoss,
                                      absl::StatusCode::kInvalidArgument))
@@ -443,6 +689,10 @@ TEST(KafkaCodecTest, SurvivesRandomAndMutatedBytes) {
     for (int16_t v = kEndTxnVersions.min; v <= kEndTxnVersions.max; ++v) {
       expect_ok_or_refused(DecodeEndTxnResponse(v, bytes).status());
     }
+    for (int16_t v = kOffsetFetchVersions.min; v <= kOffsetFetchVersions.max; ++v) {
+      expect_ok_or_refused(DecodeOffsetFetchResponse(v, bytes).status());
+    }
+    expect_ok_or_refused(DecodeDescribeTransactionsResponse(0, bytes).status());
     expect_ok_or_refused(DecodeResponseSize(bytes).status());
   }
 }

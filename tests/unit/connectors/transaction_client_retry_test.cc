@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,8 +44,18 @@ class Frame {
   Frame& I8(int8_t v) { return Unsigned(static_cast<uint8_t>(v), 1); }
   Frame& I16(int16_t v) { return Unsigned(static_cast<uint16_t>(v), 2); }
   Frame& I32(int32_t v) { return Unsigned(static_cast<uint32_t>(v), 4); }
+  Frame& I64(int64_t v) {
+    I32(static_cast<int32_t>(static_cast<uint64_t>(v) >> 32));
+    return I32(static_cast<int32_t>(v & 0xffffffff));
+  }
   Frame& Str(const std::string& s) {
     I16(static_cast<int16_t>(s.size()));
+    bytes_ += s;
+    return *this;
+  }
+  // A compact string shorter than 127 bytes.
+  Frame& CompactStr(const std::string& s) {
+    I8(static_cast<int8_t>(s.size() + 1));
     bytes_ += s;
     return *this;
   }
@@ -75,8 +86,11 @@ int32_t ReadI32(const std::string& b, size_t at) {
 
 // A broker stand-in, one connection at a time on its own thread. It answers
 // ApiVersions with the ranges it is given, FindCoordinator with the next
-// scripted error code (then NONE) naming itself, and EndTxn with the next
-// scripted error code (then `end_txn_default`).
+// scripted error code (then NONE) naming itself, EndTxn with the next
+// scripted error code (then `end_txn_default`), OffsetFetch with the next
+// scripted top-level error code (then offset 42, metadata "m", for every
+// partition asked), and DescribeTransactions with the next scripted error
+// code of the state (then an Ongoing transaction of producer id 7, epoch 3).
 //
 // Thread-safety: set the script before the client runs; the accessors are
 // safe from the test thread while the server thread runs.
@@ -114,6 +128,25 @@ class FakeBroker {
   void ScriptFindCoordinator(std::deque<int16_t> codes) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     find_coordinator_script_ = std::move(codes);
+  }
+  // Leaves DescribeTransactions out of the ApiVersions answer (a broker
+  // before Kafka 3.0).
+  void DropDescribeTransactions() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    describe_transactions_supported_ = false;
+  }
+  void ScriptOffsetFetch(std::deque<int16_t> codes) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    offset_fetch_script_ = std::move(codes);
+  }
+  void ScriptDescribeTransactions(std::deque<int16_t> codes) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    describe_transactions_script_ = std::move(codes);
+  }
+  // The key_type of the last FindCoordinator request.
+  int last_key_type() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return last_key_type_;
   }
   void ScriptEndTxn(std::deque<int16_t> codes, int16_t then = kNone) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
@@ -182,16 +215,62 @@ class FakeBroker {
     f.I32(correlation_id);
     switch (api) {
       case kApiVersionsKey:
-        f.I16(kNone).I32(3);
+        f.I16(kNone).I32(describe_transactions_supported_ ? 5 : 4);
         f.I16(kApiVersionsKey).I16(0).I16(4);
         f.I16(kFindCoordinatorKey).I16(0).I16(6);
         f.I16(kEndTxnKey).I16(end_txn_versions_.min).I16(end_txn_versions_.max);
+        f.I16(kOffsetFetchKey).I16(1).I16(9);
+        if (describe_transactions_supported_) f.I16(kDescribeTransactionsKey).I16(0).I16(0);
         if (version >= 1) f.I32(0);
         break;
       case kFindCoordinatorKey:
+        // The key_type is the last byte of the request.
+        last_key_type_ = request.back();
         f.I32(0).I16(Next(find_coordinator_script_, kNone)).I16(-1);
         f.I32(1).Str("127.0.0.1").I32(port_);
         break;
+      case kOffsetFetchKey: {
+        // Header: api, version, correlation id, client id; then the group.
+        size_t at = 8;
+        at += 2 + static_cast<size_t>(ReadI16(request, at));  // client id
+        at += 2 + static_cast<size_t>(ReadI16(request, at));  // group id
+        const int16_t code = Next(offset_fetch_script_, kNone);
+        if (version >= 3) f.I32(0);
+        if (code != kNone) {
+          f.I32(0);
+        } else {
+          const int32_t topics = ReadI32(request, at);
+          at += 4;
+          f.I32(topics);
+          for (int32_t t = 0; t < topics; ++t) {
+            const size_t name_length = static_cast<size_t>(ReadI16(request, at));
+            f.Str(request.substr(at + 2, name_length));
+            at += 2 + name_length;
+            const int32_t partitions = ReadI32(request, at);
+            at += 4;
+            f.I32(partitions);
+            for (int32_t p = 0; p < partitions; ++p, at += 4) {
+              f.I32(ReadI32(request, at)).I64(42);
+              if (version >= 5) f.I32(-1);
+              f.Str("m").I16(kNone);
+            }
+          }
+        }
+        f.I16(code);
+        break;
+      }
+      case kDescribeTransactionsKey: {
+        // Header: api, version, correlation id, client id, tags; then the
+        // compact array of ids (one, shorter than 127 bytes, here).
+        size_t at = 8;
+        at += 2 + static_cast<size_t>(ReadI16(request, at)) + 1;
+        const std::string id = request.substr(at + 2, static_cast<size_t>(request[at + 1]) - 1);
+        const int16_t code = Next(describe_transactions_script_, kNone);
+        f.I8(0).I32(0).I8(2).I16(code).CompactStr(id);
+        f.CompactStr(code == kNone ? "Ongoing" : "").I32(code == kNone ? 60000 : 0).I64(0);
+        f.I64(code == kNone ? 7 : -1).I16(code == kNone ? 3 : -1).I8(1).I8(0).I8(0);
+        break;
+      }
       case kEndTxnKey:
         last_end_txn_ = request;
         if (version >= 3) f.I8(0);
@@ -220,6 +299,10 @@ class FakeBroker {
 
   mutable absl::Mutex mu_;
   VersionRange end_txn_versions_ ABSL_GUARDED_BY(mu_){0, 5};
+  bool describe_transactions_supported_ ABSL_GUARDED_BY(mu_) = true;
+  std::deque<int16_t> offset_fetch_script_ ABSL_GUARDED_BY(mu_);
+  std::deque<int16_t> describe_transactions_script_ ABSL_GUARDED_BY(mu_);
+  int last_key_type_ ABSL_GUARDED_BY(mu_) = -1;
   std::deque<int16_t> find_coordinator_script_ ABSL_GUARDED_BY(mu_);
   std::deque<int16_t> end_txn_script_ ABSL_GUARDED_BY(mu_);
   int16_t end_txn_default_ ABSL_GUARDED_BY(mu_) = kNone;
@@ -240,6 +323,8 @@ TransactionClient Client(const FakeBroker& broker, absl::Duration deadline = abs
 constexpr std::pair<int16_t, int16_t> kApiVersionsV2{kApiVersionsKey, 2};
 constexpr std::pair<int16_t, int16_t> kFindCoordinatorV2{kFindCoordinatorKey, 2};
 constexpr std::pair<int16_t, int16_t> kEndTxnV4{kEndTxnKey, 4};
+constexpr std::pair<int16_t, int16_t> kOffsetFetchV5{kOffsetFetchKey, 5};
+constexpr std::pair<int16_t, int16_t> kDescribeTransactionsV0{kDescribeTransactionsKey, 0};
 
 TEST(TransactionClientRetryTest, SendsEndTxnV4ToABrokerThatAlsoSpeaksV5) {
   FakeBroker broker;
@@ -343,6 +428,74 @@ TEST(TransactionClientRetryTest, ASilentBrokerTimesOutWithinTheDeadline) {
   EXPECT_THAT(status.message(), HasSubstr("waiting for a response from 127.0.0.1:"));
   EXPECT_THAT(status.message(), HasSubstr("timed out"));
   EXPECT_GE(broker.connections(), 2) << "retried with a new connection";
+}
+
+TEST(TransactionClientRetryTest, FetchesAGroupOffsetFromTheGroupCoordinatorOnceItIsReady) {
+  FakeBroker broker;
+  broker.ScriptOffsetFetch({kCoordinatorLoadInProgress, kNotCoordinator});
+  const absl::StatusOr<std::optional<CommittedOffset>> offset =
+      Client(broker).FetchCommittedOffset("txn-1", "out", 3);
+  ASSERT_TRUE(offset.ok()) << offset.status();
+  ASSERT_TRUE(offset->has_value());
+  EXPECT_EQ((*offset)->offset, 42);
+  EXPECT_EQ((*offset)->metadata, "m");
+  EXPECT_EQ(broker.last_key_type(), kCoordinatorTypeGroup);
+  // Loading: the same coordinator again; NOT_COORDINATOR: find it again.
+  EXPECT_THAT(broker.requests(),
+              ElementsAre(kApiVersionsV2, kFindCoordinatorV2, kOffsetFetchV5, kOffsetFetchV5,
+                          kApiVersionsV2, kFindCoordinatorV2, kOffsetFetchV5));
+}
+
+TEST(TransactionClientRetryTest, FetchingAGroupOffsetFailsClearlyWithoutPermission) {
+  FakeBroker broker;
+  broker.ScriptOffsetFetch({kGroupAuthorizationFailed});
+  const absl::Status status = Client(broker).FetchCommittedOffset("txn-1", "out", 0).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << status;
+  EXPECT_THAT(status.message(), HasSubstr("fetching the offset group 'txn-1' committed on out-0"));
+  EXPECT_THAT(status.message(), HasSubstr("GROUP_AUTHORIZATION_FAILED (30)"));
+  EXPECT_THAT(KafkaErrorCodeOf(status), Optional(kGroupAuthorizationFailed));
+  EXPECT_EQ(Client(broker).FetchCommittedOffset("", "out", 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Client(broker).FetchCommittedOffset("g", "out", -1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TransactionClientRetryTest, DescribesATransactionAfterTheCoordinatorMoved) {
+  FakeBroker broker;
+  broker.ScriptDescribeTransactions({kNotCoordinator, kCoordinatorLoadInProgress});
+  const absl::StatusOr<TransactionDescription> description =
+      Client(broker).DescribeTransaction("txn-1");
+  ASSERT_TRUE(description.ok()) << description.status();
+  EXPECT_TRUE(description->found);
+  EXPECT_EQ(description->state, "Ongoing");
+  EXPECT_EQ(description->producer_id, 7);
+  EXPECT_EQ(description->producer_epoch, 3);
+  EXPECT_EQ(description->timeout_ms, 60000);
+  EXPECT_EQ(broker.last_key_type(), kCoordinatorTypeTransaction);
+  EXPECT_THAT(broker.requests(),
+              ElementsAre(kApiVersionsV2, kFindCoordinatorV2, kDescribeTransactionsV0,
+                          kApiVersionsV2, kFindCoordinatorV2, kDescribeTransactionsV0,
+                          kDescribeTransactionsV0));
+}
+
+TEST(TransactionClientRetryTest, AnUnknownTransactionalIdIsNotFound) {
+  FakeBroker broker;
+  broker.ScriptDescribeTransactions({kTransactionalIdNotFound});
+  const absl::StatusOr<TransactionDescription> description =
+      Client(broker).DescribeTransaction("txn-1");
+  ASSERT_TRUE(description.ok()) << description.status();
+  EXPECT_FALSE(description->found);
+  EXPECT_EQ(description->producer_id, -1);
+  EXPECT_EQ(broker.requests().size(), 3u);
+}
+
+TEST(TransactionClientRetryTest, DescribingNeedsABrokerWithDescribeTransactions) {
+  FakeBroker broker;
+  broker.DropDescribeTransactions();
+  const absl::Status status = Client(broker).DescribeTransaction("txn-1").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented) << status;
+  EXPECT_THAT(status.message(), HasSubstr("does not support DescribeTransactions"));
+  EXPECT_THAT(broker.requests(), ElementsAre(kApiVersionsV2, kFindCoordinatorV2));
 }
 
 }  // namespace
