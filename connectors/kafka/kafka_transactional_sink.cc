@@ -5,14 +5,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <stdexcept>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/check.h"
+#include "common/status_macros.h"
 #include "common/logging/logging.h"
 #include "connectors/kafka/kafka_client.h"
 #include "connectors/kafka/protocol/transaction_client.h"
@@ -44,6 +47,8 @@ constexpr char kTransactionalLingerMs[] = "100";
 constexpr int64_t kFlushBudgetMs = 300000 + 10000;  // message.timeout.ms + margin
 constexpr int kCommitTimeoutMs = 60000;
 constexpr int kAbortTimeoutMs = 5000;
+// Bounds the DescribeTransactions probes of one start (FindLingering).
+constexpr int kMaxLingeringProbes = 10000;
 
 int64_t Millis(Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
 
@@ -89,6 +94,85 @@ std::string TransactionalId(const std::string& prefix, int subtask, int k) {
   return absl::StrCat(prefix, "-", subtask, "-", k);
 }
 
+absl::StatusOr<int64_t> MarkerOffset(int64_t producer_id, int16_t producer_epoch, MarkerKind kind) {
+  if (producer_id < 0 || producer_id >= (int64_t{1} << 46) || producer_epoch < 0) {
+    return absl::OutOfRangeError(absl::StrCat("producer id ", producer_id, " and epoch ", producer_epoch,
+                                              " do not fit a transaction marker"));
+  }
+  return (producer_id << 17) | (int64_t{producer_epoch} << 1) | static_cast<int64_t>(kind);
+}
+
+std::string DescribeMarker(int64_t offset) {
+  return absl::StrCat("producer id ", offset >> 17, ", epoch ", (offset >> 1) & 0xffff, ", ",
+                      (offset & 1) != 0 ? "data" : "initialization");
+}
+
+RestoredCommit ClassifyRestoredCommit(const absl::Status& end_txn, std::optional<int64_t> newest_marker,
+                                      const Committable& committable) {
+  namespace kp = kafka_protocol;
+  if (end_txn.ok()) return RestoredCommit::kCommitted;
+  if (!absl::IsDataLoss(end_txn)) return RestoredCommit::kFailed;
+  const std::optional<int16_t> code = kp::KafkaErrorCodeOf(end_txn);
+  if (!code.has_value() || *code == kp::kTransactionAbortable) return RestoredCommit::kLost;
+  absl::StatusOr<int64_t> own =
+      MarkerOffset(committable.producer_id, committable.producer_epoch, MarkerKind::kData);
+  if (own.ok() && newest_marker.has_value()) {
+    if (*newest_marker == *own) return RestoredCommit::kAlreadyCommitted;
+    if (*newest_marker > *own) return RestoredCommit::kResolvedLater;
+  }
+  // Nothing of Weir committed on the id since the transaction began.
+  if (*code == kp::kInvalidProducerIdMapping || *code == kp::kUnknownProducerId ||
+      *code == kp::kTransactionalIdNotFound) {
+    return RestoredCommit::kUnknown;  // the broker forgot the id (idle past its expiration)
+  }
+  return RestoredCommit::kLost;
+}
+
+// A thread that runs posted work in order. Thread-safety: Post and Stop from
+// the task thread.
+class KafkaTransactionalSink::Worker {
+ public:
+  Worker() : thread_([this] { Run(); }) {}
+  ~Worker() { Stop(/*drain=*/false); }
+
+  void Post(std::function<void()> work) {
+    absl::MutexLock lock(&mutex_);
+    work_.push_back(std::move(work));
+  }
+
+  // After the queued work when `drain`, else after the work in progress.
+  void Stop(bool drain) {
+    if (!thread_.joinable()) return;
+    {
+      absl::MutexLock lock(&mutex_);
+      stopping_ = true;
+      if (!drain) work_.clear();
+    }
+    thread_.join();
+  }
+
+ private:
+  void Run() {
+    while (true) {
+      std::function<void()> work;
+      {
+        absl::MutexLock lock(&mutex_);
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return !work_.empty() || stopping_; };
+        mutex_.Await(absl::Condition(&ready));
+        if (work_.empty()) return;  // stopping, nothing left
+        work = std::move(work_.front());
+        work_.pop_front();
+      }
+      work();
+    }
+  }
+
+  absl::Mutex mutex_;
+  std::deque<std::function<void()>> work_ ABSL_GUARDED_BY(mutex_);
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  std::thread thread_;  // last: starts once the fields above exist
+};
+
 // Logs like ClientEvents and learns the producer id and epoch from the
 // statistics. Thread-safety: like ClientEvents.
 class KafkaTransactionalSink::Events final : public kafka_internal::ClientEvents {
@@ -133,12 +217,13 @@ class KafkaTransactionalSink::DeliveryReports final : public RdKafka::DeliveryRe
 };
 
 // One transactional id and its producer. Owned by the sink; touched by the
-// task thread, or by the committer thread while the slot is kCommitting or
-// kPreparing (then the task thread leaves it alone).
+// task thread, or by the committer thread while the slot is kCommitting, or
+// by the preparer thread while it is kPreparing (then the task thread leaves
+// it alone).
 struct KafkaTransactionalSink::Slot {
   enum class State {
-    kUnprepared,  // no producer yet (its id may still hold a restored transaction)
-    kPreparing,   // the committer thread creates and initializes its producer
+    kUnprepared,  // no producer yet
+    kPreparing,   // the preparer thread gives it a new producer
     kFree,        // initialized, no transaction
     kOpen,        // the current slot: takes records
     kPending,     // pre-committed for checkpoint_id, waiting for its completion
@@ -215,6 +300,16 @@ void KafkaTransactionalSink::Open(OperatorContext& context, RecordOutput* /*outp
   recovery_commits_metric_ = &context.metrics().counter(
       "weir_kafka_transactions_recovery_commits_total",
       "Transactions of a restored checkpoint the sink committed (again) after a restart.", topic);
+  const char* resolved_help =
+      "Transactions of a restored checkpoint that were no longer open, by what their markers say: committed "
+      "before, resolved by a later run (committed before it or aborted by it), or unknown (the id expired).";
+  auto resolved = [&](const char* outcome) {
+    return &context.metrics().counter("weir_kafka_transactions_recovery_resolved_total", resolved_help,
+                                      {{"topic", config_.topic}, {"outcome", outcome}});
+  };
+  resolved_committed_metric_ = resolved("committed");
+  resolved_later_metric_ = resolved("later_run");
+  resolved_unknown_metric_ = resolved("unknown");
   aborted_metric_ = &context.metrics().counter(
       "weir_kafka_transactions_aborted_total",
       "Open transactions the sink aborted (at cancellation or failure; never pre-committed ones).", topic);
@@ -225,20 +320,22 @@ void KafkaTransactionalSink::Open(OperatorContext& context, RecordOutput* /*outp
   for (int k = 0; k < pool_size; ++k) NewSlot(k);
 
   // First finish what the restored checkpoint pre-committed...
-  CommitRestored();
-  // ...then initialize every other id, which aborts what a previous attempt
-  // left open on it. In parallel: each is a round trip to the coordinator.
+  const absl::flat_hash_set<std::string> committed_now = CommitRestored();
+  // ...then initialize every id, which aborts what a previous attempt or a
+  // later run left open on it. In parallel: each is a round trip to the
+  // coordinator (and a marker transaction).
   std::vector<absl::Status> statuses(slots_.size());
   {
     std::vector<std::jthread> threads;  // joined on every way out of this block
     for (size_t k = 0; k < slots_.size(); ++k) {
-      if (slots_[k]->state != Slot::State::kUnprepared) continue;
-      threads.emplace_back([this, k, &statuses] { statuses[k] = Prepare(*slots_[k]); });
+      const InitKind kind =
+          committed_now.contains(slots_[k]->transactional_id) ? InitKind::kRelease : InitKind::kBreak;
+      threads.emplace_back([this, k, kind, &statuses] { statuses[k] = Prepare(*slots_[k], kind); });
     }
   }
   for (size_t k = 0; k < slots_.size(); ++k) {
     if (!statuses[k].ok()) throw std::runtime_error(std::string(statuses[k].message()));
-    if (slots_[k]->producer != nullptr) slots_[k]->state = Slot::State::kFree;
+    slots_[k]->state = Slot::State::kFree;
   }
   AbortLingering();
   growth_limit_ = slots_.size() + kTransactionPoolGrowth;
@@ -250,7 +347,8 @@ void KafkaTransactionalSink::Open(OperatorContext& context, RecordOutput* /*outp
   absl::StatusOr<std::map<std::string, int32_t>> counts = kafka_internal::FetchPartitionCounts(
       *current_->producer, {config_.topic}, config_.brokers, timeout_ms, *current_->events);
   if (!counts.ok()) throw std::runtime_error(std::string(counts.status().message()));
-  committer_ = std::thread([this] { RunCommitter(); });
+  committer_ = std::make_unique<Worker>();
+  preparer_ = std::make_unique<Worker>();
   log_->info("{}: writing to topic '{}' ({} partitions) on brokers {}, exactly-once, transactional ids {}-{}-0..{}",
              client_, config_.topic, counts->at(config_.topic), config_.brokers, prefix_, subtask_,
              slots_.size() - 1);
@@ -262,20 +360,19 @@ void KafkaTransactionalSink::AbortLingering() {
     ids.push_back(TransactionalId(prefix_, subtask_, static_cast<int>(slots_.size() + i)));
   }
   // Scaled down: the ids of old subtasks that no longer exist are cleaned up
-  // by the subtask that committed what they pre-committed (CommitRestored).
-  // Not the ids of those committables: initializing one bumps its epoch, and
-  // a failure before the next checkpoint completes restores the same
-  // checkpoint, whose commit by the old epoch would then be fenced and taken
-  // for data loss. By the reuse rule they carry nothing after that
-  // transaction, which is committed.
-  absl::flat_hash_set<std::string> restored_ids;
-  for (const Committable& c : restored_) restored_ids.insert(c.transactional_id);
+  // by the subtask that committed what they pre-committed (CommitRestored
+  // ran first). A second restore of the same checkpoint then finds those
+  // transactions resolved by their markers.
   for (const auto& [old, size] : restored_pool_sizes_) {
     if (old < parallelism_ || old % parallelism_ != subtask_) continue;
     for (int k = 0; k < size + static_cast<int>(kTransactionPoolGrowth); ++k) {
-      std::string id = TransactionalId(prefix_, old, k);
-      if (!restored_ids.contains(id)) ids.push_back(std::move(id));
+      ids.push_back(TransactionalId(prefix_, old, k));
     }
+  }
+  std::vector<std::string> later = FindLingering();
+  if (!later.empty()) {
+    log_->info("{}: aborting the transactions later runs left open on ids {}", client_, absl::StrJoin(later, ", "));
+    ids.insert(ids.end(), later.begin(), later.end());
   }
   std::vector<Slot> probes(ids.size());
   std::vector<absl::Status> statuses(probes.size());
@@ -284,7 +381,7 @@ void KafkaTransactionalSink::AbortLingering() {
     for (size_t i = 0; i < probes.size(); ++i) {
       probes[i].index = -1;
       probes[i].transactional_id = ids[i];
-      threads.emplace_back([this, i, &probes, &statuses] { statuses[i] = Prepare(probes[i], /*learn_id=*/false); });
+      threads.emplace_back([this, i, &probes, &statuses] { statuses[i] = Prepare(probes[i], InitKind::kBreak); });
     }
   }
   for (size_t i = 0; i < probes.size(); ++i) {
@@ -292,6 +389,67 @@ void KafkaTransactionalSink::AbortLingering() {
     probes[i].topic.reset();
     probes[i].producer.reset();
   }
+}
+
+std::vector<std::string> KafkaTransactionalSink::FindLingering() const {
+  struct NotSupported {};
+  std::vector<std::string> found;
+  kafka_protocol::TransactionClient client = RecoveryClient();
+  int probes = 0;
+  // Whether `id` holds an open transaction; nullopt if the broker does not
+  // know it.
+  auto open_on = [&](const std::string& id) -> std::optional<bool> {
+    if (++probes > kMaxLingeringProbes) {
+      throw std::runtime_error(absl::StrCat(client_, ": more than ", kMaxLingeringProbes, " transactional ids with "
+                                            "the prefix '", prefix_, "' exist; give this sink a new prefix"));
+    }
+    absl::StatusOr<kafka_protocol::TransactionDescription> d = client.DescribeTransaction(id);
+    if (absl::IsUnimplemented(d.status())) throw NotSupported{};
+    if (!d.ok()) throw std::runtime_error(absl::StrCat(client_, ": looking for open transactions: ", d.status().message()));
+    if (!d->found) return std::nullopt;
+    return d->state != "Empty" && d->state != "CompleteCommit" && d->state != "CompleteAbort" && d->state != "Dead";
+  };
+  // Ids are dense from 0 per subtask (the pool grows at its end): two
+  // unknown ones in a row end a subtask's ids.
+  auto scan = [&](int subtask, int from) {
+    for (int k = from, unknown = 0; unknown < 2; ++k) {
+      const std::string id = TransactionalId(prefix_, subtask, k);
+      const std::optional<bool> open = open_on(id);
+      unknown = open.has_value() ? 0 : unknown + 1;
+      if (open.value_or(false)) found.push_back(id);
+    }
+  };
+  try {
+    scan(subtask_, static_cast<int>(slots_.size() + kTransactionPoolGrowth));
+    // Subtasks of a higher parallelism than this run's, whose ids this
+    // subtask answers for (old index mod parallelism).
+    for (int old = subtask_ + parallelism_;; old += parallelism_) {
+      if (auto it = restored_pool_sizes_.find(old); it != restored_pool_sizes_.end()) {
+        scan(old, it->second + static_cast<int>(kTransactionPoolGrowth));
+        continue;
+      }
+      const std::string first = TransactionalId(prefix_, old, 0);
+      const std::optional<bool> open = open_on(first);
+      if (!open.has_value()) break;  // no run had that many subtasks
+      if (*open) found.push_back(first);
+      scan(old, 1);
+    }
+  } catch (const NotSupported&) {
+    log_->info("{}: the brokers cannot describe transactions (Kafka before 3.0); transactions later runs left "
+               "open on ids this start does not use end at their timeout", client_);
+    return {};
+  }
+  return found;
+}
+
+kafka_protocol::TransactionClient KafkaTransactionalSink::RecoveryClient() const {
+  kafka_protocol::TransactionClientOptions options;
+  options.client_id = "weir-kafka-sink-recovery";
+  options.logger = log_;
+  absl::StatusOr<kafka_protocol::TransactionClient> client =
+      kafka_protocol::TransactionClient::Create(config_.brokers, options);
+  if (!client.ok()) throw std::runtime_error(absl::StrCat(client_, ": ", client.status().message()));
+  return *std::move(client);
 }
 
 KafkaTransactionalSink::Slot* KafkaTransactionalSink::Grow(int64_t checkpoint_id) {
@@ -302,7 +460,7 @@ KafkaTransactionalSink::Slot* KafkaTransactionalSink::Grow(int64_t checkpoint_id
         "JobManager's log for why they fail. The job restarts from its last completed checkpoint."));
   }
   Slot* slot = NewSlot(static_cast<int>(slots_.size()));
-  if (absl::Status s = Prepare(*slot); !s.ok()) throw std::runtime_error(std::string(s.message()));
+  if (absl::Status s = Prepare(*slot, InitKind::kBreak); !s.ok()) throw std::runtime_error(std::string(s.message()));
   slot->state = Slot::State::kFree;
   log_->info("{}: no free transactional id at checkpoint {} (transactions wait for checkpoints to complete); "
              "the pool grows to {} ids",
@@ -321,7 +479,8 @@ void KafkaTransactionalSink::PollOwned() {
   }
 }
 
-void KafkaTransactionalSink::CommitRestored() {
+absl::flat_hash_set<std::string> KafkaTransactionalSink::CommitRestored() {
+  absl::flat_hash_set<std::string> committed_now;
   std::vector<const Committable*> mine;
   for (const Committable& c : restored_) {
     // A subtask that no longer exists (scaled down) leaves its transactions
@@ -331,39 +490,68 @@ void KafkaTransactionalSink::CommitRestored() {
       mine.push_back(&c);
     }
   }
-  if (mine.empty()) return;
-  kafka_protocol::TransactionClientOptions options;
-  options.client_id = "weir-kafka-sink-recovery";
-  options.logger = log_;
-  absl::StatusOr<kafka_protocol::TransactionClient> client =
-      kafka_protocol::TransactionClient::Create(config_.brokers, options);
-  if (!client.ok()) throw std::runtime_error(absl::StrCat(client_, ": ", client.status().message()));
+  if (mine.empty()) return committed_now;
+  std::optional<kafka_protocol::TransactionClient> client = RecoveryClient();
   for (const Committable* c : mine) {
-    absl::Status committed = client->CommitTransaction(c->transactional_id, c->producer_id, c->producer_epoch);
-    if (absl::IsDataLoss(committed)) ThrowDataLoss(*c, committed);
-    if (!committed.ok()) {
-      throw std::runtime_error(absl::StrCat(client_, ": cannot commit transaction '", c->transactional_id,
-                                            "' of checkpoint ", c->checkpoint_id,
-                                            " after recovery: ", committed.message()));
+    const absl::Status committed = client->CommitTransaction(c->transactional_id, c->producer_id, c->producer_epoch);
+    std::optional<int64_t> marker;
+    if (absl::IsDataLoss(committed)) {
+      // Not open at the recorded producer id and epoch: the id's newest
+      // marker tells why.
+      absl::StatusOr<std::optional<kafka_protocol::CommittedOffset>> fetched =
+          client->FetchCommittedOffset(c->transactional_id, config_.topic, 0);
+      if (!fetched.ok()) {
+        throw std::runtime_error(absl::StrCat(
+            client_, ": transaction '", c->transactional_id, "' of restored checkpoint ", c->checkpoint_id,
+            " is no longer open (", committed.message(), ") and its outcome marker cannot be read: ",
+            fetched.status().message(), "; the job restarts and tries again"));
+      }
+      if (fetched->has_value()) marker = (*fetched)->offset;
     }
-    log_->info("{}: committed transaction '{}' (producer id {}, epoch {}) of restored checkpoint {}", client_,
-               c->transactional_id, c->producer_id, c->producer_epoch, c->checkpoint_id);
-    recovery_commits_metric_->Inc();
-    if (c->subtask != subtask_) continue;
-    for (auto& slot : slots_) {
-      if (slot->transactional_id != c->transactional_id) continue;
-      // Committed, but the restored checkpoint lists it: the id stays
-      // unused until a checkpoint that omits it has completed, so that a
-      // second recovery from the same checkpoint commits it again safely.
-      slot->state = Slot::State::kCommitted;
-      slot->released_by = 0;
+    const std::string what = absl::StrCat("transaction '", c->transactional_id, "' (producer id ", c->producer_id,
+                                          ", epoch ", c->producer_epoch, ") of restored checkpoint ", c->checkpoint_id);
+    switch (ClassifyRestoredCommit(committed, marker, *c)) {
+      case RestoredCommit::kCommitted:
+        log_->info("{}: committed {}", client_, what);
+        recovery_commits_metric_->Inc();
+        committed_now.insert(c->transactional_id);
+        break;
+      case RestoredCommit::kAlreadyCommitted:
+        log_->info("{}: {} was already committed; skipped", client_, what);
+        resolved_committed_metric_->Inc();
+        break;
+      case RestoredCommit::kResolvedLater:
+        log_->warn("{}: {} is no longer open and a later transaction on the id has committed since (newest marker: "
+                   "{}): it was committed before that, or a later run of this sink that restored an older point "
+                   "aborted it — its records are in the output only if it was committed; skipped",
+                   client_, what, DescribeMarker(*marker));
+        resolved_later_metric_->Inc();
+        break;
+      case RestoredCommit::kUnknown:
+        log_->warn("{}: cannot tell whether {} was committed: the broker no longer knows the id ({}), and no marker "
+                   "on it says; most likely it was idle longer than transactional.id.expiration.ms; skipped",
+                   client_, what, committed.message());
+        resolved_unknown_metric_->Inc();
+        break;
+      case RestoredCommit::kLost:
+        ThrowDataLoss(*c, committed, marker);
+      case RestoredCommit::kFailed:
+        throw std::runtime_error(absl::StrCat(client_, ": cannot commit ", what, " after recovery: ",
+                                              committed.message()));
     }
   }
+  return committed_now;
 }
 
-absl::Status KafkaTransactionalSink::Prepare(Slot& slot, bool learn_id) const {
+absl::Status KafkaTransactionalSink::Prepare(Slot& slot, InitKind kind) const {
   using kafka_internal::SetOrThrow;
   try {
+    // A new session (rule 1): the old producer holds no transaction.
+    slot.topic.reset();
+    slot.producer.reset();
+    slot.producer_id = -1;
+    slot.producer_epoch = -1;
+    slot.reports.first_failure.clear();
     slot.events = std::make_unique<Events>(absl::StrCat(client_, " transactional id '", slot.transactional_id, "'"));
     std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
     SetOrThrow(*conf, "client.id", "weir-kafka-sink");
@@ -402,7 +590,6 @@ absl::Status KafkaTransactionalSink::Prepare(Slot& slot, bool learn_id) const {
       }
       return absl::UnavailableError(message);
     }
-    if (!learn_id) return absl::OkStatus();
     // The producer id and epoch arrive with the next statistics.
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     while (slot.events->producer_id.load() < 0 || slot.events->producer_epoch.load() < 0) {
@@ -414,6 +601,20 @@ absl::Status KafkaTransactionalSink::Prepare(Slot& slot, bool learn_id) const {
     }
     slot.producer_id = slot.events->producer_id.load();
     slot.producer_epoch = static_cast<int16_t>(slot.events->producer_epoch.load());
+    if (kind == InitKind::kBreak) {
+      // The init marker: later recoveries of transactions this
+      // initialization may have aborted find it (rule 2).
+      std::unique_ptr<RdKafka::Error> begun(slot.producer->begin_transaction());
+      if (begun) {
+        return absl::UnavailableError(absl::StrCat(client_, ": cannot begin the marker transaction of '",
+                                                   slot.transactional_id, "': ", begun->str()));
+      }
+      RETURN_IF_ERROR(SendMarker(slot, MarkerKind::kInit));
+      if (absl::Status committed = Commit(slot); !committed.ok()) {
+        return absl::Status(committed.code(), absl::StrCat(client_, ": committing the marker transaction of '",
+                                                           slot.transactional_id, "': ", committed.message()));
+      }
+    }
     log_->debug("{}: transactional id '{}' ready: producer id {}, epoch {}", client_, slot.transactional_id,
                 slot.producer_id, slot.producer_epoch);
     return absl::OkStatus();
@@ -422,19 +623,51 @@ absl::Status KafkaTransactionalSink::Prepare(Slot& slot, bool learn_id) const {
   }
 }
 
+absl::Status KafkaTransactionalSink::SendMarker(Slot& slot, MarkerKind kind) const {
+  absl::StatusOr<int64_t> offset = MarkerOffset(slot.producer_id, slot.producer_epoch, kind);
+  if (!offset.ok()) return offset.status();
+  std::unique_ptr<rd_kafka_topic_partition_list_t, decltype(&rd_kafka_topic_partition_list_destroy)> offsets(
+      rd_kafka_topic_partition_list_new(1), &rd_kafka_topic_partition_list_destroy);
+  rd_kafka_topic_partition_list_add(offsets.get(), config_.topic.c_str(), 0)->offset = *offset;
+  std::unique_ptr<rd_kafka_consumer_group_metadata_t, decltype(&rd_kafka_consumer_group_metadata_destroy)> group(
+      rd_kafka_consumer_group_metadata_new(slot.transactional_id.c_str()), &rd_kafka_consumer_group_metadata_destroy);
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(kafka_internal::OpenTimeoutMs(config_.kafka_properties));
+  while (true) {
+    const int remaining = static_cast<int>(std::max<int64_t>(1, Millis(deadline - Clock::now())));
+    std::unique_ptr<rd_kafka_error_t, decltype(&rd_kafka_error_destroy)> error(
+        rd_kafka_send_offsets_to_transaction(slot.producer->c_ptr(), offsets.get(), group.get(), remaining),
+        &rd_kafka_error_destroy);
+    if (error == nullptr) return absl::OkStatus();
+    if (rd_kafka_error_is_retriable(error.get()) && Clock::now() < deadline) continue;
+    return absl::UnavailableError(absl::StrCat(
+        client_, ": cannot record the outcome marker of transactional id '", slot.transactional_id,
+        "' (offset of consumer group '", slot.transactional_id, "' on ", config_.topic, "-0): ",
+        rd_kafka_error_string(error.get()),
+        rd_kafka_error_code(error.get()) == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED
+            ? " (the sink's principal needs READ on consumer groups named after its transactional ids)"
+            : ""));
+  }
+}
+
+void KafkaTransactionalSink::BeginTransaction(Slot& slot) {
+  std::unique_ptr<RdKafka::Error> begun(slot.producer->begin_transaction());
+  if (begun) {
+    throw std::runtime_error(absl::StrCat(client_, ": cannot begin a transaction on '", slot.transactional_id,
+                                          "': ", begun->str()));
+  }
+  slot.in_transaction = true;
+  if (absl::Status marked = SendMarker(slot, MarkerKind::kData); !marked.ok()) {
+    throw std::runtime_error(std::string(marked.message()));
+  }
+}
+
 void KafkaTransactionalSink::Process(void* record) {
   if (current_ == nullptr) throw std::logic_error("KafkaTransactionalSink::Process before Open or after Close");
   if (results_ready_.load(std::memory_order_relaxed)) DrainResults();
   if (++records_since_poll_ >= kPollEveryRecords) PollOwned();
   Slot& slot = *current_;
-  if (!slot.in_transaction) {
-    std::unique_ptr<RdKafka::Error> begun(slot.producer->begin_transaction());
-    if (begun) {
-      throw std::runtime_error(absl::StrCat(client_, ": cannot begin a transaction on '", slot.transactional_id,
-                                            "': ", begun->str()));
-    }
-    slot.in_transaction = true;
-  }
+  if (!slot.in_transaction) BeginTransaction(slot);
   Produce(slot, *static_cast<const kafka::Record*>(record));
 }
 
@@ -544,15 +777,12 @@ void KafkaTransactionalSink::NotifyCheckpointComplete(int64_t checkpoint_id) {
     Slot* slot = owned.get();
     if (slot->state == Slot::State::kPending && slot->checkpoint_id <= checkpoint_id) {
       slot->state = Slot::State::kCommitting;
-      PostForSlot(slot, [this, slot] { return Commit(*slot); });
+      PostForSlot(*committer_, slot, [this, slot] { return Commit(*slot); });
     } else if (slot->state == Slot::State::kCommitted && slot->released_by != 0 &&
                slot->released_by <= checkpoint_id) {
-      if (slot->producer != nullptr) {
-        slot->state = Slot::State::kFree;
-      } else {  // an id whose restored transaction was committed at start
-        slot->state = Slot::State::kPreparing;
-        PostForSlot(slot, [this, slot] { return Prepare(*slot); });
-      }
+      // Never a second transaction in one session (rule 1).
+      slot->state = Slot::State::kPreparing;
+      PostForSlot(*preparer_, slot, [this, slot] { return Prepare(*slot, InitKind::kRelease); });
     }
   }
   if (!ended_for_final_checkpoint_) return;
@@ -634,12 +864,14 @@ void KafkaTransactionalSink::DrainResults() {
   }
 }
 
-void KafkaTransactionalSink::ThrowDataLoss(const Committable& c, const absl::Status& status) const {
+void KafkaTransactionalSink::ThrowDataLoss(const Committable& c, const absl::Status& status,
+                                           std::optional<int64_t> newest_marker) const {
   const std::string message = absl::StrCat(
       client_, ": DATA LOSS: transaction '", c.transactional_id, "' (producer id ", c.producer_id, ", epoch ",
       c.producer_epoch, ") holding the records of checkpoint ", c.checkpoint_id,
-      " cannot be committed: ", status.message(),
-      ". Most likely the broker aborted it because it stayed open longer than transaction.timeout.ms — the job "
+      " cannot be committed: ", status.message(), "; no run of this sink committed anything on the id since (newest ",
+      "marker: ", newest_marker.has_value() ? DescribeMarker(*newest_marker) : std::string("none"),
+      "). Most likely the broker aborted it because it stayed open longer than transaction.timeout.ms — the job "
       "was down, or its checkpoints did not complete, for that long. Raise kafka.transaction.timeout.ms (up to the "
       "broker's transaction.max.timeout.ms) or fix what keeps checkpoints from completing.");
   log_->error("{}", message);
@@ -659,7 +891,7 @@ void KafkaTransactionalSink::EndInput() {
   }
   // No checkpoint follows the end of the input: commit everything now, the
   // oldest transactions first.
-  StopCommitter(/*drain=*/true);
+  StopWorkers(/*drain=*/true);
   DrainResults();
   std::vector<Slot*> order;
   for (auto& slot : slots_) {
@@ -692,8 +924,8 @@ int64_t KafkaTransactionalSink::delivered() const {
   return total;
 }
 
-void KafkaTransactionalSink::PostForSlot(Slot* slot, std::function<absl::Status()> work) {
-  Post([this, slot, work = std::move(work)] {
+void KafkaTransactionalSink::PostForSlot(Worker& worker, Slot* slot, std::function<absl::Status()> work) {
+  worker.Post([this, slot, work = std::move(work)] {
     absl::Status status = work();
     absl::MutexLock lock(&mutex_);
     results_.emplace_back(slot->index, std::move(status));
@@ -701,40 +933,14 @@ void KafkaTransactionalSink::PostForSlot(Slot* slot, std::function<absl::Status(
   });
 }
 
-void KafkaTransactionalSink::Post(std::function<void()> work) {
-  absl::MutexLock lock(&mutex_);
-  work_.push_back(std::move(work));
-  work_ready_.Signal();
-}
-
-void KafkaTransactionalSink::RunCommitter() {
-  while (true) {
-    std::function<void()> work;
-    {
-      absl::MutexLock lock(&mutex_);
-      while (work_.empty() && !stopping_) work_ready_.Wait(&mutex_);
-      if (work_.empty()) return;  // stopping, nothing left
-      work = std::move(work_.front());
-      work_.pop_front();
-    }
-    work();
-  }
-}
-
-void KafkaTransactionalSink::StopCommitter(bool drain) {
-  if (!committer_.joinable()) return;
-  {
-    absl::MutexLock lock(&mutex_);
-    stopping_ = true;
-    if (!drain) work_.clear();
-    work_ready_.Signal();
-  }
-  committer_.join();
+void KafkaTransactionalSink::StopWorkers(bool drain) {
+  if (committer_ != nullptr) committer_->Stop(drain);
+  if (preparer_ != nullptr) preparer_->Stop(drain);
 }
 
 void KafkaTransactionalSink::Close() {
   if (slots_.empty()) return;
-  StopCommitter(/*drain=*/false);
+  StopWorkers(/*drain=*/false);
   // The open transaction was never pre-committed: abort it now rather than
   // leave read_committed readers waiting for its timeout. Pre-committed ones
   // stay as they are: the checkpoint that lists them may have completed,

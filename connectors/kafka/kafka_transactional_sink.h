@@ -4,25 +4,32 @@
 // checkpoints; docs/exactly-once.md tells the whole story).
 //
 // Transactional ids: a pool per subtask, "<prefix>-<subtask>-<k>" for k in
-// [0, pool size), kTransactionPoolSize to start with. Each id has one
-// librdkafka producer for the life of the task; successive transactions of
-// one id share its producer id and epoch. That is safe only because of one
-// rule, which rules out committing a later transaction by an earlier one's
-// (producer id, epoch) after a crash (the reused-id hazard, FLINK-8132):
+// [0, pool size), kTransactionPoolSize to start with. Two rules make a
+// restore from ANY completed checkpoint or savepoint safe, in any order and
+// any number of times (docs/exactly-once.md, "Restoring older points"):
 //
-//   An id whose transaction T was pre-committed for checkpoint n is used
-//   again only after a checkpoint m > n has completed whose snapshot no
-//   longer lists T (taken after T's commit was confirmed).
-//
-// Recovery restores the newest completed checkpoint, so a restored
-// checkpoint that lists T was taken before that release: the id has carried
-// no other transaction since, and committing T again by its (producer id,
-// epoch) commits exactly T, or nothing if it already was. It also makes an
-// epoch error at that commit mean one thing only: the broker aborted T
-// (transaction.timeout.ms passed) and its records are lost. (The one
-// exception is the JobMaster falling back to an older retained checkpoint
-// because the newest is damaged: that replays output newer checkpoints
-// already committed, and the sink is at-least-once for that restore.)
+//   1. One transaction with records per producer session. An id is used
+//      again only after its transaction's commit was confirmed and a
+//      completed checkpoint no longer lists it, and then always through a
+//      new producer, whose init_transactions makes the broker bump the
+//      epoch (or give a new producer id). So (id, producer id, epoch) names
+//      one transaction: a recovery commit by the (producer id, epoch) a
+//      checkpoint recorded commits that transaction or nothing — never a
+//      later one (the reused-id hazard, FLINK-8132).
+//   2. Outcome markers. Every transaction with records also commits, from
+//      its first record, the offset of consumer group "<its id>" on
+//      partition 0 of the output topic (send_offsets_to_transaction), which
+//      encodes its producer id and epoch (MarkerOffset). Every
+//      initialization that may abort a transaction some checkpoint lists
+//      (at start, on growth, for lingering ids) commits an "init" marker of
+//      its own session. The broker makes a marker visible exactly when its
+//      transaction commits. So when a recovery commit finds its transaction
+//      no longer open, the id's newest marker says why
+//      (ClassifyRestoredCommit): the transaction's own marker, it was
+//      committed; a newer one, a later run committed it or aborted it after
+//      restoring an older point, and it is skipped with a warning; an older
+//      one or none, nothing of Weir touched the id since, so the broker
+//      aborted it (transaction.timeout.ms): data loss, the job fails.
 //
 // Every barrier pre-commits the open transaction when it holds records: a
 // checkpoint must never count source positions beyond records that no
@@ -44,16 +51,19 @@
 //       (id, producer id, epoch, checkpoint).
 //   NotifyCheckpointComplete(n)  every pending transaction <= n is committed
 //       on the committer thread, while the task goes on writing into the
-//       next one; ids whose release checkpoint is <= n become free.
+//       next one; ids whose release checkpoint is <= n get a new producer
+//       on the preparer thread (rule 1) and then become free.
 //   NotifyCheckpointAborted(n)   nothing: its pending transactions are
 //       committed with the next completed checkpoint.
 // On start (InitializeState/Open): the restored committables of this
-// subtask (and those of subtasks that no longer exist, by subtask 0) are
-// committed with TransactionClient (EndTxn), then every other id of the pool
-// is initialized, which aborts whatever transaction a previous attempt left
-// open on it. A commit that fails with "aborted" / an epoch error is data
-// loss: the task throws weir::UnrecoverableError with the id, the
-// checkpoint and the likely cause, and the job fails without a restart.
+// subtask (and those of subtasks that no longer exist, by subtask
+// (old index mod parallelism)) are committed with TransactionClient (EndTxn)
+// and classified as above; then every id of the pool, the
+// kTransactionPoolGrowth ids past it and the ids of removed subtasks are
+// initialized, which aborts whatever a previous attempt or a later run left
+// open on them. An id whose restored transaction was committed just now
+// (EndTxn answered NONE: the id has had no session since) is initialized
+// without a marker; every other one with an init marker.
 //
 // Bounded input: the sources end with a final checkpoint (they wait for a
 // checkpoint after their end to complete before they end their input), so
@@ -66,10 +76,11 @@
 // at each barrier, notification and every 1024 records, so that those
 // queues stay short.
 //
-// Thread-safety: the task thread calls every operator method. A committer
-// thread owned by the sink runs commit_transaction() and the initialization
-// of released producers; a producer is touched by one thread at a time (the
-// task thread hands it over and takes it back through `mutex_`).
+// Thread-safety: the task thread calls every operator method. Two threads
+// owned by the sink do the slow work off it: the committer runs
+// commit_transaction(), the preparer creates and initializes the new
+// producers of released ids. A producer is touched by one thread at a time
+// (the task thread hands a slot over and takes it back through `mutex_`).
 #ifndef WEIR_CONNECTORS_KAFKA_KAFKA_TRANSACTIONAL_SINK_H_
 #define WEIR_CONNECTORS_KAFKA_KAFKA_TRANSACTIONAL_SINK_H_
 
@@ -85,10 +96,12 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "connectors/kafka/kafka_sink.h"
+#include "connectors/kafka/protocol/transaction_client.h"
 #include "spdlog/logger.h"
 #include "weir/operator.h"
 
@@ -121,6 +134,33 @@ struct Committable {
 // "<prefix>-<subtask>-<k>".
 std::string TransactionalId(const std::string& prefix, int subtask, int k);
 
+// Outcome markers (rule 2 above). A marker is the offset that consumer
+// group "<transactional id>" commits on partition 0 of the output topic
+// inside a transaction: producer id << 17 | epoch << 1 | kind. Larger means
+// later: the broker hands out producer ids in increasing order and bumps the
+// epoch of an id at every initialization, and within one session the init
+// marker (kind 0) precedes the data transaction (kind 1).
+enum class MarkerKind : int { kInit = 0, kData = 1 };
+// kOutOfRange for a producer id >= 2^46 or a negative id or epoch.
+absl::StatusOr<int64_t> MarkerOffset(int64_t producer_id, int16_t producer_epoch, MarkerKind kind);
+// "producer id P, epoch e, data|initialization" for messages.
+std::string DescribeMarker(int64_t offset);
+
+// What a recovery commit of a restored transaction found (see the header
+// comment), from the commit's status and the newest marker on the id.
+enum class RestoredCommit {
+  kCommitted,         // committed now, or already by an earlier commit of it
+  kAlreadyCommitted,  // not open, and its own marker is the newest: committed
+  kResolvedLater,     // not open, and a later session committed a marker:
+                      // committed before it, or aborted by a later run
+  kUnknown,           // the broker no longer knows the id, and no marker says
+  kLost,              // not open, and nothing of Weir touched the id since:
+                      // the broker aborted it (or TRANSACTION_ABORTABLE)
+  kFailed,            // no answer (unavailable, unauthorized, ...): retry later
+};
+RestoredCommit ClassifyRestoredCommit(const absl::Status& end_txn, std::optional<int64_t> newest_marker,
+                                      const Committable& committable);
+
 class KafkaTransactionalSink : public weir::StreamOperator {
  public:
   explicit KafkaTransactionalSink(KafkaSinkConfig config);
@@ -152,16 +192,26 @@ class KafkaTransactionalSink : public weir::StreamOperator {
   class Events;
   class DeliveryReports;
 
-  // Creates slot `k`'s producer and initializes its transactions (which
-  // aborts a transaction a previous attempt left open on the id), then
-  // learns its producer id and epoch. Any thread; touches only `slot`.
-  // `learn_id` false: initialize only (to abort), without waiting for the
-  // producer id.
-  absl::Status Prepare(Slot& slot, bool learn_id = true) const;
+  // How an id is initialized: kRelease after its last transaction's commit
+  // was confirmed (nothing to abort, no marker); kBreak where it may abort a
+  // transaction some checkpoint lists (writes an init marker).
+  enum class InitKind { kRelease, kBreak };
+  // Gives `slot` a new producer (destroying its old one, which holds no
+  // transaction) and initializes its transactions (which aborts a
+  // transaction left open on the id), learns its producer id and epoch, and
+  // for kBreak commits an init marker. Any thread; touches only `slot`.
+  absl::Status Prepare(Slot& slot, InitKind kind) const;
+  // Sends the marker of `slot`'s session into its open transaction.
+  absl::Status SendMarker(Slot& slot, MarkerKind kind) const;
+  // begin_transaction and the data marker on the current slot.
+  void BeginTransaction(Slot& slot);
   // commit_transaction on `slot`'s producer, retrying what may pass.
   absl::Status Commit(Slot& slot) const;
-  // Commits the restored committables this subtask is responsible for.
-  void CommitRestored();
+  // Commits the restored committables this subtask is responsible for and
+  // classifies what it finds; throws on kLost and kFailed. Returns the ids
+  // whose transaction EndTxn committed (or found committed) at the
+  // recorded producer id and epoch: no session of theirs followed.
+  absl::flat_hash_set<std::string> CommitRestored();
   void Produce(Slot& slot, const kafka::Record& r);
   // Waits until every record of `slot` is acknowledged; throws on failure.
   void Flush(Slot& slot);
@@ -170,26 +220,35 @@ class KafkaTransactionalSink : public weir::StreamOperator {
   void PreCommit(int64_t checkpoint_id);
   // A new slot at the end of the pool, prepared; throws at the cap.
   Slot* Grow(int64_t checkpoint_id);
-  // Initializes the kTransactionPoolGrowth ids past the pool, aborting what
-  // an attempt that grew the pool after the restored checkpoint left open,
-  // and, after scaling down, every id of the removed subtasks this subtask
-  // took the restored transactions of.
+  // Initializes (kBreak) the kTransactionPoolGrowth ids past the pool,
+  // aborting what an attempt that grew the pool after the restored
+  // checkpoint left open, and, after scaling down, every id of the removed
+  // subtasks this subtask took the restored transactions of.
   void AbortLingering();
+  // The ids past the ones a start initializes anyway (the pool, the growth
+  // margin, the restored removed subtasks') on which a later run — one
+  // that grew its pool further, or ran at a higher parallelism — left a
+  // transaction open: found read-only with DescribeTransactions, walking
+  // this subtask's ids and those of higher subtasks it answers for until
+  // the broker knows none. Empty for brokers before Kafka 3.0.
+  std::vector<std::string> FindLingering() const;
+  kafka_protocol::TransactionClient RecoveryClient() const;
   // Serves the queues of the producers the task thread holds.
   void PollOwned();
   Slot* NewSlot(int k);
   // Takes the committer thread's results; throws its first failure.
   void DrainResults();
-  // Runs `work` on the committer thread.
-  void Post(std::function<void()> work);
-  // Runs `work` on `slot` there; its status comes back through results_.
-  void PostForSlot(Slot* slot, std::function<absl::Status()> work);
-  void RunCommitter();
-  // Stops the committer thread: after the queued work when `drain`, else
-  // after the work in progress only.
-  void StopCommitter(bool drain);
+  // A thread that runs posted work in order.
+  class Worker;
+  // Runs `work` on `slot` on `worker`; its status comes back through
+  // results_.
+  void PostForSlot(Worker& worker, Slot* slot, std::function<absl::Status()> work);
+  // Stops both threads: after their queued work when `drain`, else after
+  // the work in progress only.
+  void StopWorkers(bool drain);
   Slot* FreeSlot();
-  [[noreturn]] void ThrowDataLoss(const Committable& c, const absl::Status& status) const;
+  [[noreturn]] void ThrowDataLoss(const Committable& c, const absl::Status& status,
+                                  std::optional<int64_t> newest_marker) const;
 
   const KafkaSinkConfig config_;
   const std::shared_ptr<spdlog::logger> log_;
@@ -209,21 +268,23 @@ class KafkaTransactionalSink : public weir::StreamOperator {
   Counter* committed_metric_ = nullptr;
   Counter* recovery_commits_metric_ = nullptr;
   Counter* aborted_metric_ = nullptr;
+  // weir_kafka_transactions_recovery_resolved_total by outcome.
+  Counter* resolved_committed_metric_ = nullptr;
+  Counter* resolved_later_metric_ = nullptr;
+  Counter* resolved_unknown_metric_ = nullptr;
   int64_t records_since_poll_ = 0;
   // EndInput ran and left the open transaction to the final checkpoint.
   bool ended_for_final_checkpoint_ = false;
   size_t growth_limit_ = 0;                  // the pool may not grow past this
   std::map<int64_t, size_t> snapshot_sizes_;  // checkpoint -> pool size it recorded
 
-  // Committer thread.
+  // Results of the committer and preparer threads (started in Open).
   absl::Mutex mutex_;
-  absl::CondVar work_ready_;
-  std::deque<std::function<void()>> work_ ABSL_GUARDED_BY(mutex_);
-  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   // (slot index, result) of finished commits and preparations.
   std::vector<std::pair<int, absl::Status>> results_ ABSL_GUARDED_BY(mutex_);
   std::atomic<bool> results_ready_{false};
-  std::thread committer_;
+  std::unique_ptr<Worker> committer_;
+  std::unique_ptr<Worker> preparer_;
 };
 
 }  // namespace weir::connectors

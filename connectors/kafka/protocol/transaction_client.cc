@@ -322,15 +322,12 @@ class CoordinatorCall {
     return OpenSession(coordinator, options_.client_id, ExchangeDeadline());
   }
 
-  // Logs a final failure: error for data loss, warn for the rest.
+  // Logs a final failure at warn. Whether a commit that found its
+  // transaction no longer open lost records is the caller's verdict (the
+  // exactly-once sink reads the id's outcome marker), so the client does
+  // not log it as an error.
   absl::Status Finish(absl::Status status) const {
-    if (log_ != nullptr) {
-      if (status.code() == absl::StatusCode::kDataLoss) {
-        log_->error("{}", status.ToString());
-      } else {
-        log_->warn("{}", status.ToString());
-      }
-    }
+    if (log_ != nullptr) log_->warn("{}", status.ToString());
     return status;
   }
 
@@ -368,10 +365,10 @@ absl::Status EndTxnResultToStatus(int16_t error_code, bool committed, absl::stri
     case kProducerFenced:
       if (committed) {
         return result(absl::StatusCode::kDataLoss,
-                      "the producer epoch is no longer current: most likely the broker aborted "
-                      "the transaction on timeout (transaction.timeout.ms) and bumped the "
-                      "epoch, so its records are lost; or a newer producer took the "
-                      "transactional id over");
+                      "the producer epoch is no longer current: the transactional id was "
+                      "initialized again since (after this transaction committed, or by a "
+                      "producer that aborted it), or the broker aborted the transaction on "
+                      "timeout (transaction.timeout.ms) and bumped the epoch");
       }
       return result(absl::StatusCode::kFailedPrecondition,
                     "the producer epoch is no longer current: the broker already ended this "
@@ -384,8 +381,8 @@ absl::Status EndTxnResultToStatus(int16_t error_code, bool committed, absl::stri
         return result(absl::StatusCode::kDataLoss,
                       "the broker has no transaction of this producer id under this "
                       "transactional id (it expired after transactional.id.expiration.ms, or "
-                      "the id was initialized again with another producer id); the "
-                      "transaction cannot be committed and its records are most likely lost");
+                      "the id was initialized again with another producer id); this commit "
+                      "cannot commit it");
       }
       return result(absl::StatusCode::kFailedPrecondition,
                     "the broker has no transaction of this producer id under this "

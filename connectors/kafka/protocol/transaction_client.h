@@ -18,9 +18,12 @@
 // What the answers mean: committing a committed transaction again is OK
 // (EndTxn is idempotent). For a commit, INVALID_TXN_STATE, an epoch error
 // (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED) or an unknown producer id mapping
-// most likely mean the broker aborted the transaction — usually because
-// transaction.timeout.ms passed while the job was down — and its records are
-// lost: kDataLoss. Callers tell the exact cause apart with KafkaErrorCodeOf.
+// mean the transaction is not open at that producer id and epoch: the
+// broker aborted it (transaction.timeout.ms passed while the job was down),
+// or it was committed and the id initialized again since, or a later
+// producer of the id aborted it: kDataLoss, as seen from this call. Callers
+// tell the cause apart (KafkaErrorCodeOf; the exactly-once sink also reads
+// the id's outcome marker, kafka_transactional_sink.h).
 //
 // Thread-safety: thread-safe. The client is immutable after Create; every
 // call opens its own connections and closes them before it returns, so calls
@@ -63,8 +66,8 @@ struct TransactionClientOptions {
   absl::Duration retry_backoff = absl::Milliseconds(50);
   absl::Duration max_retry_backoff = absl::Seconds(1);
   // Where the client logs what it does (each commit and abort at info, the
-  // read-only calls and retries at debug, failures at warn, data loss at
-  // error). nullptr: no logging.
+  // read-only calls and retries at debug, failures at warn — data loss
+  // too, which is the caller's verdict). nullptr: no logging.
   std::shared_ptr<spdlog::logger> logger;
 };
 

@@ -5,6 +5,8 @@
 // sink from the operator state of a chosen checkpoint, and checks what a
 // read_committed reader sees and that no transaction is left open.
 #include <map>
+#include <set>
+#include <tuple>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,17 +49,20 @@ class TransactionalSinkTest : public ::testing::Test {
     prefix_ = absl::StrCat("test-", topic_);
   }
 
-  // A started sink (InitializeState, Open) restored from `state`.
-  std::unique_ptr<KafkaTransactionalSink> Start(RestoringContext& context) {
+  // A started sink (InitializeState, Open) restored from `state`, with
+  // extra librdkafka producer `properties`.
+  std::unique_ptr<KafkaTransactionalSink> Start(RestoringContext& context,
+                                                std::map<std::string, std::string> properties = {}) {
     JobGraph graph;
     StreamEnvironment env(&graph);
     kafka::Sink(kafka::Source(env, {.brokers = "unused:9092", .topics = {"unused"}}),
                 {.brokers = bootstrap_,
                  .topic = topic_,
                  .guarantee = kafka::Guarantee::kExactlyOnce,
-                 .transactional_id_prefix = prefix_});
-    Properties properties = graph.vertices.at(1).properties;
-    auto created = KafkaSinkConnector().CreateSink(properties);
+                 .transactional_id_prefix = prefix_,
+                 .properties = std::move(properties)});
+    Properties vertex = graph.vertices.at(1).properties;
+    auto created = KafkaSinkConnector().CreateSink(vertex);
     EXPECT_TRUE(created.ok()) << created.status();
     std::unique_ptr<KafkaTransactionalSink> sink(dynamic_cast<KafkaTransactionalSink*>(created->release()));
     sink->InitializeState(context);
@@ -105,8 +110,175 @@ class TransactionalSinkTest : public ::testing::Test {
     }, absl::Seconds(30), absl::Milliseconds(200));
   }
 
+  // Completes checkpoint `id` and waits until the sink confirmed `commits`
+  // commits in all (the committer thread commits; the task thread learns it
+  // at its next call).
+  void CompleteAndWait(KafkaTransactionalSink& sink, int64_t id, int64_t commits) {
+    sink.NotifyCheckpointComplete(id);
+    EXPECT_TRUE(testing::WaitFor([&] {
+      sink.NotifyCheckpointComplete(id);
+      return sink.committed_transactions() >= commits;
+    }, absl::Seconds(30), absl::Milliseconds(20)));
+  }
+
+  static std::vector<Committable> Committables(const OperatorStateSnapshot& state) {
+    std::vector<Committable> out;
+    auto it = state.find("kafka-sink-transactions");
+    if (it == state.end()) return out;
+    for (const std::string& entry : it->second.entries) {
+      absl::StatusOr<Committable> c = Committable::Decode(entry);
+      EXPECT_TRUE(c.ok()) << c.status();
+      if (c.ok()) out.push_back(*c);
+    }
+    return out;
+  }
+
   std::string bootstrap_, topic_, prefix_;
 };
+
+// Rule 1 of the sink: ids are used again (the pool rotates), but never two
+// transactions with records in one producer session, so (id, producer id,
+// epoch) names one transaction across all checkpoints.
+TEST_F(TransactionalSinkTest, EveryTransactionHasItsOwnProducerEpoch) {
+  RestoringContext first({});
+  auto sink = Start(first);
+  std::map<int64_t, Committable> by_checkpoint;
+  constexpr int kCheckpoints = 10;
+  for (int64_t id = 1; id <= kCheckpoints; ++id) {
+    Write(*sink, static_cast<int>(id) * 100, 20);
+    for (const Committable& c : Committables(Checkpoint(*sink, first, id))) by_checkpoint.emplace(c.checkpoint_id, c);
+    CompleteAndWait(*sink, id, id);
+  }
+  sink->Close();
+  ASSERT_EQ(by_checkpoint.size(), static_cast<size_t>(kCheckpoints));
+  std::set<std::tuple<std::string, int64_t, int16_t>> sessions;
+  std::set<std::string> ids;
+  for (const auto& [checkpoint, c] : by_checkpoint) {
+    EXPECT_TRUE(sessions.emplace(c.transactional_id, c.producer_id, c.producer_epoch).second)
+        << "checkpoint " << checkpoint << " shares id '" << c.transactional_id << "', producer id " << c.producer_id
+        << ", epoch " << c.producer_epoch << " with an earlier transaction";
+    ids.insert(c.transactional_id);
+  }
+  EXPECT_LT(ids.size(), by_checkpoint.size()) << "the pool never used an id again; the test shows nothing";
+  EXPECT_EQ(Committed().size(), static_cast<size_t>(kCheckpoints * 20));
+}
+
+// The sequence 1 inside one sink: checkpoint 1 completes and is
+// committed, the job goes on (checkpoints 2 and 3 complete, so checkpoint
+// 1's id is free again), checkpoint 4 is pre-committed and never committed,
+// and the sink stops. Restoring checkpoint 1 commits checkpoint 1's
+// transaction by its producer id and epoch: it must find it committed, and
+// must not commit checkpoint 4's records, which a later transaction on the
+// same id may hold.
+TEST_F(TransactionalSinkTest, AnOlderCheckpointsCommitNeverCommitsALaterTransaction) {
+  RestoringContext first({});
+  auto sink = Start(first);
+  OperatorStateSnapshot checkpoint1;
+  for (int64_t id = 1; id <= 3; ++id) {
+    Write(*sink, static_cast<int>(id - 1) * 100, 100);
+    OperatorStateSnapshot state = Checkpoint(*sink, first, id);
+    if (id == 1) checkpoint1 = state;
+    CompleteAndWait(*sink, id, id);
+  }
+  Write(*sink, 300, 100);
+  const std::vector<Committable> pending = Committables(Checkpoint(*sink, first, 4));
+  ASSERT_EQ(pending.size(), 1u);
+  sink->Close();
+  ASSERT_EQ(Committed(), Range(0, 300));
+
+  RestoringContext again(checkpoint1);
+  std::unique_ptr<KafkaTransactionalSink> restored;
+  ASSERT_NO_THROW(restored = Start(again));
+  EXPECT_TRUE(NoTransactionOpen());
+  EXPECT_EQ(Committed(), Range(0, 300)) << "checkpoint 4's transaction (on '" << pending[0].transactional_id
+                                        << "') was committed by checkpoint 1's recovery";
+  restored->Close();
+}
+
+// Checkpoint 2 is pre-committed and never completes; checkpoint 1 is
+// restored, which aborts checkpoint 2's transaction. Restoring checkpoint 2
+// afterwards (as if it had completed: a retained checkpoint of a branch)
+// finds that transaction resolved by a later run and goes on; it is no
+// data loss the job should fail for.
+TEST_F(TransactionalSinkTest, ATransactionResolvedByALaterRunIsSkipped) {
+  RestoringContext first({});
+  auto sink = Start(first);
+  Write(*sink, 0, 100);
+  const OperatorStateSnapshot checkpoint1 = Checkpoint(*sink, first, 1);
+  CompleteAndWait(*sink, 1, 1);
+  Write(*sink, 100, 100);
+  const OperatorStateSnapshot checkpoint2 = Checkpoint(*sink, first, 2);
+  sink->Close();
+
+  RestoringContext branch(checkpoint1);
+  auto branched = Start(branch);
+  branched->Close();
+  EXPECT_TRUE(NoTransactionOpen());
+
+  RestoringContext back(checkpoint2);
+  std::unique_ptr<KafkaTransactionalSink> restored;
+  ASSERT_NO_THROW(restored = Start(back));
+  EXPECT_EQ(Committed(), Range(0, 100));
+  restored->Close();
+  EXPECT_TRUE(NoTransactionOpen());
+}
+
+// A later run at a higher parallelism pre-committed transactions on ids a
+// restore of an older checkpoint at parallelism 1 neither lists nor uses:
+// the restore finds them (DescribeTransactions, walking the ids the broker
+// knows) and aborts them, so read_committed readers are not held back
+// until the broker's timeout.
+TEST_F(TransactionalSinkTest, TransactionsALaterRunLeftOpenOnOtherIdsAreAborted) {
+  RestoringContext first({});
+  auto sink = Start(first);
+  Write(*sink, 0, 50);
+  const OperatorStateSnapshot checkpoint1 = Checkpoint(*sink, first, 1);
+  CompleteAndWait(*sink, 1, 1);
+  sink->Close();
+  for (int subtask = 0; subtask < 3; ++subtask) {
+    RestoringContext later({}, subtask, 3);
+    auto run = Start(later);
+    Write(*run, 1000 + subtask * 100, 50);
+    Checkpoint(*run, later, 2);  // pre-committed; checkpoint 2 never completes
+    run->Close();
+  }
+  EXPECT_EQ(Committed(), Range(0, 50));
+
+  RestoringContext again(checkpoint1);
+  auto restored = Start(again);
+  EXPECT_TRUE(NoTransactionOpen());
+  EXPECT_EQ(Committed(), Range(0, 50));
+  restored->Close();
+}
+
+// What markers must not hide: a pre-committed transaction that the broker
+// aborts on its timeout while the job is down is data loss, and the sink
+// still says so.
+TEST_F(TransactionalSinkTest, ATransactionTheBrokerAbortedOnTimeoutIsStillDataLoss) {
+  const std::map<std::string, std::string> short_timeout = {{"transaction.timeout.ms", "3000"}};
+  RestoringContext first({});
+  auto sink = Start(first, short_timeout);
+  Write(*sink, 0, 50);
+  const OperatorStateSnapshot checkpoint1 = Checkpoint(*sink, first, 1);
+  sink->Close();
+  // The broker's scan for timed-out transactions runs every 10 s.
+  ASSERT_TRUE(testing::WaitFor([&] {
+    auto stable = test::EndOffsets(bootstrap_, topic_, true);
+    auto high = test::EndOffsets(bootstrap_, topic_, false);
+    return stable.ok() && high.ok() && *stable == *high;
+  }, absl::Seconds(60), absl::Milliseconds(500)));
+
+  RestoringContext again(checkpoint1);
+  std::string error;
+  try {
+    Start(again, short_timeout);
+  } catch (const std::runtime_error& e) {
+    error = e.what();
+  }
+  EXPECT_THAT(error, ::testing::HasSubstr("DATA LOSS"));
+  EXPECT_THAT(error, ::testing::HasSubstr("checkpoint 1"));
+  EXPECT_TRUE(Committed().empty());
+}
 
 // Checkpoint 1 completes but the task dies before its notification: the
 // transaction stays pre-committed. The restored sink commits it from the
@@ -151,10 +323,10 @@ TEST_F(TransactionalSinkTest, TransactionOfAnIncompleteCheckpointIsAbortedOnRest
 
 // Scaled down from 2 to 1 after a crash between a checkpoint's completion
 // and its commit: the remaining subtask commits both old subtasks'
-// transactions. Then it fails again before any new checkpoint completes, and
-// the same checkpoint is restored a second time: committing the removed
-// subtask's transaction again must still succeed (its id must not have been
-// re-initialized, which bumps the epoch and fences the recovery commit).
+// transactions and initializes the removed subtask's ids. Then it fails
+// again before any new checkpoint completes, and the same checkpoint is
+// restored a second time: the removed subtask's transaction is found
+// resolved by its marker, not taken for data loss.
 TEST_F(TransactionalSinkTest, ScaleDownRestoreCanBeRepeatedBeforeTheNextCheckpoint) {
   std::vector<OperatorStateSnapshot> checkpoint1;
   for (int subtask = 0; subtask < 2; ++subtask) {
