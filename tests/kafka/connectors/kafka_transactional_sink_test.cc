@@ -102,12 +102,12 @@ class TransactionalSinkTest : public ::testing::Test {
   }
 
   // Whether every partition's last stable offset is at its high watermark.
-  bool NoTransactionOpen() {
+  bool NoTransactionOpen(absl::Duration timeout = absl::Seconds(30)) {
     return testing::WaitFor([&] {
       auto stable = test::EndOffsets(bootstrap_, topic_, true);
       auto high = test::EndOffsets(bootstrap_, topic_, false);
       return stable.ok() && high.ok() && *stable == *high;
-    }, absl::Seconds(30), absl::Milliseconds(200));
+    }, timeout, absl::Milliseconds(200));
   }
 
   // Completes checkpoint `id` and waits until the sink confirmed `commits`
@@ -262,11 +262,7 @@ TEST_F(TransactionalSinkTest, ATransactionTheBrokerAbortedOnTimeoutIsStillDataLo
   const OperatorStateSnapshot checkpoint1 = Checkpoint(*sink, first, 1);
   sink->Close();
   // The broker's scan for timed-out transactions runs every 10 s.
-  ASSERT_TRUE(testing::WaitFor([&] {
-    auto stable = test::EndOffsets(bootstrap_, topic_, true);
-    auto high = test::EndOffsets(bootstrap_, topic_, false);
-    return stable.ok() && high.ok() && *stable == *high;
-  }, absl::Seconds(60), absl::Milliseconds(500)));
+  ASSERT_TRUE(NoTransactionOpen(absl::Seconds(60)));
 
   RestoringContext again(checkpoint1);
   std::string error;
