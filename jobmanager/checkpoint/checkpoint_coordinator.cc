@@ -169,7 +169,6 @@ void CheckpointCoordinator::SetTasks(int attempt, std::vector<std::string> sourc
   sources_ = std::move(source_task_ids);
   all_tasks_ = std::move(all);
   all_task_set_ = std::move(all_set);
-  finished_.clear();
   finished_markers_.clear();
   stop_checkpoint_.reset();
   tasks_set_ = true;
@@ -343,7 +342,7 @@ void CheckpointCoordinator::OnTaskFinished(int attempt, const std::string& task_
                 attempt, attempt_);
     return;
   }
-  if (!finished_.insert(task_id).second) return;
+  if (finished_markers_.contains(task_id)) return;
   // What every later checkpoint records for it: finished, no file.
   v1::TaskStateHandle marker;
   *marker.mutable_vertex_ids() = identity.vertex_ids();
@@ -500,7 +499,7 @@ absl::Status CheckpointCoordinator::CheckCanTriggerLocked() const {
     return absl::FailedPreconditionError(absl::StrCat("job ", job_id_, " attempt ", attempt_, " has no source tasks"));
   }
   size_t running_sources = 0;
-  for (const std::string& source : sources_) running_sources += finished_.contains(source) ? 0 : 1;
+  for (const std::string& source : sources_) running_sources += finished_markers_.contains(source) ? 0 : 1;
   if (running_sources == 0) {
     return absl::FailedPreconditionError(absl::StrCat("every source task of job ", job_id_, " attempt ", attempt_,
                                                       " has finished; no further checkpoints are taken"));
@@ -523,7 +522,7 @@ CheckpointCoordinator::TriggerPlan CheckpointCoordinator::PlanTriggerLocked(absl
   plan.id = next_id_++;
   plan.attempt = attempt_;
   for (const std::string& source : sources_) {
-    if (!finished_.contains(source)) plan.sources.push_back(source);
+    if (!finished_markers_.contains(source)) plan.sources.push_back(source);
   }
   plan.timestamp_unix_ms = absl::ToUnixMillis(now);
   plan.stop = manual != nullptr && manual->stop;

@@ -373,8 +373,7 @@ class CheckpointCoordinator {
   std::vector<std::string> sources_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> all_tasks_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> all_task_set_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<std::string> finished_ ABSL_GUARDED_BY(mu_);
-  // What later checkpoints record for each finished task.
+  // The finished tasks, and what later checkpoints record for each.
   absl::flat_hash_map<std::string, v1::TaskStateHandle> finished_markers_ ABSL_GUARDED_BY(mu_);
   // A stop-with-savepoint checkpoint of this attempt that was triggered and
   // neither aborted nor resumed: nothing else is triggered.
