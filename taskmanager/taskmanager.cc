@@ -373,6 +373,7 @@ absl::Status TaskManager::TriggerCheckpoints(const v1::TriggerCheckpointsRequest
 void TaskManager::NotifyCheckpoint(const v1::NotifyCheckpointRequest& request) {
   if (request.completed() && !request.finish_stop()) {
     fault::MaybeCrash(fault::Point::kTaskManagerBeforeCommit, request.checkpoint_id());
+    if (fault::ShouldDrop(fault::Point::kTaskManagerDropNotify, request.checkpoint_id())) return;
   }
   absl::MutexLock lock(&tasks_mu_);
   for (auto& [task_id, task] : tasks_) {

@@ -586,10 +586,13 @@ constexpr std::array kOptions = {
                .type = OptionType::kEnum,
                .default_value = "none",
                .description = "For tests only: the daemon SIGKILLs itself at this step of the checkpoint "
-                              "protocol (common/process/fault_injection.h). Never set it in production.",
+                              "protocol, or (taskmanager-drop-notify) the TaskManager drops the completion "
+                              "notifications from the checkpoint on (common/process/fault_injection.h). "
+                              "Never set it in production.",
                .scope = kDaemons,
                .allowed_values = "none,taskmanager-after-pre-commit,taskmanager-before-commit,"
-                                 "jobmanager-before-notify,taskmanager-mid-write-ahead-batch"},
+                                 "jobmanager-before-notify,taskmanager-mid-write-ahead-batch,"
+                                 "taskmanager-drop-notify"},
     OptionSpec{.key = keys::kFaultInjectionCheckpoint,
                .type = OptionType::kInt,
                .default_value = "1",

@@ -19,6 +19,7 @@ const char* Name(Point p) {
     case Point::kTaskManagerBeforeCommit: return "taskmanager-before-commit";
     case Point::kJobManagerBeforeNotify: return "jobmanager-before-notify";
     case Point::kTaskManagerMidWriteAheadBatch: return "taskmanager-mid-write-ahead-batch";
+    case Point::kTaskManagerDropNotify: return "taskmanager-drop-notify";
     case Point::kNone: break;
   }
   return "none";
@@ -31,12 +32,19 @@ absl::Status Configure(const config::Configuration& config, const char* daemon) 
   const std::string point = config.GetString(k::kFaultInjectionPoint);
   Point p = Point::kNone;
   for (Point candidate : {Point::kTaskManagerAfterPreCommit, Point::kTaskManagerBeforeCommit,
-                          Point::kJobManagerBeforeNotify, Point::kTaskManagerMidWriteAheadBatch}) {
+                          Point::kJobManagerBeforeNotify, Point::kTaskManagerMidWriteAheadBatch,
+                          Point::kTaskManagerDropNotify}) {
     if (point == Name(candidate)) p = candidate;
   }
   configured_point.store(p);
   configured_checkpoint.store(config.GetInt(k::kFaultInjectionCheckpoint));
-  if (p != Point::kNone) {
+  if (p == Point::kTaskManagerDropNotify) {
+    logging::Get("fault")->warn(
+        "FAULT INJECTION IS ON: this {} will drop the completion notifications of checkpoint {} and later "
+        "('{}'), so its sinks never commit them. It is for tests only; remove test.fault-injection.point from "
+        "the configuration",
+        daemon, configured_checkpoint.load(), Name(p));
+  } else if (p != Point::kNone) {
     logging::Get("fault")->warn(
         "FAULT INJECTION IS ON: this {} will SIGKILL itself at '{}' for checkpoint {} or later. It is for tests "
         "only; remove test.fault-injection.point from the configuration",
@@ -51,6 +59,14 @@ void MaybeCrash(Point at, int64_t checkpoint_id) {
                                checkpoint_id);
   logging::Get("fault")->flush();
   raise(SIGKILL);
+}
+
+bool ShouldDrop(Point at, int64_t checkpoint_id) {
+  if (at == Point::kNone || configured_point.load() != at || checkpoint_id < configured_checkpoint.load()) {
+    return false;
+  }
+  logging::Get("fault")->warn("FAULT INJECTION: dropping the completion of checkpoint {}", checkpoint_id);
+  return true;
 }
 
 }  // namespace weir::fault

@@ -2,8 +2,9 @@
 //   -Dtest.fault-injection.point=<point> [-Dtest.fault-injection.checkpoint=N]
 // kills itself with SIGKILL the first time it reaches <point> for a
 // checkpoint id >= N (default 1), so that a test can crash it exactly
-// between two steps of the checkpoint protocol. Off by default; a daemon
-// that has it on says so loudly at start. Points:
+// between two steps of the checkpoint protocol; one point drops a message
+// instead. Off by default; a daemon that has it on says so loudly at start.
+// Points:
 //
 //   taskmanager-after-pre-commit     a task flushed and pre-committed its
 //                                    sinks for the barrier, before it
@@ -16,9 +17,15 @@
 //   taskmanager-mid-write-ahead-batch  a write-ahead sink wrote part of a
 //                                    completed checkpoint's batch, before
 //                                    the rest
+//   taskmanager-drop-notify          no kill: the TaskManager drops every
+//                                    "checkpoint completed" notification
+//                                    for checkpoint N and later instead of
+//                                    passing it to its tasks, so sinks keep
+//                                    those checkpoints' transactions
+//                                    pre-committed (ShouldDrop)
 //
 // Thread-safety: Configure once at start, before other threads call
-// MaybeCrash; MaybeCrash from any thread.
+// MaybeCrash or ShouldDrop; those from any thread.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +41,7 @@ enum class Point {
   kTaskManagerBeforeCommit,
   kJobManagerBeforeNotify,
   kTaskManagerMidWriteAheadBatch,
+  kTaskManagerDropNotify,
 };
 
 // Reads the test.fault-injection.* keys; logs a warning when a point is set.
@@ -42,5 +50,10 @@ absl::Status Configure(const config::Configuration& config, const char* daemon);
 // SIGKILLs this process when `at` is the configured point and
 // `checkpoint_id` >= the configured checkpoint.
 void MaybeCrash(Point at, int64_t checkpoint_id);
+
+// Whether the message at `at` for `checkpoint_id` is to be dropped: `at` is
+// the configured point and `checkpoint_id` >= the configured checkpoint.
+// Logs "FAULT INJECTION: dropping the completion of checkpoint <n>" when so.
+bool ShouldDrop(Point at, int64_t checkpoint_id);
 
 }  // namespace weir::fault

@@ -111,14 +111,21 @@ void SortByPosition(std::vector<KafkaMessage>* messages) {
   });
 }
 
-absl::StatusOr<std::vector<KafkaMessage>> ReadTopic(const std::string& bootstrap, const std::string& topic,
-                                                    absl::Duration timeout) {
+namespace {
+
+// ReadTopic (`stable` false) or ReadTopicCommittedNow (true).
+absl::StatusOr<std::vector<KafkaMessage>> ReadTopicUpTo(const std::string& bootstrap, const std::string& topic,
+                                                        absl::Duration timeout, bool stable) {
   std::map<int32_t, int64_t> end;
   ASSIGN_OR_RETURN(
       std::unique_ptr<RdKafka::KafkaConsumer> consumer,
       ReadCommittedFromStart(
           {{"bootstrap.servers", bootstrap}, {"group.id", "weir-test-reader"}, {"enable.partition.eof", "true"}},
           topic, &end));
+  if (stable) {
+    // Stop at the last stable offset: a read_committed consumer gets no further.
+    ASSIGN_OR_RETURN(end, EndOffsets(bootstrap, topic, /*read_committed=*/true));
+  }
   std::map<int32_t, bool> done;
   for (const auto& [p, high] : end) done[p] = high == 0;
   std::vector<KafkaMessage> out;
@@ -146,6 +153,18 @@ absl::StatusOr<std::vector<KafkaMessage>> ReadTopic(const std::string& bootstrap
   }
   consumer->close();
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<KafkaMessage>> ReadTopic(const std::string& bootstrap, const std::string& topic,
+                                                    absl::Duration timeout) {
+  return ReadTopicUpTo(bootstrap, topic, timeout, /*stable=*/false);
+}
+
+absl::StatusOr<std::vector<KafkaMessage>> ReadTopicCommittedNow(const std::string& bootstrap,
+                                                                const std::string& topic, absl::Duration timeout) {
+  return ReadTopicUpTo(bootstrap, topic, timeout, /*stable=*/true);
 }
 
 absl::StatusOr<std::map<int32_t, int64_t>> EndOffsets(const std::string& bootstrap, const std::string& topic,

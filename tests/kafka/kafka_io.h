@@ -52,6 +52,12 @@ absl::Status ProduceMessages(const std::string& bootstrap, const std::string& to
 absl::StatusOr<std::vector<KafkaMessage>> ReadTopic(const std::string& bootstrap, const std::string& topic,
                                                     absl::Duration timeout = absl::Seconds(60));
 
+// The same, up to the last stable offset at call time instead: what a
+// read_committed reader can read now, also while a transaction is open.
+absl::StatusOr<std::vector<KafkaMessage>> ReadTopicCommittedNow(const std::string& bootstrap,
+                                                                const std::string& topic,
+                                                                absl::Duration timeout = absl::Seconds(60));
+
 // Sorts `messages` by partition, then offset: each partition's order, in
 // which a key's records (always in one partition) were written.
 void SortByPosition(std::vector<KafkaMessage>* messages);
