@@ -5,12 +5,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <stdexcept>
 #include <utility>
 
 #include "absl/strings/numbers.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -107,8 +111,22 @@ std::string DescribeMarker(int64_t offset) {
                       (offset & 1) != 0 ? "data" : "initialization");
 }
 
+std::string MarkerMetadata(int64_t chain_from) {
+  return chain_from < 0 ? std::string("weir v1") : absl::StrCat("weir v1 chain=", chain_from);
+}
+
+std::optional<int64_t> MarkerChainFrom(absl::string_view metadata) {
+  const size_t at = metadata.find(" chain=");
+  int64_t chain = -1;
+  if (!absl::StartsWith(metadata, "weir v1") || at == absl::string_view::npos ||
+      !absl::SimpleAtoi(metadata.substr(at + 7), &chain) || chain < 0) {
+    return std::nullopt;
+  }
+  return chain;
+}
+
 RestoredCommit ClassifyRestoredCommit(const absl::Status& end_txn, std::optional<int64_t> newest_marker,
-                                      const Committable& committable) {
+                                      std::optional<int64_t> chain_from, const Committable& committable) {
   namespace kp = kafka_protocol;
   if (end_txn.ok()) return RestoredCommit::kCommitted;
   if (!absl::IsDataLoss(end_txn)) return RestoredCommit::kFailed;
@@ -118,7 +136,12 @@ RestoredCommit ClassifyRestoredCommit(const absl::Status& end_txn, std::optional
       MarkerOffset(committable.producer_id, committable.producer_epoch, MarkerKind::kData);
   if (own.ok() && newest_marker.has_value()) {
     if (*newest_marker == *own) return RestoredCommit::kAlreadyCommitted;
-    if (*newest_marker > *own) return RestoredCommit::kResolvedLater;
+    if (*newest_marker > *own) {
+      // Every session since `chain_from` followed a confirmed commit: one
+      // that came after this transaction means it was committed.
+      return chain_from.has_value() && *chain_from <= *own ? RestoredCommit::kAlreadyCommitted
+                                                          : RestoredCommit::kResolvedLater;
+    }
   }
   // Nothing of Weir committed on the id since the transaction began.
   if (*code == kp::kInvalidProducerIdMapping || *code == kp::kUnknownProducerId ||
@@ -244,6 +267,11 @@ struct KafkaTransactionalSink::Slot {
   int64_t records = 0;        // written in the open transaction
   int64_t checkpoint_id = 0;  // kPending / kCommitting: pre-committed at this barrier
   int64_t released_by = 0;    // kCommitted: the first snapshot that omits it (0: none yet)
+  // The marker of the oldest session since which every session of this id
+  // began after its predecessor's commit was confirmed (-1: unknown). Data
+  // markers carry it, so a recovery can tell "committed" from "maybe
+  // aborted by a later run".
+  int64_t chain_from = -1;
 };
 
 KafkaTransactionalSink::KafkaTransactionalSink(KafkaSinkConfig config)
@@ -320,7 +348,7 @@ void KafkaTransactionalSink::Open(OperatorContext& context, RecordOutput* /*outp
   for (int k = 0; k < pool_size; ++k) NewSlot(k);
 
   // First finish what the restored checkpoint pre-committed...
-  const absl::flat_hash_set<std::string> committed_now = CommitRestored();
+  const absl::flat_hash_map<std::string, int64_t> committed_now = CommitRestored();
   // ...then initialize every id, which aborts what a previous attempt or a
   // later run left open on it. In parallel: each is a round trip to the
   // coordinator (and a marker transaction).
@@ -328,8 +356,11 @@ void KafkaTransactionalSink::Open(OperatorContext& context, RecordOutput* /*outp
   {
     std::vector<std::jthread> threads;  // joined on every way out of this block
     for (size_t k = 0; k < slots_.size(); ++k) {
-      const InitKind kind =
-          committed_now.contains(slots_[k]->transactional_id) ? InitKind::kRelease : InitKind::kBreak;
+      InitKind kind = InitKind::kBreak;
+      if (auto it = committed_now.find(slots_[k]->transactional_id); it != committed_now.end()) {
+        kind = InitKind::kRelease;  // its chain starts at the transaction just committed
+        slots_[k]->chain_from = it->second;
+      }
       threads.emplace_back([this, k, kind, &statuses] { statuses[k] = Prepare(*slots_[k], kind); });
     }
   }
@@ -479,8 +510,8 @@ void KafkaTransactionalSink::PollOwned() {
   }
 }
 
-absl::flat_hash_set<std::string> KafkaTransactionalSink::CommitRestored() {
-  absl::flat_hash_set<std::string> committed_now;
+absl::flat_hash_map<std::string, int64_t> KafkaTransactionalSink::CommitRestored() {
+  absl::flat_hash_map<std::string, int64_t> committed_now;
   std::vector<const Committable*> mine;
   for (const Committable& c : restored_) {
     // A subtask that no longer exists (scaled down) leaves its transactions
@@ -495,6 +526,7 @@ absl::flat_hash_set<std::string> KafkaTransactionalSink::CommitRestored() {
   for (const Committable* c : mine) {
     const absl::Status committed = client->CommitTransaction(c->transactional_id, c->producer_id, c->producer_epoch);
     std::optional<int64_t> marker;
+    std::optional<int64_t> chain_from;
     if (absl::IsDataLoss(committed)) {
       // Not open at the recorded producer id and epoch: the id's newest
       // marker tells why.
@@ -506,24 +538,28 @@ absl::flat_hash_set<std::string> KafkaTransactionalSink::CommitRestored() {
             " is no longer open (", committed.message(), ") and its outcome marker cannot be read: ",
             fetched.status().message(), "; the job restarts and tries again"));
       }
-      if (fetched->has_value()) marker = (*fetched)->offset;
+      if (fetched->has_value()) {
+        marker = (*fetched)->offset;
+        chain_from = MarkerChainFrom((*fetched)->metadata);
+      }
     }
     const std::string what = absl::StrCat("transaction '", c->transactional_id, "' (producer id ", c->producer_id,
                                           ", epoch ", c->producer_epoch, ") of restored checkpoint ", c->checkpoint_id);
-    switch (ClassifyRestoredCommit(committed, marker, *c)) {
+    switch (ClassifyRestoredCommit(committed, marker, chain_from, *c)) {
       case RestoredCommit::kCommitted:
         log_->info("{}: committed {}", client_, what);
         recovery_commits_metric_->Inc();
-        committed_now.insert(c->transactional_id);
+        committed_now[c->transactional_id] =
+            MarkerOffset(c->producer_id, c->producer_epoch, MarkerKind::kData).value_or(-1);
         break;
       case RestoredCommit::kAlreadyCommitted:
         log_->info("{}: {} was already committed; skipped", client_, what);
         resolved_committed_metric_->Inc();
         break;
       case RestoredCommit::kResolvedLater:
-        log_->warn("{}: {} is no longer open and a later transaction on the id has committed since (newest marker: "
-                   "{}): it was committed before that, or a later run of this sink that restored an older point "
-                   "aborted it — its records are in the output only if it was committed; skipped",
+        log_->warn("{}: {} was resolved by a later run (newest marker on the id: {}): committed before it, or "
+                   "aborted by a run of this sink that restored an older point — its records are in the output "
+                   "only if it was committed; skipped",
                    client_, what, DescribeMarker(*marker));
         resolved_later_metric_->Inc();
         break;
@@ -609,6 +645,8 @@ absl::Status KafkaTransactionalSink::Prepare(Slot& slot, InitKind kind) const {
         return absl::UnavailableError(absl::StrCat(client_, ": cannot begin the marker transaction of '",
                                                    slot.transactional_id, "': ", begun->str()));
       }
+      // This session may abort a transaction: the chain starts again here.
+      slot.chain_from = MarkerOffset(slot.producer_id, slot.producer_epoch, MarkerKind::kInit).value_or(-1);
       RETURN_IF_ERROR(SendMarker(slot, MarkerKind::kInit));
       if (absl::Status committed = Commit(slot); !committed.ok()) {
         return absl::Status(committed.code(), absl::StrCat(client_, ": committing the marker transaction of '",
@@ -628,7 +666,14 @@ absl::Status KafkaTransactionalSink::SendMarker(Slot& slot, MarkerKind kind) con
   if (!offset.ok()) return offset.status();
   std::unique_ptr<rd_kafka_topic_partition_list_t, decltype(&rd_kafka_topic_partition_list_destroy)> offsets(
       rd_kafka_topic_partition_list_new(1), &rd_kafka_topic_partition_list_destroy);
-  rd_kafka_topic_partition_list_add(offsets.get(), config_.topic.c_str(), 0)->offset = *offset;
+  rd_kafka_topic_partition_t* partition = rd_kafka_topic_partition_list_add(offsets.get(), config_.topic.c_str(), 0);
+  partition->offset = *offset;
+  // librdkafka frees it with the list.
+  const std::string metadata = MarkerMetadata(slot.chain_from);
+  partition->metadata = malloc(metadata.size());
+  if (partition->metadata == nullptr) return absl::ResourceExhaustedError("out of memory for a transaction marker");
+  memcpy(partition->metadata, metadata.data(), metadata.size());
+  partition->metadata_size = metadata.size();
   std::unique_ptr<rd_kafka_consumer_group_metadata_t, decltype(&rd_kafka_consumer_group_metadata_destroy)> group(
       rd_kafka_consumer_group_metadata_new(slot.transactional_id.c_str()), &rd_kafka_consumer_group_metadata_destroy);
   const auto deadline =

@@ -26,8 +26,10 @@
 //      transaction commits. So when a recovery commit finds its transaction
 //      no longer open, the id's newest marker says why
 //      (ClassifyRestoredCommit): the transaction's own marker, it was
-//      committed; a newer one, a later run committed it or aborted it after
-//      restoring an older point, and it is skipped with a warning; an older
+//      committed; a newer one whose metadata says every session since
+//      this transaction followed a confirmed commit, committed too; another
+//      newer one, a later run committed it or aborted it after restoring an
+//      older point, and it is skipped with a warning; an older
 //      one or none, nothing of Weir touched the id since, so the broker
 //      aborted it (transaction.timeout.ms): data loss, the job fails.
 //
@@ -96,7 +98,9 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -158,8 +162,15 @@ enum class RestoredCommit {
                       // the broker aborted it (or TRANSACTION_ABORTABLE)
   kFailed,            // no answer (unavailable, unauthorized, ...): retry later
 };
+// `chain_from` is what the newest marker's metadata says (MarkerChainFrom):
+// every session of the id since that marker followed a confirmed commit, so
+// a transaction at or after it that a newer marker follows was committed.
 RestoredCommit ClassifyRestoredCommit(const absl::Status& end_txn, std::optional<int64_t> newest_marker,
-                                      const Committable& committable);
+                                      std::optional<int64_t> chain_from, const Committable& committable);
+// A marker's metadata: "weir v1 chain=<marker offset>" (just "weir v1" when
+// the chain is unknown), and what it says; nullopt for anything else.
+std::string MarkerMetadata(int64_t chain_from);
+std::optional<int64_t> MarkerChainFrom(absl::string_view metadata);
 
 class KafkaTransactionalSink : public weir::StreamOperator {
  public:
@@ -210,8 +221,9 @@ class KafkaTransactionalSink : public weir::StreamOperator {
   // Commits the restored committables this subtask is responsible for and
   // classifies what it finds; throws on kLost and kFailed. Returns the ids
   // whose transaction EndTxn committed (or found committed) at the
-  // recorded producer id and epoch: no session of theirs followed.
-  absl::flat_hash_set<std::string> CommitRestored();
+  // recorded producer id and epoch — no session of theirs followed — with
+  // that transaction's data marker.
+  absl::flat_hash_map<std::string, int64_t> CommitRestored();
   void Produce(Slot& slot, const kafka::Record& r);
   // Waits until every record of `slot` is acknowledged; throws on failure.
   void Flush(Slot& slot);

@@ -48,23 +48,44 @@ class ClassifyTest : public ::testing::Test {
 };
 
 TEST_F(ClassifyTest, ACommitThatWorkedIsCommittedWhateverTheMarkers) {
-  EXPECT_EQ(ClassifyRestoredCommit(absl::OkStatus(), std::nullopt, t_), RestoredCommit::kCommitted);
+  EXPECT_EQ(ClassifyRestoredCommit(absl::OkStatus(), std::nullopt, std::nullopt, t_), RestoredCommit::kCommitted);
 }
 
 TEST_F(ClassifyTest, ItsOwnMarkerMeansItWasCommitted) {
   for (int16_t code : {kp::kProducerFenced, kp::kInvalidProducerEpoch, kp::kInvalidTxnState,
                        kp::kInvalidProducerIdMapping, kp::kUnknownProducerId, kp::kTransactionalIdNotFound}) {
-    EXPECT_EQ(ClassifyRestoredCommit(Answer(code), own_, t_), RestoredCommit::kAlreadyCommitted) << code;
+    EXPECT_EQ(ClassifyRestoredCommit(Answer(code), own_, std::nullopt, t_), RestoredCommit::kAlreadyCommitted) << code;
   }
 }
 
 TEST_F(ClassifyTest, ANewerMarkerMeansALaterRunResolvedIt) {
   for (int64_t newer : {Marker(1000, 5, MarkerKind::kInit), Marker(1000, 5, MarkerKind::kData),
                         Marker(1001, 0, MarkerKind::kInit)}) {
-    EXPECT_EQ(ClassifyRestoredCommit(Answer(kp::kProducerFenced), newer, t_), RestoredCommit::kResolvedLater);
-    EXPECT_EQ(ClassifyRestoredCommit(Answer(kp::kInvalidTxnState), newer, t_), RestoredCommit::kResolvedLater);
-    EXPECT_EQ(ClassifyRestoredCommit(Answer(kp::kInvalidProducerIdMapping), newer, t_),
+    EXPECT_EQ(ClassifyRestoredCommit(Answer(kp::kProducerFenced), newer, std::nullopt, t_), RestoredCommit::kResolvedLater);
+    EXPECT_EQ(ClassifyRestoredCommit(Answer(kp::kInvalidTxnState), newer, std::nullopt, t_), RestoredCommit::kResolvedLater);
+    EXPECT_EQ(ClassifyRestoredCommit(Answer(kp::kInvalidProducerIdMapping), newer, std::nullopt, t_),
               RestoredCommit::kResolvedLater);
+  }
+}
+
+TEST_F(ClassifyTest, ANewerMarkerWhoseChainReachesBackToItMeansCommitted) {
+  const int64_t newer = Marker(1000, 9, MarkerKind::kData);
+  // Every session since the transaction itself, or since an earlier one, followed a confirmed commit.
+  for (int64_t chain : {own_, Marker(1000, 1, MarkerKind::kInit), Marker(999, 3, MarkerKind::kData)}) {
+    EXPECT_EQ(ClassifyRestoredCommit(Answer(kp::kProducerFenced), newer, chain, t_), RestoredCommit::kAlreadyCommitted);
+  }
+  // The chain starts after it: a later session may have aborted it.
+  for (int64_t chain : {Marker(1000, 5, MarkerKind::kInit), newer}) {
+    EXPECT_EQ(ClassifyRestoredCommit(Answer(kp::kProducerFenced), newer, chain, t_), RestoredCommit::kResolvedLater);
+  }
+}
+
+TEST(MarkerMetadataTest, CarriesTheChainAndRefusesAnythingElse) {
+  EXPECT_EQ(MarkerChainFrom(MarkerMetadata(123456789)), std::optional<int64_t>(123456789));
+  EXPECT_EQ(MarkerChainFrom(MarkerMetadata(-1)), std::nullopt);
+  for (const char* other : {"", "weir v1", "weir v1 chain=", "weir v1 chain=-5", "weir v1 chain=12x", "other chain=5",
+                            "weir v1 chain=99999999999999999999999"}) {
+    EXPECT_EQ(MarkerChainFrom(other), std::nullopt) << other;
   }
 }
 
@@ -72,26 +93,26 @@ TEST_F(ClassifyTest, AnOlderMarkerOrNoneWithTheIdKnownIsDataLoss) {
   // Nothing of Weir touched the id since: the broker aborted it on timeout.
   for (std::optional<int64_t> older : {std::optional<int64_t>(), std::optional<int64_t>(Marker(1000, 3, MarkerKind::kData)),
                                        std::optional<int64_t>(Marker(1000, 4, MarkerKind::kInit))}) {
-    EXPECT_EQ(ClassifyRestoredCommit(Answer(kp::kProducerFenced), older, t_), RestoredCommit::kLost);
-    EXPECT_EQ(ClassifyRestoredCommit(Answer(kp::kInvalidProducerEpoch), older, t_), RestoredCommit::kLost);
-    EXPECT_EQ(ClassifyRestoredCommit(Answer(kp::kInvalidTxnState), older, t_), RestoredCommit::kLost);
+    EXPECT_EQ(ClassifyRestoredCommit(Answer(kp::kProducerFenced), older, older, t_), RestoredCommit::kLost);
+    EXPECT_EQ(ClassifyRestoredCommit(Answer(kp::kInvalidProducerEpoch), older, older, t_), RestoredCommit::kLost);
+    EXPECT_EQ(ClassifyRestoredCommit(Answer(kp::kInvalidTxnState), older, older, t_), RestoredCommit::kLost);
   }
 }
 
 TEST_F(ClassifyTest, AnIdTheBrokerForgotWithoutAMarkerIsUnknown) {
   for (int16_t code : {kp::kInvalidProducerIdMapping, kp::kUnknownProducerId, kp::kTransactionalIdNotFound}) {
-    EXPECT_EQ(ClassifyRestoredCommit(Answer(code), std::nullopt, t_), RestoredCommit::kUnknown) << code;
+    EXPECT_EQ(ClassifyRestoredCommit(Answer(code), std::nullopt, std::nullopt, t_), RestoredCommit::kUnknown) << code;
   }
 }
 
 TEST_F(ClassifyTest, AbortableAndUnattributedLossStayDataLoss) {
-  EXPECT_EQ(ClassifyRestoredCommit(Answer(kp::kTransactionAbortable), own_, t_), RestoredCommit::kLost);
-  EXPECT_EQ(ClassifyRestoredCommit(absl::DataLossError("no code"), own_, t_), RestoredCommit::kLost);
+  EXPECT_EQ(ClassifyRestoredCommit(Answer(kp::kTransactionAbortable), own_, std::nullopt, t_), RestoredCommit::kLost);
+  EXPECT_EQ(ClassifyRestoredCommit(absl::DataLossError("no code"), own_, std::nullopt, t_), RestoredCommit::kLost);
 }
 
 TEST_F(ClassifyTest, NoAnswerIsAFailureToRetry) {
-  EXPECT_EQ(ClassifyRestoredCommit(absl::UnavailableError("deadline"), own_, t_), RestoredCommit::kFailed);
-  EXPECT_EQ(ClassifyRestoredCommit(absl::PermissionDeniedError("acl"), std::nullopt, t_), RestoredCommit::kFailed);
+  EXPECT_EQ(ClassifyRestoredCommit(absl::UnavailableError("deadline"), own_, std::nullopt, t_), RestoredCommit::kFailed);
+  EXPECT_EQ(ClassifyRestoredCommit(absl::PermissionDeniedError("acl"), std::nullopt, std::nullopt, t_), RestoredCommit::kFailed);
 }
 
 }  // namespace
