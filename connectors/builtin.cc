@@ -6,6 +6,7 @@
 #include "connectors/kafka/kafka_connectors.h"
 #include "connectors/kafka/kafka_memory.h"
 #include "connectors/kafka/kafka_properties.h"
+#include "connectors/mysql/mysql_sink.h"
 #include "connectors/postgres/postgres_sink.h"
 #include "connectors/redis/redis_sink.h"
 
@@ -25,6 +26,8 @@ ConnectorRegistry BuiltinConnectors(const config::Configuration& cluster) {
   WEIR_CHECK(redis.ok(), redis.ToString());
   const absl::Status postgres = registry.Register(kPostgresSinkConnector, std::make_unique<PostgresSinkConnector>());
   WEIR_CHECK(postgres.ok(), postgres.ToString());
+  const absl::Status mysql = registry.Register(kMySqlSinkConnector, std::make_unique<MySqlSinkConnector>());
+  WEIR_CHECK(mysql.ok(), mysql.ToString());
   return registry;
 }
 

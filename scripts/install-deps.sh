@@ -16,8 +16,9 @@ packages=(
   libyaml-cpp-dev
   # The test Kafka broker: a JRE and Maven to fetch Kafka from Maven Central.
   openjdk-17-jre-headless maven
-  # The Redis and PostgreSQL sinks (hiredis, libpq) and the throw-away servers their tests start.
-  redis-server libhiredis-dev postgresql libpq-dev
+  # The Redis, PostgreSQL and MySQL sinks (hiredis, libpq, libmariadb) and the throw-away
+  # servers their tests start.
+  redis-server libhiredis-dev postgresql libpq-dev mariadb-server libmariadb-dev
   # Used by the test and demo scripts.
   python3 python3-yaml procps curl
   # Makes the certificates of the TLS tests.

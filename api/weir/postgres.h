@@ -1,5 +1,5 @@
 // The PostgreSQL sink for the DataStream API. The job binary only describes
-// it; the TaskManager runs it with libpq. Three strategies
+// it; the TaskManager runs it with libpq. Four strategies
 // (docs/exactly-once.md compares them):
 //
 //   kTwoPhaseCommit  exactly-once. One database transaction per checkpoint
@@ -20,11 +20,29 @@
 //                    COPY is exact.
 //   kAtLeastOnce     rows written in autocommitted chunks as they come,
 //                    flushed at every barrier; a replay writes them again.
+//   kUpsert          idempotent writes by primary key: INSERT ... ON
+//                    CONFLICT (key_columns) DO UPDATE, in batches flushed at
+//                    every barrier, so a key ends at the last row written
+//                    for it. A replay after a failure writes the keys again:
+//                    during recovery a key can step back to the value it had
+//                    at the restored checkpoint and then move forward again;
+//                    the final state is exact when the rows are
+//                    deterministic (a checkpointed keyed count, say). Needs a
+//                    primary key or unique constraint on key_columns. Not
+//                    for append-only tables: rows of one key replace each
+//                    other.
 //
 //   postgres::Sink(rows, {.conninfo = "host=db dbname=app user=weir",
 //                         .table = "counts", .columns = {"key", "count"}});
 //
-// Rows go in with COPY, batch_rows at a time.
+// Rows go in with COPY, batch_rows at a time (kUpsert: COPY into a
+// temporary table, then one INSERT ... SELECT ... ON CONFLICT).
+//
+//   postgres::Sink(counts, {.conninfo = "host=db dbname=app user=weir",
+//                           .table = "counts", .columns = {"key", "count"},
+//                           .create_table = "key text PRIMARY KEY, count bigint",
+//                           .strategy = postgres::Strategy::kUpsert,
+//                           .key_columns = {"key"}});
 #pragma once
 
 #include <cstdint>
@@ -48,13 +66,14 @@ struct Row {
   bool operator==(const Row&) const = default;
 };
 
-enum class Strategy { kAtLeastOnce, kTwoPhaseCommit, kWriteAhead };
+enum class Strategy { kAtLeastOnce, kTwoPhaseCommit, kWriteAhead, kUpsert };
 
 inline const char* StrategyName(Strategy s) {
   switch (s) {
     case Strategy::kAtLeastOnce: return "at-least-once";
     case Strategy::kTwoPhaseCommit: return "two-phase-commit";
     case Strategy::kWriteAhead: return "write-ahead";
+    case Strategy::kUpsert: return "upsert";
   }
   return "?";
 }
@@ -80,8 +99,14 @@ struct SinkOptions {
   // digits, '.', '_' and '-' replaced by '_' (past 150 characters: cut, with
   // a hash of the whole).
   std::string transaction_prefix;
-  // Rows per COPY.
+  // Rows per COPY (kUpsert: distinct keys per batch; a key written twice
+  // in a batch is sent once, with its last row).
   int batch_rows = 1000;
+  // kUpsert only, and required there: the columns of the table's primary
+  // key (or of a unique constraint), a subset of columns. A row's values in
+  // the other columns replace those of the row with the same key; when
+  // every column is a key column, a row already there is left alone.
+  std::vector<std::string> key_columns;
 };
 
 inline SinkHandle Sink(const DataStream<Row>& stream, const SinkOptions& options, std::string name = "PostgresSink");
@@ -123,12 +148,20 @@ inline SinkHandle Sink(const DataStream<Row>& stream, const SinkOptions& options
   if (options.conninfo.empty()) throw std::invalid_argument("postgres::Sink: conninfo is empty");
   if (options.table.empty()) throw std::invalid_argument("postgres::Sink: no table");
   if (options.columns.empty()) throw std::invalid_argument("postgres::Sink: no columns");
+  if (options.strategy == Strategy::kUpsert && options.key_columns.empty()) {
+    throw std::invalid_argument("postgres::Sink: Strategy::kUpsert needs key_columns (the table's primary key)");
+  }
+  if (options.strategy != Strategy::kUpsert && !options.key_columns.empty()) {
+    throw std::invalid_argument("postgres::Sink: key_columns is for Strategy::kUpsert only");
+  }
   VertexSpec spec;
   spec.name = std::move(name);
   spec.kind = VertexSpec::Kind::kSink;
   spec.connector = "postgres-sink";
   std::string columns;
   for (const std::string& c : options.columns) columns += (columns.empty() ? "" : ",") + c;
+  std::string key_columns;
+  for (const std::string& c : options.key_columns) key_columns += (key_columns.empty() ? "" : ",") + c;
   std::string prefix = options.transaction_prefix;
   if (prefix.empty()) {
     prefix = weir::internal::LegalName("weir-" + spec.name + "-" + options.table);
@@ -151,8 +184,13 @@ inline SinkHandle Sink(const DataStream<Row>& stream, const SinkOptions& options
                      {"batch.rows", std::to_string(options.batch_rows)},
                      // The JobManager's checks read this: the two strategies
                      // that write when checkpoints complete need them.
-                     {"guarantee", options.strategy == Strategy::kAtLeastOnce ? "at-least-once" : "exactly-once"}};
+                     // Upserts write as rows come (at-least-once, like the
+                     // Redis sink): exactness comes from the job's state.
+                     {"guarantee", options.strategy == Strategy::kAtLeastOnce || options.strategy == Strategy::kUpsert
+                                       ? "at-least-once"
+                                       : "exactly-once"}};
   if (!options.create_table.empty()) spec.properties["create.table"] = options.create_table;
+  if (!key_columns.empty()) spec.properties["key.columns"] = key_columns;
   return SinkHandle(stream.env(), stream.Attach(std::move(spec)));
 }
 

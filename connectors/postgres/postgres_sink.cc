@@ -68,15 +68,18 @@ absl::StatusOr<PostgresSinkConfig> PostgresSinkConfig::FromProperties(const Prop
   }
   const std::string strategy = Property(properties, "strategy");
   bool known = false;
-  for (postgres::Strategy s :
-       {postgres::Strategy::kAtLeastOnce, postgres::Strategy::kTwoPhaseCommit, postgres::Strategy::kWriteAhead}) {
+  for (postgres::Strategy s : {postgres::Strategy::kAtLeastOnce, postgres::Strategy::kTwoPhaseCommit,
+                               postgres::Strategy::kWriteAhead, postgres::Strategy::kUpsert}) {
     if (strategy == postgres::StrategyName(s)) {
       config.strategy = s;
       known = true;
     }
   }
-  if (!known) return BadProperty("strategy", strategy, "at-least-once, two-phase-commit or write-ahead");
-  const char* guarantee = config.strategy == postgres::Strategy::kAtLeastOnce ? kAtLeastOnce : kExactlyOnce;
+  if (!known) return BadProperty("strategy", strategy, "at-least-once, two-phase-commit, write-ahead or upsert");
+  const char* guarantee = config.strategy == postgres::Strategy::kAtLeastOnce ||
+                                  config.strategy == postgres::Strategy::kUpsert
+                              ? kAtLeastOnce
+                              : kExactlyOnce;
   if (Property(properties, kGuaranteeProperty) != guarantee) {
     return BadProperty(kGuaranteeProperty, Property(properties, kGuaranteeProperty),
                        absl::StrCat("'", guarantee, "' with strategy ", strategy));
@@ -93,6 +96,46 @@ absl::StatusOr<PostgresSinkConfig> PostgresSinkConfig::FromProperties(const Prop
   const std::string batch = Property(properties, "batch.rows");
   if (!absl::SimpleAtoi(batch, &config.batch_rows) || config.batch_rows < 1 || config.batch_rows > 1000000) {
     return BadProperty("batch.rows", batch, "rows per COPY, 1 to 1000000");
+  }
+  const std::string keys = Property(properties, "key.columns");
+  if (config.strategy != postgres::Strategy::kUpsert) {
+    if (!keys.empty()) {
+      return BadProperty("key.columns", keys,
+                         absl::StrCat("nothing with strategy ", strategy,
+                                      " (key columns are for strategy upsert; drop SinkOptions::key_columns or set "
+                                      "Strategy::kUpsert)"));
+    }
+    return config;
+  }
+  if (keys.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kPostgresSinkConnector, ": property 'key.columns' is missing; strategy upsert needs the columns of the "
+        "table's primary key (SinkOptions::key_columns, e.g. {\"key\"})"));
+  }
+  std::set<std::string> seen;
+  for (absl::string_view k : absl::StrSplit(keys, ',')) {
+    const std::string key(k);
+    if (!IsIdentifier(key)) {
+      return BadProperty("key.columns", keys, "comma-separated column names of letters, digits and '_'");
+    }
+    // Unquoted names fold to lower case: "Key" and "key" are one column.
+    const std::string folded = absl::AsciiStrToLower(key);
+    if (!seen.insert(folded).second) return BadProperty("key.columns", keys, "each key column once");
+    if (std::none_of(config.columns.begin(), config.columns.end(),
+                     [&](const std::string& c) { return absl::AsciiStrToLower(c) == folded; })) {
+      return BadProperty("key.columns", keys,
+                         absl::StrCat("columns among 'columns' (", columns, "); '", key, "' is not one of them"));
+    }
+    config.key_columns.push_back(key);
+  }
+  std::set<std::string> distinct_columns;
+  for (const std::string& c : config.columns) {
+    if (!distinct_columns.insert(absl::AsciiStrToLower(c)).second) {
+      return BadProperty("columns", columns, "each column once (an upsert sets each column once)");
+    }
+    if (absl::AsciiStrToLower(c) == "weir_upsert_seq") {
+      return BadProperty("columns", columns, "columns other than weir_upsert_seq (the sink's own staging column)");
+    }
   }
   return config;
 }
@@ -219,6 +262,196 @@ void PostgresAtLeastOnceSink::OnIdle() {
 }
 
 void PostgresAtLeastOnceSink::Close() { connection_.reset(); }
+
+// ---------------------------------------------------------------- upsert
+
+namespace {
+
+constexpr char kStagingTable[] = "pg_temp.weir_upsert";
+constexpr char kSequenceColumn[] = "weir_upsert_seq";
+
+// A checked identifier (IsIdentifier) as PostgreSQL reads it unquoted:
+// folded to lower case. Quoted, so that reserved words work.
+std::string Quoted(absl::string_view name) { return absl::StrCat("\"", absl::AsciiStrToLower(name), "\""); }
+
+std::string QuotedTable(const std::string& table) {
+  std::vector<std::string> parts;
+  for (absl::string_view part : absl::StrSplit(table, '.')) parts.push_back(Quoted(part));
+  return absl::StrJoin(parts, ".");
+}
+
+std::string QuotedList(const std::vector<std::string>& names) {
+  std::vector<std::string> quoted;
+  for (const std::string& n : names) quoted.push_back(Quoted(n));
+  return absl::StrJoin(quoted, ", ");
+}
+
+bool IsKey(const PostgresSinkConfig& config, const std::string& column) {
+  return std::any_of(config.key_columns.begin(), config.key_columns.end(),
+                     [&](const std::string& k) { return absl::AsciiStrToLower(k) == absl::AsciiStrToLower(column); });
+}
+
+}  // namespace
+
+PostgresUpsertStatements::PostgresUpsertStatements(const PostgresSinkConfig& config) {
+  const std::string table = QuotedTable(config.table);
+  const std::string columns = QuotedList(config.columns);
+  const std::string keys = QuotedList(config.key_columns);
+  // The staging table takes the table's column types; its rows go at
+  // COMMIT (and with a ROLLBACK).
+  create_staging = absl::StrCat("CREATE TEMPORARY TABLE IF NOT EXISTS ", kStagingTable,
+                                " ON COMMIT DELETE ROWS AS SELECT 0::bigint AS ", kSequenceColumn, ", ", columns,
+                                " FROM ", table, " WITH NO DATA");
+  copy = absl::StrCat("COPY ", kStagingTable, " (", kSequenceColumn, ", ", columns, ") FROM STDIN");
+  std::vector<std::string> updates;
+  for (const std::string& c : config.columns) {
+    if (!IsKey(config, c)) updates.push_back(absl::StrCat(Quoted(c), " = EXCLUDED.", Quoted(c)));
+  }
+  // DISTINCT ON keeps the newest row of each key as the server compares
+  // keys (the sink merged rows whose key text is equal; '1' and '01' of an
+  // integer key are one key only to the server). One INSERT must not touch
+  // a row twice.
+  upsert = absl::StrCat("INSERT INTO ", table, " (", columns, ") SELECT DISTINCT ON (", keys, ") ", columns,
+                        " FROM ", kStagingTable, " ORDER BY ", keys, ", ", kSequenceColumn, " DESC ON CONFLICT (",
+                        keys, ") DO ",
+                        updates.empty() ? "NOTHING" : absl::StrCat("UPDATE SET ", absl::StrJoin(updates, ", ")));
+}
+
+PostgresUpsertSink::PostgresUpsertSink(PostgresSinkConfig config)
+    : config_(std::move(config)), statements_(config_) {
+  for (size_t i = 0; i < config_.columns.size(); ++i) {
+    if (IsKey(config_, config_.columns[i])) key_indexes_.push_back(i);
+  }
+}
+
+void PostgresUpsertSink::Throw(const absl::Status& status) const {
+  if (absl::IsInvalidArgument(status)) {
+    // The same rows come again after a restart: fail the job instead.
+    throw UnrecoverableError(absl::StrCat(client_, ": ", status.message(),
+                                          "; the table refuses rows the job writes (a restart would write them "
+                                          "again); fix the job's rows or the table's definition"));
+  }
+  throw std::runtime_error(absl::StrCat(client_, ": ", status.message()));
+}
+
+void PostgresUpsertSink::Open(OperatorContext& context, RecordOutput*) {
+  client_ = SinkClient(
+      {.operator_name = context.operator_name(), .subtask_index = context.subtask_index(), .parallelism = context.parallelism()});
+  writer_.emplace(config_, client_);
+  writer_->Connect(&connection_);
+  writer_->CreateTable(*connection_);
+  if (absl::Status prepared = PrepareConnection(); !prepared.ok()) Throw(prepared);
+  const MetricLabels table = {{"table", config_.table}};
+  rows_metric_ = &context.metrics().counter("weir_postgres_upserted_rows_total",
+                                            "Rows the upsert sink sent (a key's rows within a batch count once).",
+                                            table);
+  batches_metric_ =
+      &context.metrics().counter("weir_postgres_upsert_batches_total", "Batches the upsert sink committed.", table);
+  logging::Get("postgres")
+      ->info("{}: upserting into {} on PostgreSQL {}, key ({})", client_, config_.table, connection_->server(),
+             absl::StrJoin(config_.key_columns, ", "));
+}
+
+absl::Status PostgresUpsertSink::PrepareConnection() {
+  absl::StatusOr<PostgresRows> created = connection_->Exec(statements_.create_staging);
+  if (!created.ok()) return created.status();
+  // The upsert of an empty staging table: the server checks the ON
+  // CONFLICT target against the table's constraints now, not at the first
+  // barrier.
+  absl::StatusOr<PostgresRows> checked = connection_->Exec(statements_.upsert);
+  if (!checked.ok() && absl::StrContains(checked.status().message(), "42P10")) {
+    throw UnrecoverableError(absl::StrCat(
+        client_, ": table ", config_.table, " has no primary key or unique constraint on exactly (",
+        absl::StrJoin(config_.key_columns, ", "), "), which the upsert strategy needs (", checked.status().message(),
+        "); add one (ALTER TABLE ", config_.table, " ADD PRIMARY KEY (", absl::StrJoin(config_.key_columns, ", "),
+        "), or 'PRIMARY KEY' in SinkOptions::create_table) or make key_columns name the table's key"));
+  }
+  return checked.status();
+}
+
+void PostgresUpsertSink::Process(void* record) {
+  const postgres::Row& row = *static_cast<const postgres::Row*>(record);
+  if (row.values.size() != config_.columns.size()) {
+    throw UnrecoverableError(absl::StrCat(client_, ": a row has ", row.values.size(), " values, but the sink writes ",
+                                          config_.columns.size(), " columns (", absl::StrJoin(config_.columns, ", "),
+                                          "); make the job's rows match SinkOptions::columns"));
+  }
+  // The key's values, each length-prefixed (or 'N' for NULL).
+  std::string key;
+  for (size_t i : key_indexes_) {
+    const std::optional<std::string>& v = row.values[i];
+    if (v.has_value()) {
+      absl::StrAppend(&key, "V", v->size(), ":", *v);
+    } else {
+      key += 'N';
+    }
+  }
+  auto [it, inserted] = pending_by_key_.try_emplace(std::move(key), pending_.size());
+  if (inserted) {
+    pending_.push_back({++sequence_, row});
+  } else {
+    pending_[it->second] = {++sequence_, row};
+  }
+  if (pending_.size() >= static_cast<size_t>(config_.batch_rows)) Flush();
+}
+
+absl::Status PostgresUpsertSink::SendBatch() {
+  copy_buffer_.clear();
+  for (const Pending& p : pending_) {
+    absl::StrAppend(&copy_buffer_, p.sequence);
+    for (const std::optional<std::string>& v : p.row.values) {
+      copy_buffer_.push_back('\t');
+      AppendCopyText(v, copy_buffer_);
+    }
+    copy_buffer_.push_back('\n');
+  }
+  auto fail = [&](const absl::Status& status) {
+    if (!connection_->broken()) (void)connection_->Exec("ROLLBACK");
+    return status;
+  };
+  absl::StatusOr<PostgresRows> begun = connection_->Exec("BEGIN");
+  if (!begun.ok()) return fail(begun.status());
+  if (absl::Status copied = connection_->Copy(statements_.copy, copy_buffer_); !copied.ok()) return fail(copied);
+  absl::StatusOr<PostgresRows> upserted = connection_->Exec(statements_.upsert);
+  if (!upserted.ok()) return fail(upserted.status());
+  absl::StatusOr<PostgresRows> committed = connection_->Exec("COMMIT");
+  if (!committed.ok()) return fail(committed.status());
+  return absl::OkStatus();
+}
+
+void PostgresUpsertSink::Flush() {
+  if (pending_.empty()) return;
+  const absl::Time deadline = absl::Now() + kPostgresReconnectTimeout;
+  for (;;) {
+    absl::Status status = SendBatch();
+    if (status.ok()) break;
+    // A deadlock or serialization failure rolled the batch back: again.
+    const bool rolled_back = absl::StrContains(status.message(), "(SQLSTATE 40P01)") ||
+                             absl::StrContains(status.message(), "(SQLSTATE 40001)");
+    if (!(absl::IsUnavailable(status) || rolled_back) || absl::Now() > deadline) Throw(status);
+    if (rolled_back) {
+      logging::Get("postgres")->warn("{}: {}; sending the rows again", client_, status);
+      continue;
+    }
+    logging::Get("postgres")->warn("{}: {}; reconnecting to send the rows again", client_, status);
+    writer_->Reconnect(&connection_);
+    if (absl::Status prepared = PrepareConnection(); !prepared.ok() && !absl::IsUnavailable(prepared)) {
+      Throw(prepared);
+    }
+  }
+  if (rows_metric_ != nullptr) rows_metric_->Inc(static_cast<int64_t>(pending_.size()));
+  if (batches_metric_ != nullptr) batches_metric_->Inc();
+  pending_.clear();
+  pending_by_key_.clear();
+}
+
+void PostgresUpsertSink::PrepareSnapshotPreBarrier(int64_t) { Flush(); }
+
+void PostgresUpsertSink::EndInput() { Flush(); }
+
+void PostgresUpsertSink::OnIdle() { Flush(); }
+
+void PostgresUpsertSink::Close() { connection_.reset(); }
 
 // ---------------------------------------------------------------- two-phase commit
 
@@ -465,7 +698,10 @@ absl::Status PostgresSinkConnector::Validate(const Properties& properties) const
 
 std::optional<ExclusiveNameClaim> PostgresSinkConnector::ExclusiveName(const Properties& properties) const {
   absl::StatusOr<PostgresSinkConfig> config = PostgresSinkConfig::FromProperties(properties);
-  if (!config.ok() || config->strategy == postgres::Strategy::kAtLeastOnce) return std::nullopt;
+  if (!config.ok() || config->strategy == postgres::Strategy::kAtLeastOnce ||
+      config->strategy == postgres::Strategy::kUpsert) {
+    return std::nullopt;
+  }
   return ExclusiveNameClaim{.name = config->transaction_prefix,
                             .what = "PostgreSQL transaction prefix",
                             .use = "writes to PostgreSQL with",
@@ -486,6 +722,8 @@ absl::StatusOr<std::unique_ptr<weir::StreamOperator>> PostgresSinkConnector::Cre
     case postgres::Strategy::kWriteAhead:
       return std::make_unique<weir::internal::WriteAheadOperator<PostgresWriteAheadSink>>(
           std::make_unique<PostgresWriteAheadSink>(*std::move(config)));
+    case postgres::Strategy::kUpsert:
+      return std::make_unique<PostgresUpsertSink>(*std::move(config));
   }
   return absl::InternalError("unknown strategy");
 }

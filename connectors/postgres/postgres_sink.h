@@ -1,5 +1,5 @@
 // The built-in "postgres-sink" connector: weir::postgres::Row values into
-// one table of a PostgreSQL database with libpq, by one of three strategies
+// one table of a PostgreSQL database with libpq, by one of four strategies
 // (weir/postgres.h says what each guarantees; docs/exactly-once.md compares
 // them):
 //
@@ -29,11 +29,22 @@
 //                     checkpoint_id, written_at; the newest 1000 per sink
 //                     and subtask are kept). A crash between two COPYs of a
 //                     batch writes its earlier COPYs again after recovery.
+//   upsert            PostgresUpsertSink: rows buffered by key (a key's
+//                     later row replaces its earlier one), at batch.rows
+//                     keys, every barrier, the end of input and when input
+//                     runs dry sent in one transaction: COPY into a
+//                     temporary table, then INSERT ... SELECT DISTINCT ON
+//                     (keys) ... ON CONFLICT (keys) DO UPDATE (DO NOTHING
+//                     when every column is a key). Reconnects like
+//                     at-least-once and sends the batch again, which
+//                     changes nothing the first try committed.
 //
 // Properties (written by weir::postgres::Sink): conninfo, table, columns
 // (comma-separated), strategy, transaction.prefix, batch.rows, guarantee,
 // and optionally create.table (column definitions; the table is created if
-// missing, under an advisory lock so that subtasks do not race).
+// missing, under an advisory lock so that subtasks do not race) and
+// key.columns (comma-separated; required by upsert and refused by the
+// others).
 //
 // A lost connection fails the two-phase-commit and write-ahead sinks' task
 // (the open transaction is gone with it; the job restarts by its strategy
@@ -50,6 +61,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "connectors/connector.h"
@@ -77,6 +89,7 @@ struct PostgresSinkConfig {
   postgres::Strategy strategy = postgres::Strategy::kTwoPhaseCommit;
   std::string transaction_prefix;
   int batch_rows = 1000;
+  std::vector<std::string> key_columns;  // upsert only
 
   // kInvalidArgument naming the property that is missing or malformed.
   // Contacts nothing.
@@ -139,6 +152,65 @@ class PostgresAtLeastOnceSink : public weir::StreamOperator {
   PostgresSinkConfig config_;
   std::optional<PostgresRowWriter> writer_;
   std::unique_ptr<PostgresConnection> connection_;
+};
+
+// The statements of the upsert strategy, apart so that unit tests can read
+// them. Identifiers are double-quoted in lower case, which is what the
+// unquoted names of the other strategies and of create.table mean.
+struct PostgresUpsertStatements {
+  explicit PostgresUpsertStatements(const PostgresSinkConfig& config);
+
+  // Creates the session's staging table (once per connection).
+  std::string create_staging;
+  // COPY ... FROM STDIN into the staging table: a sequence number (the
+  // order in which rows came), then the columns.
+  std::string copy;
+  // From the staging table into the table, the last row per key.
+  std::string upsert;
+};
+
+class PostgresUpsertSink : public weir::StreamOperator {
+ public:
+  explicit PostgresUpsertSink(PostgresSinkConfig config);
+
+  // Connects, creates the table if asked to, and checks that the table has
+  // a unique constraint on the key columns (UnrecoverableError otherwise:
+  // no restart helps).
+  void Open(OperatorContext& context, RecordOutput* output) override;
+  // `record` is a weir::postgres::Row*.
+  void Process(void* record) override;
+  void PrepareSnapshotPreBarrier(int64_t checkpoint_id) override;
+  void EndInput() override;
+  // Sends what is buffered.
+  void OnIdle() override;
+  void Close() override;
+
+ private:
+  struct Pending {
+    uint64_t sequence = 0;
+    postgres::Row row;
+  };
+  // The staging table and the check of the key, on a new connection.
+  absl::Status PrepareConnection();
+  // One transaction: COPY into staging, upsert, COMMIT.
+  absl::Status SendBatch();
+  // SendBatch, reconnecting and sending again when the connection broke;
+  // throws when that does not work out. Empties the buffer.
+  void Flush();
+  [[noreturn]] void Throw(const absl::Status& status) const;
+
+  const PostgresSinkConfig config_;
+  const PostgresUpsertStatements statements_;
+  std::vector<size_t> key_indexes_;
+  std::string client_;
+  std::optional<PostgresRowWriter> writer_;  // connects
+  std::unique_ptr<PostgresConnection> connection_;
+  std::vector<Pending> pending_;
+  absl::flat_hash_map<std::string, size_t> pending_by_key_;  // encoded key -> index in pending_
+  uint64_t sequence_ = 0;
+  std::string copy_buffer_;
+  Counter* rows_metric_ = nullptr;
+  Counter* batches_metric_ = nullptr;
 };
 
 class PostgresTwoPhaseCommitSink : public weir::TwoPhaseCommitSink<postgres::Row, std::string> {

@@ -57,7 +57,7 @@ TEST(KafkaConnectorsTest, RegistersSourceAndSink) {
   config::Configuration cluster;
   ASSERT_TRUE(cluster.Set("security.kafka.allowed-properties", "ssl.ca.location", config::ValueSource::kCommandLine).ok());
   const ConnectorRegistry builtin = BuiltinConnectors(cluster);
-  EXPECT_THAT(builtin.Names(), ElementsAre("kafka-sink", "kafka-source", "postgres-sink", "redis-sink"));
+  EXPECT_THAT(builtin.Names(), ElementsAre("kafka-sink", "kafka-source", "mysql-sink", "postgres-sink", "redis-sink"));
   const Properties with_ca = {{"brokers", "127.0.0.1:9"}, {"topics", "in"}, {"kafka.ssl.ca.location", "/etc/ssl/ca.pem"}};
   EXPECT_TRUE(builtin.Validate(kKafkaSourceConnector, with_ca).ok());
   EXPECT_EQ(registry.Validate(kKafkaSourceConnector, with_ca).code(), absl::StatusCode::kInvalidArgument);
