@@ -482,6 +482,11 @@ TEST_F(SinksTest, PostgresUpsertEndsAtEveryKeysTrueCountThroughTaskManagerKills)
   StartCluster(3);
   const std::string in = NewTopic("pg-upsert-in");
   std::string error;
+  // A table name that is not a plain identifier: refused at submission.
+  EXPECT_TRUE(SubmitCount(in, {"--sink", "postgres", "--postgres", conninfo, "--table", "counts\"; --", "--upsert"},
+                          &error)
+                  .empty());
+  EXPECT_TRUE(absl::StrContains(error, "property 'table'")) << error;
   const std::string job = SubmitCount(
       in, {"--sink", "postgres", "--postgres", conninfo, "--table", "counts_upsert", "--upsert", "--batch-rows", "100"},
       &error);
@@ -592,7 +597,14 @@ TEST(PostgresUpsertSinkTest, WritesHostileValuesAndTheLastRowPerKeyOnARealServer
     sink.Process(&seven);
     sink.Process(&padded);
     sink.Process(&null_value);
+    auto before = admin->Exec("SELECT count(*) FROM \"order\"");
+    ASSERT_TRUE(before.ok()) << before.status();
+    EXPECT_EQ((*before)[0][0], "0");  // buffered
     sink.PrepareSnapshotPreBarrier(1);
+    // Sent before the snapshot is acknowledged.
+    auto flushed = admin->Exec("SELECT count(*) FROM \"order\"");
+    ASSERT_TRUE(flushed.ok()) << flushed.status();
+    EXPECT_EQ((*flushed)[0][0], absl::StrCat(hostile.size() + 2));
     // The connection goes; the next batch reconnects and updates in place.
     ASSERT_TRUE(admin->Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'weir'")
                     .ok());
@@ -618,14 +630,14 @@ TEST(PostgresUpsertSinkTest, WritesHostileValuesAndTheLastRowPerKeyOnARealServer
   ASSERT_TRUE(admin->Exec("CREATE TABLE pairs (a text, b text, PRIMARY KEY (a, b)); "
                           "INSERT INTO pairs VALUES ('x', 'y')").ok());
   {
-    connectors::PostgresUpsertSink sink(config_for("pairs", {"a", "b"}, {"a", "b"}, 2));
+    connectors::PostgresUpsertSink sink(config_for("pairs", {"a", "b"}, {"a", "b"}, 10));
     testing::FakeOperatorContext context;
     sink.Open(context, nullptr);
     for (const char* b : {"y", "z", "y", "w"}) {
       postgres::Row row{{std::string("x"), std::string(b)}};
       sink.Process(&row);
     }
-    sink.EndInput();
+    sink.OnIdle();  // the input ran dry: what is buffered goes
     sink.Close();
   }
   auto pairs = admin->Exec("SELECT b FROM pairs ORDER BY b");
@@ -655,6 +667,13 @@ TEST_F(SinksTest, MySqlUpsertEndsAtEveryKeysTrueCountThroughTaskManagerKills) {
   StartCluster(3);
   const std::string in = NewTopic("mysql-upsert-in");
   std::string error;
+  // A table name that is not a plain identifier: refused at submission.
+  EXPECT_TRUE(SubmitCount(in,
+                          {"--sink", "mysql", "--mysql", (*mariadb)->address(), "--mysql-database", "weir", "--table",
+                           "counts`; --"},
+                          &error)
+                  .empty());
+  EXPECT_TRUE(absl::StrContains(error, "property 'table'")) << error;
   const std::string job = SubmitCount(in,
                                       {"--sink", "mysql", "--mysql", (*mariadb)->address(), "--mysql-database",
                                        "weir", "--mysql-password-file", (*mariadb)->dir() + "/password", "--table",
@@ -759,7 +778,14 @@ TEST(MySqlUpsertSinkTest, WritesHostileValuesAndTheLastRowPerKeyOnARealServer) {
     }
     mysql::Row null_value{{std::string("100"), std::string("x"), std::nullopt}};
     sink.Process(&null_value);
+    auto before = admin->Exec("SELECT count(*) FROM `order`");
+    ASSERT_TRUE(before.ok()) << before.status();
+    EXPECT_EQ((*before)[0][0], "0");  // buffered
     sink.PrepareSnapshotPreBarrier(1);
+    // Sent before the snapshot is acknowledged.
+    auto flushed = admin->Exec("SELECT count(*) FROM `order`");
+    ASSERT_TRUE(flushed.ok()) << flushed.status();
+    EXPECT_EQ((*flushed)[0][0], absl::StrCat(hostile.size() + 1));
     EXPECT_GE(KillMySqlSinkConnections(endpoint), 2);  // the sink's and ours
     admin = MySql(endpoint);
     ASSERT_NE(admin, nullptr);
@@ -781,14 +807,14 @@ TEST(MySqlUpsertSinkTest, WritesHostileValuesAndTheLastRowPerKeyOnARealServer) {
   EXPECT_TRUE(admin->Exec("SELECT 1 FROM nokey").ok());  // still there
 
   {
-    connectors::MySqlUpsertSink sink(config_for("pairs", {"a", "b"}, {"a", "b"}, 2));
+    connectors::MySqlUpsertSink sink(config_for("pairs", {"a", "b"}, {"a", "b"}, 10));
     testing::FakeOperatorContext context;
     sink.Open(context, nullptr);
     for (const char* b : {"y", "z", "y", "w"}) {
       mysql::Row row{{std::string("x"), std::string(b)}};
       sink.Process(&row);
     }
-    sink.EndInput();
+    sink.OnIdle();  // the input ran dry: what is buffered goes
     sink.Close();
   }
   auto pairs = admin->Exec("SELECT b FROM pairs ORDER BY b");
