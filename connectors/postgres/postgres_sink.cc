@@ -33,6 +33,30 @@ absl::Status BadProperty(absl::string_view key, absl::string_view value, absl::s
 
 std::string Property(const Properties& properties, const std::string& key) { return PropertyOr(properties, key); }
 
+constexpr char kStagingTable[] = "pg_temp.weir_upsert";
+constexpr char kSequenceColumn[] = "weir_upsert_seq";
+
+// A checked identifier (IsIdentifier) as PostgreSQL reads it unquoted:
+// folded to lower case. Quoted, so that reserved words work.
+std::string Quoted(absl::string_view name) { return absl::StrCat("\"", absl::AsciiStrToLower(name), "\""); }
+
+std::string QuotedTable(const std::string& table) {
+  std::vector<std::string> parts;
+  for (absl::string_view part : absl::StrSplit(table, '.')) parts.push_back(Quoted(part));
+  return absl::StrJoin(parts, ".");
+}
+
+std::string QuotedList(const std::vector<std::string>& names) {
+  std::vector<std::string> quoted;
+  for (const std::string& n : names) quoted.push_back(Quoted(n));
+  return absl::StrJoin(quoted, ", ");
+}
+
+bool IsKey(const PostgresSinkConfig& config, const std::string& column) {
+  return std::any_of(config.key_columns.begin(), config.key_columns.end(),
+                     [&](const std::string& k) { return absl::AsciiStrToLower(k) == absl::AsciiStrToLower(column); });
+}
+
 std::string SinkClient(const SinkContext& context) {
   return absl::StrCat("PostgresSink '", context.operator_name, "' subtask ", context.subtask_index, "/",
                       context.parallelism);
@@ -193,7 +217,7 @@ void PostgresRowWriter::CreateTable(PostgresConnection& connection) const {
   // Subtasks starting together would race on CREATE TABLE IF NOT EXISTS.
   absl::StatusOr<PostgresRows> created = connection.Exec(absl::StrCat(
       "BEGIN; SELECT pg_advisory_xact_lock(hashtext(", connection.Literal("weir-create " + config_.table),
-      ")); CREATE TABLE IF NOT EXISTS ", config_.table, " (", config_.create_table, "); COMMIT"));
+      ")); CREATE TABLE IF NOT EXISTS ", QuotedTable(config_.table), " (", config_.create_table, "); COMMIT"));
   if (!created.ok()) {
     (void)connection.Exec("ROLLBACK");
     Throw(created.status());
@@ -264,34 +288,6 @@ void PostgresAtLeastOnceSink::OnIdle() {
 void PostgresAtLeastOnceSink::Close() { connection_.reset(); }
 
 // ---------------------------------------------------------------- upsert
-
-namespace {
-
-constexpr char kStagingTable[] = "pg_temp.weir_upsert";
-constexpr char kSequenceColumn[] = "weir_upsert_seq";
-
-// A checked identifier (IsIdentifier) as PostgreSQL reads it unquoted:
-// folded to lower case. Quoted, so that reserved words work.
-std::string Quoted(absl::string_view name) { return absl::StrCat("\"", absl::AsciiStrToLower(name), "\""); }
-
-std::string QuotedTable(const std::string& table) {
-  std::vector<std::string> parts;
-  for (absl::string_view part : absl::StrSplit(table, '.')) parts.push_back(Quoted(part));
-  return absl::StrJoin(parts, ".");
-}
-
-std::string QuotedList(const std::vector<std::string>& names) {
-  std::vector<std::string> quoted;
-  for (const std::string& n : names) quoted.push_back(Quoted(n));
-  return absl::StrJoin(quoted, ", ");
-}
-
-bool IsKey(const PostgresSinkConfig& config, const std::string& column) {
-  return std::any_of(config.key_columns.begin(), config.key_columns.end(),
-                     [&](const std::string& k) { return absl::AsciiStrToLower(k) == absl::AsciiStrToLower(column); });
-}
-
-}  // namespace
 
 PostgresUpsertStatements::PostgresUpsertStatements(const PostgresSinkConfig& config) {
   const std::string table = QuotedTable(config.table);
