@@ -824,6 +824,22 @@ TEST(MySqlUpsertSinkTest, WritesHostileValuesAndTheLastRowPerKeyOnARealServer) {
 
   // Unrecoverable: no restart helps; refused credentials: the job restarts
   // by its strategy (someone may be fixing them).
+  // Literals survive a round trip with and without NO_BACKSLASH_ESCAPES
+  // (where a backslash is no escape and only a doubled quote is).
+  for (const char* mode : {"", "NO_BACKSLASH_ESCAPES"}) {
+    SCOPED_TRACE(mode);
+    auto c = MySql(endpoint);
+    ASSERT_NE(c, nullptr);
+    ASSERT_TRUE(c->Exec(absl::StrCat("SET SESSION sql_mode = '", mode, "'")).ok());
+    for (const std::string& v : hostile) {
+      std::string sql = "SELECT ";
+      c->AppendLiteral(v, sql);
+      auto echoed = c->Exec(sql);
+      ASSERT_TRUE(echoed.ok()) << echoed.status();
+      EXPECT_EQ((*echoed)[0][0], v);
+    }
+  }
+
   auto open_fails = [&](connectors::MySqlSinkConfig config, const std::string& expected, bool unrecoverable) {
     connectors::MySqlUpsertSink sink(std::move(config));
     testing::FakeOperatorContext context;
