@@ -732,6 +732,60 @@ TEST_F(SinksTest, MySqlUpsertEndsAtEveryKeysTrueCountThroughTaskManagerKills) {
   ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
 }
 
+// MariaDB down when the job starts, then SIGKILLed in the middle of the run
+// and started again (InnoDB recovers its log): attempts fail saying so until
+// the server is back, the sinks reconnect, and every word ends at its true
+// count.
+TEST_F(SinksTest, MySqlDownAtStartAndKilledMidRunEndsExact) {
+  auto mariadb = ScriptServer::Start("mariadb.sh");
+  ASSERT_TRUE(mariadb.ok()) << mariadb.status();
+  const connectors::MySqlEndpoint endpoint = MariaDb(**mariadb);
+  StartCluster(2);
+  const std::string in = NewTopic("mysql-down-in");
+  ASSERT_TRUE((*mariadb)->Stop().ok());
+  std::string error;
+  const std::string job = SubmitCount(in,
+                                      {"--sink", "mysql", "--mysql", (*mariadb)->address(), "--mysql-database",
+                                       "weir", "--mysql-password-file", (*mariadb)->dir() + "/password", "--table",
+                                       "counts_down"},
+                                      &error, 200);
+  ASSERT_FALSE(job.empty()) << error << cluster_->Logs();
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(cluster_->Logs(), "cannot connect to MySQL"); },
+                      absl::Seconds(60))) << cluster_->Logs();
+  ASSERT_TRUE((*mariadb)->Restart().ok());
+  ASSERT_TRUE(WaitUntilRunning(job, 2)) << cluster_->Logs();
+  constexpr int kRecords = 20000;
+  std::atomic<bool> failed{false};
+  std::thread writer = testing::WriteSlowly(bootstrap_, in, kRecords, Words, &failed);
+  ASSERT_TRUE(WaitFor([&] { return MySqlCounts(endpoint, "counts_down").size() >= static_cast<size_t>(kDistinct); },
+                      absl::Seconds(60)))
+      << cluster_->Logs();
+  ASSERT_TRUE((*mariadb)->Stop().ok());
+  absl::SleepFor(absl::Seconds(2));
+  ASSERT_TRUE((*mariadb)->Restart().ok());
+  writer.join();
+  ASSERT_FALSE(failed.load());
+  std::map<std::string, int64_t> want;
+  for (const auto& [key, n] : TrueCounts(kRecords)) want[key] = n;
+  std::map<std::string, int64_t> counts;
+  int64_t rows = 0;
+  EXPECT_TRUE(WaitFor([&] {
+    counts = MySqlCounts(endpoint, "counts_down", &rows);
+    return counts == want;
+  }, absl::Seconds(120), absl::Seconds(1))) << cluster_->Logs();
+  const int attempts = cluster_->WeirJson({"status", job})["attempt"].get<int>();
+  const bool reconnected = absl::StrContains(cluster_->Logs(), "reconnecting to send the rows again");
+  std::printf("mysql down at start and killed mid-run: %d records, %lld rows, %zu keys (of %zu), attempts %d, "
+              "sink reconnected: %s\n",
+              kRecords, static_cast<long long>(rows), counts.size(), want.size(), attempts,
+              reconnected ? "yes" : "no");
+  EXPECT_EQ(rows, static_cast<int64_t>(want.size()));
+  // The sinks noticed the outage: they reconnected, or their task failed
+  // and the job restarted once more.
+  EXPECT_TRUE(reconnected || attempts > 2) << cluster_->Logs();
+  ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
+}
+
 // The MySQL sink itself against a real MariaDB: values that are SQL syntax
 // (quotes, backslashes, a NUL byte) arrive as they were, reserved words as
 // column names work, a key written twice in one batch ends at its last row,
