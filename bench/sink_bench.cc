@@ -12,8 +12,10 @@
 //   Redis       a plain hiredis client SETting the same N counts, pipelined
 //               1000 deep (the baseline), and the idempotent Redis sink;
 //   PostgreSQL  the at-least-once sink (autocommitted COPY, the baseline),
-//               two-phase commit and write-ahead log, each into its own
-//               table.
+//               two-phase commit, write-ahead log and upsert (one row per
+//               key), each into its own table;
+//   MariaDB     the MySQL upsert sink (one row per key), against the Kafka
+//               reference (no baseline of its own).
 // Visibility: with the job running unbounded and otherwise idle, a record
 // with a new word is produced every 200 ms; the bench polls the server every
 // 2 ms until its count is there and reports p50 and max of produce ->
@@ -27,6 +29,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,6 +39,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "bench/bench_flags.h"
+#include "connectors/mysql/mysql_connection.h"
 #include "connectors/postgres/postgres_connection.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
@@ -181,8 +185,10 @@ int main(int argc, char** argv) {
   if (bootstrap.empty()) return 1;
   auto redis = ScriptServer::Start("redis.sh");
   auto postgres = ScriptServer::Start("postgres.sh");
-  if (!redis.ok() || !postgres.ok()) {
-    std::fprintf(stderr, "bench: %s %s\n", redis.status().ToString().c_str(), postgres.status().ToString().c_str());
+  auto mariadb = ScriptServer::Start("mariadb.sh");
+  if (!redis.ok() || !postgres.ok() || !mariadb.ok()) {
+    std::fprintf(stderr, "bench: %s %s %s\n", redis.status().ToString().c_str(), postgres.status().ToString().c_str(),
+                 mariadb.status().ToString().c_str());
     return 1;
   }
   const std::string conninfo = (*postgres)->address();
@@ -207,6 +213,9 @@ int main(int argc, char** argv) {
     args.insert(args.end(), more.begin(), more.end());
     return args;
   };
+  const std::vector<std::string> mysql_args = {"--sink", "mysql", "--mysql", (*mariadb)->address(),
+                                               "--mysql-database", "weir", "--mysql-password-file",
+                                               (*mariadb)->dir() + "/password", "--table", "bench_upsert"};
   const double n = static_cast<double>(flags.records);
   auto row = [&](const char* name, absl::Duration d, double baseline_rate) {
     const double rate = n / Seconds(d);
@@ -234,6 +243,8 @@ int main(int argc, char** argv) {
   row("postgres: two-phase commit", TimeJob(cluster, bootstrap, in, flags, pg_args("bench_2pc", {})), pg_base);
   row("postgres: write-ahead log", TimeJob(cluster, bootstrap, in, flags, pg_args("bench_wal", {"--write-ahead"})),
       pg_base);
+  row("postgres: upsert", TimeJob(cluster, bootstrap, in, flags, pg_args("bench_upsert", {"--upsert"})), pg_base);
+  row("mysql: upsert (ratio to kafka)", TimeJob(cluster, bootstrap, in, flags, mysql_args), kafka_rate);
 
   std::printf("produce -> visible (%lld probes, idle job):\n", static_cast<long long>(flags.probes));
   Redis reader((*redis)->address());
@@ -257,5 +268,22 @@ int main(int argc, char** argv) {
          Visibility(cluster, bootstrap, flags, pg_args("bench_2pc", {}), in_table("bench_2pc")));
   report("postgres: write-ahead log",
          Visibility(cluster, bootstrap, flags, pg_args("bench_wal", {"--write-ahead"}), in_table("bench_wal")));
+  report("postgres: upsert",
+         Visibility(cluster, bootstrap, flags, pg_args("bench_upsert", {"--upsert"}), in_table("bench_upsert")));
+  std::string password;
+  std::getline(*std::make_unique<std::ifstream>((*mariadb)->dir() + "/password"), password);
+  const size_t colon = (*mariadb)->address().rfind(':');
+  auto my = weir::connectors::MySqlConnection::Connect({.host = (*mariadb)->address().substr(0, colon),
+                                                         .port = std::stoi((*mariadb)->address().substr(colon + 1)),
+                                                         .user = "weir",
+                                                         .password = password,
+                                                         .database = "weir"});
+  if (!my.ok()) return 1;
+  report("mysql: upsert", Visibility(cluster, bootstrap, flags, mysql_args, [&](const std::string& word) {
+           std::string sql = "SELECT 1 FROM bench_upsert WHERE word = ";
+           (*my)->AppendLiteral(word, sql);
+           auto rows = (*my)->Exec(sql);
+           return rows.ok() && !rows->empty();
+         }));
   return 0;
 }
