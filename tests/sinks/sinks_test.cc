@@ -1,10 +1,11 @@
 // The three ways to end-to-end consistency beyond Kafka, on a real cluster:
 // keyed_count reads the test broker and writes every count to a real Redis
-// (idempotent writes) or a real PostgreSQL (two-phase commit on prepared
-// transactions, or write-ahead log) while TaskManagers are SIGKILLed, a
-// TaskManager crashes between "checkpoint complete" and "commit prepared",
-// and the servers go away. The servers are throw-away instances from
-// scripts/redis.sh and scripts/postgres.sh.
+// (idempotent writes), a real PostgreSQL (two-phase commit on prepared
+// transactions, write-ahead log, or idempotent upserts) or a real MariaDB
+// (idempotent upserts) while TaskManagers are SIGKILLed, a TaskManager
+// crashes between "checkpoint complete" and "commit prepared", and the
+// servers go away. The servers are throw-away instances from
+// scripts/redis.sh, scripts/postgres.sh and scripts/mariadb.sh.
 #include <hiredis/hiredis.h>
 
 #include <atomic>
