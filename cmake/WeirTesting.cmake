@@ -3,7 +3,10 @@
 # Tests against a real Kafka broker: the CTest fixture "kafka" starts one single-node
 # broker per build tree with scripts/kafka.sh (in ${WEIR_TEST_KAFKA_DIR}) before the
 # first test that needs it and stops it after the last one. `ctest -L kafka` runs just
-# those tests (CTest adds the fixture's start/stop tests by itself).
+# those tests (CTest adds the fixture's start/stop tests by itself). The few tests that
+# kill brokers use the fixture "kafka_cluster" instead: three nodes
+# (scripts/kafka.sh start-cluster, in ${WEIR_TEST_KAFKA_CLUSTER_DIR}); `ctest -L
+# kafka-cluster` runs those.
 include_guard(GLOBAL)
 
 set(WEIR_TEST_KAFKA_DIR "${CMAKE_BINARY_DIR}/test-kafka"
@@ -29,6 +32,33 @@ function(weir_add_kafka_fixture)
     FIXTURES_CLEANUP kafka
     LABELS kafka
     TIMEOUT 60)
+endfunction()
+
+# The three-node test cluster (scripts/kafka.sh start-cluster) of the tests that
+# kill brokers. Apart from the single broker: those tests SIGKILL and restart its
+# nodes.
+set(WEIR_TEST_KAFKA_CLUSTER_DIR "${CMAKE_BINARY_DIR}/test-kafka-cluster"
+    CACHE INTERNAL "Where the three-node test Kafka cluster keeps its nodes' config, data, logs and pids")
+
+# Defines the tests kafka_cluster_start (FIXTURES_SETUP kafka_cluster) and
+# kafka_cluster_stop (FIXTURES_CLEANUP kafka_cluster). Safe to call more than once.
+function(weir_add_kafka_cluster_fixture)
+  get_property(done GLOBAL PROPERTY WEIR_KAFKA_CLUSTER_FIXTURE_DEFINED)
+  if(done)
+    return()
+  endif()
+  set_property(GLOBAL PROPERTY WEIR_KAFKA_CLUSTER_FIXTURE_DEFINED TRUE)
+  set(script "${PROJECT_SOURCE_DIR}/scripts/kafka.sh")
+  add_test(NAME kafka_cluster_start COMMAND "${script}" start-cluster "${WEIR_TEST_KAFKA_CLUSTER_DIR}" 3)
+  set_tests_properties(kafka_cluster_start PROPERTIES
+    FIXTURES_SETUP kafka_cluster
+    LABELS kafka
+    TIMEOUT 240)
+  add_test(NAME kafka_cluster_stop COMMAND "${script}" stop "${WEIR_TEST_KAFKA_CLUSTER_DIR}")
+  set_tests_properties(kafka_cluster_stop PROPERTIES
+    FIXTURES_CLEANUP kafka_cluster
+    LABELS kafka
+    TIMEOUT 90)
 endfunction()
 
 # weir_add_kafka_test(<name> [TARGET <target>] [TIMEOUT <seconds>] [LABELS <label>...]
@@ -84,4 +114,30 @@ function(weir_add_integration_test name source)
   weir_target_defaults(${name})
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES LABELS integration TIMEOUT 600)
+endfunction()
+
+# weir_add_kafka_cluster_test(<name> [TARGET <target>] [TIMEOUT <seconds>]
+#                             [LABELS <label>...] [ARGS <arg>...])
+#
+# As weir_add_kafka_test, against the three-node cluster: requires the
+# "kafka_cluster" fixture and gets WEIR_TEST_KAFKA_DIR pointing at it (its
+# bootstrap file lists every node; tests/kafka/kafka_cluster.h reads the rest).
+function(weir_add_kafka_cluster_test name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "TARGET;TIMEOUT" "LABELS;ARGS")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "weir_add_kafka_cluster_test(${name}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT arg_TARGET)
+    set(arg_TARGET "${name}")
+  endif()
+  if(NOT arg_TIMEOUT)
+    set(arg_TIMEOUT 300)
+  endif()
+  weir_add_kafka_cluster_fixture()
+  add_test(NAME "${name}" COMMAND "$<TARGET_FILE:${arg_TARGET}>" ${arg_ARGS})
+  set_tests_properties("${name}" PROPERTIES
+    FIXTURES_REQUIRED kafka_cluster
+    ENVIRONMENT "WEIR_TEST_KAFKA_DIR=${WEIR_TEST_KAFKA_CLUSTER_DIR}"
+    LABELS "kafka;kafka-cluster;${arg_LABELS}"
+    TIMEOUT "${arg_TIMEOUT}")
 endfunction()

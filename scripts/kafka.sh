@@ -1,22 +1,42 @@
 #!/usr/bin/env bash
-# A real single-node Apache Kafka (KRaft, combined broker+controller) for tests.
+# A real Apache Kafka (KRaft) for tests: one node, or a cluster of several.
 #
 #   scripts/kafka.sh fetch       download Kafka and its runtime jars from Maven Central
 #                                (via mvn) into the cache; does nothing if already there
-#   scripts/kafka.sh start DIR   start a broker whose config, data, logs and pid live in
-#                                DIR; prints "127.0.0.1:PORT" (also written to
-#                                DIR/bootstrap) as the last line on stdout. A second
-#                                listener speaks SASL_SSL (SCRAM-SHA-256 or PLAIN, user
-#                                weirtest, password weirtest-secret; CA in DIR/tls/ca.pem) at the
-#                                address in DIR/bootstrap-sasl-ssl
-#   scripts/kafka.sh stop DIR    stop the broker started from DIR (ok if none runs)
+#   scripts/kafka.sh start DIR   start a single-node broker (combined broker+controller)
+#                                whose config, data, logs and pid live in DIR; prints
+#                                "127.0.0.1:PORT" (also written to DIR/bootstrap) as the
+#                                last line on stdout. A second listener speaks SASL_SSL
+#                                (SCRAM-SHA-256 or PLAIN, user weirtest, password
+#                                weirtest-secret; CA in DIR/tls/ca.pem) at the address in
+#                                DIR/bootstrap-sasl-ssl
+#   scripts/kafka.sh start-cluster DIR [N]
+#                                start N (default 3) nodes, each a combined broker and
+#                                controller (an N-voter KRaft quorum), node i in
+#                                DIR/node-<i> (i = 1..N; its node.id is i) with its own
+#                                data, log (kafka.log), pid (kafka.pid) and port (port)
+#                                files. Replicated as a production cluster would be for
+#                                exactly-once: default.replication.factor 3 (at most N),
+#                                min.insync.replicas 2, the offsets and transaction state
+#                                topics replicated the same way, no unclean leader
+#                                election. Prints every broker's address, comma-separated
+#                                (also in DIR/bootstrap), once all N serve. PLAINTEXT only
+#   scripts/kafka.sh kill-node DIR I
+#                                SIGKILL node I of the cluster in DIR (no clean shutdown);
+#                                returns once the process is gone
+#   scripts/kafka.sh start-node DIR I
+#                                start node I again on its own data and ports; returns
+#                                once it serves and the cluster's metadata lists it
+#   scripts/kafka.sh stop DIR    stop the broker, or every node of the cluster, started
+#                                from DIR (ok if none runs)
 #
 # Progress goes to stderr, prefixed "kafka.sh:"; stdout carries only the bootstrap.
 #
 # Environment:
 #   WEIR_KAFKA_CACHE  jar cache (default $HOME/.cache/weir/kafka-4.1.0), outside the tree
 #   JAVA_HOME         if set, $JAVA_HOME/bin/java is used, else java from PATH
-#   WEIR_KAFKA_HEAP   max heap (default 768m)
+#   WEIR_KAFKA_HEAP   max heap of the single broker (default 768m), or of each
+#                     cluster node (default 512m)
 set -euo pipefail
 
 readonly KAFKA_VERSION=4.1.0
@@ -30,6 +50,7 @@ readonly STAMP_CONTENT="kafka_${SCALA_VERSION}:${KAFKA_VERSION} log4j-slf4j-impl
 CACHE="${WEIR_KAFKA_CACHE:-${HOME:?HOME is not set; set WEIR_KAFKA_CACHE}/.cache/weir/kafka-${KAFKA_VERSION}}"
 JAVA="${JAVA_HOME:+${JAVA_HOME}/bin/}java"
 HEAP="${WEIR_KAFKA_HEAP:-768m}"
+NODE_HEAP="${WEIR_KAFKA_HEAP:-512m}"
 START_DEADLINE_S=90
 # The SCRAM user of the SASL_SSL listener (a throw-away broker: no secret).
 SASL_USER=weirtest
@@ -44,6 +65,9 @@ usage() {
   cat >&2 <<EOF
 usage: $0 fetch
        $0 start DIR
+       $0 start-cluster DIR [N]
+       $0 kill-node DIR I
+       $0 start-node DIR I
        $0 stop DIR
 EOF
   exit 2
@@ -127,12 +151,14 @@ running_pid() {
   echo "$pid"
 }
 
-# Sends a real Metadata request (v4, the oldest Kafka 4 accepts) to 127.0.0.1:PORT and
-# succeeds if the answer lists a broker at that port.
+# metadata_probe PORT [PORT...]: sends a real Metadata request (v4, the oldest Kafka 4
+# accepts) to 127.0.0.1:PORT and succeeds if the answer lists a broker at PORT and at
+# every other PORT given (a KRaft broker lists only the brokers that are not fenced).
 metadata_probe() {
-  python3 - "$1" <<'EOF'
+  python3 - "$@" <<'EOF'
 import socket, struct, sys
 port = int(sys.argv[1])
+wanted = {int(p) for p in sys.argv[1:]}
 client = b"kafka.sh"
 # Request header v1: api_key=3 (Metadata), api_version=4, correlation_id, client_id.
 # Body v4: topics=[] (no topics), allow_auto_topic_creation=false.
@@ -179,7 +205,7 @@ for _ in range(nbrokers):
     (p,) = take(">i")
     string()    # rack
     ports.append(p)
-sys.exit(0 if port in ports else 1)
+sys.exit(0 if wanted <= set(ports) else 1)
 EOF
 }
 
@@ -247,6 +273,12 @@ log.cleaner.dedupe.buffer.size=16777216
 # Unfence the broker sooner after start (the default heartbeat is 2 s).
 broker.heartbeat.interval.ms=500
 EOF
+  write_log_configs "$dir"
+}
+
+# DIR/log4j2.properties (the broker's) and DIR/log4j2-tools.properties (StorageTool's).
+write_log_configs() {
+  local dir=$1
   # Broker log: DIR/kafka.log; its GC pauses: DIR/gc.log.
   cat >"$dir/log4j2.properties" <<EOF
 status = warn
@@ -290,6 +322,27 @@ JVM_FLAGS=(-XX:+UseG1GC -XX:TieredStopAtLevel=1 -XX:-UsePerfData -XX:+ExitOnOutO
 show_log_tail() {
   show_tail "$1/kafka.log"
   show_tail "$1/kafka.out" "(broker stdout/stderr)"
+}
+
+# launch_broker DIR XMS XMX: starts kafka.Kafka on DIR/server.properties in the
+# background, its pid in DIR/kafka.pid, its stdout/stderr in DIR/kafka.out; sets
+# LAUNCHER to the launcher's pid. setsid + nohup: the broker gets its own session and
+# survives this script (and CTest) exiting. Its stdio points at files and every other
+# inherited descriptor is closed, so nobody reading our output waits on the broker.
+launch_broker() {
+  local dir=$1 xms=$2 xmx=$3
+  # shellcheck disable=SC2016
+  setsid nohup bash -c '
+      for fd in /proc/$$/fd/*; do
+        fd=${fd##*/}
+        [ "$fd" -gt 2 ] && eval "exec $fd>&-"
+      done 2>/dev/null
+      echo $$ >"$1"; shift; exec "$@"' kafka-launcher "$dir/kafka.pid" \
+    "$JAVA" -Xms"$xms" -Xmx"$xmx" "${JVM_FLAGS[@]}" -XX:MaxGCPauseMillis=20 -Xlog:gc:file="$dir/gc.log":time \
+    -Dlog4j2.configurationFile="$dir/log4j2.properties" \
+    -cp "$CACHE/*" kafka.Kafka "$dir/server.properties" \
+    </dev/null >"$dir/kafka.out" 2>&1 &
+  LAUNCHER=$!
 }
 
 # ---------------------------------------------------------------------------- start
@@ -339,21 +392,8 @@ start() {
     || die "StorageTool format failed"
 
   log "starting broker on 127.0.0.1:$port (controller 127.0.0.1:$cport)"
-  # setsid + nohup: the broker gets its own session and survives this script (and
-  # CTest) exiting. Its stdio points at files and every other inherited descriptor is
-  # closed, so nobody reading our output waits on the broker.
-  # shellcheck disable=SC2016
-  setsid nohup bash -c '
-      for fd in /proc/$$/fd/*; do
-        fd=${fd##*/}
-        [ "$fd" -gt 2 ] && eval "exec $fd>&-"
-      done 2>/dev/null
-      echo $$ >"$1"; shift; exec "$@"' kafka-launcher "$dir/kafka.pid" \
-    "$JAVA" -Xms256m -Xmx"$HEAP" "${JVM_FLAGS[@]}" -XX:MaxGCPauseMillis=20 -Xlog:gc:file="$dir/gc.log":time \
-    -Dlog4j2.configurationFile="$dir/log4j2.properties" \
-    -cp "$cp" kafka.Kafka "$dir/server.properties" \
-    </dev/null >"$dir/kafka.out" 2>&1 &
-  local launcher=$!
+  launch_broker "$dir" 256m "$HEAP"
+  local launcher=$LAUNCHER
 
   local deadline=$(( $(now_ms) + START_DEADLINE_S * 1000 ))
   while :; do
@@ -388,10 +428,237 @@ start() {
   echo "127.0.0.1:$port"
 }
 
+# ---------------------------------------------------------------------------- cluster
+
+# DIR/cluster holds N once start-cluster wrote the nodes' configs; node i lives in
+# DIR/node-<i>, its broker port in DIR/node-<i>/port.
+cluster_size() {
+  local n
+  n=$(cat "$1/cluster" 2>/dev/null) || return 1
+  [[ "$n" =~ ^[0-9]+$ ]] || return 1
+  echo "$n"
+}
+
+node_dir() { echo "$1/node-$2"; }
+
+# The broker ports of every node of the cluster in DIR, space-separated.
+cluster_ports() {
+  local dir=$1 n i ports=()
+  n=$(cluster_size "$dir") || return 1
+  for (( i = 1; i <= n; i++ )); do ports+=("$(cat "$(node_dir "$dir" "$i")/port")"); done
+  echo "${ports[*]}"
+}
+
+write_node_config() {
+  local node=$1 id=$2 port=$3 cport=$4 voters=$5 replicas=$6 min_isr=$7
+  cat >"$node/server.properties" <<EOF
+# Generated by weir scripts/kafka.sh: node ${id} of a KRaft test cluster, broker and
+# controller in one process.
+process.roles=broker,controller
+node.id=${id}
+controller.quorum.voters=${voters}
+listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${cport}
+advertised.listeners=PLAINTEXT://127.0.0.1:${port}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=${node}/data
+
+# Replicated as exactly-once in production needs: every topic (the offsets and
+# transaction state topics too) on ${replicas} nodes, a write acknowledged by at
+# least ${min_isr} of them, and a replica that fell behind never elected leader.
+default.replication.factor=${replicas}
+min.insync.replicas=${min_isr}
+offsets.topic.replication.factor=${replicas}
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=${replicas}
+transaction.state.log.min.isr=${min_isr}
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=${replicas}
+share.coordinator.state.topic.min.isr=${min_isr}
+unclean.leader.election.enable=false
+num.partitions=1
+auto.create.topics.enable=false
+group.initial.rebalance.delay.ms=0
+
+# Light on a small machine.
+num.network.threads=2
+num.io.threads=2
+background.threads=2
+num.recovery.threads.per.data.dir=1
+num.replica.fetchers=1
+log.cleaner.threads=1
+log.cleaner.dedupe.buffer.size=16777216
+# Unfence a broker sooner after start (the default heartbeat is 2 s).
+broker.heartbeat.interval.ms=500
+EOF
+  write_log_configs "$node"
+}
+
+# wait_serving NODE_DIR LAUNCHER STARTS PORT...: waits until the broker of NODE_DIR
+# logged "Kafka Server started" more than STARTS times and the metadata it answers
+# lists every PORT. Fails (showing its log) if it exits or the deadline passes.
+wait_serving() {
+  local node=$1 launcher=$2 starts=$3
+  shift 3
+  local pid deadline=$(( $(now_ms) + START_DEADLINE_S * 1000 ))
+  while :; do
+    if [ -s "$node/kafka.pid" ]; then
+      pid=$(cat "$node/kafka.pid")
+      if ! alive "$pid"; then
+        log "error: the broker of $node exited during startup"
+        show_log_tail "$node"
+        return 1
+      fi
+      local now_starts
+      now_starts=$(grep -c "Kafka Server started" "$node/kafka.log" 2>/dev/null || true)
+      if [ "${now_starts:-0}" -gt "$starts" ] && metadata_probe "$@"; then
+        return 0
+      fi
+    elif ! alive "$launcher" && [ ! -s "$node/kafka.pid" ]; then
+      log "error: could not launch the broker of $node"
+      show_log_tail "$node"
+      return 1
+    fi
+    if [ "$(now_ms)" -ge "$deadline" ]; then
+      log "error: the broker of $node did not serve within ${START_DEADLINE_S} s"
+      show_log_tail "$node"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+start_cluster() {
+  local dir=$1 n=$2
+  [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 9 ] || die "the cluster size must be 1..9, not '$n'"
+  mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd -P)
+  exec 9>"$dir/.kafka.sh.lock"
+  flock 9
+
+  local i all_alive=1
+  if [ "$(cluster_size "$dir" 2>/dev/null)" = "$n" ] && [ -s "$dir/bootstrap" ]; then
+    for (( i = 1; i <= n; i++ )); do running_pid "$(node_dir "$dir" "$i")" >/dev/null || all_alive=0; done
+    if [ "$all_alive" = 1 ]; then
+      log "cluster of $n already running from $dir"
+      cat "$dir/bootstrap"
+      return 0
+    fi
+  fi
+  stop_locked "$dir"
+
+  fetch
+  command -v "$JAVA" >/dev/null || die "java not found (Java 17+ is needed)"
+  local started ports voters="" replicas min_isr
+  started=$(now_ms)
+  ports=($(free_port $(( 2 * n )))) || die "could not find free ports"
+  for (( i = 1; i <= n; i++ )); do
+    voters+="${voters:+,}${i}@127.0.0.1:${ports[2 * i - 1]}"
+  done
+  replicas=$(( n < 3 ? n : 3 ))
+  min_isr=$(( replicas < 2 ? 1 : 2 ))
+
+  rm -rf "$dir"/node-* "$dir/bootstrap" "$dir/cluster"
+  local tool=("$JAVA" "${JVM_FLAGS[@]}" -Xmx256m -cp "$CACHE/*"
+              -Dlog4j2.configurationFile="$dir/node-1/log4j2-tools.properties" kafka.tools.StorageTool)
+  for (( i = 1; i <= n; i++ )); do
+    local node
+    node=$(node_dir "$dir" "$i")
+    mkdir -p "$node"
+    write_node_config "$node" "$i" "${ports[2 * i - 2]}" "${ports[2 * i - 1]}" "$voters" "$replicas" "$min_isr"
+    echo "${ports[2 * i - 2]}" >"$node/port"
+  done
+  echo "$n" >"$dir/cluster"
+  local cluster_id
+  cluster_id=$("${tool[@]}" random-uuid | tail -n 1) || die "StorageTool random-uuid failed"
+  log "formatting $n nodes in $dir (cluster id $cluster_id)"
+  # One JVM per node; in parallel, they take seconds each.
+  local formats=()
+  for (( i = 1; i <= n; i++ )); do
+    "${tool[@]}" format -t "$cluster_id" -c "$(node_dir "$dir" "$i")/server.properties" >&2 &
+    formats+=($!)
+  done
+  for i in "${formats[@]}"; do wait "$i" || die "StorageTool format failed"; done
+
+  local launchers=()
+  for (( i = 1; i <= n; i++ )); do
+    log "starting node $i on 127.0.0.1:${ports[2 * i - 2]} (controller 127.0.0.1:${ports[2 * i - 1]})"
+    launch_broker "$(node_dir "$dir" "$i")" 128m "$NODE_HEAP"
+    launchers+=("$LAUNCHER")
+  done
+  local all_ports=()
+  for (( i = 1; i <= n; i++ )); do all_ports+=("${ports[2 * i - 2]}"); done
+  for (( i = 1; i <= n; i++ )); do
+    if ! wait_serving "$(node_dir "$dir" "$i")" "${launchers[i - 1]}" 0 "${ports[2 * i - 2]}" "${all_ports[@]}"; then
+      stop_locked "$dir"
+      exit 1
+    fi
+  done
+  local bootstrap=""
+  for (( i = 1; i <= n; i++ )); do bootstrap+="${bootstrap:+,}127.0.0.1:${ports[2 * i - 2]}"; done
+  echo "$bootstrap" >"$dir/bootstrap"
+  log "cluster of $n ready after $(( $(now_ms) - started )) ms (replication $replicas, min ISR $min_isr); logs: $dir/node-*/kafka.log"
+  echo "$bootstrap"
+}
+
+# The directory of node I of the cluster in DIR, checked.
+cluster_node() {
+  local dir=$1 i=$2 n
+  n=$(cluster_size "$dir") || die "no cluster in $dir (scripts/kafka.sh start-cluster DIR)"
+  [[ "$i" =~ ^[0-9]+$ ]] && [ "$i" -ge 1 ] && [ "$i" -le "$n" ] || die "no node '$i' in the cluster of $n in $dir"
+  node_dir "$dir" "$i"
+}
+
+kill_node() {
+  local dir
+  dir=$(cd "$1" 2>/dev/null && pwd -P) || die "no cluster in $1"
+  local node pid
+  node=$(cluster_node "$dir" "$2")
+  exec 9>"$dir/.kafka.sh.lock"
+  flock 9
+  if ! pid=$(running_pid "$node"); then
+    log "node $2 is not running"
+    return 0
+  fi
+  log "killing node $2 (pid $pid) with SIGKILL"
+  kill -KILL "$pid" 2>/dev/null || true
+  while alive "$pid"; do sleep 0.05; done
+  rm -f "$node/kafka.pid"
+}
+
+start_node() {
+  local dir
+  dir=$(cd "$1" 2>/dev/null && pwd -P) || die "no cluster in $1"
+  local node pid
+  node=$(cluster_node "$dir" "$2")
+  exec 9>"$dir/.kafka.sh.lock"
+  flock 9
+  if pid=$(running_pid "$node"); then
+    log "node $2 already running (pid $pid)"
+    return 0
+  fi
+  local started starts port all_ports
+  started=$(now_ms)
+  starts=$(grep -c "Kafka Server started" "$node/kafka.log" 2>/dev/null || true)
+  port=$(cat "$node/port")
+  read -r -a all_ports <<<"$(cluster_ports "$dir")"
+  log "starting node $2 again on 127.0.0.1:$port"
+  launch_broker "$node" 128m "$NODE_HEAP"
+  # Every broker listed: the restarted one registered and was unfenced, and none
+  # other is down (the caller restarts one node at a time).
+  wait_serving "$node" "$LAUNCHER" "${starts:-0}" "$port" "${all_ports[@]}" || exit 1
+  log "node $2 serving again (pid $(cat "$node/kafka.pid")) after $(( $(now_ms) - started )) ms"
+}
+
 # ---------------------------------------------------------------------------- stop
 
 stop_locked() {
   local dir=$1 pid
+  if [ -f "$dir/cluster" ]; then
+    stop_cluster_locked "$dir"
+    return 0
+  fi
   if ! pid=$(running_pid "$dir"); then
     rm -f "$dir/kafka.pid" "$dir/bootstrap" "$dir/bootstrap-sasl-ssl"
     log "no broker running from $dir"
@@ -413,6 +680,33 @@ stop_locked() {
   log "broker stopped"
 }
 
+# Every node of the cluster in DIR at once: SIGTERM, then SIGKILL for any still up
+# after STOP_DEADLINE_S (the last nodes of a quorum cannot shut down cleanly).
+stop_cluster_locked() {
+  local dir=$1 n i pid pids=()
+  n=$(cluster_size "$dir") || n=0
+  for (( i = 1; i <= n; i++ )); do
+    if pid=$(running_pid "$(node_dir "$dir" "$i")"); then
+      log "stopping node $i (pid $pid)"
+      kill -TERM "$pid" 2>/dev/null || true
+      pids+=("$pid")
+    fi
+  done
+  local deadline=$(( $(now_ms) + STOP_DEADLINE_S * 1000 ))
+  for pid in "${pids[@]}"; do
+    while alive "$pid"; do
+      if [ "$(now_ms)" -ge "$deadline" ]; then
+        log "node (pid $pid) did not stop within ${STOP_DEADLINE_S} s; killing it"
+        kill -KILL "$pid" 2>/dev/null || true
+      fi
+      sleep 0.1
+    done
+  done
+  for (( i = 1; i <= n; i++ )); do rm -f "$(node_dir "$dir" "$i")/kafka.pid"; done
+  rm -f "$dir/bootstrap" "$dir/cluster"
+  log "cluster stopped (${#pids[@]} nodes were running)"
+}
+
 stop() { stop_under_lock "$1" broker; }
 
 # ---------------------------------------------------------------------------- main
@@ -421,6 +715,9 @@ stop() { stop_under_lock "$1" broker; }
 case "$1" in
   fetch) [ $# -eq 1 ] || usage; fetch ;;
   start) [ $# -eq 2 ] || usage; start "$2" ;;
+  start-cluster) [ $# -eq 2 ] || [ $# -eq 3 ] || usage; start_cluster "$2" "${3:-3}" ;;
+  kill-node) [ $# -eq 3 ] || usage; kill_node "$2" "$3" ;;
+  start-node) [ $# -eq 3 ] || usage; start_node "$2" "$3" ;;
   stop)  [ $# -eq 2 ] || usage; stop "$2" ;;
   *) usage ;;
 esac
