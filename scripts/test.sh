@@ -20,7 +20,7 @@ scripts/build.sh
 if [ "${WEIR_SANITIZE:-0}" = 1 ]; then build_dir="${WEIR_BUILD_DIR:-build-asan}"; else build_dir="${WEIR_BUILD_DIR:-build}"; fi
 
 # Never leave a broker behind, even if ctest is interrupted.
-trap 'scripts/kafka.sh stop "$build_dir/test-kafka" >/dev/null 2>&1 || true' EXIT
+trap 'scripts/kafka.sh stop "$build_dir/test-kafka" >/dev/null 2>&1 || true; scripts/kafka.sh stop "$build_dir/test-kafka-cluster" >/dev/null 2>&1 || true' EXIT
 (cd "$build_dir" && ctest --output-on-failure --timeout 900 -j "${WEIR_TEST_JOBS:-2}" "$@")
 if [ $# -eq 0 ]; then
   if [ "${WEIR_TSAN:-1}" != 0 ]; then scripts/test-tsan.sh; fi

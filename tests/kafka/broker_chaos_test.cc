@@ -4,7 +4,9 @@
 // the transaction state log replicated 3) while the test SIGKILLs and
 // restarts one broker at a time — the transaction coordinator of one of the
 // sink's transactional ids, the leader of an output partition, the leader of
-// an input partition — with input arriving all along. Afterwards every
+// an input partition, and a coordinator again together with a TaskManager
+// (the job restarts and its recovery commit has to find the coordinator's
+// successor) — with input arriving all along. Afterwards every
 // input record is in the read_committed output exactly once (keyed_count:
 // every word counted 1, 2, ..., n), no transaction is left open, and the job
 // is RUNNING: it may have restarted, never failed.
@@ -136,7 +138,7 @@ class BrokerChaosTest : public testing::ClusterJobTest {
   // partition at random). 0 when it cannot be found.
   int PickNode(const std::string& aim, const std::vector<std::string>& ids, const std::string& in,
                const std::string& out, std::mt19937& random, std::string* detail) {
-    if (aim == "coordinator") {
+    if (absl::StartsWith(aim, "coordinator")) {
       if (ids.empty()) return 0;
       const std::string& id = ids[std::uniform_int_distribution<size_t>(0, ids.size() - 1)(random)];
       auto coordinator = kafka_->TransactionCoordinator(id);
@@ -222,11 +224,22 @@ class BrokerChaosTest : public testing::ClusterJobTest {
       bounce.roles = RolesOf(bounce.node, ids, in, out);
       absl::SleepFor(absl::Milliseconds(std::uniform_int_distribution<int>(0, 500)(random)));
       bounce.written = written.load();
+      const int attempt = cluster_->WeirJson({"status", job})["attempt"].get<int>();
       const absl::Time killed = absl::Now();
       if (absl::Status s = kafka_->KillNode(bounce.node); !s.ok()) {
         ADD_FAILURE() << s;
         ok = false;
         break;
+      }
+      const bool with_taskmanager = absl::EndsWith(aims[b], "and a TaskManager");
+      if (with_taskmanager) {
+        // The job restarts while the coordinator is down or moving: the
+        // recovery commit of the restored checkpoint's transactions has to
+        // find the new one.
+        const int taskmanager = BusyTaskManager(job, random);
+        cluster_->KillTaskManager(taskmanager);
+        cluster_->StartTaskManager();
+        absl::StrAppend(&bounce.roles, "; with TaskManager ", cluster_->taskmanager_id(taskmanager));
       }
       std::printf("bounce %zu: SIGKILLed node %d, the %s (%s), at %d records written\n", b + 1, bounce.node,
                   bounce.aimed_at.c_str(), bounce.roles.c_str(), bounce.written);
@@ -238,6 +251,10 @@ class BrokerChaosTest : public testing::ClusterJobTest {
         break;
       }
       bounce.down_ms = absl::ToInt64Milliseconds(absl::Now() - killed);
+      if (with_taskmanager && !WaitUntilRunning(job, attempt + 1)) {
+        ADD_FAILURE() << "the job did not come back after bounce " << b + 1;
+        ok = false;
+      }
       if (!WaitUntilInSync()) {
         ADD_FAILURE() << "node " << bounce.node << " did not rejoin every ISR: " << LaggingPartitions();
         ok = false;
@@ -287,10 +304,23 @@ class BrokerChaosTest : public testing::ClusterJobTest {
     EXPECT_FALSE(absl::StrContains(logs, "DATA LOSS")) << logs;
     int64_t down_ms = 0;
     for (const Bounce& b : bounces) down_ms += b.down_ms;
+    int recovery_commits = 0;
+    for (size_t at = logs.find("of restored checkpoint"); at != std::string::npos;
+         at = logs.find("of restored checkpoint", at + 1)) {
+      ++recovery_commits;
+    }
     std::printf("%s: %d records in, %zu read_committed out, %zu broker bounces (%.1f s down in all), "
-                "%d job restarts (attempt %d), %.0f s\n",
+                "%d job restarts (attempt %d), %d transactions committed at recovery, %.0f s\n",
                 what.c_str(), records, output, bounces.size(), down_ms / 1000.0, status["restarts"].get<int>(),
-                status["attempt"].get<int>(), absl::ToDoubleSeconds(absl::Now() - started));
+                status["attempt"].get<int>(), recovery_commits, absl::ToDoubleSeconds(absl::Now() - started));
+    // How the recovery commits went (the protocol client's last line for
+    // each: at which coordinator, after how many attempts).
+    for (absl::string_view line : absl::StrSplit(logs, '\n')) {
+      if (absl::StrContains(line, "at coordinator") && absl::StrContains(line, ": done (attempt")) {
+        std::printf("  recovery commit: %s\n", std::string(line).c_str());
+      }
+      if (absl::StrContains(line, " RESTARTING in ")) std::printf("  restart: %s\n", std::string(line).c_str());
+    }
     for (size_t i = 0; i < bounces.size(); ++i) {
       std::printf("  bounce %zu: node %d, picked as the %s; it was %s; down %.1f s; %d records written before\n",
                   i + 1, bounces[i].node, bounces[i].aimed_at.c_str(), bounces[i].roles.c_str(),
@@ -312,8 +342,12 @@ class BrokerChaosTest : public testing::ClusterJobTest {
   static constexpr int kBatch = 1000;
   // Each test bounces these, in this order: a node is picked for the role
   // at the moment of the kill (the coordinator of a sink id at random each
-  // time, so the second coordinator kill may hit another node).
-  const std::vector<std::string> kAims = {"coordinator", "output leader", "input leader", "coordinator"};
+  // time, so the second coordinator kill may hit another node). The last
+  // one SIGKILLs a TaskManager running the job right after the broker, so
+  // that the job restarts and commits its restored checkpoint's
+  // transactions while the coordinator is away.
+  const std::vector<std::string> kAims = {"coordinator", "output leader", "input leader",
+                                          "coordinator and a TaskManager"};
 
   std::optional<test::TestKafkaCluster> kafka_;
 };
