@@ -139,7 +139,10 @@ class BrokerChaosTest : public testing::ClusterJobTest {
   int PickNode(const std::string& aim, const std::vector<std::string>& ids, const std::string& in,
                const std::string& out, std::mt19937& random, std::string* detail) {
     if (absl::StartsWith(aim, "coordinator")) {
-      if (ids.empty()) return 0;
+      if (ids.empty()) {
+        *detail = "no transactional id found in the sinks' start lines (\"transactional ids <prefix>-<subtask>-0..<n>\")";
+        return 0;
+      }
       const std::string& id = ids[std::uniform_int_distribution<size_t>(0, ids.size() - 1)(random)];
       auto coordinator = kafka_->TransactionCoordinator(id);
       if (!coordinator.ok()) {
