@@ -86,6 +86,76 @@ int RemainingMs(Clock::time_point deadline) {
   return static_cast<int>(std::max<int64_t>(left, 0));
 }
 
+// One round of ListOffsetsUntil waits at most this long for its answers.
+constexpr int kListOffsetsRoundMs = 2000;
+
+// Answers that a partition leader moving (or down, or not yet known) gives.
+bool LeaderMayMove(RdKafka::ErrorCode code) {
+  switch (code) {
+    case RdKafka::ERR__TIMED_OUT:
+    case RdKafka::ERR__TRANSPORT:
+    case RdKafka::ERR__ALL_BROKERS_DOWN:
+    case RdKafka::ERR_LEADER_NOT_AVAILABLE:
+    case RdKafka::ERR_NOT_LEADER_FOR_PARTITION:
+    case RdKafka::ERR_REQUEST_TIMED_OUT:
+    case RdKafka::ERR_BROKER_NOT_AVAILABLE:
+    case RdKafka::ERR_REPLICA_NOT_AVAILABLE:
+    case RdKafka::ERR_NETWORK_EXCEPTION:
+    case RdKafka::ERR_KAFKA_STORAGE_ERROR:
+    case RdKafka::ERR_FENCED_LEADER_EPOCH:
+    case RdKafka::ERR_UNKNOWN_LEADER_EPOCH:
+    case RdKafka::ERR_OFFSET_NOT_AVAILABLE:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// ListOffsets at `timestamp` (-2: the oldest offset; -1: the next one, or
+// under read_committed the last stable offset) for every partition of
+// `partitions`, asked again until `deadline` while the answers say a leader
+// is moving. On failure: false, with *error saying what (the partition, the
+// last answer).
+//
+// Not query_watermark_offsets: librdkafka (2.0.2) sends that to the leader
+// it knew when called and waits for that broker however long it stays down,
+// past its own timeout (a task started while a leader was SIGKILLed hung in
+// DEPLOYING), and fails at the NOT_LEADER answer the broker gives once back.
+// offsetsForTimes keeps to its timeout, and each round starts from metadata
+// asked anew, which names the new leader once the controller moved it.
+bool ListOffsetsUntil(RdKafka::KafkaConsumer& consumer,
+                      const std::vector<std::pair<std::string, int32_t>>& partitions, int64_t timestamp,
+                      Clock::time_point deadline, std::vector<int64_t>* offsets, std::string* error) {
+  for (bool first = true;; first = false) {
+    if (!first) {
+      // Fresh leaders for the next round (the known topics' metadata).
+      RdKafka::Metadata* raw = nullptr;
+      consumer.metadata(false, nullptr, &raw, std::max(1, std::min(RemainingMs(deadline), kListOffsetsRoundMs)));
+      delete raw;
+    }
+    TopicPartitionList query;
+    for (const auto& [topic, partition] : partitions) {
+      query.items.push_back(RdKafka::TopicPartition::create(topic, partition, timestamp));
+    }
+    RdKafka::ErrorCode code =
+        consumer.offsetsForTimes(query.items, std::max(1, std::min(RemainingMs(deadline), kListOffsetsRoundMs)));
+    *error = RdKafka::err2str(code);
+    if (code == RdKafka::ERR_NO_ERROR) {
+      offsets->clear();
+      for (const RdKafka::TopicPartition* tp : query.items) {
+        if (tp->err() != RdKafka::ERR_NO_ERROR || tp->offset() < 0) {
+          code = tp->err() != RdKafka::ERR_NO_ERROR ? tp->err() : RdKafka::ERR_OFFSET_NOT_AVAILABLE;
+          *error = absl::StrCat(PartitionName(tp->topic(), tp->partition()), ": ", RdKafka::err2str(code));
+          break;
+        }
+        offsets->push_back(tp->offset());
+      }
+      if (offsets->size() == partitions.size()) return true;
+    }
+    if (!LeaderMayMove(code) || RemainingMs(deadline) == 0) return false;
+  }
+}
+
 }  // namespace
 
 KafkaSource::KafkaSource(KafkaSourceConfig config)
@@ -466,17 +536,20 @@ void KafkaSource::ResolveOffsets() {
   // The oldest and the next offset of each partition. Under read_committed
   // the broker answers "next" with the last stable offset, so a bounded read
   // never waits for a transaction still open at start.
+  // Retried while a leader moves, within the open timeout (ListOffsetsUntil).
   std::vector<std::pair<int64_t, int64_t>> watermarks;
-  watermarks.reserve(partitions_.size());
-  for (const PartitionState& p : partitions_) {
-    int64_t low = 0;
-    int64_t high = 0;
-    const RdKafka::ErrorCode code = consumer_->query_watermark_offsets(
-        p.topic, p.partition, &low, &high, std::max(1, RemainingMs(deadline)));
-    if (code != RdKafka::ERR_NO_ERROR) {
-      fail(absl::StrCat("the offsets of ", Describe(p)), RdKafka::err2str(code));
+  if (!partitions_.empty()) {
+    std::vector<std::pair<std::string, int32_t>> names;
+    for (const PartitionState& p : partitions_) names.emplace_back(p.topic, p.partition);
+    std::vector<int64_t> oldest, next;
+    std::string error;
+    if (!ListOffsetsUntil(*consumer_, names, RdKafka::Topic::OFFSET_BEGINNING, deadline, &oldest, &error)) {
+      fail(absl::StrCat("the oldest offsets of ", partitions_.size(), " partitions"), error);
     }
-    watermarks.emplace_back(low, high);
+    if (!ListOffsetsUntil(*consumer_, names, RdKafka::Topic::OFFSET_END, deadline, &next, &error)) {
+      fail(absl::StrCat("the end offsets of ", partitions_.size(), " partitions"), error);
+    }
+    for (size_t i = 0; i < partitions_.size(); ++i) watermarks.emplace_back(oldest[i], next[i]);
   }
 
   TopicPartitionList query;

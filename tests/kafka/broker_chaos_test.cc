@@ -491,5 +491,44 @@ TEST_F(BrokerChaosTest, KeyedCountIsExactlyOnceAcrossBrokerBounces) {
   ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
 }
 
+// A job that starts while the leader of one of its input partitions is
+// down (SIGKILLed, not yet fenced by the controller, so the metadata still
+// names it): its Kafka sources ask every partition's offsets at start, and
+// an answer from a broker that is not (or no longer) the leader, or none,
+// is retried until the leader moved, within the source's open timeout
+// (20 s; the controller fences a dead broker after 9 s). The job ends
+// FINISHED with every record, without a restart: a source task that failed
+// at the first NOT_LEADER answer would end it FAILED here (no restarts).
+TEST_F(BrokerChaosTest, SourcesStartWhileAnInputLeaderIsDown) {
+  StartCluster(2);
+  const std::string in = NewReplicatedTopic("bc-start-in"), out = NewReplicatedTopic("bc-start-out");
+  constexpr int kRecords = 4000;
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Sequence(0, kRecords)).ok());
+  auto leaders = kafka_->Leaders(in);
+  ASSERT_TRUE(leaders.ok()) << leaders.status();
+  const int node = leaders->begin()->second;
+  ASSERT_TRUE(kafka_->KillNode(node).ok());
+  struct Restart {
+    const test::TestKafkaCluster* kafka;
+    int node;
+    ~Restart() { EXPECT_TRUE(kafka->StartNode(node).ok()); }
+  } restart{&*kafka_, node};
+  std::string error;
+  const std::string job = cluster_->Submit(
+      kJobs + "/kafka_copy.so", {"-p", "2", "-Drestart-strategy.type=none"},
+      {"--brokers", bootstrap_, "--input-topic", in, "--output-topic", out, "--guarantee", "at-least-once",
+       "--bounded"},
+      &error);
+  ASSERT_FALSE(job.empty()) << error << cluster_->Logs();
+  const nlohmann::json status = cluster_->WaitForJobEnd(job, absl::Seconds(120));
+  EXPECT_EQ(status["state"], "FINISHED") << status.dump(2) << cluster_->Logs();
+  std::vector<KafkaMessage> output;
+  EXPECT_TRUE(ReadUntil(bootstrap_, out, absl::Seconds(60), &output, [&](const auto& read) {
+    return static_cast<int>(read.size()) >= kRecords;
+  })) << output.size() << " of " << kRecords;
+  std::printf("a job started with node %d (leader of input partition %d) down: %s, %zu of %d records copied\n", node,
+              leaders->begin()->first, status["state"].get<std::string>().c_str(), output.size(), kRecords);
+}
+
 }  // namespace
 }  // namespace weir
