@@ -227,7 +227,8 @@ class BrokerChaosTest : public testing::ClusterJobTest {
       bounce.roles = RolesOf(bounce.node, ids, in, out);
       absl::SleepFor(absl::Milliseconds(std::uniform_int_distribution<int>(0, 500)(random)));
       bounce.written = written.load();
-      const int attempt = cluster_->WeirJson({"status", job})["attempt"].get<int>();
+      const nlohmann::json before = cluster_->WeirJson({"status", job});
+      const int attempt = before.is_null() ? 1 : before["attempt"].get<int>();
       const absl::Time killed = absl::Now();
       if (absl::Status s = kafka_->KillNode(bounce.node); !s.ok()) {
         ADD_FAILURE() << s;
