@@ -170,6 +170,7 @@ void CheckpointCoordinator::SetTasks(int attempt, std::vector<std::string> sourc
   all_tasks_ = std::move(all);
   all_task_set_ = std::move(all_set);
   finished_markers_.clear();
+  last_notice_.reset();
   stop_checkpoint_.reset();
   tasks_set_ = true;
   last_trigger_time_ = absl::Now();
@@ -407,6 +408,8 @@ void CheckpointCoordinator::Run() {
     std::vector<int64_t> ready;
     std::optional<TriggerPlan> trigger;
     std::vector<StopFinish> stop_finishes;
+    std::optional<CompletionNotice> repeat;
+    size_t unfinished = 0;
     {
       absl::MutexLock lock(&mu_);
       // Woken at least every kLivenessTickBound, to show it is alive.
@@ -432,6 +435,11 @@ void CheckpointCoordinator::Run() {
         trigger_soon_ = false;
         trigger = PlanTriggerLocked(now, nullptr);
       }
+      repeat = RepeatNoticeLocked(now);
+      if (repeat.has_value()) {
+        last_notice_->sent = now;
+        unfinished = all_task_set_.size() - finished_markers_.size();
+      }
     }
     // Storage and RPCs to every TaskManager: slow is not stuck.
     Liveness::Loop::Busy busy(live.get());
@@ -443,6 +451,12 @@ void CheckpointCoordinator::Run() {
       gateway_->FinishStop(finish.attempt, finish.id, finish.end_input);
     }
     if (trigger.has_value()) ExecuteTrigger(*std::move(trigger));
+    if (repeat.has_value()) {
+      log_->info("job {} attempt {}: every source finished and {} tasks have not; telling them again that "
+                 "checkpoint {} completed",
+                 job_id_, repeat->attempt, unfinished, repeat->id);
+      gateway_->NotifyCheckpoint(repeat->attempt, repeat->id, /*completed=*/true, "");
+    }
   }
 
   std::vector<AbortAction> actions;
@@ -480,11 +494,29 @@ absl::Time CheckpointCoordinator::NextWakeupLocked() const {
     if (pending.phase == Phase::kAwaitingAcks) next = std::min(next, pending.trigger_time + options_.timeout);
   }
   if (CheckCanTriggerLocked().ok()) next = std::min(next, trigger_soon_ ? absl::Now() : NextPeriodicTriggerLocked());
+  if (RepeatNoticeLocked(absl::InfiniteFuture()).has_value()) {
+    next = std::min(next, last_notice_->sent + options_.final_notice_repeat);
+  }
   return next;
 }
 
 absl::Time CheckpointCoordinator::NextPeriodicTriggerLocked() const {
   return std::max(last_trigger_time_ + options_.interval, last_end_time_ + options_.min_pause);
+}
+
+bool CheckpointCoordinator::AllSourcesFinishedLocked() const {
+  return std::all_of(sources_.begin(), sources_.end(),
+                     [this](const std::string& source) { return finished_markers_.contains(source); });
+}
+
+std::optional<CheckpointCoordinator::CompletionNotice> CheckpointCoordinator::RepeatNoticeLocked(
+    absl::Time now) const {
+  if (!tasks_set_ || suspended_ || !last_notice_.has_value() || last_notice_->attempt != attempt_ ||
+      !pending_.empty() || sources_.empty() || !AllSourcesFinishedLocked() ||
+      finished_markers_.size() >= all_task_set_.size() || now < last_notice_->sent + options_.final_notice_repeat) {
+    return std::nullopt;
+  }
+  return last_notice_;
 }
 
 absl::Status CheckpointCoordinator::CheckCanTriggerLocked() const {
@@ -498,9 +530,7 @@ absl::Status CheckpointCoordinator::CheckCanTriggerLocked() const {
   if (sources_.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("job ", job_id_, " attempt ", attempt_, " has no source tasks"));
   }
-  size_t running_sources = 0;
-  for (const std::string& source : sources_) running_sources += finished_markers_.contains(source) ? 0 : 1;
-  if (running_sources == 0) {
+  if (AllSourcesFinishedLocked()) {
     return absl::FailedPreconditionError(absl::StrCat("every source task of job ", job_id_, " attempt ", attempt_,
                                                       " has finished; no further checkpoints are taken"));
   }
@@ -716,6 +746,9 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
   gateway_->NotifyCheckpoint(attempt, id, /*completed=*/true, "");
   {
     absl::MutexLock lock(&mu_);
+    if (attempt == attempt_ && (!last_notice_.has_value() || last_notice_->id < id)) {
+      last_notice_ = CompletionNotice{attempt, id, absl::Now()};
+    }
     if (CheckpointRecord* record = RecordLocked(id)) {
       record->notify_fanout = absl::Now() - notify_start;
       record->coordinator_cpu += ThreadCpuNow() - cpu_start;

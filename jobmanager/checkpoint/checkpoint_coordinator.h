@@ -50,6 +50,13 @@ struct CheckpointCoordinatorOptions {
   // execution.checkpointing.interval: time from one periodic trigger to the
   // next. Default: infinite, i.e. no periodic checkpoints (TriggerNow only).
   absl::Duration interval = absl::InfiniteDuration();
+  // Once every source task finished, no checkpoint is triggered any more,
+  // and the tasks still running wait only for the completion of the last
+  // one (their final checkpoint). If that notice is lost (a TaskManager's
+  // connection broke at that moment), it is sent again this often while
+  // any task of the attempt has not finished. Tasks take a repeated notice
+  // as the first (commits are idempotent). Default 10 s.
+  absl::Duration final_notice_repeat = absl::Seconds(10);
   // execution.checkpointing.timeout: a checkpoint not complete this long
   // after its trigger is aborted. Default 10 min.
   absl::Duration timeout = absl::Minutes(10);
@@ -325,6 +332,16 @@ class CheckpointCoordinator {
   // When the next periodic trigger is due (interval and min_pause).
   absl::Time NextPeriodicTriggerLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OK when a checkpoint may be triggered now, else why not.
+  // The last "completed" notice sent in this attempt: its checkpoint and
+  // when (see final_notice_repeat).
+  struct CompletionNotice {
+    int attempt = 0;
+    int64_t id = 0;
+    absl::Time sent = absl::InfinitePast();
+  };
+  // The notice to send again now (final_notice_repeat), if any.
+  std::optional<CompletionNotice> RepeatNoticeLocked(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AllSourcesFinishedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckCanTriggerLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reserves the next id and records it as pending and in the history.
   TriggerPlan PlanTriggerLocked(absl::Time now, std::shared_ptr<ManualTrigger> manual)
@@ -397,6 +414,8 @@ class CheckpointCoordinator {
   int64_t completed_count_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t failed_count_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<int64_t> latest_completed_ ABSL_GUARDED_BY(mu_);
+  // The last "completed" notice sent in this attempt.
+  std::optional<CompletionNotice> last_notice_ ABSL_GUARDED_BY(mu_);
 
   // Serializes joining the thread (Stop may be called from several threads).
   absl::Mutex join_mu_;

@@ -105,14 +105,14 @@ class FakeGateway final : public CheckpointTaskGateway {
     return calls_;
   }
 
-  // Waits until `done(calls)` holds; false after kWait.
-  bool WaitFor(const std::function<bool(const Calls&)>& done) {
+  // Waits until `done(calls)` holds; false after `wait`.
+  bool WaitFor(const std::function<bool(const Calls&)>& done, absl::Duration wait = kWait) {
     absl::MutexLock lock(&mu_);
     auto condition = [&]() {
       mu_.AssertReaderHeld();
       return done(calls_);
     };
-    return mu_.AwaitWithTimeout(absl::Condition(&condition), kWait);
+    return mu_.AwaitWithTimeout(absl::Condition(&condition), wait);
   }
 
   // The notice about checkpoint `id`, once there is one.
@@ -650,6 +650,35 @@ TEST_F(CheckpointCoordinatorTest, CheckpointsGoOnAfterATaskFinishedAndRecordItAs
   EXPECT_THAT(id.status().message(), HasSubstr("every source task"));
   coordinator.Stop();
   EXPECT_THAT(gateway_->calls().fail_job, IsEmpty());
+}
+
+// Once every source finished nothing is triggered, and the tasks still
+// running wait only for the last completion: a lost notice would leave them
+// waiting forever, so it is sent again until every task finished.
+TEST_F(CheckpointCoordinatorTest, TheLastCompletionIsToldAgainUntilEveryTaskFinished) {
+  CheckpointCoordinatorOptions options = Options();
+  options.final_notice_repeat = absl::Milliseconds(20);
+  CheckpointCoordinator& coordinator = StartCoordinator(options);
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 1);
+  for (const char* task : {"src-0", "src-1", "sink-0"}) coordinator.OnAcknowledge(Ack(task, 1));
+  ASSERT_TRUE(gateway_->WaitForNotice(1).has_value());
+  auto notices_of_1 = [](const FakeGateway::Calls& calls) {
+    return std::count_if(calls.notices.begin(), calls.notices.end(),
+                         [](const FakeGateway::Notice& n) { return n.id == 1 && n.completed; });
+  };
+  // A source still running: no repeat (its next checkpoint will come).
+  v1::TaskStateHandle identity;
+  coordinator.OnTaskFinished(1, "src-0", identity);
+  EXPECT_FALSE(gateway_->WaitFor([&](const FakeGateway::Calls& calls) { return notices_of_1(calls) > 1; },
+                                 absl::Milliseconds(400)));
+  coordinator.OnTaskFinished(1, "src-1", identity);
+  EXPECT_TRUE(gateway_->WaitFor([&](const FakeGateway::Calls& calls) { return notices_of_1(calls) >= 3; }));
+  coordinator.OnTaskFinished(1, "sink-0", identity);
+  const int64_t told = notices_of_1(gateway_->calls());
+  EXPECT_FALSE(gateway_->WaitFor([&](const FakeGateway::Calls& calls) { return notices_of_1(calls) > told + 1; },
+                                 absl::Milliseconds(400)))
+      << "still repeating after every task finished";
+  coordinator.Stop();
 }
 
 // A source that ended between the plan and the trigger (the gateway says
