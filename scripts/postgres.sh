@@ -193,13 +193,7 @@ start() {
 
   local started port
   started=$(now_ms)
-  if [ -s "$dir/port" ]; then
-    port=$(cat "$dir/port")
-    [[ "$port" =~ ^[0-9]+$ ]] || die "$dir/port does not hold a port number; delete it"
-  else
-    port=$(free_port) || die "could not find a free port"
-    echo "$port" >"$dir/port"
-  fi
+  port=$(kept_port "$dir") || exit 1
   local socket="$dir/socket/.s.PGSQL.$port"
   [ "$(LC_ALL=C; echo "${#socket}")" -le 107 ] \
     || die "the socket path $socket is longer than 107 bytes, the limit of Unix sockets; choose a shorter DIR"

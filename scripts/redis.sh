@@ -135,14 +135,7 @@ start() {
 
   local started port
   started=$(now_ms)
-  if [ -s "$dir/port" ]; then
-    port=$(cat "$dir/port")
-    [[ "$port" =~ ^[0-9]+$ ]] || die "$dir/port does not hold a port number; delete it"
-    log "reusing port $port from $dir/port"
-  else
-    port=$(free_port) || die "could not find a free port"
-    echo "$port" >"$dir/port"
-  fi
+  port=$(kept_port "$dir") || exit 1
 
   rm -f "$dir/address" "$dir/redis.pid"
   [ -f "$dir/redis.log" ] && mv -f "$dir/redis.log" "$dir/redis.log.prev"
@@ -204,21 +197,8 @@ start() {
 # ---------------------------------------------------------------------------- stop
 
 stop_locked() {
-  local dir=$1 pid
-  if ! pid=$(running_pid "$dir"); then
-    rm -f "$dir/redis.pid" "$dir/address"
-    log "no server running from $dir"
-    return 0
-  fi
-  log "killing server (pid $pid)"
-  kill -KILL "$pid" 2>/dev/null || true
-  local deadline=$(( $(now_ms) + STOP_DEADLINE_S * 1000 ))
-  while alive "$pid"; do
-    [ "$(now_ms)" -lt "$deadline" ] || die "server (pid $pid) still alive ${STOP_DEADLINE_S} s after SIGKILL"
-    sleep 0.05
-  done
-  rm -f "$dir/redis.pid" "$dir/address"
-  log "server stopped"
+  local dir=$1
+  kill_server_locked "$dir" "$dir/redis.pid"
 }
 
 stop() { stop_under_lock "$1" server; }

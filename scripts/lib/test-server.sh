@@ -1,5 +1,5 @@
 # Helpers of the scripts that run throw-away servers for tests (kafka.sh,
-# redis.sh, postgres.sh). Sourced; the script sets SCRIPT (its file name, for
+# redis.sh, postgres.sh, mariadb.sh). Sourced; the script sets SCRIPT (its file name, for
 # messages and its lock file) first.
 
 log() { echo "$SCRIPT: $*" >&2; }
@@ -68,4 +68,43 @@ stop_under_lock() {
   exec 9>"$dir/.$SCRIPT.lock"
   flock 9
   stop_locked "$dir"
+}
+
+# kept_port DIR: the port in DIR/port, or a free one written there, so that a
+# restart from DIR keeps the server's address. Run in $(...): a DIR/port that
+# holds no number fails it (|| exit 1 at the caller).
+kept_port() {
+  local dir=$1 port
+  if [ -s "$dir/port" ]; then
+    port=$(cat "$dir/port")
+    [[ "$port" =~ ^[0-9]+$ ]] || die "$dir/port does not hold a port number; delete it"
+    log "reusing port $port from $dir/port"
+  else
+    port=$(free_port) || die "could not find a free port"
+    echo "$port" >"$dir/port"
+  fi
+  echo "$port"
+}
+
+# kill_server_locked DIR FILE...: for a script that defines running_pid DIR
+# (the live server's pid): SIGKILLs that server, as a crash would, waits until
+# it is gone and removes FILEs (its pid file, DIR/address, ...); nothing to
+# kill when none runs. The caller holds DIR's lock.
+kill_server_locked() {
+  local dir=$1 pid
+  shift
+  if ! pid=$(running_pid "$dir"); then
+    rm -f "$dir/address" "$@"
+    log "no server running from $dir"
+    return 0
+  fi
+  log "killing server (pid $pid)"
+  kill -KILL "$pid" 2>/dev/null || true
+  local deadline=$(( $(now_ms) + STOP_DEADLINE_S * 1000 ))
+  while alive "$pid"; do
+    [ "$(now_ms)" -lt "$deadline" ] || die "server (pid $pid) still alive ${STOP_DEADLINE_S} s after SIGKILL"
+    sleep 0.05
+  done
+  rm -f "$dir/address" "$@"
+  log "server stopped"
 }
