@@ -129,21 +129,12 @@ start() {
   rm -f "$dir/mariadb.out"
 
   log "starting mariadbd on 127.0.0.1:$port"
-  # setsid + nohup: the server gets its own session and survives this script (and
-  # CTest) exiting; every inherited descriptor above 2 (this script's lock among
-  # them) is closed. Small buffers: several servers share a test machine.
-  # shellcheck disable=SC2016
-  setsid nohup bash -c '
-      for fd in /proc/$$/fd/*; do
-        fd=${fd##*/}
-        [ "$fd" -gt 2 ] && eval "exec $fd>&-"
-      done 2>/dev/null
-      exec "$@"' mariadb-launcher \
+  # Small buffers: several servers share a test machine.
+  launch_detached "$dir/mariadb.out" "" \
     "$MARIADBD" --no-defaults --datadir="$dir/data" "${run_as[@]}" --bind-address=127.0.0.1 --port="$port" \
     --socket="$dir/mariadb.sock" --pid-file="$dir/mariadb.pid" --log-error="$dir/mariadb.log" \
     --innodb-buffer-pool-size=32M --innodb-log-file-size=16M --skip-name-resolve --max-connections=200 \
-    --character-set-server=utf8mb4 --collation-server=utf8mb4_bin \
-    </dev/null >"$dir/mariadb.out" 2>&1 &
+    --character-set-server=utf8mb4 --collation-server=utf8mb4_bin
   local launcher=$!
 
   local deadline=$(( $(now_ms) + START_DEADLINE_S * 1000 ))

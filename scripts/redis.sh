@@ -147,18 +147,7 @@ start() {
   else
     log "starting redis-server on 127.0.0.1:$port"
   fi
-  # setsid + nohup: the server gets its own session and survives this script (and
-  # CTest) exiting. Its stdio points at files and every other inherited descriptor
-  # (this script's lock among them) is closed, so nobody waits on the server.
-  # shellcheck disable=SC2016
-  setsid nohup bash -c '
-      for fd in /proc/$$/fd/*; do
-        fd=${fd##*/}
-        [ "$fd" -gt 2 ] && eval "exec $fd>&-"
-      done 2>/dev/null
-      echo $$ >"$1"; shift; exec "$@"' redis-launcher "$dir/redis.pid" \
-    "$REDIS_SERVER" "$dir/redis.conf" \
-    </dev/null >"$dir/redis.out" 2>&1 &
+  launch_detached "$dir/redis.out" "$dir/redis.pid" "$REDIS_SERVER" "$dir/redis.conf"
   local launcher=$!
 
   local deadline=$(( $(now_ms) + START_DEADLINE_S * 1000 ))

@@ -108,3 +108,24 @@ kill_server_locked() {
   rm -f "$dir/address" "$@"
   log "server stopped"
 }
+
+# launch_detached OUT PIDFILE CMD...: starts CMD in the background in a
+# session of its own (setsid + nohup), so that the server survives this script
+# and CTest exiting; stdin is /dev/null, stdout and stderr go to OUT and every
+# other inherited descriptor (this script's lock among them) is closed, so
+# nobody waits on the server. With a PIDFILE (not ""), the process writes its
+# pid there before it becomes CMD. $! is the launched process afterwards.
+launch_detached() {
+  local out=$1 pidfile=$2
+  shift 2
+  # shellcheck disable=SC2016
+  setsid nohup bash -c '
+      for fd in /proc/$$/fd/*; do
+        fd=${fd##*/}
+        [ "$fd" -gt 2 ] && eval "exec $fd>&-"
+      done 2>/dev/null
+      [ -z "$1" ] || echo $$ >"$1"
+      shift
+      exec "$@"' "${SCRIPT%.sh}-launcher" "$pidfile" "$@" \
+    </dev/null >"$out" 2>&1 &
+}
