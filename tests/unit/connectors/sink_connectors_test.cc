@@ -36,6 +36,34 @@ Properties SinkProperties(AddSink add) {
   return graph.vertices.back().properties;
 }
 
+// Sets each (property, value) of `bad` in turn over `written`: the connector
+// refuses it with kInvalidArgument naming the property, and, when `secret`
+// is given, never shows it.
+void ExpectEachRefusedNamingTheProperty(const Connector& connector, const Properties& written,
+                                        const std::vector<std::pair<std::string, std::string>>& bad,
+                                        const std::string& secret = "") {
+  for (const auto& [key, value] : bad) {
+    Properties properties = written;
+    properties[key] = value;
+    absl::Status status = connector.Validate(properties);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << key << "=" << value;
+    EXPECT_THAT(status.message(), HasSubstr("'" + key + "'")) << status;
+    if (!secret.empty()) {
+      EXPECT_THAT(status.message(), ::testing::Not(HasSubstr(secret))) << status;
+    }
+  }
+}
+
+// A sink that writes as rows come, exact through the job's state (upserts):
+// the JobManager's exactly-once checks do not apply, it claims no
+// transaction names, and its operator is made without contacting anything.
+void ExpectWritesAsRowsCome(const Connector& connector, const Properties& written) {
+  EXPECT_FALSE(WritesExactlyOnce(written));
+  EXPECT_FALSE(connector.ExclusiveName(written).has_value());
+  absl::StatusOr<std::unique_ptr<StreamOperator>> op = connector.CreateSink(written);
+  EXPECT_TRUE(op.ok()) << op.status();  // contacts nothing until opened
+}
+
 Properties PostgresProperties(postgres::Strategy strategy) {
   return SinkProperties<postgres::Row>([strategy](const DataStream<postgres::Row>& rows) {
     postgres::Sink(rows, {.conninfo = "host=db user=u password=secret",
@@ -77,15 +105,9 @@ TEST(SinkConnectorsTest, RedisAcceptsWhatTheJobApiWritesAndRefusesBadProperties)
   EXPECT_EQ(ipv6->port, 6379);
 
   RedisSinkConnector connector;
-  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-           {"address", "cache"}, {"address", "cache:0"}, {"address", ":6379"}, {"database", "-1"},
-           {"pipeline", "0"}, {"reconnect.timeout.ms", "soon"}, {"guarantee", "exactly-once"}, {"address", "[::1]"}}) {
-    Properties bad = written;
-    bad[key] = value;
-    absl::Status status = connector.Validate(bad);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << key << "=" << value;
-    EXPECT_THAT(status.message(), HasSubstr("'" + key + "'")) << status;
-  }
+  ExpectEachRefusedNamingTheProperty(connector, written, {
+      {"address", "cache"}, {"address", "cache:0"}, {"address", ":6379"}, {"database", "-1"},
+      {"pipeline", "0"}, {"reconnect.timeout.ms", "soon"}, {"guarantee", "exactly-once"}, {"address", "[::1]"}});
 }
 
 TEST(SinkConnectorsTest, PostgresStrategiesMapToTheGuaranteesTheJobManagerChecks) {
@@ -117,26 +139,19 @@ TEST(SinkConnectorsTest, PostgresStrategiesMapToTheGuaranteesTheJobManagerChecks
 TEST(SinkConnectorsTest, PostgresRefusesBadPropertiesNamingThemAndNeverShowsTheConnectionString) {
   const Properties written = PostgresProperties(postgres::Strategy::kTwoPhaseCommit);
   PostgresSinkConnector connector;
-  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-           {"conninfo", ""},
-           {"table", "counts; DROP TABLE x"},
-           {"table", "a.b.c"},
-           {"table", "\"Quoted\""},
-           {"columns", "key,"},
-           {"columns", "key,count)"},
-           {"strategy", "xa"},
-           {"guarantee", "at-least-once"},
-           {"transaction.prefix", "it's"},
-           {"transaction.prefix", std::string(151, 'p')},
-           {"batch.rows", "0"},
-           {"create.table", "key text); DROP TABLE users; --"}}) {
-    Properties bad = written;
-    bad[key] = value;
-    absl::Status status = connector.Validate(bad);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << key << "=" << value;
-    EXPECT_THAT(status.message(), HasSubstr("'" + key + "'")) << status;
-    EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("secret"))) << status;
-  }
+  ExpectEachRefusedNamingTheProperty(connector, written, {
+      {"conninfo", ""},
+      {"table", "counts; DROP TABLE x"},
+      {"table", "a.b.c"},
+      {"table", "\"Quoted\""},
+      {"columns", "key,"},
+      {"columns", "key,count)"},
+      {"strategy", "xa"},
+      {"guarantee", "at-least-once"},
+      {"transaction.prefix", "it's"},
+      {"transaction.prefix", std::string(151, 'p')},
+      {"batch.rows", "0"},
+      {"create.table", "key text); DROP TABLE users; --"}}, "secret");
 }
 
 Properties PostgresUpsertProperties(std::vector<std::string> columns, std::vector<std::string> keys) {
@@ -159,13 +174,8 @@ TEST(SinkConnectorsTest, PostgresUpsertIsAtLeastOnceByKeyAndClaimsNoTransactionN
   EXPECT_EQ(config->strategy, postgres::Strategy::kUpsert);
   EXPECT_EQ(config->key_columns, (std::vector<std::string>{"key"}));
   EXPECT_EQ(config->batch_rows, 500);
-  // Writes as rows come, like the Redis sink: exactness comes from the
-  // job's state, so the JobManager's exactly-once checks do not apply.
-  EXPECT_FALSE(WritesExactlyOnce(written));
-  PostgresSinkConnector connector;
-  EXPECT_FALSE(connector.ExclusiveName(written).has_value());
-  absl::StatusOr<std::unique_ptr<StreamOperator>> op = connector.CreateSink(written);
-  EXPECT_TRUE(op.ok()) << op.status();  // contacts nothing until opened
+  // Writes as rows come, like the Redis sink.
+  ExpectWritesAsRowsCome(PostgresSinkConnector(), written);
 }
 
 TEST(SinkConnectorsTest, PostgresUpsertStatementsQuoteNamesAndUpdateOnlyTheOtherColumns) {
@@ -194,29 +204,22 @@ TEST(SinkConnectorsTest, PostgresUpsertStatementsQuoteNamesAndUpdateOnlyTheOther
 TEST(SinkConnectorsTest, PostgresUpsertRefusesMissingAndStrayKeyColumnsSayingWhatToDo) {
   const Properties written = PostgresUpsertProperties({"key", "count"}, {"key"});
   PostgresSinkConnector connector;
-  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-           {"key.columns", ""},
-           {"key.columns", "id"},                  // not among the columns
-           {"key.columns", "key,"},
-           {"key.columns", "key,KEY"},             // one column twice
-           {"key.columns", "key\"; DROP TABLE x"},
-           {"key.columns", "\"key\""},
-           {"columns", "key,count,Count"},         // an upsert sets each column once
-           {"columns", "key,weir_upsert_seq"},
-           {"table", ""},
-           {"table", "t\"; DROP TABLE x; --"},
-           {"batch.rows", "NaN"},
-           {"batch.rows", "1e9"},
-           {"batch.rows", "1000001"},
-           {"batch.rows", "-1"},
-           {"guarantee", "exactly-once"}}) {
-    Properties bad = written;
-    bad[key] = value;
-    absl::Status status = connector.Validate(bad);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << key << "=" << value;
-    EXPECT_THAT(status.message(), HasSubstr("'" + key + "'")) << status;
-    EXPECT_THAT(status.message(), ::testing::Not(HasSubstr("secret"))) << status;
-  }
+  ExpectEachRefusedNamingTheProperty(connector, written, {
+      {"key.columns", ""},
+      {"key.columns", "id"},                  // not among the columns
+      {"key.columns", "key,"},
+      {"key.columns", "key,KEY"},             // one column twice
+      {"key.columns", "key\"; DROP TABLE x"},
+      {"key.columns", "\"key\""},
+      {"columns", "key,count,Count"},         // an upsert sets each column once
+      {"columns", "key,weir_upsert_seq"},
+      {"table", ""},
+      {"table", "t\"; DROP TABLE x; --"},
+      {"batch.rows", "NaN"},
+      {"batch.rows", "1e9"},
+      {"batch.rows", "1000001"},
+      {"batch.rows", "-1"},
+      {"guarantee", "exactly-once"}}, "secret");
   Properties missing = written;
   missing.erase("key.columns");
   EXPECT_THAT(connector.Validate(missing).message(), HasSubstr("SinkOptions::key_columns")) << connector.Validate(missing);
@@ -263,11 +266,7 @@ TEST(SinkConnectorsTest, MySqlAcceptsWhatTheJobApiWritesWithoutASecretInIt) {
   EXPECT_EQ(config->columns, (std::vector<std::string>{"word", "count"}));
   EXPECT_EQ(config->key_columns, (std::vector<std::string>{"word"}));
   EXPECT_EQ(config->batch_rows, 250);
-  EXPECT_FALSE(WritesExactlyOnce(written));
-  MySqlSinkConnector connector;
-  EXPECT_FALSE(connector.ExclusiveName(written).has_value());
-  absl::StatusOr<std::unique_ptr<StreamOperator>> op = connector.CreateSink(written);
-  EXPECT_TRUE(op.ok()) << op.status();  // contacts nothing until opened
+  ExpectWritesAsRowsCome(MySqlSinkConnector(), written);
 
   const MySqlUpsertStatements statements(*config);
   EXPECT_EQ(statements.insert_head, "INSERT INTO `Counts` (`word`, `count`) VALUES ");
@@ -286,38 +285,32 @@ TEST(SinkConnectorsTest, MySqlAcceptsWhatTheJobApiWritesWithoutASecretInIt) {
 TEST(SinkConnectorsTest, MySqlRefusesBadPropertiesNamingThem) {
   const Properties written = MySqlProperties({"word", "count"}, {"word"});
   MySqlSinkConnector connector;
-  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-           {"host", ""},
-           {"host", "db/x"},
-           {"port", "0"},
-           {"port", "65536"},
-           {"port", "http"},
-           {"database", ""},
-           {"database", "app`; DROP DATABASE app; --"},
-           {"table", ""},
-           {"table", "t`; DROP TABLE x; --"},
-           {"table", std::string(65, 't')},
-           {"table", "schema.table"},
-           {"columns", "word,"},
-           {"columns", "word,Word"},
-           {"columns", "word,`count`"},
-           {"key.columns", ""},
-           {"key.columns", "id"},
-           {"key.columns", "word,word"},
-           {"key.columns", "word`"},
-           {"batch.rows", "NaN"},
-           {"batch.rows", "0"},
-           {"batch.rows", "1000001"},
-           {"batch.rows", "99999999999999999999"},
-           {"create.table", "a INT); DROP TABLE users; --"},
-           {"password.env", "MYSQL_PWD"},  // besides password.file
-           {"guarantee", "exactly-once"}}) {
-    Properties bad = written;
-    bad[key] = value;
-    absl::Status status = connector.Validate(bad);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << key << "=" << value;
-    EXPECT_THAT(status.message(), HasSubstr("'" + key + "'")) << status;
-  }
+  ExpectEachRefusedNamingTheProperty(connector, written, {
+      {"host", ""},
+      {"host", "db/x"},
+      {"port", "0"},
+      {"port", "65536"},
+      {"port", "http"},
+      {"database", ""},
+      {"database", "app`; DROP DATABASE app; --"},
+      {"table", ""},
+      {"table", "t`; DROP TABLE x; --"},
+      {"table", std::string(65, 't')},
+      {"table", "schema.table"},
+      {"columns", "word,"},
+      {"columns", "word,Word"},
+      {"columns", "word,`count`"},
+      {"key.columns", ""},
+      {"key.columns", "id"},
+      {"key.columns", "word,word"},
+      {"key.columns", "word`"},
+      {"batch.rows", "NaN"},
+      {"batch.rows", "0"},
+      {"batch.rows", "1000001"},
+      {"batch.rows", "99999999999999999999"},
+      {"create.table", "a INT); DROP TABLE users; --"},
+      {"password.env", "MYSQL_PWD"},  // besides password.file
+      {"guarantee", "exactly-once"}});
   EXPECT_THROW(MySqlProperties({"word", "count"}, {}), std::invalid_argument);
 }
 
