@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "common/logging/logging.h"
 #include "common/status_macros.h"
+#include "connectors/reconnect.h"
 #include "connectors/system_library.h"
 
 namespace weir::connectors {
@@ -182,29 +183,25 @@ void MySqlUpsertSink::Throw(const absl::Status& status) const {
 }
 
 void MySqlUpsertSink::Connect(bool retry) {
-  const absl::Time deadline = absl::Now() + kMySqlReconnectTimeout;
-  absl::Duration backoff = absl::Milliseconds(100);
-  for (;;) {
-    ThrowUnlessLoaded(MySqlConnection::LoadLibrary(), client_);
-    absl::StatusOr<std::unique_ptr<MySqlConnection>> c = MySqlConnection::Connect(
-        {.host = config_.host, .port = config_.port, .user = config_.user, .password = password_,
-         .database = config_.database});
-    if (c.ok()) {
-      connection_ = *std::move(c);
-      return;
-    }
-    // Refused credentials and missing databases do not get better by
-    // waiting.
-    if (!retry || !absl::IsUnavailable(c.status()) || absl::Now() + backoff > deadline) {
-      if (retry) {
-        Throw(absl::Status(c.status().code(), absl::StrCat(c.status().message(), " (tried for ",
-                                                           absl::FormatDuration(kMySqlReconnectTimeout), ")")));
-      }
-      Throw(c.status());
-    }
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(2));
+  absl::Status status = RetryWithBackoff(
+      kMySqlReconnectTimeout,
+      [&] {
+        ThrowUnlessLoaded(MySqlConnection::LoadLibrary(), client_);
+        absl::StatusOr<std::unique_ptr<MySqlConnection>> c = MySqlConnection::Connect(
+            {.host = config_.host, .port = config_.port, .user = config_.user, .password = password_,
+             .database = config_.database});
+        if (c.ok()) connection_ = *std::move(c);
+        return c.status();
+      },
+      // Refused credentials and missing databases do not get better by
+      // waiting.
+      [&](const absl::Status& s) { return retry && absl::IsUnavailable(s); });
+  if (status.ok()) return;
+  if (retry) {
+    Throw(absl::Status(status.code(), absl::StrCat(status.message(), " (tried for ",
+                                                   absl::FormatDuration(kMySqlReconnectTimeout), ")")));
   }
+  Throw(status);
 }
 
 void MySqlUpsertSink::Open(OperatorContext& context, RecordOutput*) {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "common/logging/logging.h"
 #include "common/process/fault_injection.h"
+#include "connectors/reconnect.h"
 #include "connectors/system_library.h"
 
 namespace weir::connectors {
@@ -192,24 +193,20 @@ void PostgresRowWriter::Connect(std::unique_ptr<PostgresConnection>* connection)
 }
 
 void PostgresRowWriter::Reconnect(std::unique_ptr<PostgresConnection>* connection) const {
-  const absl::Time deadline = absl::Now() + kPostgresReconnectTimeout;
-  absl::Duration backoff = absl::Milliseconds(100);
-  for (;;) {
-    absl::StatusOr<std::unique_ptr<PostgresConnection>> c = PostgresConnection::Connect(config_.conninfo, "weir");
-    if (c.ok()) {
-      *connection = *std::move(c);
-      logging::Get("postgres")->info("{}: reconnected to PostgreSQL {}", client_, (*connection)->server());
-      return;
-    }
-    // Refused credentials do not get better by waiting.
-    if (absl::IsUnauthenticated(c.status()) || absl::Now() + backoff > deadline) {
-      Throw(absl::Status(c.status().code(),
-                         absl::StrCat(c.status().message(), " (tried for ",
-                                      absl::FormatDuration(kPostgresReconnectTimeout), ")")));
-    }
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(2));
+  absl::Status status = RetryWithBackoff(
+      kPostgresReconnectTimeout,
+      [&] {
+        absl::StatusOr<std::unique_ptr<PostgresConnection>> c = PostgresConnection::Connect(config_.conninfo, "weir");
+        if (c.ok()) *connection = *std::move(c);
+        return c.status();
+      },
+      // Refused credentials do not get better by waiting.
+      [](const absl::Status& s) { return !absl::IsUnauthenticated(s); });
+  if (!status.ok()) {
+    Throw(absl::Status(status.code(), absl::StrCat(status.message(), " (tried for ",
+                                                   absl::FormatDuration(kPostgresReconnectTimeout), ")")));
   }
+  logging::Get("postgres")->info("{}: reconnected to PostgreSQL {}", client_, (*connection)->server());
 }
 
 void PostgresRowWriter::CreateTable(PostgresConnection& connection) const {

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/logging/logging.h"
+#include "connectors/reconnect.h"
 #include "connectors/system_library.h"
 
 namespace weir::connectors {
@@ -135,22 +136,21 @@ absl::Status RedisSink::TryConnect() {
 
 void RedisSink::Connect() {
   ThrowUnlessLoaded(hiredis.Load().status(), client_);
-  const absl::Time deadline = absl::Now() + absl::Milliseconds(config_.reconnect_timeout_ms);
-  absl::Duration backoff = absl::Milliseconds(100);
-  for (;;) {
-    absl::Status status = TryConnect();
-    if (status.ok()) return;
-    Disconnect();
-    if (!absl::IsUnavailable(status) || absl::Now() + backoff > deadline) {
-      throw std::runtime_error(absl::StrCat(client_, ": ", status.message(),
-                                            absl::IsUnavailable(status)
-                                                ? absl::StrCat(" (tried for ", config_.reconnect_timeout_ms, " ms)")
-                                                : ""));
-    }
-    log_->warn("{}: {}; trying again in {}", client_, status.message(), absl::FormatDuration(backoff));
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(2));
-  }
+  absl::Status status = RetryWithBackoff(
+      absl::Milliseconds(config_.reconnect_timeout_ms),
+      [&] {
+        absl::Status s = TryConnect();
+        if (!s.ok()) Disconnect();
+        return s;
+      },
+      [](const absl::Status& s) { return absl::IsUnavailable(s); },
+      [&](const absl::Status& s, absl::Duration backoff) {
+        log_->warn("{}: {}; trying again in {}", client_, s.message(), absl::FormatDuration(backoff));
+      });
+  if (status.ok()) return;
+  throw std::runtime_error(absl::StrCat(
+      client_, ": ", status.message(),
+      absl::IsUnavailable(status) ? absl::StrCat(" (tried for ", config_.reconnect_timeout_ms, " ms)") : ""));
 }
 
 void RedisSink::Append(const redis::Record& r) {

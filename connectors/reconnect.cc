@@ -1,0 +1,28 @@
+#include "connectors/reconnect.h"
+
+#include <algorithm>
+
+#include "absl/time/clock.h"
+
+namespace weir::connectors {
+
+absl::Status RetryWithBackoff(absl::Duration timeout, absl::FunctionRef<absl::Status()> attempt,
+                              absl::FunctionRef<bool(const absl::Status&)> retryable,
+                              absl::FunctionRef<void(const absl::Status&, absl::Duration)> on_retry) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::Duration backoff = absl::Milliseconds(100);
+  for (;;) {
+    absl::Status status = attempt();
+    if (status.ok() || !retryable(status) || absl::Now() + backoff > deadline) return status;
+    on_retry(status, backoff);
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(2));
+  }
+}
+
+absl::Status RetryWithBackoff(absl::Duration timeout, absl::FunctionRef<absl::Status()> attempt,
+                              absl::FunctionRef<bool(const absl::Status&)> retryable) {
+  return RetryWithBackoff(timeout, attempt, retryable, [](const absl::Status&, absl::Duration) {});
+}
+
+}  // namespace weir::connectors
