@@ -227,6 +227,56 @@ int64_t ExpectEveryCountOnce(const TableContents& table, const std::map<std::str
   return duplicates;
 }
 
+// For the upsert sinks' tests against a real server: writes each of
+// `values` as two rows of one key (a number counting up from 0, the value),
+// "first" then the value itself, into three columns.
+template <typename Row, typename Sink>
+void WriteEachValueTwice(Sink& sink, const std::vector<std::string>& values) {
+  int64_t user = 0;
+  for (const std::string& v : values) {
+    Row first{{absl::StrCat(user), v, std::string("first")}};
+    Row last{{absl::StrCat(user), v, v}};
+    sink.Process(&first);
+    sink.Process(&last);  // same key, same batch: the last row wins
+    ++user;
+  }
+}
+
+// What WriteEachValueTwice left, read back ordered by key, with key 0
+// written once more ("second"): every value arrived as it was, the last row
+// of each key.
+template <typename Rows>
+void ExpectEachValueOnceAtItsLastRow(const Rows& rows, const std::vector<std::string>& values) {
+  ASSERT_GE(rows.size(), values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(rows[i][0], absl::StrCat(i));
+    EXPECT_EQ(rows[i][1], values[i]);
+    EXPECT_EQ(rows[i][2], i == 0 ? std::string("second") : values[i]);
+  }
+}
+
+// Opens `sink` on a table "pairs" (a, b) whose every column is the key and
+// that holds ('x', 'y'), writes ('x', 'y'), ('x', 'z'), ('x', 'y') and
+// ('x', 'w'), and lets the input run dry (OnIdle sends them) before closing.
+// The table must then hold three rows: the one there is left alone.
+template <typename Row, typename Sink, typename Connection>
+void ExpectAllKeyRowsLeftAlone(Sink sink, Connection& admin) {
+  {
+    testing::FakeOperatorContext context;
+    sink.Open(context, nullptr);
+    for (const char* b : {"y", "z", "y", "w"}) {
+      Row row{{std::string("x"), std::string(b)}};
+      sink.Process(&row);
+    }
+    sink.OnIdle();  // the input ran dry: what is buffered goes
+    sink.Close();
+  }
+  auto pairs = admin.Exec("SELECT b FROM pairs ORDER BY b");
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  EXPECT_EQ(pairs->size(), 3u);
+}
+
 class SinksTest : public testing::ClusterJobTest {
  protected:
   // keyed_count at parallelism 2, checkpoints every 300 ms, restarts every
@@ -610,14 +660,7 @@ TEST(PostgresUpsertSinkTest, WritesHostileValuesAndTheLastRowPerKeyOnARealServer
     connectors::PostgresUpsertSink sink(config);
     testing::FakeOperatorContext context;
     sink.Open(context, nullptr);
-    int64_t user = 0;
-    for (const std::string& v : hostile) {
-      postgres::Row first{{absl::StrCat(user), v, std::string("first")}};
-      postgres::Row last{{absl::StrCat(user), v, v}};
-      sink.Process(&first);
-      sink.Process(&last);  // same key, same batch: the last row wins
-      ++user;
-    }
+    WriteEachValueTwice<postgres::Row>(sink, hostile);
     // One key to the server, two to the sink's text comparison.
     postgres::Row seven{{std::string("100"), std::string("x"), std::string("older")}};
     postgres::Row padded{{std::string("0100"), std::string("x"), std::string("newer")}};
@@ -644,12 +687,7 @@ TEST(PostgresUpsertSinkTest, WritesHostileValuesAndTheLastRowPerKeyOnARealServer
   auto rows = admin->Exec("SELECT \"user\", \"select\", \"from\" FROM \"order\" ORDER BY \"user\"");
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_EQ(rows->size(), hostile.size() + 2);
-  for (size_t i = 0; i < hostile.size(); ++i) {
-    SCOPED_TRACE(i);
-    EXPECT_EQ((*rows)[i][0], absl::StrCat(i));
-    EXPECT_EQ((*rows)[i][1], hostile[i]);
-    EXPECT_EQ((*rows)[i][2], i == 0 ? std::string("second") : hostile[i]);
-  }
+  ExpectEachValueOnceAtItsLastRow(*rows, hostile);
   EXPECT_EQ((*rows)[hostile.size()][2], "newer");
   EXPECT_EQ((*rows)[hostile.size() + 1][2], std::nullopt);
   EXPECT_TRUE(admin->Exec("SELECT 1 FROM nokey").ok());  // still there
@@ -657,20 +695,8 @@ TEST(PostgresUpsertSinkTest, WritesHostileValuesAndTheLastRowPerKeyOnARealServer
   // Every column a key: rows already there are left as they are.
   ASSERT_TRUE(admin->Exec("CREATE TABLE pairs (a text, b text, PRIMARY KEY (a, b)); "
                           "INSERT INTO pairs VALUES ('x', 'y')").ok());
-  {
-    connectors::PostgresUpsertSink sink(config_for("pairs", {"a", "b"}, {"a", "b"}, 10));
-    testing::FakeOperatorContext context;
-    sink.Open(context, nullptr);
-    for (const char* b : {"y", "z", "y", "w"}) {
-      postgres::Row row{{std::string("x"), std::string(b)}};
-      sink.Process(&row);
-    }
-    sink.OnIdle();  // the input ran dry: what is buffered goes
-    sink.Close();
-  }
-  auto pairs = admin->Exec("SELECT b FROM pairs ORDER BY b");
-  ASSERT_TRUE(pairs.ok()) << pairs.status();
-  EXPECT_EQ(pairs->size(), 3u);
+  ExpectAllKeyRowsLeftAlone<postgres::Row>(
+      connectors::PostgresUpsertSink(config_for("pairs", {"a", "b"}, {"a", "b"}, 10)), *admin);
 
   // No unique constraint on the key: refused at Open, saying what to add.
   connectors::PostgresUpsertSink sink(config_for("nokey", {"k", "v"}, {"k"}, 10));
@@ -807,14 +833,7 @@ TEST(MySqlUpsertSinkTest, WritesHostileValuesAndTheLastRowPerKeyOnARealServer) {
     connectors::MySqlUpsertSink sink(config_for("order", {"user", "select", "from"}, {"USER", "select"}, 1000));
     testing::FakeOperatorContext context;
     sink.Open(context, nullptr);
-    int64_t user = 0;
-    for (const std::string& v : hostile) {
-      mysql::Row first{{absl::StrCat(user), v, std::string("first")}};
-      mysql::Row last{{absl::StrCat(user), v, v}};
-      sink.Process(&first);
-      sink.Process(&last);  // same key, same batch: the last row wins
-      ++user;
-    }
+    WriteEachValueTwice<mysql::Row>(sink, hostile);
     mysql::Row null_value{{std::string("100"), std::string("x"), std::nullopt}};
     sink.Process(&null_value);
     auto before = admin->Exec("SELECT count(*) FROM `order`");
@@ -836,29 +855,12 @@ TEST(MySqlUpsertSinkTest, WritesHostileValuesAndTheLastRowPerKeyOnARealServer) {
   auto rows = admin->Exec("SELECT `user`, `select`, `from` FROM `order` ORDER BY `user`");
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_EQ(rows->size(), hostile.size() + 1);
-  for (size_t i = 0; i < hostile.size(); ++i) {
-    SCOPED_TRACE(i);
-    EXPECT_EQ((*rows)[i][0], absl::StrCat(i));
-    EXPECT_EQ((*rows)[i][1], hostile[i]);
-    EXPECT_EQ((*rows)[i][2], i == 0 ? std::string("second") : hostile[i]);
-  }
+  ExpectEachValueOnceAtItsLastRow(*rows, hostile);
   EXPECT_EQ((*rows)[hostile.size()][2], std::nullopt);
   EXPECT_TRUE(admin->Exec("SELECT 1 FROM nokey").ok());  // still there
 
-  {
-    connectors::MySqlUpsertSink sink(config_for("pairs", {"a", "b"}, {"a", "b"}, 10));
-    testing::FakeOperatorContext context;
-    sink.Open(context, nullptr);
-    for (const char* b : {"y", "z", "y", "w"}) {
-      mysql::Row row{{std::string("x"), std::string(b)}};
-      sink.Process(&row);
-    }
-    sink.OnIdle();  // the input ran dry: what is buffered goes
-    sink.Close();
-  }
-  auto pairs = admin->Exec("SELECT b FROM pairs ORDER BY b");
-  ASSERT_TRUE(pairs.ok()) << pairs.status();
-  EXPECT_EQ(pairs->size(), 3u);
+  ExpectAllKeyRowsLeftAlone<mysql::Row>(
+      connectors::MySqlUpsertSink(config_for("pairs", {"a", "b"}, {"a", "b"}, 10)), *admin);
 
   // Unrecoverable: no restart helps; refused credentials: the job restarts
   // by its strategy (someone may be fixing them).
