@@ -310,20 +310,19 @@ absl::Status MySqlUpsertSink::SendBatch() {
 
 void MySqlUpsertSink::Flush() {
   if (pending_.empty()) return;
-  const absl::Time deadline = absl::Now() + kMySqlReconnectTimeout;
-  for (;;) {
-    absl::Status status = SendBatch();
-    if (status.ok()) break;
-    const bool again = absl::IsUnavailable(status) || absl::IsAborted(status);
-    if (!again || absl::Now() > deadline) Throw(status);
-    if (absl::IsAborted(status)) {
-      logging::Get("mysql")->warn("{}: {}; sending the rows again", client_, status);
-      continue;
-    }
-    logging::Get("mysql")->warn("{}: {}; reconnecting to send the rows again", client_, status);
-    Connect(/*retry=*/true);
-    logging::Get("mysql")->info("{}: reconnected to MySQL {}", client_, connection_->server());
-  }
+  absl::Status status = SendBatchUntilSent(
+      kMySqlReconnectTimeout, [&] { return SendBatch(); },
+      [](const absl::Status& s) {
+        // A deadlock or lock wait timeout rolled the batch back.
+        if (absl::IsAborted(s)) return BatchFailure::kRolledBack;
+        return absl::IsUnavailable(s) ? BatchFailure::kConnectionLost : BatchFailure::kFatal;
+      },
+      [&] {
+        Connect(/*retry=*/true);
+        logging::Get("mysql")->info("{}: reconnected to MySQL {}", client_, connection_->server());
+      },
+      *logging::Get("mysql"), client_);
+  if (!status.ok()) Throw(status);
   if (rows_metric_ != nullptr) rows_metric_->Inc(static_cast<int64_t>(pending_.size()));
   if (batches_metric_ != nullptr) batches_metric_->Inc();
   pending_.clear();

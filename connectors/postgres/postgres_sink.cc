@@ -264,14 +264,13 @@ void PostgresAtLeastOnceSink::Process(void* record) {
 }
 
 void PostgresAtLeastOnceSink::Flush() {
-  const absl::Time deadline = absl::Now() + kPostgresReconnectTimeout;
-  for (;;) {
-    absl::Status status = writer_->Flush(*connection_);
-    if (status.ok()) return;
-    if (!absl::IsUnavailable(status) || absl::Now() > deadline) writer_->Throw(status);
-    logging::Get("postgres")->warn("{}: {}; reconnecting to send the rows again", writer_->client(), status);
-    writer_->Reconnect(&connection_);
-  }
+  absl::Status status = SendBatchUntilSent(
+      kPostgresReconnectTimeout, [&] { return writer_->Flush(*connection_); },
+      [](const absl::Status& s) {
+        return absl::IsUnavailable(s) ? BatchFailure::kConnectionLost : BatchFailure::kFatal;
+      },
+      [&] { writer_->Reconnect(&connection_); }, *logging::Get("postgres"), writer_->client());
+  if (!status.ok()) writer_->Throw(status);
 }
 
 void PostgresAtLeastOnceSink::PrepareSnapshotPreBarrier(int64_t) { Flush(); }
@@ -414,24 +413,23 @@ absl::Status PostgresUpsertSink::SendBatch() {
 
 void PostgresUpsertSink::Flush() {
   if (pending_.empty()) return;
-  const absl::Time deadline = absl::Now() + kPostgresReconnectTimeout;
-  for (;;) {
-    absl::Status status = SendBatch();
-    if (status.ok()) break;
-    // A deadlock or serialization failure rolled the batch back: again.
-    const bool rolled_back = absl::StrContains(status.message(), "(SQLSTATE 40P01)") ||
-                             absl::StrContains(status.message(), "(SQLSTATE 40001)");
-    if (!(absl::IsUnavailable(status) || rolled_back) || absl::Now() > deadline) Throw(status);
-    if (rolled_back) {
-      logging::Get("postgres")->warn("{}: {}; sending the rows again", client_, status);
-      continue;
-    }
-    logging::Get("postgres")->warn("{}: {}; reconnecting to send the rows again", client_, status);
-    writer_->Reconnect(&connection_);
-    if (absl::Status prepared = PrepareConnection(); !prepared.ok() && !absl::IsUnavailable(prepared)) {
-      Throw(prepared);
-    }
-  }
+  absl::Status status = SendBatchUntilSent(
+      kPostgresReconnectTimeout, [&] { return SendBatch(); },
+      [](const absl::Status& s) {
+        // A deadlock or serialization failure rolled the batch back.
+        if (absl::StrContains(s.message(), "(SQLSTATE 40P01)") || absl::StrContains(s.message(), "(SQLSTATE 40001)")) {
+          return BatchFailure::kRolledBack;
+        }
+        return absl::IsUnavailable(s) ? BatchFailure::kConnectionLost : BatchFailure::kFatal;
+      },
+      [&] {
+        writer_->Reconnect(&connection_);
+        if (absl::Status prepared = PrepareConnection(); !prepared.ok() && !absl::IsUnavailable(prepared)) {
+          Throw(prepared);
+        }
+      },
+      *logging::Get("postgres"), client_);
+  if (!status.ok()) Throw(status);
   if (rows_metric_ != nullptr) rows_metric_->Inc(static_cast<int64_t>(pending_.size()));
   if (batches_metric_ != nullptr) batches_metric_->Inc();
   pending_.clear();
