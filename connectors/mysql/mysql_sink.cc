@@ -336,15 +336,4 @@ void MySqlUpsertSink::OnIdle() { Flush(); }
 
 void MySqlUpsertSink::Close() { connection_.reset(); }
 
-absl::Status MySqlSinkConnector::Validate(const Properties& properties) const {
-  return MySqlSinkConfig::FromProperties(properties).status();
-}
-
-absl::StatusOr<std::unique_ptr<weir::StreamOperator>> MySqlSinkConnector::CreateSink(
-    const Properties& properties) const {
-  absl::StatusOr<MySqlSinkConfig> config = MySqlSinkConfig::FromProperties(properties);
-  if (!config.ok()) return config.status();
-  return std::make_unique<MySqlUpsertSink>(*std::move(config));
-}
-
 }  // namespace weir::connectors

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "connectors/connector.h"
+#include "connectors/sink_connector.h"
 #include "connectors/mysql/mysql_connection.h"
 #include "weir/mysql.h"
 #include "weir/operator.h"
@@ -122,12 +123,7 @@ class MySqlUpsertSink : public weir::StreamOperator {
   Counter* batches_metric_ = nullptr;
 };
 
-class MySqlSinkConnector final : public Connector {
- public:
-  Kind kind() const override { return Kind::kSink; }
-  absl::Status Validate(const Properties& properties) const override;
-  absl::StatusOr<std::unique_ptr<weir::StreamOperator>> CreateSink(const Properties& properties) const override;
-};
+class MySqlSinkConnector final : public ConfiguredSinkConnector<MySqlSinkConfig, MySqlUpsertSink> {};
 
 }  // namespace weir::connectors
 

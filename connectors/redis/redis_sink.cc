@@ -226,15 +226,4 @@ void RedisSink::OnIdle() {
 
 void RedisSink::Close() { Disconnect(); }
 
-absl::Status RedisSinkConnector::Validate(const Properties& properties) const {
-  return RedisSinkConfig::FromProperties(properties).status();
-}
-
-absl::StatusOr<std::unique_ptr<weir::StreamOperator>> RedisSinkConnector::CreateSink(
-    const Properties& properties) const {
-  absl::StatusOr<RedisSinkConfig> config = RedisSinkConfig::FromProperties(properties);
-  if (!config.ok()) return config.status();
-  return std::make_unique<RedisSink>(*std::move(config));
-}
-
 }  // namespace weir::connectors

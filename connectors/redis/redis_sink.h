@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "connectors/connector.h"
+#include "connectors/sink_connector.h"
 #include "spdlog/logger.h"
 #include "weir/operator.h"
 #include "weir/redis.h"
@@ -96,12 +97,7 @@ class RedisSink : public weir::StreamOperator {
   Counter* reconnects_metric_ = nullptr;
 };
 
-class RedisSinkConnector final : public Connector {
- public:
-  Kind kind() const override { return Kind::kSink; }
-  absl::Status Validate(const Properties& properties) const override;
-  absl::StatusOr<std::unique_ptr<weir::StreamOperator>> CreateSink(const Properties& properties) const override;
-};
+class RedisSinkConnector final : public ConfiguredSinkConnector<RedisSinkConfig, RedisSink> {};
 
 }  // namespace weir::connectors
 
