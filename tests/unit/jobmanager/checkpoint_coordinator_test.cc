@@ -639,7 +639,9 @@ TEST_F(CheckpointCoordinatorTest, CheckpointsGoOnAfterATaskFinishedAndRecordItAs
   ASSERT_TRUE(notice.has_value());
   EXPECT_TRUE(notice->completed) << notice->reason;
   for (const FakeGateway::Trigger& trigger : gateway_->calls().triggers) {
-    if (trigger.id == 2) EXPECT_EQ(trigger.task_id, "src-0");
+    if (trigger.id == 2) {
+      EXPECT_EQ(trigger.task_id, "src-0");
+    }
   }
   ASSERT_TRUE(finished_in(2).has_value());
 
