@@ -69,9 +69,18 @@ endfunction()
 # environment (tests/kafka/test_kafka.h reads the bootstrap address from there) and the
 # label "kafka".
 function(weir_add_kafka_test name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "TARGET;TIMEOUT" "LABELS;ARGS")
+  weir_add_kafka_fixture()
+  _weir_add_test_against_kafka(weir_add_kafka_test kafka "${WEIR_TEST_KAFKA_DIR}" kafka ${ARGV})
+endfunction()
+
+# _weir_add_test_against_kafka(<function> <fixture> <dir> <labels> <name> <arguments>...):
+# what weir_add_kafka_test and weir_add_kafka_cluster_test share. The test requires
+# <fixture> (the caller defines it), gets WEIR_TEST_KAFKA_DIR=<dir> and the labels
+# <labels> besides its own; <function> names the caller in errors.
+function(_weir_add_test_against_kafka function fixture dir labels name)
+  cmake_parse_arguments(PARSE_ARGV 5 arg "" "TARGET;TIMEOUT" "LABELS;ARGS")
   if(arg_UNPARSED_ARGUMENTS)
-    message(FATAL_ERROR "weir_add_kafka_test(${name}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
+    message(FATAL_ERROR "${function}(${name}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
   endif()
   if(NOT arg_TARGET)
     set(arg_TARGET "${name}")
@@ -79,12 +88,11 @@ function(weir_add_kafka_test name)
   if(NOT arg_TIMEOUT)
     set(arg_TIMEOUT 300)
   endif()
-  weir_add_kafka_fixture()
   add_test(NAME "${name}" COMMAND "$<TARGET_FILE:${arg_TARGET}>" ${arg_ARGS})
   set_tests_properties("${name}" PROPERTIES
-    FIXTURES_REQUIRED kafka
-    ENVIRONMENT "WEIR_TEST_KAFKA_DIR=${WEIR_TEST_KAFKA_DIR}"
-    LABELS "kafka;${arg_LABELS}"
+    FIXTURES_REQUIRED "${fixture}"
+    ENVIRONMENT "WEIR_TEST_KAFKA_DIR=${dir}"
+    LABELS "${labels};${arg_LABELS}"
     TIMEOUT "${arg_TIMEOUT}")
 endfunction()
 
@@ -123,21 +131,7 @@ endfunction()
 # "kafka_cluster" fixture and gets WEIR_TEST_KAFKA_DIR pointing at it (its
 # bootstrap file lists every node; tests/kafka/kafka_cluster.h reads the rest).
 function(weir_add_kafka_cluster_test name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "TARGET;TIMEOUT" "LABELS;ARGS")
-  if(arg_UNPARSED_ARGUMENTS)
-    message(FATAL_ERROR "weir_add_kafka_cluster_test(${name}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
-  endif()
-  if(NOT arg_TARGET)
-    set(arg_TARGET "${name}")
-  endif()
-  if(NOT arg_TIMEOUT)
-    set(arg_TIMEOUT 300)
-  endif()
   weir_add_kafka_cluster_fixture()
-  add_test(NAME "${name}" COMMAND "$<TARGET_FILE:${arg_TARGET}>" ${arg_ARGS})
-  set_tests_properties("${name}" PROPERTIES
-    FIXTURES_REQUIRED kafka_cluster
-    ENVIRONMENT "WEIR_TEST_KAFKA_DIR=${WEIR_TEST_KAFKA_CLUSTER_DIR}"
-    LABELS "kafka;kafka-cluster;${arg_LABELS}"
-    TIMEOUT "${arg_TIMEOUT}")
+  _weir_add_test_against_kafka(weir_add_kafka_cluster_test kafka_cluster "${WEIR_TEST_KAFKA_CLUSTER_DIR}"
+                               "kafka;kafka-cluster" ${ARGV})
 endfunction()
