@@ -15,23 +15,32 @@ set(WEIR_TEST_KAFKA_DIR "${CMAKE_BINARY_DIR}/test-kafka"
 # Defines the tests kafka_broker_start (FIXTURES_SETUP kafka) and kafka_broker_stop
 # (FIXTURES_CLEANUP kafka). Safe to call more than once.
 function(weir_add_kafka_fixture)
-  get_property(done GLOBAL PROPERTY WEIR_KAFKA_FIXTURE_DEFINED)
+  # The first start also downloads Kafka from Maven Central.
+  _weir_add_kafka_fixture_tests(kafka kafka_broker 180 60 start "${WEIR_TEST_KAFKA_DIR}")
+endfunction()
+
+# _weir_add_kafka_fixture_tests(<fixture> <prefix> <start timeout> <stop timeout> <start arguments>...):
+# what the two fixtures share. Defines, once, the tests <prefix>_start
+# (FIXTURES_SETUP <fixture>: scripts/kafka.sh <start arguments>) and <prefix>_stop
+# (FIXTURES_CLEANUP <fixture>: scripts/kafka.sh stop <dir>, <dir> the second start
+# argument), labelled "kafka".
+function(_weir_add_kafka_fixture_tests fixture prefix start_timeout stop_timeout command dir)
+  get_property(done GLOBAL PROPERTY "WEIR_${fixture}_FIXTURE_DEFINED")
   if(done)
     return()
   endif()
-  set_property(GLOBAL PROPERTY WEIR_KAFKA_FIXTURE_DEFINED TRUE)
+  set_property(GLOBAL PROPERTY "WEIR_${fixture}_FIXTURE_DEFINED" TRUE)
   set(script "${PROJECT_SOURCE_DIR}/scripts/kafka.sh")
-  add_test(NAME kafka_broker_start COMMAND "${script}" start "${WEIR_TEST_KAFKA_DIR}")
-  set_tests_properties(kafka_broker_start PROPERTIES
-    FIXTURES_SETUP kafka
+  add_test(NAME "${prefix}_start" COMMAND "${script}" "${command}" "${dir}" ${ARGN})
+  set_tests_properties("${prefix}_start" PROPERTIES
+    FIXTURES_SETUP "${fixture}"
     LABELS kafka
-    # The first run also downloads Kafka from Maven Central.
-    TIMEOUT 180)
-  add_test(NAME kafka_broker_stop COMMAND "${script}" stop "${WEIR_TEST_KAFKA_DIR}")
-  set_tests_properties(kafka_broker_stop PROPERTIES
-    FIXTURES_CLEANUP kafka
+    TIMEOUT "${start_timeout}")
+  add_test(NAME "${prefix}_stop" COMMAND "${script}" stop "${dir}")
+  set_tests_properties("${prefix}_stop" PROPERTIES
+    FIXTURES_CLEANUP "${fixture}"
     LABELS kafka
-    TIMEOUT 60)
+    TIMEOUT "${stop_timeout}")
 endfunction()
 
 # The three-node test cluster (scripts/kafka.sh start-cluster) of the tests that
@@ -43,22 +52,7 @@ set(WEIR_TEST_KAFKA_CLUSTER_DIR "${CMAKE_BINARY_DIR}/test-kafka-cluster"
 # Defines the tests kafka_cluster_start (FIXTURES_SETUP kafka_cluster) and
 # kafka_cluster_stop (FIXTURES_CLEANUP kafka_cluster). Safe to call more than once.
 function(weir_add_kafka_cluster_fixture)
-  get_property(done GLOBAL PROPERTY WEIR_KAFKA_CLUSTER_FIXTURE_DEFINED)
-  if(done)
-    return()
-  endif()
-  set_property(GLOBAL PROPERTY WEIR_KAFKA_CLUSTER_FIXTURE_DEFINED TRUE)
-  set(script "${PROJECT_SOURCE_DIR}/scripts/kafka.sh")
-  add_test(NAME kafka_cluster_start COMMAND "${script}" start-cluster "${WEIR_TEST_KAFKA_CLUSTER_DIR}" 3)
-  set_tests_properties(kafka_cluster_start PROPERTIES
-    FIXTURES_SETUP kafka_cluster
-    LABELS kafka
-    TIMEOUT 240)
-  add_test(NAME kafka_cluster_stop COMMAND "${script}" stop "${WEIR_TEST_KAFKA_CLUSTER_DIR}")
-  set_tests_properties(kafka_cluster_stop PROPERTIES
-    FIXTURES_CLEANUP kafka_cluster
-    LABELS kafka
-    TIMEOUT 90)
+  _weir_add_kafka_fixture_tests(kafka_cluster kafka_cluster 240 90 start-cluster "${WEIR_TEST_KAFKA_CLUSTER_DIR}" 3)
 endfunction()
 
 # weir_add_kafka_test(<name> [TARGET <target>] [TIMEOUT <seconds>] [LABELS <label>...]
