@@ -145,6 +145,13 @@ absl::Status AuthorizationError(int16_t code, absl::string_view context,
       code);
 }
 
+// A coordinator's error code `api`'s answer should never carry.
+absl::Status UnexpectedAnswer(int16_t code, absl::string_view context, absl::string_view api) {
+  return WithKafkaErrorCode(absl::UnknownError(absl::StrCat(context, ": ", DescribeKafkaError(code),
+                                                            ": unexpected answer to ", api)),
+                            code);
+}
+
 // What one request at the coordinator came to: the call's result (kDone),
 // or an error that may pass, to retry at the same coordinator (kRetry) or
 // after finding the coordinator again (kFindAgain).
@@ -536,10 +543,7 @@ absl::StatusOr<std::optional<CommittedOffset>> TransactionClient::FetchCommitted
       case kTopicAuthorizationFailed:
         return Attempt::Done(AuthorizationError(code, at, "this group or topic"));
       default:
-        return Attempt::Done(WithKafkaErrorCode(
-            absl::UnknownError(absl::StrCat(at, ": ", DescribeKafkaError(code),
-                                            ": unexpected answer to OffsetFetch")),
-            code));
+        return Attempt::Done(UnexpectedAnswer(code, at, "OffsetFetch"));
     }
   }));
   return result;
@@ -598,10 +602,7 @@ absl::StatusOr<TransactionDescription> TransactionClient::DescribeTransaction(
       case kClusterAuthorizationFailed:
         return Attempt::Done(AuthorizationError(code, at));
       default:
-        return Attempt::Done(WithKafkaErrorCode(
-            absl::UnknownError(absl::StrCat(at, ": ", DescribeKafkaError(code),
-                                            ": unexpected answer to DescribeTransactions")),
-            code));
+        return Attempt::Done(UnexpectedAnswer(code, at, "DescribeTransactions"));
     }
   }));
   return result;
