@@ -90,6 +90,22 @@ class StatsCapture : public RdKafka::EventCb {
   std::string latest;
 };
 
+// Polls `producer` until the statistics `stats` captures carry an `eos`
+// object with a producer id and epoch, for at most 10 s; returns that object,
+// or nullopt.
+std::optional<nlohmann::json> EosStatistics(RdKafka::Producer& producer, StatsCapture& stats) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    producer.poll(100);
+    if (stats.latest.empty()) continue;
+    const nlohmann::json json = nlohmann::json::parse(stats.latest, nullptr, false);
+    if (json.is_discarded() || !json.contains("eos")) continue;
+    const nlohmann::json& eos = json["eos"];
+    if (eos.value("producer_id", int64_t{-1}) >= 0 && eos.value("producer_epoch", int64_t{-1}) >= 0) return eos;
+  }
+  return std::nullopt;
+}
+
 // The child's work: open a transaction, write and flush `records` records,
 // read the producer id and epoch from the statistics (the `eos` object).
 // Returns "<producer id> <epoch>" or "error: ...". Runs in the forked child,
@@ -141,20 +157,10 @@ std::string OpenTransactionAndReport(const std::string& bootstrap, const std::st
   // init_transactions), but wait for a fresh set to be sure the state is the
   // open transaction's.
   stats.latest.clear();
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < deadline) {
-    producer->poll(100);
-    if (stats.latest.empty()) continue;
-    const nlohmann::json json = nlohmann::json::parse(stats.latest, nullptr, false);
-    if (json.is_discarded() || !json.contains("eos")) continue;
-    const nlohmann::json& eos = json["eos"];
-    const int64_t producer_id = eos.value("producer_id", int64_t{-1});
-    const int64_t epoch = eos.value("producer_epoch", int64_t{-1});
-    if (producer_id >= 0 && epoch >= 0) {
-      return absl::StrCat(producer_id, " ", epoch, " ", eos.value("txn_state", std::string()));
-    }
-  }
-  return "error: no statistics with the producer id and epoch within 10 s";
+  const std::optional<nlohmann::json> eos = EosStatistics(*producer, stats);
+  if (!eos) return "error: no statistics with the producer id and epoch within 10 s";
+  return absl::StrCat(eos->value("producer_id", int64_t{-1}), " ", eos->value("producer_epoch", int64_t{-1}), " ",
+                      eos->value("txn_state", std::string()));
 }
 
 // Forks a child that opens a transaction on `transactional_id`, writes
@@ -419,18 +425,12 @@ class OffsetCarryingProducer {
 
   // The producer id and epoch, from the statistics' `eos` object.
   std::pair<int64_t, int16_t> IdAndEpoch() {
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < deadline) {
-      producer_->poll(100);
-      if (stats_.latest.empty()) continue;
-      const nlohmann::json json = nlohmann::json::parse(stats_.latest, nullptr, false);
-      if (json.is_discarded() || !json.contains("eos")) continue;
-      const int64_t id = json["eos"].value("producer_id", int64_t{-1});
-      const int64_t epoch = json["eos"].value("producer_epoch", int64_t{-1});
-      if (id >= 0 && epoch >= 0) return {id, static_cast<int16_t>(epoch)};
+    const std::optional<nlohmann::json> eos = EosStatistics(*producer_, stats_);
+    if (!eos) {
+      ADD_FAILURE() << "no statistics with the producer id within 10 s";
+      return {-1, -1};
     }
-    ADD_FAILURE() << "no statistics with the producer id within 10 s";
-    return {-1, -1};
+    return {eos->value("producer_id", int64_t{-1}), static_cast<int16_t>(eos->value("producer_epoch", int64_t{-1}))};
   }
 
   void Begin() { Check(producer_->begin_transaction(), "begin_transaction"); }
