@@ -39,7 +39,14 @@ namespace weir {
 namespace {
 
 using test::KafkaMessage;
+using testing::CheckCountSequences;
+using testing::CheckEveryValueOnce;
+using testing::CheckOrderPerKey;
+using testing::CountSeenTwiceLive;
+using testing::CountValues;
+using testing::NoTransactionStaysOpen;
 using testing::ReadUntil;
+using testing::Sequence;
 using testing::WaitFor;
 
 const std::string kJobs = WEIR_JOBS_DIR;
@@ -287,14 +294,23 @@ class BrokerChaosTest : public testing::ClusterJobTest {
     return false;
   }
 
-  // With the input drained, the last stable offset of every output
-  // partition reaches its high watermark: no transaction stays open.
-  bool NoTransactionStaysOpen(const std::string& out) {
-    return WaitFor([&] {
-      auto stable = test::EndOffsets(bootstrap_, out, /*read_committed=*/true);
-      auto high = test::EndOffsets(bootstrap_, out, /*read_committed=*/false);
-      return stable.ok() && high.ok() && *stable == *high;
-    }, absl::Seconds(60), absl::Milliseconds(500));
+  // The output once the input is drained: reads `out` until it holds
+  // `records` records (180 s at most), waits until no transaction stays
+  // open on it, then reads it again, so that a duplicate committed late
+  // shows. `what` names the records in the failure.
+  std::vector<KafkaMessage> ReadSettledOutput(const std::string& out, int records, const std::string& what) {
+    std::vector<KafkaMessage> output;
+    const bool complete = ReadUntil(bootstrap_, out, absl::Seconds(180), &output, [&](const auto& read) {
+      return static_cast<int>(read.size()) >= records;
+    });
+    EXPECT_TRUE(complete) << "the output did not reach " << records << " " << what << "\n" << cluster_->Logs();
+    EXPECT_TRUE(NoTransactionStaysOpen(bootstrap_, out)) << "a transaction is still open on the output";
+    if (auto again = test::ReadTopic(bootstrap_, out); again.ok()) {
+      output = *std::move(again);
+    } else {
+      ADD_FAILURE() << again.status();
+    }
+    return output;
   }
 
   // The figures line of a test, and its job's end state checks: RUNNING,
@@ -356,14 +372,6 @@ class BrokerChaosTest : public testing::ClusterJobTest {
   std::optional<test::TestKafkaCluster> kafka_;
 };
 
-// Records "<i>" under key "k<i % 997>".
-std::vector<KafkaMessage> Sequence(int first, int n) {
-  std::vector<KafkaMessage> batch;
-  batch.reserve(n);
-  for (int i = first; i < first + n; ++i) batch.push_back({absl::StrCat("k", i % 997), absl::StrCat(i)});
-  return batch;
-}
-
 TEST_F(BrokerChaosTest, CopyIsExactlyOnceAcrossBrokerBounces) {
   const absl::Time started = absl::Now();
   StartCluster(2);
@@ -377,58 +385,20 @@ TEST_F(BrokerChaosTest, CopyIsExactlyOnceAcrossBrokerBounces) {
   const int records = WriteWhileBouncingBrokers(job, in, out, kAims, Sequence, &bounces);
   ASSERT_GT(records, 0) << cluster_->Logs();
 
-  std::vector<KafkaMessage> output;
-  const bool complete = ReadUntil(bootstrap_, out, absl::Seconds(180), &output, [&](const auto& read) {
-    return static_cast<int>(read.size()) >= records;
-  });
-  EXPECT_TRUE(complete) << "the output did not reach " << records << " records\n" << cluster_->Logs();
-  EXPECT_TRUE(NoTransactionStaysOpen(out)) << "a transaction is still open on the output";
-  // Read again now that nothing is open: a duplicate committed late shows.
-  if (auto again = test::ReadTopic(bootstrap_, out); again.ok()) {
-    output = *std::move(again);
-  } else {
-    ADD_FAILURE() << again.status();
-  }
+  std::vector<KafkaMessage> output = ReadSettledOutput(out, records, "records");
   const std::vector<KafkaMessage> seen_live = live.Stop();
 
-  std::map<int, int> seen;
-  for (const KafkaMessage& m : output) {
-    int value = -1;
-    ASSERT_TRUE(absl::SimpleAtoi(m.value, &value)) << m.value;
-    ++seen[value];
-  }
   int missing = 0, duplicated = 0;
-  for (int i = 0; i < records; ++i) {
-    auto it = seen.find(i);
-    if (it == seen.end()) {
-      if (++missing <= 5) ADD_FAILURE() << "record " << i << " is missing";
-    } else if (it->second > 1 && ++duplicated <= 5) {
-      ADD_FAILURE() << "record " << i << " is there " << it->second << " times";
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(CheckEveryValueOnce(output, records, &missing, &duplicated));
   EXPECT_EQ(missing, 0);
   EXPECT_EQ(duplicated, 0);
   EXPECT_EQ(static_cast<int>(output.size()), records);
   // In order per key.
-  test::SortByPosition(&output);
-  std::map<std::string, int> last;
   int out_of_order = 0;
-  for (const KafkaMessage& m : output) {
-    const int value = std::stoi(m.value);
-    auto [it, first] = last.emplace(*m.key, value);
-    if (!first) {
-      if (value <= it->second && ++out_of_order <= 5) ADD_FAILURE() << *m.key << ": " << value << " after " << it->second;
-      it->second = value;
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(CheckOrderPerKey(&output, &out_of_order));
   EXPECT_EQ(out_of_order, 0);
   // The reader during the faults never saw a record twice.
-  std::map<int, int> live_counts;
-  for (const KafkaMessage& m : seen_live) ++live_counts[std::stoi(m.value)];
-  int live_duplicated = 0;
-  for (const auto& [value, times] : live_counts) {
-    if (times > 1 && ++live_duplicated <= 5) ADD_FAILURE() << "the live reader saw " << value << " " << times << " times";
-  }
+  const int live_duplicated = CountSeenTwiceLive(CountValues(seen_live));
   EXPECT_EQ(live_duplicated, 0);
   std::printf("kafka_copy: %d missing, %d duplicated, %d out of order; the reader during the faults saw %zu "
               "records, %d twice\n",
@@ -458,31 +428,11 @@ TEST_F(BrokerChaosTest, KeyedCountIsExactlyOnceAcrossBrokerBounces) {
   std::map<std::string, int> truth;
   for (int i = 0; i < records; ++i) ++truth[absl::StrCat("w", i % kDistinct)];
 
-  std::vector<KafkaMessage> output;
-  const bool complete = ReadUntil(bootstrap_, out, absl::Seconds(180), &output, [&](const auto& read) {
-    return static_cast<int>(read.size()) >= records;
-  });
-  EXPECT_TRUE(complete) << "the output did not reach " << records << " counts\n" << cluster_->Logs();
-  EXPECT_TRUE(NoTransactionStaysOpen(out)) << "a transaction is still open on the output";
-  if (auto again = test::ReadTopic(bootstrap_, out); again.ok()) {
-    output = *std::move(again);
-  } else {
-    ADD_FAILURE() << again.status();
-  }
-  // Per word, in its partition's order: 1, 2, ..., n — a gap is a lost
-  // count, a repeat a duplicate.
-  test::SortByPosition(&output);
+  std::vector<KafkaMessage> output = ReadSettledOutput(out, records, "counts");
+  // Per word, in its partition's order: 1, 2, ..., n.
   std::map<std::string, int> counted;
   int out_of_sequence = 0;
-  for (const KafkaMessage& m : output) {
-    int count = 0;
-    ASSERT_TRUE(m.key.has_value() && absl::SimpleAtoi(m.value, &count)) << m.value;
-    int& previous = counted[*m.key];
-    if (count != previous + 1 && ++out_of_sequence <= 5) {
-      ADD_FAILURE() << *m.key << ": count " << count << " after " << previous;
-    }
-    previous = count;
-  }
+  ASSERT_NO_FATAL_FAILURE(CheckCountSequences(&output, &counted, &out_of_sequence));
   EXPECT_EQ(out_of_sequence, 0);
   EXPECT_EQ(static_cast<int>(output.size()), records);
   EXPECT_EQ(counted, truth);

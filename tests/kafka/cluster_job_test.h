@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -48,6 +49,116 @@ bool ReadUntil(const std::string& bootstrap, const std::string& out, absl::Durat
     *output = *std::move(read);
     return done(*output);
   }, timeout, absl::Seconds(1));
+}
+
+// Records "<i>" under key "k<i % 997>" for i in [first, first + n): per
+// key, the values only grow.
+inline std::vector<test::KafkaMessage> Sequence(int first, int n) {
+  std::vector<test::KafkaMessage> batch;
+  batch.reserve(n);
+  for (int i = first; i < first + n; ++i) batch.push_back({absl::StrCat("k", i % 997), absl::StrCat(i)});
+  return batch;
+}
+
+// How often each numeric value occurs in `output`.
+inline std::map<int, int> CountValues(const std::vector<test::KafkaMessage>& output) {
+  std::map<int, int> seen;
+  for (const test::KafkaMessage& m : output) {
+    int value = -1;
+    if (absl::SimpleAtoi(m.value, &value)) ++seen[value];
+  }
+  return seen;
+}
+
+// Whether, within `timeout`, the last stable offset of every partition of
+// `out` reaches its high watermark: no transaction stays open on it.
+inline bool NoTransactionStaysOpen(const std::string& bootstrap, const std::string& out,
+                                   absl::Duration timeout = absl::Seconds(60),
+                                   absl::Duration poll = absl::Milliseconds(500)) {
+  return WaitFor([&] {
+    auto stable = test::EndOffsets(bootstrap, out, /*read_committed=*/true);
+    auto high = test::EndOffsets(bootstrap, out, /*read_committed=*/false);
+    return stable.ok() && high.ok() && *stable == *high;
+  }, timeout, poll);
+}
+
+// keyed_count's output: per key, in its partition's order, the counts 1, 2,
+// ..., n; a gap is a lost count, a repeat a duplicate. Sorts *output by
+// position; sets *last to each key's last count and *out_of_sequence to how
+// many counts broke the sequence (the first five are test failures). A
+// record without a key or whose value is no number is a fatal failure: call
+// it inside ASSERT_NO_FATAL_FAILURE.
+inline void CheckCountSequences(std::vector<test::KafkaMessage>* output, std::map<std::string, int>* last,
+                                int* out_of_sequence) {
+  test::SortByPosition(output);
+  last->clear();
+  *out_of_sequence = 0;
+  for (const test::KafkaMessage& m : *output) {
+    int count = 0;
+    ASSERT_TRUE(m.key.has_value() && absl::SimpleAtoi(m.value, &count)) << m.value;
+    int& previous = (*last)[*m.key];
+    if (count != previous + 1 && ++*out_of_sequence <= 5) {
+      ADD_FAILURE() << *m.key << ": count " << count << " after " << previous;
+    }
+    previous = count;
+  }
+}
+
+// kafka_copy's output of Sequence(0, records): counts the values of
+// 0..records-1 that are missing and those there more than once (the first
+// five of each are test failures). A value that is no number is a fatal
+// failure: call it inside ASSERT_NO_FATAL_FAILURE.
+inline void CheckEveryValueOnce(const std::vector<test::KafkaMessage>& output, int records, int* missing,
+                                int* duplicated) {
+  std::map<int, int> seen;  // value -> times
+  for (const test::KafkaMessage& m : output) {
+    int value = -1;
+    ASSERT_TRUE(absl::SimpleAtoi(m.value, &value)) << m.value;
+    ++seen[value];
+  }
+  *missing = 0;
+  *duplicated = 0;
+  for (int i = 0; i < records; ++i) {
+    auto it = seen.find(i);
+    if (it == seen.end()) {
+      if (++*missing <= 5) ADD_FAILURE() << "record " << i << " is missing";
+    } else if (it->second > 1) {
+      if (++*duplicated <= 5) ADD_FAILURE() << "record " << i << " is there " << it->second << " times";
+    }
+  }
+}
+
+// kafka_copy's output of Sequence: within a key's output partition, values
+// only grow. Sorts *output by position; counts in *out_of_order the values
+// that do not (the first five are test failures). A value that is no number
+// is a fatal failure: call it inside ASSERT_NO_FATAL_FAILURE.
+inline void CheckOrderPerKey(std::vector<test::KafkaMessage>* output, int* out_of_order) {
+  test::SortByPosition(output);
+  std::map<std::string, int> last;
+  *out_of_order = 0;
+  for (const test::KafkaMessage& m : *output) {
+    int value = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(m.value, &value)) << m.value;
+    auto [it, first] = last.emplace(*m.key, value);
+    if (!first) {
+      if (value <= it->second && ++*out_of_order <= 5) {
+        ADD_FAILURE() << *m.key << ": " << value << " after " << it->second;
+      }
+      it->second = value;
+    }
+  }
+}
+
+// How many values a reader that ran during the faults saw more than once,
+// from CountValues of what it read; the first five are test failures.
+inline int CountSeenTwiceLive(const std::map<int, int>& live_counts) {
+  int live_duplicated = 0;
+  for (const auto& [value, times] : live_counts) {
+    if (times > 1 && ++live_duplicated <= 5) {
+      ADD_FAILURE() << "the live reader saw " << value << " " << times << " times";
+    }
+  }
+  return live_duplicated;
 }
 
 class ClusterJobTest : public ::testing::Test {

@@ -28,7 +28,14 @@ namespace {
 
 using test::KafkaMessage;
 using testing::LocalCluster;
+using testing::CheckCountSequences;
+using testing::CheckEveryValueOnce;
+using testing::CheckOrderPerKey;
+using testing::CountSeenTwiceLive;
+using testing::CountValues;
+using testing::NoTransactionStaysOpen;
 using testing::ReadUntil;
+using testing::Sequence;
 using testing::WaitFor;
 
 const std::string kJobs = WEIR_JOBS_DIR;
@@ -44,31 +51,11 @@ class ExactlyOnceTest : public testing::ClusterJobTest {
   }
 };
 
-// Records "<i>" under key "k<i % kKeys>": per key, values only grow.
-constexpr int kKeys = 997;
-
-std::vector<KafkaMessage> Sequence(int first, int n) {
-  std::vector<KafkaMessage> batch;
-  batch.reserve(n);
-  for (int i = first; i < first + n; ++i) batch.push_back({absl::StrCat("k", i % kKeys), absl::StrCat(i)});
-  return batch;
-}
-
 // Writes the values 0..records-1 (Sequence) to `in` on a thread, 1000 every
 // 100 ms (WriteSlowly); *failed when a write failed. Join the thread.
 std::thread WriteSequenceSlowly(const std::string& bootstrap, const std::string& in, int records,
                                 std::atomic<bool>* failed) {
   return testing::WriteSlowly(bootstrap, in, records, Sequence, failed);
-}
-
-// How often each numeric value occurs in `output`.
-std::map<int, int> CountValues(const std::vector<KafkaMessage>& output) {
-  std::map<int, int> seen;
-  for (const KafkaMessage& m : output) {
-    int value = -1;
-    if (absl::SimpleAtoi(m.value, &value)) ++seen[value];
-  }
-  return seen;
 }
 
 // The proof, in CI: kafka_copy exactly-once at parallelism 2 with
@@ -125,21 +112,8 @@ TEST_F(ExactlyOnceTest, CopyIsExactlyOnceAcrossTaskManagerKills) {
   const std::vector<KafkaMessage> seen_live = live.Stop();
   EXPECT_EQ(live.error(), "");
 
-  std::map<int, int> seen;  // value -> times
-  for (const KafkaMessage& m : output) {
-    int value = -1;
-    ASSERT_TRUE(absl::SimpleAtoi(m.value, &value)) << m.value;
-    ++seen[value];
-  }
   int missing = 0, duplicated = 0;
-  for (int i = 0; i < produced; ++i) {
-    auto it = seen.find(i);
-    if (it == seen.end()) {
-      if (++missing <= 5) ADD_FAILURE() << "record " << i << " is missing";
-    } else if (it->second > 1) {
-      if (++duplicated <= 5) ADD_FAILURE() << "record " << i << " is there " << it->second << " times";
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(CheckEveryValueOnce(output, produced, &missing, &duplicated));
   const std::string logs = cluster_->Logs();
   int recovery_commits = 0;
   for (size_t at = logs.find("of restored checkpoint"); at != std::string::npos;
@@ -155,18 +129,8 @@ TEST_F(ExactlyOnceTest, CopyIsExactlyOnceAcrossTaskManagerKills) {
   EXPECT_EQ(static_cast<int>(output.size()), produced);
 
   // In order per key: within a key's output partition, values only grow.
-  test::SortByPosition(&output);
-  std::map<std::string, int> last;
   int out_of_order = 0;
-  for (const KafkaMessage& m : output) {
-    int value = 0;
-    ASSERT_TRUE(absl::SimpleAtoi(m.value, &value));
-    auto [it, first] = last.emplace(*m.key, value);
-    if (!first) {
-      if (value <= it->second && ++out_of_order <= 5) ADD_FAILURE() << *m.key << ": " << value << " after " << it->second;
-      it->second = value;
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(CheckOrderPerKey(&output, &out_of_order));
   EXPECT_EQ(out_of_order, 0);
 
   // In order per input partition: within each output partition, the records
@@ -194,10 +158,7 @@ TEST_F(ExactlyOnceTest, CopyIsExactlyOnceAcrossTaskManagerKills) {
   // The reader that ran during the faults: never a record twice, and by now
   // every record.
   const std::map<int, int> live_counts = CountValues(seen_live);
-  int live_duplicated = 0;
-  for (const auto& [value, times] : live_counts) {
-    if (times > 1 && ++live_duplicated <= 5) ADD_FAILURE() << "the live reader saw " << value << " " << times << " times";
-  }
+  const int live_duplicated = CountSeenTwiceLive(live_counts);
   std::printf("exactly-once copy: the reader during the faults saw %zu records, %d duplicated\n", seen_live.size(),
               live_duplicated);
   EXPECT_EQ(live_duplicated, 0);
@@ -208,16 +169,6 @@ TEST_F(ExactlyOnceTest, CopyIsExactlyOnceAcrossTaskManagerKills) {
   EXPECT_TRUE(absl::StrContains(logs, "taken over from the previous JobManager")) << logs;
   EXPECT_FALSE(absl::StrContains(logs, "DATA LOSS")) << logs;
   ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
-}
-
-// Whether, within 30 s, the last stable offset of every partition of `out`
-// reaches its high watermark: no transaction stays open on it.
-bool NoTransactionStaysOpen(const std::string& bootstrap, const std::string& out) {
-  return WaitFor([&] {
-    auto stable = test::EndOffsets(bootstrap, out, /*read_committed=*/true);
-    auto high = test::EndOffsets(bootstrap, out, /*read_committed=*/false);
-    return stable.ok() && high.ok() && *stable == *high;
-  }, absl::Seconds(30), absl::Milliseconds(200));
 }
 
 // The copy's output read back: every value of 0..records-1 exactly once?
@@ -360,7 +311,8 @@ TEST_F(ExactlyOnceTest, FrozenAndThawedProcessesWriteNothingVisible) {
   ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
   ExpectEveryRecordOnce(bootstrap_, out, kRecords, "a TaskManager and then the JobManager frozen and thawed",
                         cluster_->Logs());
-  EXPECT_TRUE(NoTransactionStaysOpen(bootstrap_, out)) << "a transaction is still open on the output";
+  EXPECT_TRUE(NoTransactionStaysOpen(bootstrap_, out, absl::Seconds(30), absl::Milliseconds(200)))
+      << "a transaction is still open on the output";
   const std::string logs = cluster_->Logs();
   EXPECT_FALSE(absl::StrContains(logs, "DATA LOSS")) << logs;
   std::printf("zombies: %d records, TaskManager tm-%d frozen and thawed after the failover, the JobManager frozen "
@@ -645,18 +597,9 @@ TEST_F(ExactlyOnceTest, KeyedCountIsExactlyOnceAcrossTaskManagerKills) {
   const bool complete = ReadUntil(bootstrap_, out, absl::Seconds(180), &output, [&](const auto& read) {
     return static_cast<int>(read.size()) >= kRecords;
   });
-  test::SortByPosition(&output);
   std::map<std::string, int> last;
   int out_of_sequence = 0;
-  for (const KafkaMessage& m : output) {
-    int count = 0;
-    ASSERT_TRUE(m.key.has_value() && absl::SimpleAtoi(m.value, &count)) << m.value;
-    int& previous = last[*m.key];
-    if (count != previous + 1 && ++out_of_sequence <= 5) {
-      ADD_FAILURE() << *m.key << ": count " << count << " after " << previous;
-    }
-    previous = count;
-  }
+  ASSERT_NO_FATAL_FAILURE(CheckCountSequences(&output, &last, &out_of_sequence));
   std::printf("exactly-once keyed_count: %d records in, %zu read_committed out, %d counts out of sequence, %d kills\n",
               kRecords, output.size(), out_of_sequence, kKills);
   EXPECT_TRUE(complete) << cluster_->Logs();
@@ -718,11 +661,7 @@ TEST_F(ExactlyOnceTest, WindowedCountIsExactlyOnceAcrossKills) {
     return read.size() >= truth.size();
   });
   // Nothing more may come: every transaction closed, then read again.
-  const bool settled = WaitFor([&] {
-    auto committed = test::EndOffsets(bootstrap_, out, /*read_committed=*/true);
-    auto uncommitted = test::EndOffsets(bootstrap_, out, /*read_committed=*/false);
-    return committed.ok() && uncommitted.ok() && *committed == *uncommitted;
-  }, absl::Seconds(60), absl::Seconds(1));
+  const bool settled = NoTransactionStaysOpen(bootstrap_, out, absl::Seconds(60), absl::Seconds(1));
   EXPECT_TRUE(settled) << "a transaction is still open on the output";
   if (auto again = test::ReadTopic(bootstrap_, out); again.ok()) output = *std::move(again);
 
@@ -822,7 +761,8 @@ TEST_F(ExactlyOnceTest, BoundedInputEndsWithAFinalCheckpoint) {
   const std::string logs = cluster_->Logs();
   EXPECT_TRUE(absl::StrContains(logs, "reached the end of its input; triggering a checkpoint soon")) << logs;
   ExpectEveryRecordOnce(bootstrap_, out, kSmall + kLarge, "bounded input, a kill after one subtask ended", logs);
-  EXPECT_TRUE(NoTransactionStaysOpen(bootstrap_, out)) << "a transaction is still open on the output";
+  EXPECT_TRUE(NoTransactionStaysOpen(bootstrap_, out, absl::Seconds(30), absl::Milliseconds(200)))
+      << "a transaction is still open on the output";
 }
 
 // Sources that end apart (one subtask has no partition at all, one a few
@@ -884,7 +824,8 @@ TEST_F(ExactlyOnceTest, BoundedSourcesEndingApartFinishExactlyOnceAcrossAKill) {
   EXPECT_TRUE(absl::StrContains(logs, "finished before the restored checkpoint")) << logs;
   EXPECT_FALSE(absl::StrContains(logs, "DATA LOSS")) << logs;
   ExpectEveryRecordOnce(bootstrap_, out, kSmall + kLarge, "sources ending apart, a kill after two finished", logs);
-  EXPECT_TRUE(NoTransactionStaysOpen(bootstrap_, out)) << "a transaction is still open on the output";
+  EXPECT_TRUE(NoTransactionStaysOpen(bootstrap_, out, absl::Seconds(30), absl::Milliseconds(200)))
+      << "a transaction is still open on the output";
 }
 
 // The same across a shuffle: keyed_count (sources -> hash -> count + sink)
@@ -917,18 +858,9 @@ TEST_F(ExactlyOnceTest, BoundedKeyedCountEndsThroughTheShuffleExactlyOnce) {
 
   absl::StatusOr<std::vector<KafkaMessage>> output = test::ReadTopic(bootstrap_, out);
   ASSERT_TRUE(output.ok()) << output.status();
-  test::SortByPosition(&*output);
   std::map<std::string, int> last;
   int out_of_sequence = 0;
-  for (const KafkaMessage& m : *output) {
-    int count = 0;
-    ASSERT_TRUE(m.key.has_value() && absl::SimpleAtoi(m.value, &count)) << m.value;
-    int& previous = last[*m.key];
-    if (count != previous + 1 && ++out_of_sequence <= 5) {
-      ADD_FAILURE() << *m.key << ": count " << count << " after " << previous;
-    }
-    previous = count;
-  }
+  ASSERT_NO_FATAL_FAILURE(CheckCountSequences(&*output, &last, &out_of_sequence));
   EXPECT_EQ(out_of_sequence, 0);
   EXPECT_EQ(static_cast<int>(output->size()), kSmall + kLarge);
   EXPECT_EQ(last, truth);

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -40,21 +41,15 @@ namespace weir {
 namespace {
 
 using test::KafkaMessage;
+using testing::CountValues;
+using testing::NoTransactionStaysOpen;
 using testing::ReadUntil;
+using testing::Sequence;
 using testing::WaitFor;
 
 const std::string kJobs = WEIR_JOBS_DIR;
 
-// Records "<i>" under key "k<i % kKeys>".
-constexpr int kKeys = 997;
 constexpr int kBatch = 1000;
-
-std::vector<KafkaMessage> Sequence(int first, int n) {
-  std::vector<KafkaMessage> batch;
-  batch.reserve(n);
-  for (int i = first; i < first + n; ++i) batch.push_back({absl::StrCat("k", i % kKeys), absl::StrCat(i)});
-  return batch;
-}
 
 // Writes Sequence batches of kBatch records every 100 ms on a thread,
 // continuing where it stopped, from Start() until Stop().
@@ -90,6 +85,11 @@ class SteadyWriter {
   int written() const { return written_; }
   bool failed() const { return failed_; }
 
+  // Whether `records` are written within 30 s.
+  bool WaitUntilWritten(int records) const {
+    return WaitFor([&] { return written_ >= records; }, absl::Seconds(30));
+  }
+
  private:
   const std::string bootstrap_;
   const std::string topic_;
@@ -99,30 +99,10 @@ class SteadyWriter {
   std::atomic<bool> failed_{false};
 };
 
-// How often each numeric value occurs in `output`.
-std::map<int, int> CountValues(const std::vector<KafkaMessage>& output) {
-  std::map<int, int> seen;
-  for (const KafkaMessage& m : output) {
-    int value = -1;
-    if (absl::SimpleAtoi(m.value, &value)) ++seen[value];
-  }
-  return seen;
-}
-
 std::set<int> Values(const std::vector<KafkaMessage>& output) {
   std::set<int> values;
   for (const auto& [value, times] : CountValues(output)) values.insert(value);
   return values;
-}
-
-// Whether, within 60 s, the last stable offset of every partition of `out`
-// reaches its high watermark: no transaction stays open on it.
-bool Settled(const std::string& bootstrap, const std::string& out) {
-  return WaitFor([&] {
-    auto stable = test::EndOffsets(bootstrap, out, /*read_committed=*/true);
-    auto high = test::EndOffsets(bootstrap, out, /*read_committed=*/false);
-    return stable.ok() && high.ok() && *stable == *high;
-  }, absl::Seconds(60), absl::Milliseconds(500));
 }
 
 // The sum of the end offsets of `out`'s partitions: the high watermarks, or
@@ -322,6 +302,36 @@ class KafkaRestoreTest : public testing::ClusterJobTest {
     return state == "RUNNING";
   }
 
+  // The checks every restore ends with, once `final` is read: the output
+  // against `committed_before` (ExpectOnceRelativeTo), no transaction left
+  // open, no DATA LOSS logged. Returns the cluster's logs for the
+  // scenario's own checks.
+  std::string ExpectRestoredOutputOnce(const std::set<int>& committed_before, const std::vector<KafkaMessage>& final,
+                                       int written, const std::string& out, const std::string& what) {
+    ExpectOnceRelativeTo(committed_before, final, written, what);
+    EXPECT_TRUE(NoTransactionStaysOpen(bootstrap_, out)) << "a transaction is still open on the output";
+    std::string logs = cluster_->Logs();
+    EXPECT_FALSE(absl::StrContains(logs, "DATA LOSS")) << "see the restore's log lines above";
+    return logs;
+  }
+
+  // A new kafka_copy job from the savepoint or checkpoint `point` of a job
+  // that read `in` and wrote `written` values to `out`: it must run, and
+  // its output pass ExpectRestoredOutputOnce once every value is there.
+  // Cancels it then and returns the cluster's logs; nullopt when it did not
+  // come up (a test failure).
+  std::optional<std::string> RestoreAndExpectOnce(const std::string& point, const std::string& in,
+                                                  const std::string& out, int written,
+                                                  const std::set<int>& committed_before, const std::string& what) {
+    const std::string restored = SubmitCopy("300ms", {"-s", point}, in, out);
+    if (restored.empty()) return std::nullopt;  // SubmitCopy failed the test
+    if (!ExpectRestoredJobRuns(restored, what)) return std::nullopt;
+    const std::vector<KafkaMessage> final = ReadUntilComplete(out, written);
+    std::string logs = ExpectRestoredOutputOnce(committed_before, final, written, out, what);
+    cluster_->Weir({"cancel", restored});
+    return logs;
+  }
+
   std::string JobCheckpointDir(const std::string& job) const {
     return absl::StrCat(cluster_->dir(), "/ha/checkpoints/", job);
   }
@@ -343,7 +353,7 @@ TEST_F(KafkaRestoreTest, SavepointThenCancelWhilePreCommittedCommitsNothingNewer
   ASSERT_EQ(RunningOrEnded(job), "RUNNING") << cluster_->Logs();
   SteadyWriter writer(bootstrap_, in);
   writer.Start();
-  ASSERT_TRUE(WaitFor([&] { return writer.written() >= 2 * kBatch; }, absl::Seconds(30)));
+  ASSERT_TRUE(writer.WaitUntilWritten(2 * kBatch));
   const std::string savepoint = Savepoint(job, out);  // checkpoint 1: S
   ASSERT_FALSE(savepoint.empty());
   ASSERT_FALSE(Savepoint(job, out).empty());  // 2
@@ -359,16 +369,10 @@ TEST_F(KafkaRestoreTest, SavepointThenCancelWhilePreCommittedCommitsNothingNewer
   // A TaskManager that delivers every notification, and the job from S.
   cluster_->KillTaskManager(faulty);
   cluster_->StartTaskManager({"-Dlog.level=debug"});
-  const std::string restored = SubmitCopy("300ms", {"-s", savepoint}, in, out);
-  ASSERT_FALSE(restored.empty());
-  if (!ExpectRestoredJobRuns(restored, "savepoint after cancel while pre-committed")) return;
-  const std::vector<KafkaMessage> final = ReadUntilComplete(out, written);
-  ExpectOnceRelativeTo(committed_before, final, written, "savepoint after cancel while pre-committed");
-  EXPECT_TRUE(Settled(bootstrap_, out)) << "a transaction is still open on the output";
-  const std::string logs = cluster_->Logs();
-  EXPECT_FALSE(absl::StrContains(logs, "DATA LOSS")) << "see the restore's log lines above";
-  EXPECT_TRUE(absl::StrContains(logs, "already committed")) << "see the restore's log lines above";
-  cluster_->Weir({"cancel", restored});
+  const std::optional<std::string> logs =
+      RestoreAndExpectOnce(savepoint, in, out, written, committed_before, "savepoint after cancel while pre-committed");
+  if (!logs) return;
+  EXPECT_TRUE(absl::StrContains(*logs, "already committed")) << "see the restore's log lines above";
 }
 
 // An older retained checkpoint after newer ones completed:
@@ -388,7 +392,7 @@ TEST_F(KafkaRestoreTest, OlderRetainedCheckpointAfterNewerOnesCompleted) {
   ASSERT_EQ(RunningOrEnded(job), "RUNNING") << cluster_->Logs();
   SteadyWriter writer(bootstrap_, in);
   writer.Start();
-  ASSERT_TRUE(WaitFor([&] { return writer.written() >= 2 * kBatch; }, absl::Seconds(30)));
+  ASSERT_TRUE(writer.WaitUntilWritten(2 * kBatch));
   for (int i = 1; i <= 3; ++i) ASSERT_FALSE(Savepoint(job, out).empty()) << i;
   cluster_->KillTaskManager(first);
   cluster_->StartTaskManager({"-Dlog.level=debug"});
@@ -402,17 +406,11 @@ TEST_F(KafkaRestoreTest, OlderRetainedCheckpointAfterNewerOnesCompleted) {
   ASSERT_TRUE(std::filesystem::exists(chk1 + "/_metadata")) << chk1;
   const std::set<int> committed_before = CommittedNow(out);
 
-  const std::string restored = SubmitCopy("300ms", {"-s", chk1}, in, out);
-  ASSERT_FALSE(restored.empty());
-  if (!ExpectRestoredJobRuns(restored, "older retained checkpoint after a restart")) return;
-  const std::vector<KafkaMessage> final = ReadUntilComplete(out, written);
-  ExpectOnceRelativeTo(committed_before, final, written, "older retained checkpoint after a restart");
-  EXPECT_TRUE(Settled(bootstrap_, out)) << "a transaction is still open on the output";
-  const std::string logs = cluster_->Logs();
-  EXPECT_FALSE(absl::StrContains(logs, "DATA LOSS")) << "see the restore's log lines above";
-  EXPECT_TRUE(absl::StrContains(logs, "already committed") || absl::StrContains(logs, "resolved by a later run"))
+  const std::optional<std::string> logs =
+      RestoreAndExpectOnce(chk1, in, out, written, committed_before, "older retained checkpoint after a restart");
+  if (!logs) return;
+  EXPECT_TRUE(absl::StrContains(*logs, "already committed") || absl::StrContains(*logs, "resolved by a later run"))
       << "see the restore's log lines above";
-  cluster_->Weir({"cancel", restored});
 }
 
 // The same without a restart: savepoints 1-5 in one attempt, the completion
@@ -432,7 +430,7 @@ TEST_F(KafkaRestoreTest, OlderRetainedCheckpointAfterNewerOnesCompletedWithoutAR
   ASSERT_EQ(RunningOrEnded(job), "RUNNING") << cluster_->Logs();
   SteadyWriter writer(bootstrap_, in);
   writer.Start();
-  ASSERT_TRUE(WaitFor([&] { return writer.written() >= 2 * kBatch; }, absl::Seconds(30)));
+  ASSERT_TRUE(writer.WaitUntilWritten(2 * kBatch));
   for (int i = 1; i <= 4; ++i) ASSERT_FALSE(Savepoint(job, out).empty()) << i;
   ASSERT_FALSE(Savepoint(job, out, /*wait_for_commit=*/false).empty());  // 5: never committed
   Cancel(job);
@@ -444,16 +442,10 @@ TEST_F(KafkaRestoreTest, OlderRetainedCheckpointAfterNewerOnesCompletedWithoutAR
 
   cluster_->KillTaskManager(faulty);
   cluster_->StartTaskManager({"-Dlog.level=debug"});
-  const std::string restored = SubmitCopy("300ms", {"-s", chk2}, in, out);
-  ASSERT_FALSE(restored.empty());
-  if (!ExpectRestoredJobRuns(restored, "older retained checkpoint, no restart")) return;
-  const std::vector<KafkaMessage> final = ReadUntilComplete(out, written);
-  ExpectOnceRelativeTo(committed_before, final, written, "older retained checkpoint, no restart");
-  EXPECT_TRUE(Settled(bootstrap_, out)) << "a transaction is still open on the output";
-  const std::string logs = cluster_->Logs();
-  EXPECT_FALSE(absl::StrContains(logs, "DATA LOSS")) << "see the restore's log lines above";
-  EXPECT_TRUE(absl::StrContains(logs, "already committed")) << "see the restore's log lines above";
-  cluster_->Weir({"cancel", restored});
+  const std::optional<std::string> logs =
+      RestoreAndExpectOnce(chk2, in, out, written, committed_before, "older retained checkpoint, no restart");
+  if (!logs) return;
+  EXPECT_TRUE(absl::StrContains(*logs, "already committed")) << "see the restore's log lines above";
 }
 
 // One savepoint S of a canceled job restored three times: each
@@ -470,7 +462,7 @@ TEST_F(KafkaRestoreTest, SavepointRestoredThreeTimes) {
   ASSERT_EQ(RunningOrEnded(job), "RUNNING") << cluster_->Logs();
   SteadyWriter writer(bootstrap_, in);
   writer.Start();
-  ASSERT_TRUE(WaitFor([&] { return writer.written() >= 3 * kBatch; }, absl::Seconds(30)));
+  ASSERT_TRUE(writer.WaitUntilWritten(3 * kBatch));
   const std::string savepoint = Savepoint(job, out);
   ASSERT_FALSE(savepoint.empty());
   Cancel(job);
@@ -492,12 +484,12 @@ TEST_F(KafkaRestoreTest, SavepointRestoredThreeTimes) {
     writer.Start();
     // Two checkpoints of its own (ids 2 and 3: restored + 1 on).
     ASSERT_TRUE(WaitForCompletedCheckpoint(restored, 1, /*after_id=*/2)) << RestoreEvidence(cluster_->Logs());
-    ASSERT_TRUE(WaitFor([&] { return writer.written() >= (3 + 2 * run) * kBatch; }, absl::Seconds(30)));
+    ASSERT_TRUE(writer.WaitUntilWritten((3 + 2 * run) * kBatch));
     const int written = writer.Stop();
     ASSERT_FALSE(writer.failed());
     ReadUntilComplete(out, written);
     Cancel(restored);
-    ASSERT_TRUE(Settled(bootstrap_, out)) << "a transaction is still open after run " << run;
+    ASSERT_TRUE(NoTransactionStaysOpen(bootstrap_, out)) << "a transaction is still open after run " << run;
 
     // This run's output: past where the output ended before it.
     auto input = test::ReadTopic(bootstrap_, in);
@@ -548,7 +540,7 @@ TEST_F(KafkaRestoreTest, JobManagerFallbackToAnOlderCheckpoint) {
   ASSERT_EQ(RunningOrEnded(job), "RUNNING") << cluster_->Logs();
   SteadyWriter writer(bootstrap_, in);
   writer.Start();
-  ASSERT_TRUE(WaitFor([&] { return writer.written() >= 2 * kBatch; }, absl::Seconds(30)));
+  ASSERT_TRUE(writer.WaitUntilWritten(2 * kBatch));
   ASSERT_FALSE(Savepoint(job, out).empty());  // 1
   cluster_->RestartJobManager({"-Dtest.fault-injection.point=jobmanager-before-notify",
                                "-Dtest.fault-injection.checkpoint=4"});
@@ -613,10 +605,7 @@ TEST_F(KafkaRestoreTest, JobManagerFallbackToAnOlderCheckpoint) {
     return static_cast<int>(Values(final).size()) >= written;
   }, absl::Seconds(120), absl::Seconds(1));
   EXPECT_TRUE(complete) << "the output did not reach all " << written << " values";
-  ExpectOnceRelativeTo(committed_before, final, written, "JobManager fallback");
-  EXPECT_TRUE(Settled(bootstrap_, out)) << "a transaction is still open on the output";
-  const std::string logs = cluster_->Logs();
-  EXPECT_FALSE(absl::StrContains(logs, "DATA LOSS")) << "see the restore's log lines above";
+  ExpectRestoredOutputOnce(committed_before, final, written, out, "JobManager fallback");
   cluster_->Weir({"cancel", job});
 }
 
