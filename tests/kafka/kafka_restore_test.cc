@@ -51,6 +51,11 @@ const std::string kJobs = WEIR_JOBS_DIR;
 
 constexpr int kBatch = 1000;
 
+// Options that keep up to ten checkpoints of a job when it is canceled.
+const std::vector<std::string> kRetainOnCancel = {
+    "-Dexecution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
+    "-Dstate.checkpoints.num-retained=10"};
+
 // Writes Sequence batches of kBatch records every 100 ms on a thread,
 // continuing where it stopped, from Start() until Stop().
 //
@@ -213,6 +218,23 @@ class KafkaRestoreTest : public testing::ClusterJobTest {
     return job;
   }
 
+  // Submits kafka_copy with the test's savepoints as its only checkpoints
+  // (SubmitCopy "5min" with `extra`), waits until it runs, then starts
+  // `writer` and waits until it wrote `records`. Returns the job's id, or ""
+  // (a test failure) when a step failed.
+  std::string StartCopyAndWriter(std::vector<std::string> extra, const std::string& in, const std::string& out,
+                                 SteadyWriter* writer, int records = 2 * kBatch) {
+    const std::string job = SubmitCopy("5min", std::move(extra), in, out);
+    if (job.empty()) return "";  // SubmitCopy failed the test
+    const std::string state = RunningOrEnded(job);
+    EXPECT_EQ(state, "RUNNING") << cluster_->Logs();
+    if (state != "RUNNING") return "";
+    writer->Start();
+    const bool written = writer->WaitUntilWritten(records);
+    EXPECT_TRUE(written) << "the writer did not write " << records << " records within 30 s";
+    return written ? job : "";
+  }
+
   // Waits until `job` runs (all tasks RUNNING, attempt >= `min_attempt`) or
   // has ended; returns its state ("RUNNING", "FAILED", ...; "" when neither
   // within 120 s).
@@ -348,12 +370,9 @@ TEST_F(KafkaRestoreTest, SavepointThenCancelWhilePreCommittedCommitsNothingNewer
   const int faulty = StartClusterWith({"-Dtest.fault-injection.point=taskmanager-drop-notify",
                                        "-Dtest.fault-injection.checkpoint=4"});
   const std::string in = NewTopic("restore-sp-in"), out = NewTopic("restore-sp-out");
-  const std::string job = SubmitCopy("5min", {}, in, out);
-  ASSERT_FALSE(job.empty());
-  ASSERT_EQ(RunningOrEnded(job), "RUNNING") << cluster_->Logs();
   SteadyWriter writer(bootstrap_, in);
-  writer.Start();
-  ASSERT_TRUE(writer.WaitUntilWritten(2 * kBatch));
+  const std::string job = StartCopyAndWriter({}, in, out, &writer);
+  ASSERT_FALSE(job.empty());
   const std::string savepoint = Savepoint(job, out);  // checkpoint 1: S
   ASSERT_FALSE(savepoint.empty());
   ASSERT_FALSE(Savepoint(job, out).empty());  // 2
@@ -384,15 +403,9 @@ TEST_F(KafkaRestoreTest, SavepointThenCancelWhilePreCommittedCommitsNothingNewer
 TEST_F(KafkaRestoreTest, OlderRetainedCheckpointAfterNewerOnesCompleted) {
   const int first = StartClusterWith({});
   const std::string in = NewTopic("restore-chk-in"), out = NewTopic("restore-chk-out");
-  const std::string job = SubmitCopy("5min",
-                                     {"-Dexecution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
-                                      "-Dstate.checkpoints.num-retained=10"},
-                                     in, out);
-  ASSERT_FALSE(job.empty());
-  ASSERT_EQ(RunningOrEnded(job), "RUNNING") << cluster_->Logs();
   SteadyWriter writer(bootstrap_, in);
-  writer.Start();
-  ASSERT_TRUE(writer.WaitUntilWritten(2 * kBatch));
+  const std::string job = StartCopyAndWriter(kRetainOnCancel, in, out, &writer);
+  ASSERT_FALSE(job.empty());
   for (int i = 1; i <= 3; ++i) ASSERT_FALSE(Savepoint(job, out).empty()) << i;
   cluster_->KillTaskManager(first);
   cluster_->StartTaskManager({"-Dlog.level=debug"});
@@ -422,15 +435,9 @@ TEST_F(KafkaRestoreTest, OlderRetainedCheckpointAfterNewerOnesCompletedWithoutAR
   const int faulty = StartClusterWith({"-Dtest.fault-injection.point=taskmanager-drop-notify",
                                        "-Dtest.fault-injection.checkpoint=5"});
   const std::string in = NewTopic("restore-chk2-in"), out = NewTopic("restore-chk2-out");
-  const std::string job = SubmitCopy("5min",
-                                     {"-Dexecution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
-                                      "-Dstate.checkpoints.num-retained=10"},
-                                     in, out);
-  ASSERT_FALSE(job.empty());
-  ASSERT_EQ(RunningOrEnded(job), "RUNNING") << cluster_->Logs();
   SteadyWriter writer(bootstrap_, in);
-  writer.Start();
-  ASSERT_TRUE(writer.WaitUntilWritten(2 * kBatch));
+  const std::string job = StartCopyAndWriter(kRetainOnCancel, in, out, &writer);
+  ASSERT_FALSE(job.empty());
   for (int i = 1; i <= 4; ++i) ASSERT_FALSE(Savepoint(job, out).empty()) << i;
   ASSERT_FALSE(Savepoint(job, out, /*wait_for_commit=*/false).empty());  // 5: never committed
   Cancel(job);
@@ -457,12 +464,9 @@ TEST_F(KafkaRestoreTest, OlderRetainedCheckpointAfterNewerOnesCompletedWithoutAR
 TEST_F(KafkaRestoreTest, SavepointRestoredThreeTimes) {
   StartClusterWith({});
   const std::string in = NewTopic("restore-3x-in"), out = NewTopic("restore-3x-out");
-  const std::string job = SubmitCopy("5min", {}, in, out);
-  ASSERT_FALSE(job.empty());
-  ASSERT_EQ(RunningOrEnded(job), "RUNNING") << cluster_->Logs();
   SteadyWriter writer(bootstrap_, in);
-  writer.Start();
-  ASSERT_TRUE(writer.WaitUntilWritten(3 * kBatch));
+  const std::string job = StartCopyAndWriter({}, in, out, &writer, 3 * kBatch);
+  ASSERT_FALSE(job.empty());
   const std::string savepoint = Savepoint(job, out);
   ASSERT_FALSE(savepoint.empty());
   Cancel(job);
@@ -535,12 +539,9 @@ TEST_F(KafkaRestoreTest, SavepointRestoredThreeTimes) {
 TEST_F(KafkaRestoreTest, JobManagerFallbackToAnOlderCheckpoint) {
   const int tm = StartClusterWith({});
   const std::string in = NewTopic("restore-fallback-in"), out = NewTopic("restore-fallback-out");
-  const std::string job = SubmitCopy("5min", {"-Dstate.checkpoints.num-retained=3"}, in, out);
-  ASSERT_FALSE(job.empty());
-  ASSERT_EQ(RunningOrEnded(job), "RUNNING") << cluster_->Logs();
   SteadyWriter writer(bootstrap_, in);
-  writer.Start();
-  ASSERT_TRUE(writer.WaitUntilWritten(2 * kBatch));
+  const std::string job = StartCopyAndWriter({"-Dstate.checkpoints.num-retained=3"}, in, out, &writer);
+  ASSERT_FALSE(job.empty());
   ASSERT_FALSE(Savepoint(job, out).empty());  // 1
   cluster_->RestartJobManager({"-Dtest.fault-injection.point=jobmanager-before-notify",
                                "-Dtest.fault-injection.checkpoint=4"});
