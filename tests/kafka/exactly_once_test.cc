@@ -58,7 +58,7 @@ std::thread WriteSequenceSlowly(const std::string& bootstrap, const std::string&
   return testing::WriteSlowly(bootstrap, in, records, Sequence, failed);
 }
 
-// The proof, in CI: kafka_copy exactly-once at parallelism 2 with
+// The proof, in CI: kafka_copy exactly-once at parallelism 2 with
 // checkpoints every 300 ms; while records keep arriving, a TaskManager that
 // runs tasks is SIGKILLed at a random moment, five times, with a
 // replacement started each time, and then the JobManager is SIGKILLed and

@@ -7,7 +7,7 @@
 // Each case runs WEIR_IDLENESS_RUNS times (default 1; run 20 by hand to see
 // it hold). At parallelism 1 the four partitions share a source subtask,
 // whose broker check holds event time for them. At parallelism 2 (the
-// issue's setting) a subtask still idle downstream when the other
+// setting a user tried) a subtask still idle downstream when the other
 // subtask's watermark gets there loses its records: no source subtask sees
 // another's position, so those cases are disabled until subtasks share
 // their idle positions (run them with --gtest_also_run_disabled_tests).
@@ -133,7 +133,7 @@ class IdlenessTest : public testing::ClusterJobTest {
   }
 };
 
-// The issue's scenario: submitted, idle for longer than the idleness, then
+// The scenario a user reported: submitted, idle for longer than the idleness, then
 // 600 records covering 60 s of event time written at once.
 TEST_F(IdlenessTest, PartitionsBackFromIdlenessLoseNoRecord) {
   StartCluster(1);
@@ -155,7 +155,7 @@ TEST_F(IdlenessTest, BurstsAfterPausesLoseNoRecord) {
   }
 }
 
-// The same at -p 2, as the issue ran it: lost in about one run of four.
+// The same at -p 2, as it was reported: lost in about one run of four.
 TEST_F(IdlenessTest, DISABLED_SubtasksBackFromIdlenessLoseNoRecord) {
   StartCluster(2);
   for (int run = 0; run < Runs(); ++run) {

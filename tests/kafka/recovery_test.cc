@@ -72,7 +72,7 @@ std::vector<KafkaMessage> Batch(int first, int n, int distinct, std::map<std::st
   return batch;
 }
 
-// The acceptance test: keyed_count at parallelism 2 on three
+// The acceptance test: keyed_count at parallelism 2 on three
 // TaskManagers with checkpoints every 300 ms; while records keep arriving, a
 // TaskManager that runs tasks is SIGKILLed at a random moment, three times,
 // and a replacement started each time. Output is at-least-once, but state is
@@ -230,7 +230,7 @@ TEST_F(RecoveryTest, ASavepointCarriesStateIntoANewJob) {
   ASSERT_EQ(cluster_->Weir({"cancel", resumed}).exit_code, 0);
 }
 
-// The rescaling test, exactly-once end to end: keyed_count at
+// The rescaling test, exactly-once end to end: keyed_count at
 // parallelism 2 is stopped with a savepoint (weir stop), resubmitted from it
 // at parallelism 1, stopped again, and resubmitted at parallelism 3. Keyed
 // state moves by key group and Kafka offsets by partition, so a
@@ -534,7 +534,7 @@ TEST_F(RecoveryTest, EndedJobsStayListedAcrossAJobManagerRestartThenExpire) {
   EXPECT_NE(cluster_->Weir({"status", job}).exit_code, 0);
 }
 
-// The JobManager test with keyed_count: the JobManager is
+// The JobManager test with keyed_count: the JobManager is
 // SIGKILLed while the job runs and restarted on the same storage directory;
 // the job is listed before and after, resumes from its latest checkpoint,
 // and the last count of every key is exact.

@@ -163,7 +163,7 @@ TEST_F(TransactionalSinkTest, EveryTransactionHasItsOwnProducerEpoch) {
   EXPECT_EQ(Committed().size(), static_cast<size_t>(kCheckpoints * 20));
 }
 
-// The sequence 1 inside one sink: checkpoint 1 completes and is
+// A savepoint restored after the job went on, inside one sink: checkpoint 1 completes and is
 // committed, the job goes on (checkpoints 2 and 3 complete, so checkpoint
 // 1's id is free again), checkpoint 4 is pre-committed and never committed,
 // and the sink stops. Restoring checkpoint 1 commits checkpoint 1's
