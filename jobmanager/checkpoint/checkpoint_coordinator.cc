@@ -505,8 +505,10 @@ absl::Time CheckpointCoordinator::NextPeriodicTriggerLocked() const {
 }
 
 bool CheckpointCoordinator::AllSourcesFinishedLocked() const {
-  return std::all_of(sources_.begin(), sources_.end(),
-                     [this](const std::string& source) { return finished_markers_.contains(source); });
+  for (const std::string& source : sources_) {
+    if (!finished_markers_.contains(source)) return false;
+  }
+  return true;
 }
 
 std::optional<CheckpointCoordinator::CompletionNotice> CheckpointCoordinator::RepeatNoticeLocked(
