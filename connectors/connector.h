@@ -52,6 +52,11 @@ struct SourceContext {
   std::function<int64_t(const void* record)> timestamp_extractor;
   // pipeline.watermark.stall-warning in ms (0: off).
   int64_t event_time_stall_warning_ms = 60 * 1000;
+  // The job's id and the vertex's operator id: what names state the
+  // source's subtasks share outside the job (e.g. the Kafka source's
+  // idleness board). Empty when not known.
+  std::string job_id;
+  std::string operator_id;
 };
 
 // A name that no two vertices of a job and no two running jobs may share,

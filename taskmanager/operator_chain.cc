@@ -364,6 +364,8 @@ absl::Status OperatorChain::Build(const ChainSnapshot* restored) {
         source_context.job_at_most_once = AllSinksAtMostOnce(job_.graph);
         source_context.timestamp_extractor = v.timestamp_extractor;
         source_context.event_time_stall_warning_ms = absl::ToInt64Milliseconds(options_.event_time_stall_warning);
+        source_context.job_id = tdd_.job_id();
+        source_context.operator_id = v.uid.empty() ? absl::StrCat("vertex-", v.id) : v.uid;
         ASSIGN_OR_RETURN(source_, ConnectorsOf(options_).CreateSource(v.connector, props, source_context));
       } else {
         source_ = v.source_factory();

@@ -101,6 +101,11 @@ inline std::string CheckTimestamp(int64_t timestamp, int64_t now_ms, std::chrono
 // A caller that can ask the source whether an idle split really has nothing
 // (a broker round trip) checks the splits Passing() names and lets
 // Combine() move past them only as far as its answer covers (`limit`).
+//
+// A caller that must first tell others before a split goes idle (the
+// Kafka source's subtasks, connectors/kafka/shared_idleness.h) closes the
+// split's gate (SetIdleGate): the split then stays active until the caller
+// opens it again, and eligible() says whether it would be idle otherwise.
 class SplitWatermarks {
  public:
   struct Combined {
@@ -138,6 +143,8 @@ class SplitWatermarks {
   // (true until told otherwise). A split that is not caught up is active,
   // however long it has had no record.
   void SetCaughtUp(int split, bool caught_up) { splits_.at(static_cast<size_t>(split)).caught_up = caught_up; }
+  // Whether the split may be idle at all (true until told otherwise).
+  void SetIdleGate(int split, bool open) { splits_.at(static_cast<size_t>(split)).gate = open; }
 
   // What the subtask's watermark would become now without a limit.
   int64_t Candidate(int64_t now_ms) const {
@@ -171,8 +178,9 @@ class SplitWatermarks {
 
   // The subtask's watermark and idleness now (call at every periodic tick):
   // Candidate(now_ms), but no further than `limit` while that passes an
-  // idle split (Passing).
-  Combined Combine(int64_t now_ms, int64_t limit = kMaxWatermark) {
+  // idle split (Passing), or at all with `limit_always` (the caller's
+  // answer must cover every move, not only those past its own idle splits).
+  Combined Combine(int64_t now_ms, int64_t limit = kMaxWatermark, bool limit_always = false) {
     bool any_active = false;
     bool any_open = false;
     for (const Split& s : splits_) {
@@ -186,7 +194,7 @@ class SplitWatermarks {
     }
     const int64_t candidate = Candidate(now_ms);
     int64_t next = candidate;
-    if (next > limit && !Passing(now_ms).empty()) next = std::max(output_.watermark, limit);
+    if (next > limit && (limit_always || !Passing(now_ms).empty())) next = std::max(output_.watermark, limit);
     output_.watermark = next;
     // Every open split idle: nothing is waited for any more, and event
     // time moves to the furthest split's (as the input valve does when its
@@ -216,6 +224,8 @@ class SplitWatermarks {
   // it is idle at `now_ms`, and when its last record came.
   int64_t watermark(int split) const { return splits_.at(static_cast<size_t>(split)).watermark; }
   bool idle(int split, int64_t now_ms) const { return Idle(splits_.at(static_cast<size_t>(split)), now_ms); }
+  // Whether it would be idle with its gate open.
+  bool eligible(int split, int64_t now_ms) const { return Eligible(splits_.at(static_cast<size_t>(split)), now_ms); }
   int64_t last_record_ms(int split) const { return splits_.at(static_cast<size_t>(split)).last_record_ms; }
   // Whether the split stays active only because its source has records
   // for it (it has had no record for the idleness).
@@ -232,10 +242,12 @@ class SplitWatermarks {
     bool finished = false;
     bool held = false;
     bool caught_up = true;
+    bool gate = true;
   };
-  bool Idle(const Split& s, int64_t now_ms) const {
+  bool Eligible(const Split& s, int64_t now_ms) const {
     return idleness_ > 0 && !s.held && s.caught_up && now_ms - s.last_record_ms >= idleness_;
   }
+  bool Idle(const Split& s, int64_t now_ms) const { return s.gate && Eligible(s, now_ms); }
 
   const int64_t bound_;
   const int64_t idleness_;

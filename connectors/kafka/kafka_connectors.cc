@@ -10,6 +10,7 @@
 #include "connectors/kafka/kafka_sink.h"
 #include "connectors/kafka/kafka_source.h"
 #include "connectors/kafka/kafka_transactional_sink.h"
+#include "connectors/kafka/shared_idleness.h"
 
 namespace weir::connectors {
 
@@ -21,7 +22,12 @@ absl::StatusOr<std::unique_ptr<weir::SourceOperator>> KafkaSourceConnector::Crea
     const Properties& properties, const SourceContext& context) const {
   ASSIGN_OR_RETURN(KafkaSourceConfig config, KafkaSourceConfig::FromProperties(properties, policy_));
   if (context.job_at_most_once && !properties.contains("at-most-once")) config.at_most_once = true;
-  if (config.event_time.has_value()) config.event_time->stall_warning_ms = context.event_time_stall_warning_ms;
+  if (config.event_time.has_value()) {
+    config.event_time->stall_warning_ms = context.event_time_stall_warning_ms;
+    if (!context.job_id.empty() && !context.operator_id.empty()) {
+      config.event_time->shared_idleness_group = kafka_internal::BoardGroupId(context.job_id, context.operator_id);
+    }
+  }
   if (config.event_time.has_value() && config.event_time->extractor) {
     if (!context.timestamp_extractor) {
       return absl::InvalidArgumentError(

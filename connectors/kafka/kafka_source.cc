@@ -27,6 +27,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The steady clock in ms: what the shared idleness measures its waits by.
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+}
+
 // consume() waits at most this long, so the task thread stays responsive.
 constexpr int kPollTimeoutMs = 100;
 // Records one PollNext emits at most.
@@ -223,12 +228,36 @@ void KafkaSource::Open(OperatorContext& context, RecordOutput* output) {
 
   // The map is sorted by topic, so `index` walks (topic, partition) in order.
   size_t index = 0;
+  std::vector<kafka_internal::TopicPartitionKey> own;
+  std::vector<kafka_internal::TopicPartitionKey> peers;
   for (const auto& [topic, count] : *counts) {
     for (int32_t partition = 0; partition < count; ++partition, ++index) {
       if (index % static_cast<size_t>(context.parallelism()) ==
           static_cast<size_t>(context.subtask_index())) {
         partitions_.push_back(PartitionState{.topic = topic, .partition = partition});
+        own.emplace_back(topic, partition);
+      } else {
+        peers.emplace_back(topic, partition);
       }
+    }
+  }
+  if (config_.event_time.has_value() && config_.event_time->idleness_ms > 0 && !peers.empty()) {
+    if (config_.event_time->shared_idleness_group.empty()) {
+      log_->warn("{}: no job id to name the idleness board by, so this subtask judges idleness by its own "
+                 "partitions only: another subtask's records may move event time past those of partitions "
+                 "this one has still to read",
+                 client_);
+    } else {
+      std::unique_ptr<RdKafka::Conf> conf = ConsumerConf();
+      absl::StatusOr<std::unique_ptr<kafka_internal::IdlenessBoard>> board = kafka_internal::IdlenessBoard::Create(
+          *conf, config_.event_time->shared_idleness_group, absl::StrCat(client_, " (idleness board)"));
+      if (!board.ok()) throw std::runtime_error(absl::StrCat(client_, ": ", board.status().message()));
+      board_ = *std::move(board);
+      shared_.emplace(std::move(own), std::move(peers), kafka_internal::SharedIdleness::Options{});
+      log_->info("{}: idleness shared with the other subtasks through consumer group '{}' ({} partitions of "
+                 "theirs): a partition goes idle about {} ms after the idleness",
+                 client_, config_.event_time->shared_idleness_group, shared_->peers().size(),
+                 kafka_internal::SharedIdleness::Options{}.grace_ms);
     }
   }
 
@@ -264,34 +293,70 @@ void KafkaSource::Open(OperatorContext& context, RecordOutput* output) {
 void KafkaSource::OnPeriodicEmit() {
   if (!watermarks_.has_value() || output_ == nullptr) return;
   const int64_t now = weir::internal::WallClockMs();
-  const int64_t limit = config_.event_time->idleness_ms > 0 ? CheckIdlePartitions(now) : kMaxWatermark;
-  const weir::internal::SplitWatermarks::Combined combined = watermarks_->Combine(now, limit);
+  bool limit_always = false;
+  const int64_t limit =
+      config_.event_time->idleness_ms > 0 ? CheckIdlePartitions(now, &limit_always) : kMaxWatermark;
+  const weir::internal::SplitWatermarks::Combined combined = watermarks_->Combine(now, limit, limit_always);
   ReportPartitions(now, combined.watermark);
   if (config_.event_time->max_drift_ms > 0) AlignPartitions(now);
   emitter_.Emit(combined, output_);
 }
 
-int64_t KafkaSource::CheckIdlePartitions(int64_t now_ms) {
+int64_t KafkaSource::CheckIdlePartitions(int64_t now_ms, bool* limit_always) {
   std::optional<EndOffsetsAnswer> answer;
+  std::optional<PostAnswer> posted;
+  std::optional<BoardAnswer> read;
   {
     absl::MutexLock lock(&requests_mutex_);
     answer.swap(ends_answered_);
+    posted.swap(post_answered_);
+    read.swap(read_answered_);
   }
   if (answer.has_value()) {
     ends_pending_ = false;
     for (size_t i = 0; i < partitions_.size() && i < answer->ends.size(); ++i) {
+      if (answer->ends[i] < 0) continue;
       partitions_[i].broker_end = std::max(partitions_[i].broker_end, answer->ends[i]);
+      partitions_[i].end_asked_ms = std::max(partitions_[i].end_asked_ms, answer->asked_ms);
     }
     if (answer->ok) {
       ends_cover_ = std::max(ends_cover_, answer->covers);
-    } else if (int64_t suppressed = 0; ends_log_limiter_.ShouldLog(&suppressed)) {
-      log_->warn("{}: could not ask the brokers for the end offsets: {}; event time waits on the idle partitions "
-                 "until they answer ({} similar messages suppressed)",
-                 client_, answer->error, suppressed);
+    } else if (!answer->error.empty()) {
+      if (int64_t suppressed = 0; ends_log_limiter_.ShouldLog(&suppressed)) {
+        log_->warn("{}: could not ask the brokers for the end offsets: {}; event time waits on the idle "
+                   "partitions until they answer ({} similar messages suppressed)",
+                   client_, answer->error, suppressed);
+      }
+    } else {
+      log_->debug("{}: event time waits: {}", client_, answer->peers_behind);
+    }
+    if (answer->board.has_value()) read = BoardAnswer{.sent_ms = answer->board_sent_ms, .read = answer->board};
+  }
+  const int64_t steady_ms = SteadyMs();
+  if (shared_.has_value()) {
+    if (posted.has_value()) {
+      shared_->OnPosted(posted->version, posted->error.empty(), posted->at_ms);
+      if (int64_t suppressed = 0; !posted->error.empty() && board_log_limiter_.ShouldLog(&suppressed)) {
+        log_->warn("{}: {}; this subtask's quiet partitions stay active (holding event time) until it can tell "
+                   "the others ({} similar messages suppressed)",
+                   client_, posted->error, suppressed);
+      }
+    }
+    if (read.has_value()) {
+      shared_->OnRead(read->sent_ms, read->read);
+      if (int64_t suppressed = 0; !read->error.empty() && board_log_limiter_.ShouldLog(&suppressed)) {
+        log_->warn("{}: {}; event time waits until the other subtasks' idle partitions are known ({} similar "
+                   "messages suppressed)",
+                   client_, read->error, suppressed);
+      }
     }
   }
-  for (PartitionState& p : partitions_) {
-    if (p.done) continue;
+  for (size_t i = 0; i < partitions_.size(); ++i) {
+    PartitionState& p = partitions_[i];
+    if (p.done) {
+      if (shared_.has_value()) shared_->Finish(i);
+      continue;
+    }
     int64_t end = p.broker_end;
     if (!config_.read_committed) {
       // As of the last fetch, without a request. Under read_committed the
@@ -307,17 +372,35 @@ int64_t KafkaSource::CheckIdlePartitions(int64_t now_ms) {
     // Caught up: the last fetch found nothing after the position (the
     // end-of-partition event, past any marker), and nothing known since.
     watermarks_->SetCaughtUp(p.split, p.at_end && p.backlog == 0);
+    if (shared_.has_value()) {
+      // Idle only once the others were told (shared_idleness.h).
+      const bool open = shared_->Gate(i, watermarks_->eligible(p.split, now_ms), p.next_offset, p.broker_end,
+                                      p.end_asked_ms, steady_ms);
+      watermarks_->SetIdleGate(p.split, open);
+    }
   }
-  if (watermarks_->Passing(now_ms).empty()) return kMaxWatermark;
+  bool check = false;  // an end offsets' answer asked from now on is needed
+  if (shared_.has_value()) {
+    if (std::optional<kafka_internal::SharedIdleness::Post> post = shared_->TakePost()) PostToBoard(*std::move(post));
+    check = shared_->WantsEndCheck(steady_ms);
+    if (shared_->WantsRead(steady_ms)) {
+      shared_->OnReadSent(steady_ms);
+      ReadBoard(steady_ms);
+    }
+    // Another subtask has an idle partition (or what they have is not
+    // known lately): every move needs a check.
+    *limit_always = !shared_->PeersClear(steady_ms);
+  }
+  const bool passing = *limit_always || !watermarks_->Passing(now_ms).empty();
   // The watermark would pass an idle partition: only as far as an answer
   // asked after the records that move it were read.
-  const int64_t candidate = watermarks_->Candidate(now_ms);
-  if (candidate > ends_cover_ && !ends_pending_ && now_ms - ends_asked_ms_ >= kIdleCheckIntervalMs) {
+  const int64_t candidate = passing ? watermarks_->Candidate(now_ms) : kMinWatermark;
+  if ((check || candidate > ends_cover_) && !ends_pending_ && now_ms - ends_asked_ms_ >= kIdleCheckIntervalMs) {
     ends_pending_ = true;
     ends_asked_ms_ = now_ms;
     QueryEndOffsets(candidate);
   }
-  return ends_cover_;
+  return passing ? ends_cover_ : kMaxWatermark;
 }
 
 void KafkaSource::AlignPartitions(int64_t now_ms) {
@@ -489,9 +572,8 @@ void KafkaSource::UpdateLag() {
   }
 }
 
-void KafkaSource::CreateConsumer() {
+std::unique_ptr<RdKafka::Conf> KafkaSource::ConsumerConf() const {
   using kafka_internal::SetOrThrow;
-  events_ = std::make_unique<kafka_internal::ClientEvents>(client_);
   std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
   // Defaults the extras may override.
   SetOrThrow(*conf, "client.id", "weir-kafka-source");
@@ -506,6 +588,12 @@ void KafkaSource::CreateConsumer() {
   SetOrThrow(*conf, "enable.auto.commit", "false");
   SetOrThrow(*conf, "enable.partition.eof", "true");
   SetOrThrow(*conf, "isolation.level", config_.read_committed ? "read_committed" : "read_uncommitted");
+  return conf;
+}
+
+void KafkaSource::CreateConsumer() {
+  events_ = std::make_unique<kafka_internal::ClientEvents>(client_);
+  std::unique_ptr<RdKafka::Conf> conf = ConsumerConf();
   std::string error;
   if (conf->set("event_cb", static_cast<RdKafka::EventCb*>(events_.get()), error) !=
       RdKafka::Conf::CONF_OK) {
@@ -1004,22 +1092,70 @@ void KafkaSource::QueryEndOffsets(int64_t candidate) {
   ends_requested_ = candidate;
 }
 
+void KafkaSource::PostToBoard(kafka_internal::SharedIdleness::Post post) {
+  StartBrokerRequests();
+  absl::MutexLock lock(&requests_mutex_);
+  post_requested_ = std::move(post);
+}
+
+void KafkaSource::ReadBoard(int64_t sent_ms) {
+  StartBrokerRequests();
+  absl::MutexLock lock(&requests_mutex_);
+  read_requested_ = sent_ms;
+}
+
 void KafkaSource::RunBrokerRequests(std::vector<std::pair<std::string, int32_t>> assigned) {
   pthread_setname_np(pthread_self(), "kafka-requests");
+  // The board's partitions (fixed once Open made shared_).
+  std::vector<kafka_internal::TopicPartitionKey> shared_own;
+  std::vector<kafka_internal::TopicPartitionKey> shared_peers;
+  if (shared_.has_value()) {
+    shared_own = shared_->own();
+    shared_peers = shared_->peers();
+  }
   while (true) {
     bool wake = false;
     std::optional<int64_t> ends_for;
+    std::optional<kafka_internal::SharedIdleness::Post> post;
+    std::optional<int64_t> read_at;
     {
       absl::MutexLock lock(&requests_mutex_);
       requests_mutex_.Await(absl::Condition(
           +[](KafkaSource* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->requests_mutex_) {
-            return s->wake_requested_ || s->ends_requested_.has_value() || s->requests_stopping_;
+            return s->wake_requested_ || s->ends_requested_.has_value() || s->post_requested_.has_value() ||
+                   s->read_requested_.has_value() || s->requests_stopping_;
           },
           this));
       if (requests_stopping_) return;
       wake = wake_requested_;
       wake_requested_ = false;
       ends_for.swap(ends_requested_);
+      post.swap(post_requested_);
+      read_at.swap(read_requested_);
+    }
+    // The board first: what this subtask tells the others, then what they
+    // told (a check reads the board before it asks for the end offsets).
+    if (post.has_value()) {
+      const absl::Status posted = board_->Post(shared_own, post->entries, kBrokerRequestTimeoutMs);
+      PostAnswer answer{.version = post->version, .at_ms = SteadyMs()};
+      if (!posted.ok()) answer.error = std::string(posted.message());
+      absl::MutexLock lock(&requests_mutex_);
+      post_answered_ = std::move(answer);
+    }
+    std::optional<BoardAnswer> board;
+    if (read_at.has_value() || (ends_for.has_value() && board_ != nullptr)) {
+      board = BoardAnswer{.sent_ms = SteadyMs()};
+      absl::StatusOr<kafka_internal::BoardRead> read = board_->Read(shared_peers, kBrokerRequestTimeoutMs);
+      if (read.ok()) {
+        board->read = *std::move(read);
+      } else {
+        board->error = std::string(read.status().message());
+      }
+      if (!ends_for.has_value()) {
+        absl::MutexLock lock(&requests_mutex_);
+        read_answered_ = std::move(board);
+        continue;
+      }
     }
     // ListOffsets for the end offsets (the high watermark, or under
     // read_committed the last stable offset: the consumer's isolation
@@ -1027,21 +1163,45 @@ void KafkaSource::RunBrokerRequests(std::vector<std::pair<std::string, int32_t>>
     // reaches every partition's leader, which wakes the consumer's thread
     // for that broker to decide again whether to fetch — so one request
     // serves both.
+    // With a board read, the others' partitions too (after it).
     std::vector<RdKafka::TopicPartition*> partitions;
     for (const auto& [topic, partition] : assigned) {
       partitions.push_back(RdKafka::TopicPartition::create(topic, partition, -1));
     }
+    if (board.has_value()) {
+      for (const auto& [topic, partition] : shared_peers) {
+        partitions.push_back(RdKafka::TopicPartition::create(topic, partition, -1));
+      }
+    }
+    const int64_t asked_ms = SteadyMs();
     const RdKafka::ErrorCode code = consumer_->offsetsForTimes(partitions, kBrokerRequestTimeoutMs);
     if (ends_for.has_value()) {
-      EndOffsetsAnswer answer{.covers = *ends_for, .ok = code == RdKafka::ERR_NO_ERROR};
+      EndOffsetsAnswer answer{.covers = *ends_for, .asked_ms = asked_ms, .ok = code == RdKafka::ERR_NO_ERROR};
       if (!answer.ok) answer.error = RdKafka::err2str(code);
-      for (const RdKafka::TopicPartition* tp : partitions) {
+      std::vector<int64_t> peer_ends;
+      for (size_t i = 0; i < partitions.size(); ++i) {
+        const RdKafka::TopicPartition* tp = partitions[i];
         const bool known = code == RdKafka::ERR_NO_ERROR && tp->err() == RdKafka::ERR_NO_ERROR && tp->offset() >= 0;
+        if (i >= assigned.size()) {
+          peer_ends.push_back(known ? tp->offset() : -1);
+          continue;
+        }
         answer.ends.push_back(known ? tp->offset() : -1);
         if (!known && answer.ok) {
           answer.ok = false;
           answer.error = absl::StrCat(tp->topic(), "[", tp->partition(), "]: ", RdKafka::err2str(tp->err()));
         }
+      }
+      if (board.has_value()) {
+        if (!board->error.empty()) {
+          if (answer.ok) answer.error = board->error;
+          answer.ok = false;
+        } else if (answer.ok && !kafka_internal::PeersCaughtUp(shared_peers, *board->read, peer_ends,
+                                                                 &answer.peers_behind)) {
+          answer.ok = false;
+        }
+        answer.board = board->read;
+        answer.board_sent_ms = board->sent_ms;
       }
       absl::MutexLock lock(&requests_mutex_);
       ends_answered_ = std::move(answer);
@@ -1065,6 +1225,7 @@ void KafkaSource::StopBrokerRequests() {
 void KafkaSource::Close() {
   if (consumer_ == nullptr) return;
   StopBrokerRequests();
+  board_.reset();
   if (consumer_queue_ != nullptr) {
     rd_kafka_queue_destroy(consumer_queue_);
     consumer_queue_ = nullptr;

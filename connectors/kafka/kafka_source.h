@@ -25,6 +25,7 @@
 #include "connectors/connector.h"
 #include "connectors/kafka/kafka_client.h"
 #include "connectors/kafka/kafka_properties.h"
+#include "connectors/kafka/shared_idleness.h"
 #include "spdlog/logger.h"
 #include "weir/event_time.h"
 #include "weir/operator.h"
@@ -73,6 +74,11 @@ struct KafkaSourceConfig {
     // still being read is paused until that one catches up (0: off).
     // watermark.max-drift-ms.
     int64_t max_drift_ms = 0;
+    // The consumer group through which the source's subtasks tell each
+    // other their idle partitions (shared_idleness.h), set when the source
+    // is created from the job id and the operator id. "": each subtask
+    // judges idleness on its own partitions only.
+    std::string shared_idleness_group;
   };
   std::optional<EventTime> event_time;
   // With event_time->extractor: the job's extractor
@@ -128,7 +134,12 @@ struct KafkaSourceConfig {
 // one per kIdleCheckIntervalMs, sent by the broker-requests thread) asks
 // the brokers for the end offsets; the watermark moves only as far as
 // that answer covers, and a partition the answer shows records for is
-// active again, holding the watermark until it has read them. Records with a missing, negative or far-future timestamp fail the
+// active again, holding the watermark until it has read them. When other
+// subtasks read partitions of the source too, the subtasks tell each other
+// their idle partitions through a consumer group (shared_idleness.h): a
+// partition goes idle only once the others can know, and the watermark
+// moves only as far as the others' idle partitions have nothing unread.
+// Records with a missing, negative or far-future timestamp fail the
 // job (weir::UnrecoverableError naming the record's position) or, with
 // drop_invalid, are skipped and counted. Partitions turning idle and active
 // are logged, and so is a partition that holds the watermark back without
@@ -141,7 +152,8 @@ struct KafkaSourceConfig {
 // thread of its own ("broker requests") sends the requests the task thread
 // must not wait for: with small prefetch queues those that wake
 // librdkafka's fetchers (MaybeWakeFetchers), and with idleness the end
-// offsets' queries (CheckIdlePartitions).
+// offsets' queries (CheckIdlePartitions), and the idleness board's
+// commits and reads.
 class KafkaSource : public weir::SourceOperator {
  public:
   explicit KafkaSource(KafkaSourceConfig config);
@@ -191,14 +203,34 @@ class KafkaSource : public weir::SourceOperator {
     // as far as known (0 at the last tick when none).
     int64_t broker_end = -1;
     int64_t backlog = 0;
+    // When the answer that last told broker_end was asked (steady ms).
+    int64_t end_asked_ms = -1;
   };
   // The answer to an end offsets' query: per partition (partitions_'
   // order) its end, or -1 where the brokers did not say.
   struct EndOffsetsAnswer {
     std::vector<int64_t> ends;
     int64_t covers = 0;  // the candidate watermark it was asked for
-    bool ok = false;     // every partition's end came
-    std::string error;   // when not ok
+    int64_t asked_ms = 0;  // when ListOffsets went out (steady ms)
+    bool ok = false;     // every partition's end came (and no idle peer has records)
+    std::string error;   // a failure, when not ok
+    // Shared idleness: the board read before the ends, when it was sent,
+    // and why not ok when an idle partition of another subtask has records.
+    std::optional<kafka_internal::BoardRead> board;
+    int64_t board_sent_ms = 0;
+    std::string peers_behind;
+  };
+  // A post to the board done (at_ms, steady), or failed (error).
+  struct PostAnswer {
+    int64_t version = 0;
+    int64_t at_ms = 0;
+    std::string error;
+  };
+  // A board read (sent at sent_ms, steady), or why it failed.
+  struct BoardAnswer {
+    int64_t sent_ms = 0;
+    std::optional<kafka_internal::BoardRead> read;
+    std::string error;
   };
 
   // Watermark alignment (EventTime::max_drift_ms): pauses the partitions
@@ -211,6 +243,9 @@ class KafkaSource : public weir::SourceOperator {
   // at the next tick (librdkafka 2.0 fails only a partition not assigned,
   // so this is a guard rather than an expected path).
   void PauseOrResume(const std::vector<PartitionState*>& partitions, bool pause, int64_t now_ms);
+  // The librdkafka configuration of the consumer (and of the board's
+  // handle, which sets its own group).
+  std::unique_ptr<RdKafka::Conf> ConsumerConf() const;
   void CreateConsumer();
   // Fills next_offset (and end_offset when bounded) of every partition,
   // from the restored state where it has them, else asking the brokers for
@@ -239,7 +274,10 @@ class KafkaSource : public weir::SourceOperator {
   // again when the watermark would move past an idle partition further
   // than their last answer covers. Returns how far the watermark may move
   // past idle partitions now.
-  int64_t CheckIdlePartitions(int64_t now_ms);
+  // With shared idleness (shared_): gates this subtask's idle partitions
+  // until the others know, and sets *limit_always when every move needs an
+  // answer (another subtask's partition is idle).
+  int64_t CheckIdlePartitions(int64_t now_ms, bool* limit_always);
   void ThrowIfFatal() const;
   void ThrowIfStalled();
   std::string Describe(const PartitionState& partition) const;
@@ -261,6 +299,10 @@ class KafkaSource : public weir::SourceOperator {
   // Asks broker_requests_ for the end offsets of every partition, for a
   // watermark up to `candidate` (at most one pending).
   void QueryEndOffsets(int64_t candidate);
+  // Asks broker_requests_ to commit `post` to the board, and to read it
+  // (the read sent at sent_ms); at most one of each pending.
+  void PostToBoard(kafka_internal::SharedIdleness::Post post);
+  void ReadBoard(int64_t sent_ms);
   void StartBrokerRequests();
   // broker_requests_'s loop; `partitions` are this subtask's.
   void RunBrokerRequests(std::vector<std::pair<std::string, int32_t>> partitions);
@@ -293,6 +335,18 @@ class KafkaSource : public weir::SourceOperator {
   // An end offsets' query asked for (its candidate), and the last answer.
   std::optional<int64_t> ends_requested_ ABSL_GUARDED_BY(requests_mutex_);
   std::optional<EndOffsetsAnswer> ends_answered_ ABSL_GUARDED_BY(requests_mutex_);
+  // Shared idleness: requests to and answers from broker_requests_.
+  std::optional<kafka_internal::SharedIdleness::Post> post_requested_ ABSL_GUARDED_BY(requests_mutex_);
+  std::optional<int64_t> read_requested_ ABSL_GUARDED_BY(requests_mutex_);
+  std::optional<PostAnswer> post_answered_ ABSL_GUARDED_BY(requests_mutex_);
+  std::optional<BoardAnswer> read_answered_ ABSL_GUARDED_BY(requests_mutex_);
+  // The source's subtasks' idleness (shared_idleness.h): set in Open when
+  // the source has idleness and partitions other subtasks read; its board
+  // is used by broker_requests_ only (shared_ by the task thread only; its
+  // partition lists are fixed before broker_requests_ starts).
+  std::optional<kafka_internal::SharedIdleness> shared_;
+  std::unique_ptr<kafka_internal::IdlenessBoard> board_;
+  logging::RateLimiter board_log_limiter_{std::chrono::seconds(10)};
   // Idleness, task thread: a query is out (asked, not answered), when the
   // last was asked, and the candidate watermark the last answer covers.
   bool ends_pending_ = false;

@@ -207,6 +207,33 @@ TEST(SplitWatermarksIdlenessTest, EveryPartitionIdleMovesToTheFurthestOnlyAsFarA
   EXPECT_EQ(moved.watermark, 2999);
 }
 
+TEST(SplitWatermarksIdlenessTest, AClosedGateKeepsAnEligibleSplitActive) {
+  SplitWatermarks w(0, /*idleness_ms=*/100);
+  const int a = w.AddSplit("p0", 0);
+  const int b = w.AddSplit("p1", 0);
+  w.OnRecord(a, 5000, 0);
+  w.OnRecord(b, 1000, 0);
+  w.SetIdleGate(b, false);
+  w.OnRecord(a, 9000, 500);
+  EXPECT_TRUE(w.eligible(b, 500));
+  EXPECT_FALSE(w.idle(b, 500)) << "its gate is shut";
+  EXPECT_EQ(w.Combine(500).watermark, 999) << "b holds event time while its gate is shut";
+  w.SetIdleGate(b, true);
+  EXPECT_TRUE(w.idle(b, 500));
+  EXPECT_EQ(w.Combine(500).watermark, 8999);
+}
+
+TEST(SplitWatermarksIdlenessTest, ALimitThatAlwaysBindsHoldsEvenWithoutIdleSplits) {
+  SplitWatermarks w(0, /*idleness_ms=*/0);
+  const int a = w.AddSplit("p0", 0);
+  w.OnRecord(a, 5000, 0);
+  EXPECT_EQ(w.Combine(0, /*limit=*/2000).watermark, 4999) << "no idle split passed: the limit does not bind";
+  w.OnRecord(a, 9000, 10);
+  EXPECT_EQ(w.Combine(10, /*limit=*/6000, /*limit_always=*/true).watermark, 6000);
+  EXPECT_EQ(w.Combine(20, /*limit=*/3000, /*limit_always=*/true).watermark, 6000) << "never back";
+  EXPECT_EQ(w.Combine(30, kMaxWatermark, /*limit_always=*/true).watermark, 8999);
+}
+
 TEST(CheckTimestampTest, SaysWhatIsWrong) {
   const int64_t now = 1700000000000;
   EXPECT_EQ(CheckTimestamp(now - 5, now, std::chrono::hours(24)), "");
