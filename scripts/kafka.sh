@@ -142,12 +142,8 @@ EOF
 # The pid in DIR/kafka.pid if that process is alive and is our Kafka broker.
 running_pid() {
   local dir=$1 pid
-  [ -f "$dir/kafka.pid" ] || return 1
-  pid=$(cat "$dir/kafka.pid" 2>/dev/null) || return 1
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  alive "$pid" || return 1
-  # Guard against a recycled pid: the process must be a kafka.Kafka using our config.
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "kafka.Kafka $dir/server.properties" || return 1
+  pid=$(live_pid "$dir/kafka.pid") || return 1
+  cmdline_has "$pid" "kafka.Kafka $dir/server.properties" || return 1
   echo "$pid"
 }
 
@@ -382,24 +378,15 @@ show_log_tail() {
   show_tail "$1/kafka.out" "(broker stdout/stderr)"
 }
 
-# launch_broker DIR XMS XMX: starts kafka.Kafka on DIR/server.properties in the
-# background, its pid in DIR/kafka.pid, its stdout/stderr in DIR/kafka.out; sets
-# LAUNCHER to the launcher's pid. setsid + nohup: the broker gets its own session and
-# survives this script (and CTest) exiting. Its stdio points at files and every other
-# inherited descriptor is closed, so nobody reading our output waits on the broker.
+# launch_broker DIR XMS XMX: starts kafka.Kafka on DIR/server.properties, detached
+# (launch_detached), its pid in DIR/kafka.pid, its stdout/stderr in DIR/kafka.out;
+# sets LAUNCHER to the launcher's pid.
 launch_broker() {
   local dir=$1 xms=$2 xmx=$3
-  # shellcheck disable=SC2016
-  setsid nohup bash -c '
-      for fd in /proc/$$/fd/*; do
-        fd=${fd##*/}
-        [ "$fd" -gt 2 ] && eval "exec $fd>&-"
-      done 2>/dev/null
-      echo $$ >"$1"; shift; exec "$@"' kafka-launcher "$dir/kafka.pid" \
+  launch_detached "$dir/kafka.out" "$dir/kafka.pid" \
     "$JAVA" -Xms"$xms" -Xmx"$xmx" "${JVM_FLAGS[@]}" -XX:MaxGCPauseMillis=20 -Xlog:gc:file="$dir/gc.log":time \
     -Dlog4j2.configurationFile="$dir/log4j2.properties" \
-    -cp "$CACHE/*" kafka.Kafka "$dir/server.properties" \
-    </dev/null >"$dir/kafka.out" 2>&1 &
+    -cp "$CACHE/*" kafka.Kafka "$dir/server.properties"
   LAUNCHER=$!
 }
 
@@ -409,20 +396,8 @@ start() {
   local dir=$1
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd -P)
-  exec 9>"$dir/.kafka.sh.lock"
-  flock 9
-
-  local pid
-  if pid=$(running_pid "$dir") && [ -s "$dir/bootstrap" ]; then
-    log "broker already running from $dir (pid $pid)"
-    cat "$dir/bootstrap"
-    return 0
-  fi
-  if [ -n "${pid:-}" ]; then
-    # Alive but never became ready (no bootstrap): start over.
-    log "stopping a half-started broker (pid $pid)"
-    stop_locked "$dir"
-  fi
+  lock_dir "$dir"
+  already_serving "$dir" "$dir/bootstrap" broker && return 0
 
   fetch
   command -v "$JAVA" >/dev/null || die "java not found (Java 17+ is needed)"
@@ -452,34 +427,14 @@ start() {
 
   log "starting broker on 127.0.0.1:$port (controller 127.0.0.1:$cport)"
   launch_broker "$dir" 256m "$HEAP"
-  local launcher=$LAUNCHER
-
-  local deadline=$(( $(now_ms) + START_DEADLINE_S * 1000 ))
-  while :; do
-    if [ -s "$dir/kafka.pid" ]; then
-      pid=$(cat "$dir/kafka.pid")
-      if ! alive "$pid"; then
-        log "error: the broker exited during startup"
-        show_log_tail "$dir"
-        rm -f "$dir/kafka.pid"
-        exit 1
-      fi
-      if grep -q "Kafka Server started" "$dir/kafka.log" 2>/dev/null && metadata_probe "$port"; then
-        break
-      fi
-    elif ! alive "$launcher" && [ ! -s "$dir/kafka.pid" ]; then
-      log "error: could not launch the broker"
-      show_log_tail "$dir"
-      exit 1
-    fi
-    if [ "$(now_ms)" -ge "$deadline" ]; then
-      log "error: the broker did not become ready within ${START_DEADLINE_S} s"
-      show_log_tail "$dir"
-      stop_locked "$dir"
-      exit 1
-    fi
-    sleep 0.2
-  done
+  local rc=0
+  wait_serving "$dir" "$LAUNCHER" 0 "the broker" "$port" || rc=$?
+  case $rc in
+    0) ;;
+    1) rm -f "$dir/kafka.pid"; exit 1 ;;
+    *) stop_locked "$dir"; exit 1 ;;
+  esac
+  local pid=$SERVER_PID
 
   echo "127.0.0.1:$sport" >"$dir/bootstrap-sasl-ssl"
   echo "127.0.0.1:$port" >"$dir/bootstrap"
@@ -508,38 +463,21 @@ cluster_ports() {
   echo "${ports[*]}"
 }
 
-# wait_serving NODE_DIR LAUNCHER STARTS PORT...: waits until the broker of NODE_DIR
-# logged "Kafka Server started" more than STARTS times and the metadata it answers
-# lists every PORT. Fails (showing its log) if it exits or the deadline passes.
+# serving NODE_DIR STARTS PORT...: whether the broker of NODE_DIR logged "Kafka Server
+# started" more than STARTS times and the metadata it answers lists every PORT.
+serving() {
+  local node=$1 starts=$2 now_starts
+  shift 2
+  now_starts=$(grep -c "Kafka Server started" "$node/kafka.log" 2>/dev/null || true)
+  [ "${now_starts:-0}" -gt "$starts" ] && metadata_probe "$@"
+}
+
+# wait_serving NODE_DIR LAUNCHER STARTS NOUN PORT...: waits (wait_ready) until the
+# broker launched from NODE_DIR is serving (STARTS PORT...); fails as wait_ready does.
 wait_serving() {
-  local node=$1 launcher=$2 starts=$3
-  shift 3
-  local pid deadline=$(( $(now_ms) + START_DEADLINE_S * 1000 ))
-  while :; do
-    if [ -s "$node/kafka.pid" ]; then
-      pid=$(cat "$node/kafka.pid")
-      if ! alive "$pid"; then
-        log "error: the broker of $node exited during startup"
-        show_log_tail "$node"
-        return 1
-      fi
-      local now_starts
-      now_starts=$(grep -c "Kafka Server started" "$node/kafka.log" 2>/dev/null || true)
-      if [ "${now_starts:-0}" -gt "$starts" ] && metadata_probe "$@"; then
-        return 0
-      fi
-    elif ! alive "$launcher" && [ ! -s "$node/kafka.pid" ]; then
-      log "error: could not launch the broker of $node"
-      show_log_tail "$node"
-      return 1
-    fi
-    if [ "$(now_ms)" -ge "$deadline" ]; then
-      log "error: the broker of $node did not serve within ${START_DEADLINE_S} s"
-      show_log_tail "$node"
-      return 1
-    fi
-    sleep 0.2
-  done
+  local node=$1 launcher=$2 starts=$3 noun=$4
+  shift 4
+  wait_ready "$node" "$node/kafka.pid" "$launcher" "$noun" serving "$node" "$starts" "$@"
 }
 
 start_cluster() {
@@ -547,8 +485,7 @@ start_cluster() {
   [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 9 ] || die "the cluster size must be 1..9, not '$n'"
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd -P)
-  exec 9>"$dir/.kafka.sh.lock"
-  flock 9
+  lock_dir "$dir"
 
   local i all_alive=1
   if [ "$(cluster_size "$dir" 2>/dev/null)" = "$n" ] && [ -s "$dir/bootstrap" ]; then
@@ -605,7 +542,7 @@ start_cluster() {
   local all_ports=()
   for (( i = 1; i <= n; i++ )); do all_ports+=("${ports[2 * i - 2]}"); done
   for (( i = 1; i <= n; i++ )); do
-    if ! wait_serving "$(node_dir "$dir" "$i")" "${launchers[i - 1]}" 0 "${ports[2 * i - 2]}" "${all_ports[@]}"; then
+    if ! wait_serving "$(node_dir "$dir" "$i")" "${launchers[i - 1]}" 0 "node $i" "${ports[2 * i - 2]}" "${all_ports[@]}"; then
       stop_locked "$dir"
       exit 1
     fi
@@ -628,18 +565,10 @@ cluster_node() {
 kill_node() {
   local dir
   dir=$(cd "$1" 2>/dev/null && pwd -P) || die "no cluster in $1"
-  local node pid
+  local node
   node=$(cluster_node "$dir" "$2")
-  exec 9>"$dir/.kafka.sh.lock"
-  flock 9
-  if ! pid=$(running_pid "$node"); then
-    log "node $2 is not running"
-    return 0
-  fi
-  log "killing node $2 (pid $pid) with SIGKILL"
-  kill -KILL "$pid" 2>/dev/null || true
-  while alive "$pid"; do sleep 0.05; done
-  rm -f "$node/kafka.pid"
+  lock_dir "$dir"
+  kill_server_locked "$node" "$node/kafka.pid"
 }
 
 start_node() {
@@ -647,8 +576,7 @@ start_node() {
   dir=$(cd "$1" 2>/dev/null && pwd -P) || die "no cluster in $1"
   local node pid
   node=$(cluster_node "$dir" "$2")
-  exec 9>"$dir/.kafka.sh.lock"
-  flock 9
+  lock_dir "$dir"
   if pid=$(running_pid "$node"); then
     log "node $2 already running (pid $pid)"
     return 0
@@ -662,7 +590,7 @@ start_node() {
   launch_broker "$node" 128m "$NODE_HEAP"
   # Every broker listed: the restarted one registered and was unfenced, and none
   # other is down (the caller restarts one node at a time).
-  wait_serving "$node" "$LAUNCHER" "${starts:-0}" "$port" "${all_ports[@]}" || exit 1
+  wait_serving "$node" "$LAUNCHER" "${starts:-0}" "node $2" "$port" "${all_ports[@]}" || exit 1
   log "node $2 serving again (pid $(cat "$node/kafka.pid")) after $(( $(now_ms) - started )) ms"
 }
 

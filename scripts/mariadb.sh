@@ -47,17 +47,11 @@ EOF
 
 # ---------------------------------------------------------------------------- helpers
 
-is_root() { [ "$(id -u)" -eq 0 ]; }
-
 # The pid in DIR/mariadb.pid if that process is alive and is the server of DIR.
 running_pid() {
   local dir=$1 pid
-  [ -f "$dir/mariadb.pid" ] || return 1
-  pid=$(cat "$dir/mariadb.pid" 2>/dev/null) || return 1
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  alive "$pid" || return 1
-  # Guard against a recycled pid: the server's command line names DIR/data.
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "--datadir=$dir/data" || return 1
+  pid=$(live_pid "$dir/mariadb.pid") || return 1
+  cmdline_has "$pid" "--datadir=$dir/data" || return 1
   echo "$pid"
 }
 
@@ -89,19 +83,8 @@ start() {
   esac
   # A Unix socket path has at most 107 bytes.
   [ ${#dir} -le 90 ] || die "DIR is too long for a Unix socket path below it (${#dir} > 90 characters): $dir"
-  exec 9>"$dir/.mariadb.sh.lock"
-  flock 9
-
-  local pid
-  if pid=$(running_pid "$dir") && [ -s "$dir/address" ]; then
-    log "server already running from $dir (pid $pid)"
-    cat "$dir/address"
-    return 0
-  fi
-  if [ -n "${pid:-}" ]; then
-    log "stopping a half-started server (pid $pid)"
-    stop_locked "$dir"
-  fi
+  lock_dir "$dir"
+  already_serving "$dir" "$dir/address" server && return 0
 
   [ -x "$MARIADBD" ] || die "$MARIADBD not found (scripts/install-deps.sh installs mariadb-server)"
   command -v "$CLIENT" >/dev/null || die "$CLIENT not found (scripts/install-deps.sh installs mariadb-server)"
@@ -135,26 +118,14 @@ start() {
     --socket="$dir/mariadb.sock" --pid-file="$dir/mariadb.pid" --log-error="$dir/mariadb.log" \
     --innodb-buffer-pool-size=32M --innodb-log-file-size=16M --skip-name-resolve --max-connections=200 \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_bin
-  local launcher=$!
-
-  local deadline=$(( $(now_ms) + START_DEADLINE_S * 1000 ))
-  until ready "$dir"; do
-    if ! alive "$launcher"; then
-      log "error: the server exited during startup"
-      show_log_tail "$dir"
-      if grep -q "Address already in use\|Do you already have another" "$dir/mariadb.log" 2>/dev/null; then
-        log "port $port is taken by another process; delete $dir/port to start on a new one"
-      fi
-      exit 1
-    fi
-    if [ "$(now_ms)" -ge "$deadline" ]; then
-      log "error: the server did not answer within ${START_DEADLINE_S} s"
-      show_log_tail "$dir"
-      kill -KILL "$launcher" 2>/dev/null || true
-      exit 1
-    fi
-    sleep 0.2
-  done
+  # The launcher execs mariadbd: its pid is the server's.
+  local launcher=$! rc=0
+  wait_ready "$dir" "" "$launcher" "the server" ready "$dir" || rc=$?
+  if [ "$rc" = 1 ] && grep -q "Address already in use\|Do you already have another" "$dir/mariadb.log" 2>/dev/null; then
+    log "port $port is taken by another process; delete $dir/port to start on a new one"
+  fi
+  if [ "$rc" = 2 ]; then kill -KILL "$launcher" 2>/dev/null || true; fi
+  [ "$rc" = 0 ] || exit 1
 
   if [ "$fresh" = 1 ]; then
     log "creating user $USER_NAME and database $DATABASE"
@@ -171,6 +142,7 @@ GRANT PROCESS, CONNECTION ADMIN ON *.* TO '$USER_NAME'@'127.0.0.1';
 SQL
   fi
 
+  local pid
   pid=$(cat "$dir/mariadb.pid")
   echo "127.0.0.1:$port" >"$dir/address"
   log "server ready (pid $pid) after $(( $(now_ms) - started )) ms; log: $dir/mariadb.log"

@@ -49,8 +49,6 @@ EOF
 
 # ---------------------------------------------------------------------------- helpers
 
-is_root() { [ "$(id -u)" -eq 0 ]; }
-
 # The prefix that runs a command as the user owning the cluster: weir-test when we are
 # root, else us.
 AS_PG=()
@@ -62,15 +60,7 @@ as_pg() { (cd / && "${AS_PG[@]}" "$@"); }
 
 # as_pg with every descriptor above 2 closed, so that a server the command starts
 # holds neither this script's lock nor a pipe of whoever runs this script.
-# shellcheck disable=SC2016
-as_pg_without_inherited_fds() {
-  (cd / && bash -c '
-      for fd in /proc/$$/fd/*; do
-        fd=${fd##*/}
-        [ "$fd" -gt 2 ] && eval "exec $fd>&-"
-      done 2>/dev/null
-      exec "$@"' postgres-launcher "${AS_PG[@]}" "$@")
-}
+as_pg_without_inherited_fds() { (cd / && without_inherited_fds "${AS_PG[@]}" "$@"); }
 
 ensure_user() {
   id -u "$TEST_USER" >/dev/null 2>&1 && return 0
@@ -188,8 +178,7 @@ start() {
     ensure_user
     check_access "$dir"
   fi
-  exec 9>"$dir/.postgres.sh.lock"
-  flock 9
+  lock_dir "$dir"
 
   local started port
   started=$(now_ms)
@@ -294,19 +283,11 @@ stop_locked() {
 }
 
 stop() {
-  local dir=$1
-  if [ ! -d "$dir" ]; then
-    log "no server running from $dir"
-    return 0
-  fi
-  dir=$(cd "$dir" && pwd -P)
   if is_root && ! id -u "$TEST_USER" >/dev/null 2>&1; then
-    log "no server running from $dir (there is no user $TEST_USER)"
+    log "no server running from $1 (there is no user $TEST_USER)"
     return 0
   fi
-  exec 9>"$dir/.postgres.sh.lock"
-  flock 9
-  stop_locked "$dir"
+  stop_under_lock "$1" server
 }
 
 # ---------------------------------------------------------------------------- psql

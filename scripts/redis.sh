@@ -40,10 +40,7 @@ EOF
 # The pid in DIR/redis.pid if that process is alive and is the Redis server of DIR.
 running_pid() {
   local dir=$1 pid
-  [ -f "$dir/redis.pid" ] || return 1
-  pid=$(cat "$dir/redis.pid" 2>/dev/null) || return 1
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  alive "$pid" || return 1
+  pid=$(live_pid "$dir/redis.pid") || return 1
   # Guard against a recycled pid: Redis rewrites its command line, but it runs in DIR
   # (its "dir" setting).
   [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = redis-server ] || return 1
@@ -103,23 +100,14 @@ start() {
   local dir=$1 password_given=$2 password=$3
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd -P)
-  exec 9>"$dir/.redis.sh.lock"
-  flock 9
+  lock_dir "$dir"
 
   local pid
-  if pid=$(running_pid "$dir") && [ -s "$dir/address" ]; then
-    if [ "$password_given" = 1 ] && [ "$password" != "$(cat "$dir/password" 2>/dev/null || true)" ]; then
-      die "a server already runs from $dir (pid $pid) with another password; stop it first"
-    fi
-    log "server already running from $dir (pid $pid)"
-    cat "$dir/address"
-    return 0
+  if [ "$password_given" = 1 ] && pid=$(running_pid "$dir") && [ -s "$dir/address" ] \
+      && [ "$password" != "$(cat "$dir/password" 2>/dev/null || true)" ]; then
+    die "a server already runs from $dir (pid $pid) with another password; stop it first"
   fi
-  if [ -n "${pid:-}" ]; then
-    # Alive but never became ready (no address): start over.
-    log "stopping a half-started server (pid $pid)"
-    stop_locked "$dir"
-  fi
+  already_serving "$dir" "$dir/address" server && return 0
 
   command -v "$REDIS_SERVER" >/dev/null || die "$REDIS_SERVER not found (scripts/install-deps.sh installs redis-server)"
   command -v "$REDIS_CLI" >/dev/null || die "$REDIS_CLI not found (scripts/install-deps.sh installs redis-server)"
@@ -148,35 +136,17 @@ start() {
     log "starting redis-server on 127.0.0.1:$port"
   fi
   launch_detached "$dir/redis.out" "$dir/redis.pid" "$REDIS_SERVER" "$dir/redis.conf"
-  local launcher=$!
-
-  local deadline=$(( $(now_ms) + START_DEADLINE_S * 1000 ))
-  while :; do
-    if [ -s "$dir/redis.pid" ]; then
-      pid=$(cat "$dir/redis.pid")
-      if ! alive "$pid"; then
-        log "error: the server exited during startup"
-        show_log_tail "$dir"
-        rm -f "$dir/redis.pid"
-        if grep -q "Address already in use" "$dir/redis.log" 2>/dev/null; then
-          log "port $port is taken by another process; delete $dir/port to start on a new one"
-        fi
-        exit 1
-      fi
-      ping_ok "$dir" "$port" && break
-    elif ! alive "$launcher"; then
-      log "error: could not launch the server"
-      show_log_tail "$dir"
-      exit 1
+  local launcher=$! rc=0
+  wait_ready "$dir" "$dir/redis.pid" "$launcher" "the server" ping_ok "$dir" "$port" || rc=$?
+  if [ "$rc" = 1 ]; then
+    rm -f "$dir/redis.pid"
+    if grep -q "Address already in use" "$dir/redis.log" 2>/dev/null; then
+      log "port $port is taken by another process; delete $dir/port to start on a new one"
     fi
-    if [ "$(now_ms)" -ge "$deadline" ]; then
-      log "error: the server did not answer PING within ${START_DEADLINE_S} s"
-      show_log_tail "$dir"
-      stop_locked "$dir"
-      exit 1
-    fi
-    sleep 0.1
-  done
+    exit 1
+  fi
+  if [ "$rc" = 2 ]; then stop_locked "$dir"; exit 1; fi
+  pid=$SERVER_PID
 
   echo "127.0.0.1:$port" >"$dir/address"
   log "server ready (pid $pid) after $(( $(now_ms) - started )) ms; log: $dir/redis.log"
