@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -35,6 +37,7 @@ namespace weir {
 namespace {
 
 using testing::BinDir;
+using testing::CommandResult;
 using testing::RunCommand;
 using testing::Subprocess;
 using testing::WaitFor;
@@ -392,6 +395,56 @@ TEST(CodePagesTest, ATaskManagerReleasesItsCodePagesOnceItsTasksAreSetUp) {
       absl::Seconds(60)))
       << cluster.Logs();
   EXPECT_EQ(cluster.Weir({"cancel", job}).exit_code, 0);
+}
+
+// A LocalCluster removes its directory (daemon logs, HA store, io.tmp.dirs)
+// when its test passes, so that test runs do not fill /tmp.
+TEST(LocalClusterTest, RemovesItsDirectoryWhenTheTestPasses) {
+  std::string dir;
+  {
+    testing::LocalCluster cluster({.taskmanagers = 1});
+    cluster.Start();
+    dir = cluster.dir();
+    ASSERT_TRUE(std::filesystem::exists(dir + "/jobmanager-1.log"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
+}
+
+// Run only by the next tests, in a child process: they fail on purpose with
+// a cluster alive, the first by an assertion, the second by an exception.
+TEST(LocalClusterTest, DISABLED_FailsWithAClusterAlive) {
+  testing::LocalCluster cluster({.taskmanagers = 1});
+  cluster.Start();
+  ADD_FAILURE() << "failing on purpose";
+}
+
+TEST(LocalClusterTest, DISABLED_ThrowsWithAClusterAlive) {
+  testing::LocalCluster cluster({.taskmanagers = 1});
+  cluster.Start();
+  throw std::runtime_error("throwing on purpose");
+}
+
+// ... and when it fails, keeps the directory for reading and names it in
+// the test's output.
+TEST(LocalClusterTest, KeepsItsDirectoryWhenTheTestFailsAndSaysWhere) {
+  for (const std::string test : {"DISABLED_FailsWithAClusterAlive", "DISABLED_ThrowsWithAClusterAlive"}) {
+    SCOPED_TRACE(test);
+    const CommandResult child = RunCommand({std::filesystem::read_symlink("/proc/self/exe").string(),
+                                            "--gtest_also_run_disabled_tests",
+                                            "--gtest_filter=LocalClusterTest." + test},
+                                           absl::Seconds(120));
+    EXPECT_NE(child.exit_code, 0) << child.out << child.err;
+    const std::string prefix = "LocalCluster: kept ";
+    const size_t at = child.err.find(prefix);
+    ASSERT_NE(at, std::string::npos) << child.out << child.err;
+    const size_t start = at + prefix.size();
+    const std::string dir = child.err.substr(start, child.err.find(' ', start) - start);
+    EXPECT_TRUE(absl::StartsWith(dir, "/")) << dir;
+    EXPECT_TRUE(std::filesystem::exists(dir + "/jobmanager-1.log")) << dir;
+    EXPECT_TRUE(std::filesystem::exists(dir + "/tm-0.log")) << dir;
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
 }
 
 TEST_F(ClusterTest, TaskManagerDeregistersOnSigterm) {

@@ -2,10 +2,15 @@
 
 #include <signal.h>
 
+#include <exception>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <stdexcept>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 
 namespace weir::testing {
 
@@ -19,9 +24,33 @@ HttpResult LocalCluster::RestGet(const std::string& path) const {
   return HttpGet(rest_port_, path, options_.auth_token);
 }
 
+namespace {
+
+// Whether the test that owns the cluster has failed so far, or is failing by
+// an exception that is unwinding the stack now (gtest records it only once
+// it has caught it, after the destructors ran). Outside a test (a cluster of
+// a whole suite, or of a benchmark), whether any test failed.
+bool TestFailing() {
+  if (std::uncaught_exceptions() > 0) return true;
+  const ::testing::UnitTest* unit = ::testing::UnitTest::GetInstance();
+  const ::testing::TestInfo* test = unit->current_test_info();
+  return test != nullptr ? test->result()->Failed() : unit->Failed();
+}
+
+}  // namespace
+
 LocalCluster::~LocalCluster() {
+  // The daemons first: nothing writes into the directory once they are gone.
   taskmanagers_.clear();
   jobmanager_.reset();
+  if (TestFailing()) {
+    std::cerr << "LocalCluster: kept " << dir_
+              << " (daemon logs, HA store, io.tmp.dirs) of the failed test\n";
+    return;
+  }
+  std::error_code error;
+  std::filesystem::remove_all(dir_, error);
+  if (error) std::cerr << "LocalCluster: could not remove " << dir_ << ": " << error.message() << "\n";
 }
 
 std::string LocalCluster::jobmanager_address() const { return absl::StrCat("127.0.0.1:", port_); }
@@ -48,7 +77,7 @@ void LocalCluster::Start() {
         return !cluster.is_null() && static_cast<int>(cluster["taskmanagers"].size()) == options_.taskmanagers;
       },
       absl::Seconds(60));
-  if (!up) throw std::runtime_error("the local cluster did not come up:\n" + Logs());
+  if (!up) throw std::runtime_error(absl::StrCat("the local cluster in ", dir_, " did not come up:\n", Logs()));
 }
 
 void LocalCluster::RestartJobManager(const std::vector<std::string>& extra) {

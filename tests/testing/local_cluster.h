@@ -2,6 +2,13 @@
 // weir-taskmanager processes on free ports of 127.0.0.1, logs in a temporary
 // directory, driven with the real `weir` client.
 //
+// The directory ($TMPDIR/weir-local-cluster-XXXXXX: the daemons' logs, the
+// HA store, the TaskManagers' io.tmp.dirs) lives as long as the LocalCluster.
+// The destructor kills the daemons and removes it, unless the current
+// GoogleTest test has failed or an exception is unwinding: then it stays for
+// reading, and the destructor prints its path on stderr ("LocalCluster: kept
+// ..."). Outside a test (the benchmarks) only an exception keeps it.
+//
 // Thread-safety: none; use from the test's thread.
 #pragma once
 
@@ -29,6 +36,7 @@ class LocalCluster {
   };
 
   explicit LocalCluster(Options options);
+  // SIGKILLs the daemons; removes dir() unless the test failed (see above).
   ~LocalCluster();
 
   // Starts the JobManager and the TaskManagers and waits until all registered.
