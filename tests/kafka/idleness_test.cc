@@ -11,6 +11,7 @@
 // tell each other their idle partitions through the source's idleness
 // board (connectors/kafka/shared_idleness.h); before it, about one run in
 // four lost records there.
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -63,7 +64,12 @@ class IdlenessTest : public testing::ClusterJobTest {
   // records spread over the partitions by hash) and event time
   // base + 100 ms * i; then one record per partition a minute later closes
   // every window. Returns once every record was counted or late.
-  Outcome Run(int parallelism, int run, int bursts, int per_burst) {
+  //
+  // With `freeze`, TaskManager tm-0 (one source subtask of two) is frozen
+  // (SIGSTOP) while each burst is written and for 2.5 s after (within the
+  // heartbeat timeout): the other subtask reads its records first, and its
+  // watermark must wait for the frozen subtask's idle partitions.
+  Outcome Run(int parallelism, int run, int bursts, int per_burst, bool freeze = false) {
     const std::string in = NewTopic("idle-in", kPartitions);
     const std::string out = NewTopic("idle-out", 1);
     const std::string late = NewTopic("idle-late", 1);
@@ -87,7 +93,12 @@ class IdlenessTest : public testing::ClusterJobTest {
       for (int i = burst * per_burst; i < (burst + 1) * per_burst; ++i) {
         records.push_back({absl::StrCat("u", run, "-", i), absl::StrCat(base + 100 * int64_t{i})});
       }
+      if (freeze) cluster_->taskmanager(0).Signal(SIGSTOP);
       EXPECT_TRUE(test::ProduceMessages(bootstrap_, in, records).ok());
+      if (freeze) {
+        absl::SleepFor(absl::Milliseconds(2500));
+        cluster_->taskmanager(0).Signal(SIGCONT);
+      }
     }
 
     // Event time moves past every window once each partition has a later
@@ -171,6 +182,19 @@ TEST_F(IdlenessTest, SubtasksBackFromIdlenessLoseNoRecord) {
   StartCluster(2);
   for (int run = 0; run < Runs(); ++run) {
     const Outcome outcome = Run(/*parallelism=*/2, run, /*bursts=*/1, /*per_burst=*/600);
+    EXPECT_EQ(outcome.late, 0) << "run " << run;
+    EXPECT_EQ(outcome.counted, 600) << "run " << run;
+  }
+}
+
+// One subtask frozen while the burst comes, so that the other reads its
+// records and could move event time seconds before the frozen one has
+// read any (before the subtasks shared their idle partitions, every such
+// run lost the frozen subtask's records to lateness).
+TEST_F(IdlenessTest, ASubtaskThatReadsLateLosesNoRecord) {
+  StartCluster(2);
+  for (int run = 0; run < Runs(); ++run) {
+    const Outcome outcome = Run(/*parallelism=*/2, run, /*bursts=*/1, /*per_burst=*/600, /*freeze=*/true);
     EXPECT_EQ(outcome.late, 0) << "run " << run;
     EXPECT_EQ(outcome.counted, 600) << "run " << run;
   }
