@@ -347,8 +347,11 @@ void KafkaTransactionalSink::Open(OperatorContext& context, RecordOutput* /*outp
   }
   for (int k = 0; k < pool_size; ++k) NewSlot(k);
 
+  // One client for every request of the start to the transaction and group
+  // coordinators (it contacts no broker until it is used).
+  const kafka_protocol::TransactionClient recovery = RecoveryClient();
   // First finish what the restored checkpoint pre-committed...
-  const absl::flat_hash_map<std::string, int64_t> committed_now = CommitRestored();
+  const absl::flat_hash_map<std::string, int64_t> committed_now = CommitRestored(recovery);
   // ...then initialize every id, which aborts what a previous attempt or a
   // later run left open on it. In parallel: each is a round trip to the
   // coordinator (and a marker transaction).
@@ -368,7 +371,7 @@ void KafkaTransactionalSink::Open(OperatorContext& context, RecordOutput* /*outp
     if (!statuses[k].ok()) throw std::runtime_error(std::string(statuses[k].message()));
     slots_[k]->state = Slot::State::kFree;
   }
-  AbortLingering();
+  AbortLingering(recovery);
   growth_limit_ = slots_.size() + kTransactionPoolGrowth;
   current_ = FreeSlot();
   if (current_ == nullptr) current_ = Grow(0);
@@ -385,7 +388,7 @@ void KafkaTransactionalSink::Open(OperatorContext& context, RecordOutput* /*outp
              slots_.size() - 1);
 }
 
-void KafkaTransactionalSink::AbortLingering() {
+void KafkaTransactionalSink::AbortLingering(const kafka_protocol::TransactionClient& client) {
   std::vector<std::string> ids;
   for (size_t i = 0; i < kTransactionPoolGrowth; ++i) {
     ids.push_back(TransactionalId(prefix_, subtask_, static_cast<int>(slots_.size() + i)));
@@ -400,7 +403,7 @@ void KafkaTransactionalSink::AbortLingering() {
       ids.push_back(TransactionalId(prefix_, old, k));
     }
   }
-  std::vector<std::string> later = FindLingering();
+  std::vector<std::string> later = FindLingering(client);
   if (!later.empty()) {
     log_->info("{}: aborting the transactions later runs left open on ids {}", client_, absl::StrJoin(later, ", "));
     ids.insert(ids.end(), later.begin(), later.end());
@@ -422,10 +425,10 @@ void KafkaTransactionalSink::AbortLingering() {
   }
 }
 
-std::vector<std::string> KafkaTransactionalSink::FindLingering() const {
+std::vector<std::string> KafkaTransactionalSink::FindLingering(
+    const kafka_protocol::TransactionClient& client) const {
   struct NotSupported {};
   std::vector<std::string> found;
-  kafka_protocol::TransactionClient client = RecoveryClient();
   int probes = 0;
   // Whether `id` holds an open transaction; nullopt if the broker does not
   // know it.
@@ -510,7 +513,8 @@ void KafkaTransactionalSink::PollOwned() {
   }
 }
 
-absl::flat_hash_map<std::string, int64_t> KafkaTransactionalSink::CommitRestored() {
+absl::flat_hash_map<std::string, int64_t> KafkaTransactionalSink::CommitRestored(
+    const kafka_protocol::TransactionClient& client) {
   absl::flat_hash_map<std::string, int64_t> committed_now;
   std::vector<const Committable*> mine;
   for (const Committable& c : restored_) {
@@ -522,16 +526,15 @@ absl::flat_hash_map<std::string, int64_t> KafkaTransactionalSink::CommitRestored
     }
   }
   if (mine.empty()) return committed_now;
-  std::optional<kafka_protocol::TransactionClient> client = RecoveryClient();
   for (const Committable* c : mine) {
-    const absl::Status committed = client->CommitTransaction(c->transactional_id, c->producer_id, c->producer_epoch);
+    const absl::Status committed = client.CommitTransaction(c->transactional_id, c->producer_id, c->producer_epoch);
     std::optional<int64_t> marker;
     std::optional<int64_t> chain_from;
     if (absl::IsDataLoss(committed)) {
       // Not open at the recorded producer id and epoch: the id's newest
       // marker tells why.
       absl::StatusOr<std::optional<kafka_protocol::CommittedOffset>> fetched =
-          client->FetchCommittedOffset(c->transactional_id, config_.topic, 0);
+          client.FetchCommittedOffset(c->transactional_id, config_.topic, 0);
       if (!fetched.ok()) {
         throw std::runtime_error(absl::StrCat(
             client_, ": transaction '", c->transactional_id, "' of restored checkpoint ", c->checkpoint_id,

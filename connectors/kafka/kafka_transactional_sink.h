@@ -222,8 +222,8 @@ class KafkaTransactionalSink : public weir::StreamOperator {
   // classifies what it finds; throws on kLost and kFailed. Returns the ids
   // whose transaction EndTxn committed (or found committed) at the
   // recorded producer id and epoch — no session of theirs followed — with
-  // that transaction's data marker.
-  absl::flat_hash_map<std::string, int64_t> CommitRestored();
+  // that transaction's data marker. `client` is the start's (RecoveryClient).
+  absl::flat_hash_map<std::string, int64_t> CommitRestored(const kafka_protocol::TransactionClient& client);
   void Produce(Slot& slot, const kafka::Record& r);
   // Waits until every record of `slot` is acknowledged; throws on failure.
   void Flush(Slot& slot);
@@ -236,14 +236,16 @@ class KafkaTransactionalSink : public weir::StreamOperator {
   // aborting what an attempt that grew the pool after the restored
   // checkpoint left open, and, after scaling down, every id of the removed
   // subtasks this subtask took the restored transactions of.
-  void AbortLingering();
+  void AbortLingering(const kafka_protocol::TransactionClient& client);
   // The ids past the ones a start initializes anyway (the pool, the growth
   // margin, the restored removed subtasks') on which a later run — one
   // that grew its pool further, or ran at a higher parallelism — left a
   // transaction open: found read-only with DescribeTransactions, walking
   // this subtask's ids and those of higher subtasks it answers for until
   // the broker knows none. Empty for brokers before Kafka 3.0.
-  std::vector<std::string> FindLingering() const;
+  std::vector<std::string> FindLingering(const kafka_protocol::TransactionClient& client) const;
+  // The client a start sends its EndTxn, OffsetFetch and
+  // DescribeTransactions requests with; Open makes one and passes it on.
   kafka_protocol::TransactionClient RecoveryClient() const;
   // Serves the queues of the producers the task thread holds.
   void PollOwned();
