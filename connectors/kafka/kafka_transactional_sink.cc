@@ -13,7 +13,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -241,12 +240,11 @@ class KafkaTransactionalSink::DeliveryReports final : public RdKafka::DeliveryRe
 
 // One transactional id and its producer. Owned by the sink; touched by the
 // task thread, or by the committer thread while the slot is kCommitting, or
-// by the preparer thread while it is kPreparing (then the task thread leaves
-// it alone).
+// by the preparer thread (or Open's threads) while it is kPreparing (then
+// the task thread leaves it alone).
 struct KafkaTransactionalSink::Slot {
   enum class State {
-    kUnprepared,  // no producer yet
-    kPreparing,   // the preparer thread gives it a new producer
+    kPreparing,   // gets a new producer: a new slot (Open, Grow) or a released one
     kFree,        // initialized, no transaction
     kOpen,        // the current slot: takes records
     kPending,     // pre-committed for checkpoint_id, waiting for its completion
@@ -256,7 +254,7 @@ struct KafkaTransactionalSink::Slot {
 
   int index = 0;
   std::string transactional_id;
-  State state = State::kUnprepared;
+  State state = State::kPreparing;
   std::unique_ptr<Events> events;
   DeliveryReports reports;
   std::unique_ptr<RdKafka::Producer> producer;
