@@ -150,6 +150,31 @@ RestoredCommit ClassifyRestoredCommit(const absl::Status& end_txn, std::optional
   return RestoredCommit::kLost;
 }
 
+bool SettledBeforeStart(const IdBeforeStart& before) {
+  if (!before.description.has_value()) return false;
+  const kafka_protocol::TransactionDescription& d = *before.description;
+  if (!d.found) return true;
+  if (d.state == "CompleteCommit") return true;
+  if (d.state != "Empty") return false;
+  // Epoch 0: the producer id was only ever initialized, and a transaction
+  // of an earlier producer id cannot be taken for lost (its recovery
+  // commit gets a producer id mapping error, never "lost").
+  if (d.producer_epoch == 0) return true;
+  // The newest marker's session is (P, e - 1): its transaction committed,
+  // and the one initialization since bumped the epoch once — a fence of an
+  // open transaction bumps it twice.
+  if (!before.newest_marker.has_value()) return false;
+  const int64_t marker = *before.newest_marker;
+  return marker >> 17 == d.producer_id && ((marker >> 1) & 0xffff) == d.producer_epoch - 1;
+}
+
+bool InitNeedsMarker(const IdBeforeStart& before, int64_t producer_id, int16_t producer_epoch) {
+  if (!SettledBeforeStart(before)) return true;
+  const kafka_protocol::TransactionDescription& d = *before.description;
+  if (!d.found) return producer_epoch != 0;  // epoch 0: this initialization created the id
+  return producer_id != d.producer_id || producer_epoch != d.producer_epoch + 1;
+}
+
 // A thread that runs posted work in order. Thread-safety: Post and Stop from
 // the task thread.
 class KafkaTransactionalSink::Worker {
@@ -270,6 +295,7 @@ struct KafkaTransactionalSink::Slot {
   // markers carry it, so a recovery can tell "committed" from "maybe
   // aborted by a later run".
   int64_t chain_from = -1;
+  bool init_marker = false;  // its last Prepare committed an init marker
 };
 
 KafkaTransactionalSink::KafkaTransactionalSink(KafkaSinkConfig config)
@@ -351,24 +377,31 @@ void KafkaTransactionalSink::Open(OperatorContext& context, RecordOutput* /*outp
   // First finish what the restored checkpoint pre-committed...
   const absl::flat_hash_map<std::string, int64_t> committed_now = CommitRestored(recovery);
   // ...then initialize every id, which aborts what a previous attempt or a
-  // later run left open on it. In parallel: each is a round trip to the
-  // coordinator (and a marker transaction).
+  // later run left open on it, with an init marker where the id's state
+  // before says one may be owed. In parallel: each is a few round trips to
+  // the coordinators (and maybe a marker transaction).
   std::vector<absl::Status> statuses(slots_.size());
   {
     std::vector<std::jthread> threads;  // joined on every way out of this block
     for (size_t k = 0; k < slots_.size(); ++k) {
-      InitKind kind = InitKind::kBreak;
       if (auto it = committed_now.find(slots_[k]->transactional_id); it != committed_now.end()) {
-        kind = InitKind::kRelease;  // its chain starts at the transaction just committed
-        slots_[k]->chain_from = it->second;
+        slots_[k]->chain_from = it->second;  // its chain starts at the transaction just committed
+        threads.emplace_back([this, k, &statuses] { statuses[k] = Prepare(*slots_[k], InitKind::kRelease); });
+        continue;
       }
-      threads.emplace_back([this, k, kind, &statuses] { statuses[k] = Prepare(*slots_[k], kind); });
+      threads.emplace_back([this, k, &statuses, &recovery] {
+        const IdBeforeStart before = DescribeBeforeStart(recovery, slots_[k]->transactional_id);
+        statuses[k] = Prepare(*slots_[k], InitKind::kStart, &before);
+      });
     }
   }
+  int markers = 0;
   for (size_t k = 0; k < slots_.size(); ++k) {
     if (!statuses[k].ok()) throw std::runtime_error(std::string(statuses[k].message()));
     slots_[k]->state = Slot::State::kFree;
+    markers += slots_[k]->init_marker ? 1 : 0;
   }
+  log_->debug("{}: initialized {} pool ids, {} of them with an init marker", client_, slots_.size(), markers);
   AbortLingering(recovery);
   growth_limit_ = slots_.size() + kTransactionPoolGrowth;
   current_ = FreeSlot();
@@ -401,6 +434,10 @@ void KafkaTransactionalSink::AbortLingering(const kafka_protocol::TransactionCli
       ids.push_back(TransactionalId(prefix_, old, k));
     }
   }
+  // These are described first: one that nothing is open on and that owes no
+  // init marker is left alone (never created, if the broker does not know
+  // it). The ones FindLingering finds hold an open transaction.
+  const size_t described = ids.size();
   std::vector<std::string> later = FindLingering(client);
   if (!later.empty()) {
     log_->info("{}: aborting the transactions later runs left open on ids {}", client_, absl::StrJoin(later, ", "));
@@ -408,12 +445,19 @@ void KafkaTransactionalSink::AbortLingering(const kafka_protocol::TransactionCli
   }
   std::vector<Slot> probes(ids.size());
   std::vector<absl::Status> statuses(probes.size());
+  std::vector<char> left_alone(probes.size(), 0);
   {
     std::vector<std::jthread> threads;
     for (size_t i = 0; i < probes.size(); ++i) {
       probes[i].index = -1;
       probes[i].transactional_id = ids[i];
-      threads.emplace_back([this, i, &probes, &statuses] { statuses[i] = Prepare(probes[i], InitKind::kBreak); });
+      threads.emplace_back([this, i, described, &client, &probes, &statuses, &left_alone] {
+        if (i < described && SettledBeforeStart(DescribeBeforeStart(client, probes[i].transactional_id))) {
+          left_alone[i] = 1;
+          return;
+        }
+        statuses[i] = Prepare(probes[i], InitKind::kBreak);
+      });
     }
   }
   for (size_t i = 0; i < probes.size(); ++i) {
@@ -421,6 +465,32 @@ void KafkaTransactionalSink::AbortLingering(const kafka_protocol::TransactionCli
     probes[i].topic.reset();
     probes[i].producer.reset();
   }
+  log_->debug("{}: {} ids past the pool initialized with an init marker, {} left alone (nothing open)", client_,
+              probes.size() - std::count(left_alone.begin(), left_alone.end(), 1),
+              std::count(left_alone.begin(), left_alone.end(), 1));
+}
+
+IdBeforeStart KafkaTransactionalSink::DescribeBeforeStart(const kafka_protocol::TransactionClient& client,
+                                                          const std::string& id) const {
+  IdBeforeStart before;
+  absl::StatusOr<kafka_protocol::TransactionDescription> described = client.DescribeTransaction(id);
+  if (!described.ok()) {
+    log_->debug("{}: cannot describe transactional id '{}' ({}); initializing it with an init marker", client_, id,
+                described.status().message());
+    return before;
+  }
+  if (described->found && described->state == "Empty" && described->producer_epoch > 0) {
+    absl::StatusOr<std::optional<kafka_protocol::CommittedOffset>> marker =
+        client.FetchCommittedOffset(id, config_.topic, 0);
+    if (!marker.ok()) {
+      log_->debug("{}: cannot read the outcome marker of '{}' ({}); initializing it with an init marker", client_,
+                  id, marker.status().message());
+      return before;
+    }
+    if (marker->has_value()) before.newest_marker = (*marker)->offset;
+  }
+  before.description = *std::move(described);
+  return before;
 }
 
 std::vector<std::string> KafkaTransactionalSink::FindLingering(
@@ -580,9 +650,13 @@ absl::flat_hash_map<std::string, int64_t> KafkaTransactionalSink::CommitRestored
   return committed_now;
 }
 
-absl::Status KafkaTransactionalSink::Prepare(Slot& slot, InitKind kind) const {
+absl::Status KafkaTransactionalSink::Prepare(Slot& slot, InitKind kind, const IdBeforeStart* before) const {
   using kafka_internal::SetOrThrow;
+  if (kind == InitKind::kStart && before == nullptr) {
+    return absl::InternalError("KafkaTransactionalSink::Prepare(kStart) without the id's state before");
+  }
   try {
+    slot.init_marker = false;
     // A new session (rule 1): the old producer holds no transaction.
     slot.topic.reset();
     slot.producer.reset();
@@ -638,7 +712,12 @@ absl::Status KafkaTransactionalSink::Prepare(Slot& slot, InitKind kind) const {
     }
     slot.producer_id = slot.events->producer_id.load();
     slot.producer_epoch = static_cast<int16_t>(slot.events->producer_epoch.load());
-    if (kind == InitKind::kBreak) {
+    if (kind == InitKind::kStart && !InitNeedsMarker(*before, slot.producer_id, slot.producer_epoch)) {
+      // This initialization aborted nothing and the id owes no marker; its
+      // session still starts a chain of its own (nothing here says that the
+      // sessions before it followed confirmed commits).
+      slot.chain_from = MarkerOffset(slot.producer_id, slot.producer_epoch, MarkerKind::kInit).value_or(-1);
+    } else if (kind != InitKind::kRelease) {
       // The init marker: later recoveries of transactions this
       // initialization may have aborted find it (rule 2).
       std::unique_ptr<RdKafka::Error> begun(slot.producer->begin_transaction());
@@ -653,9 +732,10 @@ absl::Status KafkaTransactionalSink::Prepare(Slot& slot, InitKind kind) const {
         return absl::Status(committed.code(), absl::StrCat(client_, ": committing the marker transaction of '",
                                                            slot.transactional_id, "': ", committed.message()));
       }
+      slot.init_marker = true;
     }
-    log_->debug("{}: transactional id '{}' ready: producer id {}, epoch {}", client_, slot.transactional_id,
-                slot.producer_id, slot.producer_epoch);
+    log_->debug("{}: transactional id '{}' ready: producer id {}, epoch {}{}", client_, slot.transactional_id,
+                slot.producer_id, slot.producer_epoch, slot.init_marker ? ", init marker committed" : "");
     return absl::OkStatus();
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(client_, ": ", e.what()));

@@ -22,8 +22,10 @@
 //      encodes its producer id and epoch (MarkerOffset). Every
 //      initialization that may abort a transaction some checkpoint lists
 //      (at start, on growth, for lingering ids) commits an "init" marker of
-//      its own session. The broker makes a marker visible exactly when its
-//      transaction commits. So when a recovery commit finds its transaction
+//      its own session — at start only where the id's state before says
+//      one may be owed (SettledBeforeStart). The broker makes a marker
+//      visible exactly when its transaction commits. So when a recovery
+//      commit finds its transaction
 //      no longer open, the id's newest marker says why
 //      (ClassifyRestoredCommit): the transaction's own marker, it was
 //      committed; a newer one whose metadata says every session since
@@ -42,7 +44,8 @@
 // past that the task fails (checkpoints are not completing) and restarts
 // from the last completed checkpoint, which commits what is pending. On
 // start, the kTransactionPoolGrowth ids past the restored pool are
-// initialized too, which aborts whatever a grown pool left open there.
+// initialized too where something may be open, which aborts whatever a
+// grown pool left open there.
 //
 // Per checkpoint n, on the task thread:
 //   PrepareSnapshotPreBarrier(n)  flush the open transaction (every record
@@ -60,12 +63,14 @@
 // On start (InitializeState/Open): the restored committables of this
 // subtask (and those of subtasks that no longer exist, by subtask
 // (old index mod parallelism)) are committed with TransactionClient (EndTxn)
-// and classified as above; then every id of the pool, the
-// kTransactionPoolGrowth ids past it and the ids of removed subtasks are
-// initialized, which aborts whatever a previous attempt or a later run left
-// open on them. An id whose restored transaction was committed just now
-// (EndTxn answered NONE: the id has had no session since) is initialized
-// without a marker; every other one with an init marker.
+// and classified as above; then every id of the pool is initialized, which
+// aborts whatever a previous attempt or a later run left open on it, and so
+// are the kTransactionPoolGrowth ids past it and the ids of removed
+// subtasks unless nothing is open on them (SettledBeforeStart). An id whose
+// restored transaction was committed just now (EndTxn answered NONE: the id
+// has had no session since) is initialized without a marker; every other
+// pool id after DescribeTransactions, with an init marker where
+// InitNeedsMarker says; an id past the pool always with one.
 //
 // Bounded input: the sources end with a final checkpoint (they wait for a
 // checkpoint after their end to complete before they end their input), so
@@ -171,6 +176,34 @@ RestoredCommit ClassifyRestoredCommit(const absl::Status& end_txn, std::optional
 std::string MarkerMetadata(int64_t chain_from);
 std::optional<int64_t> MarkerChainFrom(absl::string_view metadata);
 
+// What a start knows of a transactional id before it initializes it: the
+// transaction coordinator's view (nullopt: unknown — the brokers cannot
+// describe transactions, or a request failed) and, for an id in state
+// "Empty", its newest outcome marker.
+struct IdBeforeStart {
+  std::optional<kafka_protocol::TransactionDescription> description;
+  std::optional<int64_t> newest_marker;
+};
+// Whether nothing on the id is open and no transaction some checkpoint may
+// list on it lacks a newer marker — so an initialization that aborts nothing
+// owes no init marker (docs/design/kafka-restores.md, 2.6). True when the
+// broker does not know the id; when its last transaction was committed
+// ("CompleteCommit": that transaction's marker is the id's newest, and none
+// began since); when it is "Empty" at epoch 0 (its producer id was only
+// ever initialized); and when it is "Empty" at (P, e) with the id's newest
+// marker from session (P, e - 1) (one initialization since that marker's
+// commit, which had nothing open to fence). False for anything else — "Ongoing",
+// "Prepare*", "CompleteAbort", any other "Empty", unknown: these may follow an
+// initialization that aborted a listed transaction and died before its init
+// marker, which a marker now makes up for.
+bool SettledBeforeStart(const IdBeforeStart& before);
+// Whether the initialization at start that got (producer_id,
+// producer_epoch) must commit an init marker: unless the id was settled
+// before and the initialization moved it exactly one session on (epoch 0 of
+// an id it created; (P, e + 1) of one at (P, e)), so nothing began on the id
+// in between that it could have aborted.
+bool InitNeedsMarker(const IdBeforeStart& before, int64_t producer_id, int16_t producer_epoch);
+
 class KafkaTransactionalSink : public weir::StreamOperator {
  public:
   explicit KafkaTransactionalSink(KafkaSinkConfig config);
@@ -204,13 +237,19 @@ class KafkaTransactionalSink : public weir::StreamOperator {
 
   // How an id is initialized: kRelease after its last transaction's commit
   // was confirmed (nothing to abort, no marker); kBreak where it may abort a
-  // transaction some checkpoint lists (writes an init marker).
-  enum class InitKind { kRelease, kBreak };
+  // transaction some checkpoint lists (writes an init marker); kStart for a
+  // pool id at start, with what DescribeBeforeStart found (an init marker
+  // where InitNeedsMarker says).
+  enum class InitKind { kRelease, kBreak, kStart };
   // Gives `slot` a new producer (destroying its old one, which holds no
   // transaction) and initializes its transactions (which aborts a
   // transaction left open on the id), learns its producer id and epoch, and
-  // for kBreak commits an init marker. Any thread; touches only `slot`.
-  absl::Status Prepare(Slot& slot, InitKind kind) const;
+  // commits an init marker as `kind` says (`before` is required for kStart).
+  // Any thread; touches only `slot`.
+  absl::Status Prepare(Slot& slot, InitKind kind, const IdBeforeStart* before = nullptr) const;
+  // DescribeTransaction of `id` and, for "Empty", its newest marker; an
+  // unknown view when a request fails. Any thread.
+  IdBeforeStart DescribeBeforeStart(const kafka_protocol::TransactionClient& client, const std::string& id) const;
   // Sends the marker of `slot`'s session into its open transaction.
   absl::Status SendMarker(Slot& slot, MarkerKind kind) const;
   // begin_transaction and the data marker on the current slot.
@@ -234,7 +273,9 @@ class KafkaTransactionalSink : public weir::StreamOperator {
   // Initializes (kBreak) the kTransactionPoolGrowth ids past the pool,
   // aborting what an attempt that grew the pool after the restored
   // checkpoint left open, and, after scaling down, every id of the removed
-  // subtasks this subtask took the restored transactions of.
+  // subtasks this subtask took the restored transactions of — each unless
+  // SettledBeforeStart (nothing to abort, no marker owed: left alone) — and
+  // the ids FindLingering finds.
   void AbortLingering(const kafka_protocol::TransactionClient& client);
   // The ids past the ones a start initializes anyway (the pool, the growth
   // margin, the restored removed subtasks') on which a later run — one

@@ -4,6 +4,8 @@
 // is; pre-committed transactions stay open, as after a crash), restores a new
 // sink from the operator state of a chosen checkpoint, and checks what a
 // read_committed reader sees and that no transaction is left open.
+#include <librdkafka/rdkafkacpp.h>
+
 #include <map>
 #include <set>
 #include <tuple>
@@ -15,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "connectors/kafka/kafka_connectors.h"
 #include "connectors/kafka/kafka_transactional_sink.h"
+#include "connectors/kafka/protocol/transaction_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "taskmanager/state/operator_state.h"
@@ -119,6 +122,27 @@ class TransactionalSinkTest : public ::testing::Test {
       sink.NotifyCheckpointComplete(id);
       return sink.committed_transactions() >= commits;
     }, absl::Seconds(30), absl::Milliseconds(20)));
+  }
+
+  // The transaction coordinator's view of `id`.
+  kafka_protocol::TransactionDescription Describe(const std::string& id) {
+    absl::StatusOr<kafka_protocol::TransactionClient> client = kafka_protocol::TransactionClient::Create(bootstrap_);
+    EXPECT_TRUE(client.ok()) << client.status();
+    if (!client.ok()) return {};
+    absl::StatusOr<kafka_protocol::TransactionDescription> d = client->DescribeTransaction(id);
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.value_or(kafka_protocol::TransactionDescription{});
+  }
+
+  // The newest outcome marker committed on `id` (nullopt: none).
+  std::optional<int64_t> NewestMarker(const std::string& id) {
+    absl::StatusOr<kafka_protocol::TransactionClient> client = kafka_protocol::TransactionClient::Create(bootstrap_);
+    EXPECT_TRUE(client.ok()) << client.status();
+    if (!client.ok()) return std::nullopt;
+    auto fetched = client->FetchCommittedOffset(id, topic_, 0);
+    EXPECT_TRUE(fetched.ok()) << fetched.status();
+    if (!fetched.ok() || !fetched->has_value()) return std::nullopt;
+    return (*fetched)->offset;
   }
 
   static std::vector<Committable> Committables(const OperatorStateSnapshot& state) {
@@ -419,6 +443,117 @@ TEST_F(TransactionalSinkTest, ACommitThatCannotHappenIsReportedAsDataLoss) {
   EXPECT_THAT(error, ::testing::HasSubstr(c->transactional_id));
   EXPECT_THAT(error, ::testing::HasSubstr("checkpoint 1"));
   EXPECT_THAT(error, ::testing::HasSubstr("transaction.timeout.ms"));
+}
+
+// A start owes an init marker only where its initialization may abort a
+// transaction some checkpoint lists. A first start finds no id: it creates
+// its pool's ids without a marker, and leaves the ids past the pool (which
+// it only initializes to abort what is open on them) unknown to the broker.
+TEST_F(TransactionalSinkTest, AFirstStartWritesNoInitMarkerAndCreatesNoIdItDoesNotUse) {
+  RestoringContext first({});
+  auto sink = Start(first);
+  for (int k = 0; k < kTransactionPoolSize; ++k) {
+    const std::string id = TransactionalId(prefix_, 0, k);
+    const kafka_protocol::TransactionDescription d = Describe(id);
+    EXPECT_TRUE(d.found) << id;
+    EXPECT_EQ(d.state, "Empty") << id;
+    EXPECT_EQ(d.producer_epoch, 0) << id;
+    EXPECT_EQ(NewestMarker(id), std::nullopt) << id << " has an init marker";
+  }
+  for (int k = kTransactionPoolSize; k < kTransactionPoolSize + kTransactionPoolGrowth; ++k) {
+    EXPECT_FALSE(Describe(TransactionalId(prefix_, 0, k)).found) << "the start created id " << k;
+  }
+  Write(*sink, 0, 50);
+  Checkpoint(*sink, first, 1);
+  CompleteAndWait(*sink, 1, 1);
+  sink->Close();
+  EXPECT_EQ(Committed(), Range(0, 50));
+  EXPECT_TRUE(NoTransactionOpen());
+}
+
+// An id released after its commit (a new producer, nothing since) is
+// initialized at the next start without a marker, so its newest marker stays
+// its committed transaction's own: restoring the checkpoint that lists that
+// transaction afterwards finds it committed, not "resolved by a later run".
+TEST_F(TransactionalSinkTest, AReleasedIdKeepsItsDataMarkerAcrossAStart) {
+  RestoringContext first({});
+  auto sink = Start(first);
+  Write(*sink, 0, 50);
+  const OperatorStateSnapshot checkpoint1 = Checkpoint(*sink, first, 1);
+  const std::vector<Committable> listed = Committables(checkpoint1);
+  ASSERT_EQ(listed.size(), 1u);
+  const Committable& t1 = listed[0];
+  CompleteAndWait(*sink, 1, 1);
+  Write(*sink, 50, 50);
+  const OperatorStateSnapshot checkpoint2 = Checkpoint(*sink, first, 2);  // omits t1: releases its id
+  CompleteAndWait(*sink, 2, 2);
+  // The preparer thread gives t1's id a new producer: one epoch on, "Empty".
+  EXPECT_TRUE(testing::WaitFor([&] {
+    sink->NotifyCheckpointComplete(2);
+    const kafka_protocol::TransactionDescription d = Describe(t1.transactional_id);
+    return d.state == "Empty" && d.producer_epoch == t1.producer_epoch + 1;
+  }, absl::Seconds(30), absl::Milliseconds(50)));
+  sink->Close();
+  const int64_t t1_marker = MarkerOffset(t1.producer_id, t1.producer_epoch, MarkerKind::kData).value();
+  ASSERT_EQ(NewestMarker(t1.transactional_id), t1_marker);
+
+  RestoringContext restart(checkpoint2);
+  auto restarted = Start(restart);
+  EXPECT_EQ(Describe(t1.transactional_id).producer_epoch, t1.producer_epoch + 2);
+  EXPECT_EQ(NewestMarker(t1.transactional_id), t1_marker) << "the start wrote an init marker on a released id";
+  restarted->Close();
+
+  RestoringContext back(checkpoint1);
+  std::unique_ptr<KafkaTransactionalSink> restored;
+  ASSERT_NO_THROW(restored = Start(back));
+  EXPECT_THAT(back.MetricsText(), ::testing::HasSubstr(absl::StrCat("topic=\"", topic_, "\",outcome=\"committed\"} 1")));
+  restored->Close();
+  EXPECT_EQ(Committed(), Range(0, 100));
+  EXPECT_TRUE(NoTransactionOpen());
+}
+
+// An initialization that fenced a pre-committed transaction and died before
+// its init marker (here: a plain producer that only initializes the id)
+// leaves the id "Empty" with no marker newer than that transaction. The
+// next start writes the marker it owes, so that restoring the checkpoint
+// that lists the transaction finds it resolved by a later run instead of
+// failing the job for data loss.
+TEST_F(TransactionalSinkTest, AFenceWithoutItsInitMarkerGetsOneAtTheNextStart) {
+  RestoringContext first({});
+  auto sink = Start(first);
+  Write(*sink, 0, 50);
+  const OperatorStateSnapshot checkpoint1 = Checkpoint(*sink, first, 1);  // never completes
+  const std::vector<Committable> listed = Committables(checkpoint1);
+  ASSERT_EQ(listed.size(), 1u);
+  const Committable& t1 = listed[0];
+  sink->Close();
+  {
+    std::string error;
+    std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+    ASSERT_EQ(conf->set("bootstrap.servers", bootstrap_, error), RdKafka::Conf::CONF_OK) << error;
+    ASSERT_EQ(conf->set("transactional.id", t1.transactional_id, error), RdKafka::Conf::CONF_OK) << error;
+    std::unique_ptr<RdKafka::Producer> fencer(RdKafka::Producer::create(conf.get(), error));
+    ASSERT_NE(fencer, nullptr) << error;
+    std::unique_ptr<RdKafka::Error> init(fencer->init_transactions(30000));
+    ASSERT_EQ(init, nullptr) << init->str();
+  }
+  const kafka_protocol::TransactionDescription fenced = Describe(t1.transactional_id);
+  ASSERT_EQ(fenced.state, "Empty");
+  ASSERT_EQ(NewestMarker(t1.transactional_id), std::nullopt);
+
+  RestoringContext fresh({});
+  auto other = Start(fresh);
+  const std::optional<int64_t> marker = NewestMarker(t1.transactional_id);
+  ASSERT_TRUE(marker.has_value()) << "no init marker on the id whose fence had none";
+  EXPECT_GT(*marker, MarkerOffset(t1.producer_id, t1.producer_epoch, MarkerKind::kData).value());
+  other->Close();
+
+  RestoringContext back(checkpoint1);
+  std::unique_ptr<KafkaTransactionalSink> restored;
+  ASSERT_NO_THROW(restored = Start(back));
+  restored->Close();
+  EXPECT_TRUE(Committed().empty());
+  EXPECT_TRUE(NoTransactionOpen());
 }
 
 // Running normally: a transaction is committed when its checkpoint

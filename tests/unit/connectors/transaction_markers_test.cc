@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "connectors/kafka/kafka_transactional_sink.h"
 #include "connectors/kafka/protocol/kafka_errors.h"
+#include "connectors/kafka/protocol/transaction_client.h"
 #include "gtest/gtest.h"
 
 namespace weir::connectors {
@@ -113,6 +114,77 @@ TEST_F(ClassifyTest, AbortableAndUnattributedLossStayDataLoss) {
 TEST_F(ClassifyTest, NoAnswerIsAFailureToRetry) {
   EXPECT_EQ(ClassifyRestoredCommit(absl::UnavailableError("deadline"), own_, std::nullopt, t_), RestoredCommit::kFailed);
   EXPECT_EQ(ClassifyRestoredCommit(absl::PermissionDeniedError("acl"), std::nullopt, std::nullopt, t_), RestoredCommit::kFailed);
+}
+
+// What a start found on an id before initializing it, and whether its
+// initialization owes an init marker (docs/design/kafka-restores.md, 2.6).
+IdBeforeStart Before(const char* state, int64_t pid = 1000, int16_t epoch = 4,
+                     std::optional<int64_t> newest_marker = std::nullopt) {
+  IdBeforeStart before;
+  before.description = kp::TransactionDescription{
+      .found = true, .state = state, .producer_id = pid, .producer_epoch = epoch, .timeout_ms = 900000};
+  before.newest_marker = newest_marker;
+  return before;
+}
+
+IdBeforeStart NotFound() {
+  IdBeforeStart before;
+  before.description = kp::TransactionDescription{};
+  return before;
+}
+
+TEST(InitMarkerTest, AnIdWithSomethingOpenOrUnknownAlwaysGetsOne) {
+  // Open, or being ended: this initialization may abort a transaction some checkpoint lists.
+  for (const char* state : {"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence", "Dead", "Other"}) {
+    EXPECT_FALSE(SettledBeforeStart(Before(state))) << state;
+    EXPECT_TRUE(InitNeedsMarker(Before(state), 1000, 5)) << state;
+  }
+  // Aborted: maybe by an initialization that died before its own marker.
+  EXPECT_FALSE(SettledBeforeStart(Before("CompleteAbort")));
+  EXPECT_TRUE(InitNeedsMarker(Before("CompleteAbort"), 1000, 5));
+  // Unknown: the brokers cannot describe transactions, or a request failed.
+  EXPECT_FALSE(SettledBeforeStart(IdBeforeStart{}));
+  EXPECT_TRUE(InitNeedsMarker(IdBeforeStart{}, 1000, 5));
+}
+
+TEST(InitMarkerTest, AnIdEmptySinceAFenceOrWithoutItsPreviousSessionsMarkerGetsOne) {
+  // An initialization that fenced a transaction of session 2 (epoch 3) and
+  // then one more (epoch 4) left "Empty" behind: the newest marker is older
+  // than session 3.
+  EXPECT_FALSE(SettledBeforeStart(Before("Empty", 1000, 4, Marker(1000, 2, MarkerKind::kData))));
+  EXPECT_FALSE(SettledBeforeStart(Before("Empty", 1000, 4, Marker(1000, 2, MarkerKind::kInit))));
+  EXPECT_FALSE(SettledBeforeStart(Before("Empty", 1000, 4)));  // no marker at all
+  EXPECT_FALSE(SettledBeforeStart(Before("Empty", 1000, 4, Marker(999, 3, MarkerKind::kData))));  // other producer id
+  EXPECT_TRUE(InitNeedsMarker(Before("Empty", 1000, 4, Marker(1000, 2, MarkerKind::kData)), 1000, 5));
+}
+
+TEST(InitMarkerTest, AnInitializationThatMovesASettledIdOneSessionOnOwesNone) {
+  // Unknown to the broker: this initialization creates it.
+  EXPECT_TRUE(SettledBeforeStart(NotFound()));
+  EXPECT_FALSE(InitNeedsMarker(NotFound(), 2000, 0));
+  // The last transaction committed; its marker is the newest.
+  EXPECT_TRUE(SettledBeforeStart(Before("CompleteCommit")));
+  EXPECT_FALSE(InitNeedsMarker(Before("CompleteCommit"), 1000, 5));
+  // Released after the commit of session 3 (data or init marker): one initialization since.
+  for (MarkerKind kind : {MarkerKind::kData, MarkerKind::kInit}) {
+    const IdBeforeStart released = Before("Empty", 1000, 4, Marker(1000, 3, kind));
+    EXPECT_TRUE(SettledBeforeStart(released));
+    EXPECT_FALSE(InitNeedsMarker(released, 1000, 5));
+  }
+  // Only ever initialized.
+  EXPECT_TRUE(SettledBeforeStart(Before("Empty", 3000, 0)));
+  EXPECT_FALSE(InitNeedsMarker(Before("Empty", 3000, 0), 3000, 1));
+}
+
+TEST(InitMarkerTest, ASettledIdThatMovedMoreThanOneSessionGetsOne) {
+  // Something began on the id between the description and the
+  // initialization, and the initialization fenced it (two epochs), or the
+  // producer id rotated: it may have aborted a listed transaction.
+  EXPECT_TRUE(InitNeedsMarker(NotFound(), 2000, 2));
+  EXPECT_TRUE(InitNeedsMarker(Before("CompleteCommit"), 1000, 6));
+  EXPECT_TRUE(InitNeedsMarker(Before("CompleteCommit"), 1001, 0));
+  EXPECT_TRUE(InitNeedsMarker(Before("Empty", 1000, 4, Marker(1000, 3, MarkerKind::kData)), 1000, 6));
+  EXPECT_TRUE(InitNeedsMarker(Before("Empty", 3000, 0), 3000, 2));
 }
 
 }  // namespace
