@@ -119,8 +119,8 @@ bool LeaderMayMove(RdKafka::ErrorCode code) {
 // ListOffsets at `timestamp` (-2: the oldest offset; -1: the next one, or
 // under read_committed the last stable offset) for every partition of
 // `partitions`, asked again until `deadline` while the answers say a leader
-// is moving. On failure: false, with *error saying what (the partition, the
-// last answer).
+// is moving. The offsets in `partitions`' order; on failure kUnavailable
+// saying what (the partition, the last answer).
 //
 // Not query_watermark_offsets: librdkafka (2.0.2) sends that to the leader
 // it knew when called and waits for that broker however long it stays down,
@@ -128,9 +128,9 @@ bool LeaderMayMove(RdKafka::ErrorCode code) {
 // DEPLOYING), and fails at the NOT_LEADER answer the broker gives once back.
 // offsetsForTimes keeps to its timeout, and each round starts from metadata
 // asked anew, which names the new leader once the controller moved it.
-bool ListOffsetsUntil(RdKafka::KafkaConsumer& consumer,
-                      const std::vector<std::pair<std::string, int32_t>>& partitions, int64_t timestamp,
-                      Clock::time_point deadline, std::vector<int64_t>* offsets, std::string* error) {
+absl::StatusOr<std::vector<int64_t>> ListOffsetsUntil(RdKafka::KafkaConsumer& consumer,
+                                                      const std::vector<std::pair<std::string, int32_t>>& partitions,
+                                                      int64_t timestamp, Clock::time_point deadline) {
   for (bool first = true;; first = false) {
     if (!first) {
       // Fresh leaders for the next round (the known topics' metadata).
@@ -144,20 +144,20 @@ bool ListOffsetsUntil(RdKafka::KafkaConsumer& consumer,
     }
     RdKafka::ErrorCode code =
         consumer.offsetsForTimes(query.items, std::max(1, std::min(RemainingMs(deadline), kListOffsetsRoundMs)));
-    *error = RdKafka::err2str(code);
+    std::string error = RdKafka::err2str(code);
     if (code == RdKafka::ERR_NO_ERROR) {
-      offsets->clear();
+      std::vector<int64_t> offsets;
       for (const RdKafka::TopicPartition* tp : query.items) {
         if (tp->err() != RdKafka::ERR_NO_ERROR || tp->offset() < 0) {
           code = tp->err() != RdKafka::ERR_NO_ERROR ? tp->err() : RdKafka::ERR_OFFSET_NOT_AVAILABLE;
-          *error = absl::StrCat(PartitionName(tp->topic(), tp->partition()), ": ", RdKafka::err2str(code));
+          error = absl::StrCat(PartitionName(tp->topic(), tp->partition()), ": ", RdKafka::err2str(code));
           break;
         }
-        offsets->push_back(tp->offset());
+        offsets.push_back(tp->offset());
       }
-      if (offsets->size() == partitions.size()) return true;
+      if (offsets.size() == partitions.size()) return offsets;
     }
-    if (!LeaderMayMove(code) || RemainingMs(deadline) == 0) return false;
+    if (!LeaderMayMove(code) || RemainingMs(deadline) == 0) return absl::UnavailableError(error);
   }
 }
 
@@ -629,15 +629,17 @@ void KafkaSource::ResolveOffsets() {
   if (!partitions_.empty()) {
     std::vector<std::pair<std::string, int32_t>> names;
     for (const PartitionState& p : partitions_) names.emplace_back(p.topic, p.partition);
-    std::vector<int64_t> oldest, next;
-    std::string error;
-    if (!ListOffsetsUntil(*consumer_, names, RdKafka::Topic::OFFSET_BEGINNING, deadline, &oldest, &error)) {
-      fail(absl::StrCat("the oldest offsets of ", partitions_.size(), " partitions"), error);
+    absl::StatusOr<std::vector<int64_t>> oldest =
+        ListOffsetsUntil(*consumer_, names, RdKafka::Topic::OFFSET_BEGINNING, deadline);
+    if (!oldest.ok()) {
+      fail(absl::StrCat("the oldest offsets of ", partitions_.size(), " partitions"),
+           std::string(oldest.status().message()));
     }
-    if (!ListOffsetsUntil(*consumer_, names, RdKafka::Topic::OFFSET_END, deadline, &next, &error)) {
-      fail(absl::StrCat("the end offsets of ", partitions_.size(), " partitions"), error);
+    absl::StatusOr<std::vector<int64_t>> next = ListOffsetsUntil(*consumer_, names, RdKafka::Topic::OFFSET_END, deadline);
+    if (!next.ok()) {
+      fail(absl::StrCat("the end offsets of ", partitions_.size(), " partitions"), std::string(next.status().message()));
     }
-    for (size_t i = 0; i < partitions_.size(); ++i) watermarks.emplace_back(oldest[i], next[i]);
+    for (size_t i = 0; i < partitions_.size(); ++i) watermarks.emplace_back((*oldest)[i], (*next)[i]);
   }
 
   TopicPartitionList query;

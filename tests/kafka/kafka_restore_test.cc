@@ -200,6 +200,20 @@ class KafkaRestoreTest : public testing::ClusterJobTest {
     return tm;
   }
 
+  // SIGKILLs TaskManager `old` and starts a replacement (debug log), then
+  // waits until the JobManager lists it with every slot free, so that a
+  // submission right after finds its slot.
+  void ReplaceTaskManager(int old) {
+    cluster_->KillTaskManager(old);
+    cluster_->StartTaskManager({"-Dlog.level=debug"});
+    EXPECT_TRUE(WaitFor([&] {
+      nlohmann::json c = cluster_->WeirJson({"cluster"});
+      if (c.is_null() || c["taskmanagers"].size() != 1u) return false;
+      const auto& tm = c["taskmanagers"][0];
+      return tm["slots_free"] == tm["slots_total"];
+    }, absl::Seconds(60))) << "the replacement TaskManager did not register" << cluster_->Logs();
+  }
+
   // kafka_copy, exactly-once, parallelism 1. `interval` "5min": the test's
   // savepoints are the only checkpoints.
   std::string SubmitCopy(const std::string& interval, std::vector<std::string> extra, const std::string& in,
@@ -386,8 +400,7 @@ TEST_F(KafkaRestoreTest, SavepointThenCancelWhilePreCommittedCommitsNothingNewer
   const std::set<int> committed_before = CommittedNow(out);
 
   // A TaskManager that delivers every notification, and the job from S.
-  cluster_->KillTaskManager(faulty);
-  cluster_->StartTaskManager({"-Dlog.level=debug"});
+  ReplaceTaskManager(faulty);
   const std::optional<std::string> logs =
       RestoreAndExpectOnce(savepoint, in, out, written, committed_before, "savepoint after cancel while pre-committed");
   if (!logs) return;
@@ -447,8 +460,7 @@ TEST_F(KafkaRestoreTest, OlderRetainedCheckpointAfterNewerOnesCompletedWithoutAR
   ASSERT_TRUE(std::filesystem::exists(chk2 + "/_metadata")) << chk2;
   const std::set<int> committed_before = CommittedNow(out);
 
-  cluster_->KillTaskManager(faulty);
-  cluster_->StartTaskManager({"-Dlog.level=debug"});
+  ReplaceTaskManager(faulty);
   const std::optional<std::string> logs =
       RestoreAndExpectOnce(chk2, in, out, written, committed_before, "older retained checkpoint, no restart");
   if (!logs) return;
