@@ -1076,8 +1076,11 @@ void JobMaster::OnTaskStateUpdateLocked(const v1::TaskStateUpdate& update) {
   if (update.state() == v1::TASK_FAILED) {
     // Error text from the wire is cut, not trusted to be small.
     task->error = update.error().substr(0, limits::kMaxErrorLength);
-    log_->warn("job {}: task {} {} failed{}: {}", job_id_, task->task_id, TaskLabel(*task),
-               update.unrecoverable() ? " (unrecoverable)" : "", task->error);
+    // While the attempt ends anyway (cancelled, or another task failed
+    // first), what its tasks report is a consequence: info.
+    log_->log(state_ == v1::CANCELING || attempt_failed_ ? spdlog::level::info : spdlog::level::warn,
+              "job {}: task {} {} failed{}: {}", job_id_, task->task_id, TaskLabel(*task),
+              update.unrecoverable() ? " (unrecoverable)" : "", task->error);
     if (update.unrecoverable() && unrecoverable_.empty()) {
       unrecoverable_ = absl::StrCat("task ", TaskLabel(*task), " failed: ", task->error);
     }

@@ -573,6 +573,9 @@ void Task::Run() {
   v1::TaskState final_state = v1::TASK_FINISHED;
   std::string error;
   bool unrecoverable = false;
+  // Failed only because an input's producer ended first (cancelled or
+  // failed): the producer's report carries the cause.
+  bool input_released = false;
   // Holds the job's library until after the handlers below, which may still
   // touch an exception object thrown by the job's code.
   std::shared_ptr<jobgraph::LoadedJob> job;
@@ -584,6 +587,7 @@ void Task::Run() {
     } else if (!status.ok()) {
       final_state = v1::TASK_FAILED;
       error = std::string(status.message());
+      input_released = network::IsReleasedBeforeEndOfInput(status);
     }
   } catch (const network::TaskCancelled&) {
     final_state = cancel_requested_.HasBeenNotified() ? v1::TASK_CANCELED : v1::TASK_FAILED;
@@ -601,7 +605,13 @@ void Task::Run() {
   }
   // No mail runs after this point; pending ones are dropped.
   mailbox_.Close();
-  if (final_state == v1::TASK_FAILED) {
+  if (final_state == v1::TASK_FAILED && input_released) {
+    // What a cancel or a failover does to every task downstream of one that
+    // stopped first; not a failure of this task's own.
+    log_->warn("task {} FAILED after its input ended early: {}; the producer's task says why (expected while "
+               "a job is cancelled or restarts)",
+               tdd_.task_id(), error);
+  } else if (final_state == v1::TASK_FAILED) {
     log_->error("task {} FAILED{}: {}", tdd_.task_id(), unrecoverable ? " (unrecoverable)" : "", error);
   } else {
     log_->info("task {} {} (records in {}, out {})", tdd_.task_id(), v1::TaskState_Name(final_state),

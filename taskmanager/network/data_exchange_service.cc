@@ -372,7 +372,8 @@ class DataExchangeServiceImpl::Stream : public std::enable_shared_from_this<Stre
     if (partition_->released()) {
       FinishLocked(Error(grpc::StatusCode::ABORTED,
                          absl::StrCat("result partition ", partition_->id(),
-                                      " was released before end of input (its producer was cancelled or failed)")));
+                                      " ", kReleasedBeforeEndOfInput,
+                                      " (its producer was cancelled or failed)")));
     }
   }
 

@@ -518,8 +518,8 @@ absl::StatusOr<std::optional<Buffer>> InputGate::Take(Channel& channel) {
     if (buffer.has_value()) return buffer;
     if (channel.partition->released()) {
       return absl::AbortedError(absl::StrCat(name_, ": input channel ", channel.index, " (", channel.description,
-                                             "): the partition was released before end of input (its producer "
-                                             "was cancelled or failed)"));
+                                             "): the partition ", kReleasedBeforeEndOfInput,
+                                             " (its producer was cancelled or failed)"));
     }
     return std::optional<Buffer>();
   }

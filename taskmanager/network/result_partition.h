@@ -20,12 +20,25 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "taskmanager/network/buffer.h"
 
 namespace weir::taskmanager::network {
+
+// How a consumer's input fails when the partition it reads was released
+// before its end of input (the producer was cancelled or failed; the
+// producer's own report says why): part of every such error's message, in
+// kAborted statuses, so the consumer can tell it from a failure of its own.
+inline constexpr char kReleasedBeforeEndOfInput[] = "was released before end of input";
+
+// Whether `status` is such a failure.
+inline bool IsReleasedBeforeEndOfInput(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kAborted &&
+         absl::StrContains(status.message(), kReleasedBeforeEndOfInput);
+}
 
 // Thread-safety: all methods are thread-safe. The producer's task thread
 // calls Add; each subpartition has at most one consumer (a local InputGate or
