@@ -1,29 +1,13 @@
 #include "connectors/reconnect.h"
 
-#include <algorithm>
-
 #include "absl/time/clock.h"
 #include "common/logging/logging.h"
 
 namespace weir::connectors {
 
-absl::Status RetryWithBackoff(absl::Duration timeout, absl::FunctionRef<absl::Status()> attempt,
-                              absl::FunctionRef<bool(const absl::Status&)> retryable,
-                              absl::FunctionRef<void(const absl::Status&, absl::Duration)> on_retry) {
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::Duration backoff = absl::Milliseconds(100);
-  for (;;) {
-    absl::Status status = attempt();
-    if (status.ok() || !retryable(status) || absl::Now() + backoff > deadline) return status;
-    on_retry(status, backoff);
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(2));
-  }
-}
-
-absl::Status RetryWithBackoff(absl::Duration timeout, absl::FunctionRef<absl::Status()> attempt,
-                              absl::FunctionRef<bool(const absl::Status&)> retryable) {
-  return RetryWithBackoff(timeout, attempt, retryable, [](const absl::Status&, absl::Duration) {});
+retry::RetryPolicy ReconnectPolicy(absl::Duration timeout) {
+  return {.backoff = {.initial = absl::Milliseconds(100), .multiplier = 2, .max = absl::Seconds(2), .jitter = 0.5},
+          .deadline = absl::Now() + timeout};
 }
 
 absl::Status SendBatchUntilSent(absl::Duration timeout, absl::FunctionRef<absl::Status()> send,

@@ -1,17 +1,17 @@
 // How the sinks get a connection back and send a batch again.
 //
-// RetryWithBackoff: try, and on a failure worth waiting out, wait 100 ms,
-// then twice as long each time up to 2 s, until a deadline.
+// ReconnectPolicy: how the sinks wait between tries to connect (a
+// retry::RetryPolicy for retry::Retry):
 //
-//   absl::Status status = RetryWithBackoff(
-//       kTimeout, [&] { return TryConnect(); },
+//   retry::RetryOutcome outcome = retry::Retry(
+//       ReconnectPolicy(kTimeout), [&] { return TryConnect(); },
 //       [](const absl::Status& s) { return absl::IsUnavailable(s); });
 //
 // SendBatchUntilSent: send a batch again when the server rolled it back or
 // the connection broke (after reconnecting), until a deadline.
 //
-// Thread-safety: free functions; they call their arguments on the caller's
-// thread and sleep there.
+// Thread-safety: free functions; SendBatchUntilSent calls its arguments on
+// the caller's thread.
 #pragma once
 
 #include <string_view>
@@ -19,18 +19,17 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/retry/backoff.h"
 #include "spdlog/logger.h"
 
 namespace weir::connectors {
 
-// Calls `attempt` until it returns OK, `retryable` refuses its status, or the
-// next try would begin more than `timeout` after the call; returns the last
-// status. Before each wait, `on_retry` hears the status and the wait.
-absl::Status RetryWithBackoff(absl::Duration timeout, absl::FunctionRef<absl::Status()> attempt,
-                              absl::FunctionRef<bool(const absl::Status&)> retryable,
-                              absl::FunctionRef<void(const absl::Status&, absl::Duration)> on_retry);
-absl::Status RetryWithBackoff(absl::Duration timeout, absl::FunctionRef<absl::Status()> attempt,
-                              absl::FunctionRef<bool(const absl::Status&)> retryable);
+// Waits of 100 ms, doubling up to 2 s, with equal jitter (each wait drawn
+// from its upper half): every subtask of a sink, and every sink writing to
+// the same server, loses its connection when that server restarts, and
+// without jitter they would all come back at the same moments. No try
+// starts more than `timeout` after the call.
+retry::RetryPolicy ReconnectPolicy(absl::Duration timeout);
 
 // What a failed send of a batch means to the sink that sent it.
 enum class BatchFailure {

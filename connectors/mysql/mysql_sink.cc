@@ -183,8 +183,8 @@ void MySqlUpsertSink::Throw(const absl::Status& status) const {
 }
 
 void MySqlUpsertSink::Connect(bool retry) {
-  absl::Status status = RetryWithBackoff(
-      kMySqlReconnectTimeout,
+  const retry::RetryOutcome outcome = retry::Retry(
+      ReconnectPolicy(kMySqlReconnectTimeout),
       [&] {
         ThrowUnlessLoaded(MySqlConnection::LoadLibrary(), client_);
         absl::StatusOr<std::unique_ptr<MySqlConnection>> c = MySqlConnection::Connect(
@@ -196,12 +196,13 @@ void MySqlUpsertSink::Connect(bool retry) {
       // Refused credentials and missing databases do not get better by
       // waiting.
       [&](const absl::Status& s) { return retry && absl::IsUnavailable(s); });
-  if (status.ok()) return;
+  if (outcome.status.ok()) return;
   if (retry) {
-    Throw(absl::Status(status.code(), absl::StrCat(status.message(), " (tried for ",
-                                                   absl::FormatDuration(kMySqlReconnectTimeout), ")")));
+    Throw(absl::Status(outcome.status.code(),
+                       absl::StrCat(outcome.status.message(), " (tried for ",
+                                    absl::FormatDuration(kMySqlReconnectTimeout), ": ", outcome.Summary(), ")")));
   }
-  Throw(status);
+  Throw(outcome.status);
 }
 
 void MySqlUpsertSink::Open(OperatorContext& context, RecordOutput*) {

@@ -193,8 +193,8 @@ void PostgresRowWriter::Connect(std::unique_ptr<PostgresConnection>* connection)
 }
 
 void PostgresRowWriter::Reconnect(std::unique_ptr<PostgresConnection>* connection) const {
-  absl::Status status = RetryWithBackoff(
-      kPostgresReconnectTimeout,
+  const retry::RetryOutcome outcome = retry::Retry(
+      ReconnectPolicy(kPostgresReconnectTimeout),
       [&] {
         absl::StatusOr<std::unique_ptr<PostgresConnection>> c = PostgresConnection::Connect(config_.conninfo, "weir");
         if (c.ok()) *connection = *std::move(c);
@@ -202,9 +202,10 @@ void PostgresRowWriter::Reconnect(std::unique_ptr<PostgresConnection>* connectio
       },
       // Refused credentials do not get better by waiting.
       [](const absl::Status& s) { return !absl::IsUnauthenticated(s); });
-  if (!status.ok()) {
-    Throw(absl::Status(status.code(), absl::StrCat(status.message(), " (tried for ",
-                                                   absl::FormatDuration(kPostgresReconnectTimeout), ")")));
+  if (!outcome.status.ok()) {
+    Throw(absl::Status(outcome.status.code(),
+                       absl::StrCat(outcome.status.message(), " (tried for ",
+                                    absl::FormatDuration(kPostgresReconnectTimeout), ": ", outcome.Summary(), ")")));
   }
   logging::Get("postgres")->info("{}: reconnected to PostgreSQL {}", client_, (*connection)->server());
 }

@@ -136,21 +136,23 @@ absl::Status RedisSink::TryConnect() {
 
 void RedisSink::Connect() {
   ThrowUnlessLoaded(hiredis.Load().status(), client_);
-  absl::Status status = RetryWithBackoff(
-      absl::Milliseconds(config_.reconnect_timeout_ms),
+  const retry::RetryOutcome outcome = retry::Retry(
+      ReconnectPolicy(absl::Milliseconds(config_.reconnect_timeout_ms)),
       [&] {
         absl::Status s = TryConnect();
         if (!s.ok()) Disconnect();
         return s;
       },
       [](const absl::Status& s) { return absl::IsUnavailable(s); },
-      [&](const absl::Status& s, absl::Duration backoff) {
-        log_->warn("{}: {}; trying again in {}", client_, s.message(), absl::FormatDuration(backoff));
+      [&](const absl::Status& s, absl::Duration wait) {
+        log_->warn("{}: {}; trying again in {}", client_, s.message(), absl::FormatDuration(wait));
       });
-  if (status.ok()) return;
-  throw std::runtime_error(absl::StrCat(
-      client_, ": ", status.message(),
-      absl::IsUnavailable(status) ? absl::StrCat(" (tried for ", config_.reconnect_timeout_ms, " ms)") : ""));
+  if (outcome.status.ok()) return;
+  throw std::runtime_error(absl::StrCat(client_, ": ", outcome.status.message(),
+                                        absl::IsUnavailable(outcome.status)
+                                            ? absl::StrCat(" (tried for ", config_.reconnect_timeout_ms, " ms: ",
+                                                           outcome.Summary(), ")")
+                                            : ""));
 }
 
 void RedisSink::Append(const redis::Record& r) {

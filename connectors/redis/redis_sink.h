@@ -5,7 +5,7 @@
 // Commands are pipelined: up to `pipeline` are sent before the sink reads
 // their replies, and every barrier, the end of input and every moment the
 // task's input runs dry (OnIdle) wait for all of them. A command not yet confirmed stays in memory; when the connection
-// breaks, the sink reconnects with backoff (100 ms doubling to 2 s) for up
+// breaks, the sink reconnects with jittered backoff (100 ms doubling to 2 s) for up
 // to reconnect.timeout.ms and sends every unconfirmed command again, which
 // is safe because writing a key again with the same value changes nothing.
 // Past the timeout the task fails and the job restarts by its strategy.

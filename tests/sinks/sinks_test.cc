@@ -487,7 +487,7 @@ TEST_F(SinksTest, RedisDownAtStartAndAWrongPasswordAreClearErrors) {
   // fails saying why, and the job restarts.
   ASSERT_TRUE(WaitFor([&] {
     const std::string logs = cluster_->Logs();
-    return absl::StrContains(logs, "cannot connect to Redis at") && absl::StrContains(logs, "(tried for 10000 ms)");
+    return absl::StrContains(logs, "cannot connect to Redis at") && absl::StrContains(logs, "(tried for 10000 ms: ");
   }, absl::Seconds(60))) << cluster_->Logs();
   ASSERT_TRUE((*redis)->Restart().ok());
   ASSERT_TRUE(WaitUntilRunning(job, 2)) << cluster_->Logs();

@@ -1,5 +1,5 @@
-// RetryWithBackoff: when it tries again, how long it waits, and when it
-// gives up. SendBatchUntilSent: what it does on each kind of failure.
+// ReconnectPolicy: the sinks' waits between tries to connect.
+// SendBatchUntilSent: what it does on each kind of failure.
 #include "connectors/reconnect.h"
 
 #include <iostream>
@@ -18,40 +18,26 @@
 namespace weir::connectors {
 namespace {
 
-bool Unavailable(const absl::Status& s) { return absl::IsUnavailable(s); }
-
-TEST(RetryWithBackoffTest, TriesAgainAfterWaitsThatDoubleUntilItSucceeds) {
-  int attempts = 0;
-  std::vector<absl::Duration> waits;
-  absl::Status status = RetryWithBackoff(
-      absl::Seconds(60),
-      [&] { return ++attempts < 4 ? absl::UnavailableError("down") : absl::OkStatus(); }, Unavailable,
-      [&](const absl::Status& s, absl::Duration wait) {
-        EXPECT_EQ(s.message(), "down");
-        waits.push_back(wait);
-      });
-  EXPECT_TRUE(status.ok()) << status;
-  EXPECT_EQ(attempts, 4);
-  EXPECT_EQ(waits, (std::vector<absl::Duration>{absl::Milliseconds(100), absl::Milliseconds(200),
-                                                absl::Milliseconds(400)}));
+TEST(ReconnectPolicyTest, WaitsFrom100MsDoublingTo2sWithEqualJitter) {
+  const absl::Time before = absl::Now();
+  const retry::RetryPolicy policy = ReconnectPolicy(absl::Seconds(10));
+  EXPECT_EQ(policy.backoff.initial, absl::Milliseconds(100));
+  EXPECT_EQ(policy.backoff.multiplier, 2.0);
+  EXPECT_EQ(policy.backoff.max, absl::Seconds(2));
+  EXPECT_EQ(policy.backoff.jitter, 0.5);
+  EXPECT_EQ(policy.max_attempts, 0);
+  EXPECT_GE(policy.deadline, before + absl::Seconds(10));
+  EXPECT_LE(policy.deadline, absl::Now() + absl::Seconds(10));
 }
 
-TEST(RetryWithBackoffTest, ReturnsAStatusItMayNotRetryAtOnce) {
+TEST(ReconnectPolicyTest, GivesUpWhenTheNextTryWouldStartPastTheTimeout) {
   int attempts = 0;
-  absl::Status status = RetryWithBackoff(
-      absl::Seconds(60),
-      [&] { return ++attempts < 2 ? absl::UnavailableError("down") : absl::UnauthenticatedError("no"); },
-      Unavailable);
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_EQ(attempts, 2);
-}
-
-TEST(RetryWithBackoffTest, GivesUpWhenTheNextTryWouldStartPastTheTimeout) {
-  int attempts = 0;
-  absl::Status status =
-      RetryWithBackoff(absl::ZeroDuration(), [&] { return ++attempts, absl::UnavailableError("down"); }, Unavailable,
-                       [](const absl::Status&, absl::Duration) { ADD_FAILURE() << "waited past the timeout"; });
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  const retry::RetryOutcome outcome = retry::Retry(
+      ReconnectPolicy(absl::ZeroDuration()), [&] { return ++attempts, absl::UnavailableError("down"); },
+      [](const absl::Status& s) { return absl::IsUnavailable(s); },
+      [](const absl::Status&, absl::Duration) { ADD_FAILURE() << "waited past the timeout"; });
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(outcome.end, retry::RetryOutcome::End::kDeadline);
   EXPECT_EQ(attempts, 1);
 }
 
