@@ -9,6 +9,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/retry/backoff.h"
 #include "common/status_macros.h"
 
 namespace weir::connectors::kafka_protocol {
@@ -35,6 +36,10 @@ absl::Status WithContext(const absl::Status& status, absl::string_view context) 
 bool IsRetriable(const absl::Status& status) {
   return status.code() == absl::StatusCode::kUnavailable;
 }
+
+// Each pause between retries is drawn from its upper half: the subtasks of
+// an exactly-once sink recover together and call the same coordinator.
+constexpr double kRetryJitter = 0.5;
 
 absl::Status RetriableKafkaError(int16_t code, absl::string_view context) {
   return WithKafkaErrorCode(
@@ -219,60 +224,63 @@ class CoordinatorCall {
     deadline_ = absl::Now() + options_.deadline;
 
     std::optional<Session> coordinator;
-    absl::Status last_error;
-    absl::Duration backoff = options_.retry_backoff;
     size_t next_bootstrap = 0;
-    for (int attempts = 1;; ++attempts) {
-      if (!coordinator) {
-        const BrokerAddress& bootstrap =
-            bootstrap_servers_[next_bootstrap++ % bootstrap_servers_.size()];
-        absl::StatusOr<Session> found = FindCoordinator(bootstrap);
-        if (found.ok()) {
-          coordinator = std::move(*found);
-        } else if (IsRetriable(found.status())) {
-          last_error = found.status();
-        } else {
-          return Finish(WithContext(found.status(), what_));
-        }
-      }
-      if (coordinator) {
-        const std::string at = absl::StrCat(what_, " at coordinator ",
-                                            coordinator->connection->address().ToString());
-        Attempt result = attempt(*coordinator, ExchangeDeadline(), at);
-        switch (result.next) {
-          case Attempt::Next::kDone:
-            if (!result.status.ok()) return Finish(std::move(result.status));
-            if (log_ != nullptr) {
-              log_->log(progress_level_, "{}: done (attempt {})", at, attempts);
+    int attempts = 0;
+    // The last try's status is the call's answer (done, or an error no
+    // retry fixes), not an error to wait out.
+    bool answered = false;
+    const retry::RetryOutcome outcome = retry::Retry(
+        {.backoff = {.initial = options_.retry_backoff,
+                     .multiplier = 2,
+                     .max = options_.max_retry_backoff,
+                     .jitter = kRetryJitter},
+         .deadline = deadline_},
+        [&]() -> absl::Status {
+          ++attempts;
+          answered = false;
+          if (!coordinator) {
+            const BrokerAddress& bootstrap = bootstrap_servers_[next_bootstrap++ % bootstrap_servers_.size()];
+            absl::StatusOr<Session> found = FindCoordinator(bootstrap);
+            if (!found.ok()) {
+              answered = !IsRetriable(found.status());
+              return answered ? WithContext(found.status(), what_) : found.status();
             }
-            return absl::OkStatus();
-          case Attempt::Next::kRetry:
-            last_error = std::move(result.status);
-            break;
-          case Attempt::Next::kFindAgain:
-            last_error = std::move(result.status);
-            coordinator.reset();
-            break;
-        }
-      }
-
-      // Retry after a pause, unless the pause would outlast the deadline.
-      if (absl::Now() + backoff >= deadline_) {
-        absl::Status status = absl::UnavailableError(absl::StrCat(
-            what_, ": no result within the deadline of ", absl::FormatDuration(options_.deadline),
-            " (", attempts, " attempts); last error: ", last_error.message()));
-        if (const std::optional<int16_t> code = KafkaErrorCodeOf(last_error)) {
-          status = WithKafkaErrorCode(std::move(status), *code);
-        }
-        return Finish(std::move(status));
-      }
-      if (log_ != nullptr) {
-        log_->debug("{}: retrying in {} after: {}", what_, absl::FormatDuration(backoff),
-                    std::string(last_error.message()));
-      }
-      absl::SleepFor(backoff);
-      backoff = std::min(backoff * 2, options_.max_retry_backoff);
+            coordinator = std::move(*found);
+          }
+          const std::string at =
+              absl::StrCat(what_, " at coordinator ", coordinator->connection->address().ToString());
+          Attempt result = attempt(*coordinator, ExchangeDeadline(), at);
+          switch (result.next) {
+            case Attempt::Next::kDone:
+              answered = true;
+              if (result.status.ok() && log_ != nullptr) {
+                log_->log(progress_level_, "{}: done (attempt {})", at, attempts);
+              }
+              break;
+            case Attempt::Next::kRetry:
+              break;
+            case Attempt::Next::kFindAgain:
+              coordinator.reset();
+              break;
+          }
+          return std::move(result.status);
+        },
+        [&](const absl::Status&) { return !answered; },
+        [&](const absl::Status& error, absl::Duration wait) {
+          if (log_ != nullptr) {
+            log_->debug("{}: retrying in {} after: {}", what_, absl::FormatDuration(wait),
+                        std::string(error.message()));
+          }
+        });
+    if (outcome.status.ok()) return absl::OkStatus();
+    if (outcome.end != retry::RetryOutcome::End::kDeadline) return Finish(outcome.status);
+    absl::Status status = absl::UnavailableError(
+        absl::StrCat(what_, ": no result within the deadline of ", absl::FormatDuration(options_.deadline), " (",
+                     outcome.Summary(), "); last error: ", outcome.status.message()));
+    if (const std::optional<int16_t> code = KafkaErrorCodeOf(outcome.status)) {
+      status = WithKafkaErrorCode(std::move(status), *code);
     }
+    return Finish(std::move(status));
   }
 
  private:

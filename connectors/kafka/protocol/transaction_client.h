@@ -62,7 +62,8 @@ struct TransactionClientOptions {
   // 60 s.
   absl::Duration deadline = absl::Seconds(60);
   // Pause before the first retry; it doubles with every retry up to
-  // max_retry_backoff. Defaults 50 ms and 1 s.
+  // max_retry_backoff, and each pause is shortened at random by up to half
+  // (equal jitter). Defaults 50 ms and 1 s.
   absl::Duration retry_backoff = absl::Milliseconds(50);
   absl::Duration max_retry_backoff = absl::Seconds(1);
   // Where the client logs what it does (each commit and abort at info, the
