@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/config/configuration.h"
 #include "common/logging/logging.h"
+#include "common/retry/backoff.h"
 #include "common/rpc/rpc.h"
 
 namespace weir::taskmanager {
@@ -21,7 +22,10 @@ ResourceManagerConnection::~ResourceManagerConnection() { Stop("shutdown"); }
 
 void ResourceManagerConnection::Start() {
   thread_ = std::thread([this] {
-    absl::Duration backoff = options_.initial_backoff;
+    // Equal jitter: every TaskManager of a cluster loses its session when
+    // the JobManager restarts, and would otherwise come back in waves.
+    retry::Backoff backoff(
+        {.initial = options_.initial_backoff, .multiplier = 2, .max = options_.max_backoff, .jitter = 0.5});
     int attempt = 0;
     while (true) {
       ++attempt;
@@ -30,15 +34,14 @@ void ResourceManagerConnection::Start() {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
       if (registered) {
-        backoff = options_.initial_backoff;
+        backoff.Reset();
         attempt = 1;
       }
+      const absl::Duration wait = backoff.Next();
       log_->warn("TaskManager {}: cannot register with the JobManager at {} (attempt {}): {}; retrying in {}",
-                 info_.taskmanager_id(), options_.jobmanager_address, attempt, error,
-                 config::FormatDuration(backoff));
+                 info_.taskmanager_id(), options_.jobmanager_address, attempt, error, config::FormatDuration(wait));
       auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
-      if (mu_.AwaitWithTimeout(absl::Condition(&stop), backoff)) return;
-      backoff = std::min(backoff * 2, options_.max_backoff);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop), wait)) return;
     }
   });
 }

@@ -7,7 +7,9 @@
 // CheckpointMessageHandler on the session's reader thread). When the session ends
 // (JobManager down, restarted, or silent for heartbeat.timeout) it retries
 // with exponential backoff between cluster.registration.initial-timeout and
-// cluster.registration.max-timeout, logging each attempt. Stop deregisters.
+// cluster.registration.max-timeout, each wait drawn from its upper half
+// (jitter, so that the TaskManagers of a restarted JobManager do not all
+// come back at once), logging each attempt. Stop deregisters.
 //
 // Thread-safety: Start/Stop from the owning thread; accessors from any thread.
 #pragma once

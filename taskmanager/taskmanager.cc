@@ -21,6 +21,7 @@
 #include "common/process/fault_injection.h"
 #include "common/process/proc_status.h"
 #include "common/random_id.h"
+#include "common/retry/backoff.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
@@ -416,21 +417,39 @@ void TaskManager::OnCheckpointMessage(const v1::JobManagerMessage& message) {
 
 namespace {
 
+// The calls a TaskManager makes to the JobManager's JobMasterService
+// (checkpoint messages, task states): up to `max_attempts` tries, 200 ms
+// apart and doubling, each wait drawn from its upper half, since every
+// TaskManager of a job sends these at the same moments (one checkpoint's
+// acknowledgements) and a stalled JobManager would see them all come back
+// together.
+retry::RetryPolicy JobManagerCallPolicy(int max_attempts) {
+  return {.backoff = {.initial = absl::Milliseconds(200), .multiplier = 2, .max = absl::Milliseconds(1600),
+                      .jitter = 0.5},
+          .max_attempts = max_attempts};
+}
+
+bool AnyError(const absl::Status&) { return true; }
+
 // Sends a checkpoint message with a few retries: a lost acknowledgement
 // costs the whole checkpoint.
 template <typename Request, typename Call>
 void SendWithRetries(const std::shared_ptr<spdlog::logger>& log, const Request& request, absl::string_view what,
                      Call call) {
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    v1::CheckpointResponse response;
-    grpc::Status status = call(&context, request, &response);
-    if (status.ok()) return;
-    log->warn("task {}: cannot send the {} of checkpoint {} to the JobManager: {}", request.task_id(), what,
-              request.checkpoint_id(), status.error_message());
-    absl::SleepFor(absl::Milliseconds(200 << attempt));
-  }
+  retry::Retry(
+      JobManagerCallPolicy(3),
+      [&] {
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        v1::CheckpointResponse response;
+        grpc::Status status = call(&context, request, &response);
+        if (!status.ok()) {
+          log->warn("task {}: cannot send the {} of checkpoint {} to the JobManager: {}", request.task_id(), what,
+                    request.checkpoint_id(), status.error_message());
+        }
+        return rpc::FromGrpcStatus(status);
+      },
+      AnyError);
 }
 
 }  // namespace
@@ -455,23 +474,29 @@ void TaskManager::SendAcknowledgements() {
     auto send = [&]() {
       if (batch.acks_size() == 0) return true;
       const absl::Time start = absl::Now();
-      for (int attempt = 0; attempt < 3; ++attempt) {
-        grpc::ClientContext context;
-        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-        v1::CheckpointResponse response;
-        grpc::Status status = job_master_->AcknowledgeCheckpoints(&context, batch, &response);
-        if (status.ok()) {
-          log_->debug("sent {} acknowledgements of checkpoint {} (task {} and others) in {} ms", batch.acks_size(),
-                      batch.acks(0).checkpoint_id(), batch.acks(0).task_id(),
-                      absl::ToInt64Milliseconds(absl::Now() - start));
-          break;
-        }
-        if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) return false;  // an older JobManager
-        log_->warn("cannot send {} acknowledgements of checkpoint {} (task {} and others) to the JobManager: {}",
-                   batch.acks_size(), batch.acks(0).checkpoint_id(), batch.acks(0).task_id(),
-                   status.error_message());
-        absl::SleepFor(absl::Milliseconds(200 << attempt));
-      }
+      bool unimplemented = false;  // an older JobManager
+      retry::Retry(
+          JobManagerCallPolicy(3),
+          [&] {
+            grpc::ClientContext context;
+            context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+            v1::CheckpointResponse response;
+            grpc::Status status = job_master_->AcknowledgeCheckpoints(&context, batch, &response);
+            if (status.ok()) {
+              log_->debug("sent {} acknowledgements of checkpoint {} (task {} and others) in {} ms",
+                          batch.acks_size(), batch.acks(0).checkpoint_id(), batch.acks(0).task_id(),
+                          absl::ToInt64Milliseconds(absl::Now() - start));
+            } else if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+              unimplemented = true;
+            } else {
+              log_->warn("cannot send {} acknowledgements of checkpoint {} (task {} and others) to the JobManager: {}",
+                         batch.acks_size(), batch.acks(0).checkpoint_id(), batch.acks(0).task_id(),
+                         status.error_message());
+            }
+            return rpc::FromGrpcStatus(status);
+          },
+          [&](const absl::Status&) { return !unimplemented; });
+      if (unimplemented) return false;
       sent += batch.acks_size();
       batch.clear_acks();
       batch_bytes = 0;
@@ -551,17 +576,20 @@ void TaskManager::OnTaskState(const v1::TaskStateUpdate& update) {
     stopping = stopping_;
   }
   // While shutting down, one try: the JobManager may be gone for good.
-  const int attempts = stopping ? 1 : 5;
-  for (int attempt = 0; attempt < attempts; ++attempt) {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    v1::TaskStateUpdateResponse response;
-    grpc::Status status = job_master_->UpdateTaskState(&context, update, &response);
-    if (status.ok()) return;
-    log_->warn("task {}: cannot report state {} to the JobManager: {}", update.task_id(),
-               v1::TaskState_Name(update.state()), status.error_message());
-    if (attempt + 1 < attempts) absl::SleepFor(absl::Milliseconds(200 << attempt));
-  }
+  retry::Retry(
+      JobManagerCallPolicy(stopping ? 1 : 5),
+      [&] {
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+        v1::TaskStateUpdateResponse response;
+        grpc::Status status = job_master_->UpdateTaskState(&context, update, &response);
+        if (!status.ok()) {
+          log_->warn("task {}: cannot report state {} to the JobManager: {}", update.task_id(),
+                     v1::TaskState_Name(update.state()), status.error_message());
+        }
+        return rpc::FromGrpcStatus(status);
+      },
+      AnyError);
 }
 
 void TaskManager::SweepLocalRecovery() {

@@ -109,14 +109,17 @@ constexpr std::array kOptions = {
                .type = OptionType::kDuration,
                .default_value = "100 ms",
                .description = "First delay before a TaskManager retries registering with an "
-                              "unreachable JobManager; doubles on every failed attempt.",
+                              "unreachable JobManager; doubles on every failed attempt. Each delay "
+                              "is drawn at random from its upper half, so that the TaskManagers of "
+                              "a restarted JobManager do not all come back at once.",
                .scope = kTaskManager,
                .min_value = 1,
                .max_value = kMsPerDay},
     OptionSpec{.key = keys::kRegistrationMaxTimeout,
                .type = OptionType::kDuration,
                .default_value = "5 s",
-               .description = "Largest delay between two registration attempts.",
+               .description = "Largest delay between two registration attempts (before the random "
+                              "shortening).",
                .scope = kTaskManager,
                .min_value = 1,
                .max_value = kMsPerDay},

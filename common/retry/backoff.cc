@@ -19,17 +19,29 @@ absl::Status BackoffOptions::Validate() const {
   return absl::OkStatus();
 }
 
+namespace {
+
+double Draw(std::mt19937_64& engine) { return static_cast<double>(engine() >> 11) * 0x1.0p-53; }
+
+// One engine per thread, seeded from std::random_device: a Backoff costs no
+// engine of its own (an input gate keeps one per channel), and two processes
+// do not draw alike.
+double RandomDraw() {
+  thread_local std::mt19937_64 engine = [] {
+    std::random_device device;
+    return std::mt19937_64((static_cast<uint64_t>(device()) << 32) ^ device());
+  }();
+  return Draw(engine);
+}
+
+}  // namespace
+
 UniformSource SeededUniformSource(uint64_t seed) {
   auto engine = std::make_shared<std::mt19937_64>(seed);
-  return [engine] { return static_cast<double>((*engine)() >> 11) * 0x1.0p-53; };
+  return [engine] { return Draw(*engine); };
 }
 
 namespace {
-
-UniformSource RandomUniformSource() {
-  std::random_device device;
-  return SeededUniformSource((static_cast<uint64_t>(device()) << 32) ^ device());
-}
 
 BackoffOptions Clamped(BackoffOptions o) {
   if (o.initial <= absl::ZeroDuration()) o.initial = absl::Milliseconds(1);
@@ -43,7 +55,7 @@ BackoffOptions Clamped(BackoffOptions o) {
 }  // namespace
 
 Backoff::Backoff(BackoffOptions options)
-    : Backoff(options, options.jitter > 0.0 ? RandomUniformSource() : UniformSource()) {}
+    : Backoff(options, options.jitter > 0.0 ? UniformSource(RandomDraw) : UniformSource()) {}
 
 Backoff::Backoff(BackoffOptions options, UniformSource uniform)
     : options_(Clamped(options)), uniform_(std::move(uniform)), delay_(options_.initial) {}

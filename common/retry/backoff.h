@@ -61,8 +61,8 @@ UniformSource SeededUniformSource(uint64_t seed);
 // The waits of one retry loop, one after another. Not thread-safe.
 class Backoff {
  public:
-  // Jitter drawn from a source seeded from std::random_device, so that two
-  // processes do not draw alike.
+  // Jitter drawn from an engine per thread seeded from std::random_device,
+  // so that two processes do not draw alike.
   explicit Backoff(BackoffOptions options);
   // Jitter drawn from `uniform` (unused when options.jitter is 0).
   Backoff(BackoffOptions options, UniformSource uniform);

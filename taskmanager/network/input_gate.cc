@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/check.h"
 #include "common/logging/logging.h"
+#include "common/retry/backoff.h"
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
 #include "taskmanager/network/data_exchange_service.h"
@@ -69,7 +70,13 @@ absl::StatusCode ChannelFailureCode(absl::StatusCode code) {
 class InputGate::RemoteChannel {
  public:
   RemoteChannel(InputGate* gate, Channel* channel, v1::DataExchangeService::Stub* stub, grpc::CompletionQueue* queue)
-      : gate_(gate), channel_(channel), stub_(stub), queue_(queue), backoff_(gate->options_.initial_backoff) {}
+      : gate_(gate), channel_(channel), stub_(stub), queue_(queue),
+        // Every consumer of a producer still being deployed subscribes
+        // again; jitter spreads them out.
+        backoff_({.initial = gate->options_.initial_backoff,
+                  .multiplier = 2,
+                  .max = gate->options_.max_backoff,
+                  .jitter = 0.5}) {}
 
   // Opens the first subscription.
   void Start() ABSL_LOCKS_EXCLUDED(mu_) {
@@ -279,13 +286,13 @@ class InputGate::RemoteChannel {
     }
     const bool retriable = failure.code() == absl::StatusCode::kNotFound ||
                            failure.code() == absl::StatusCode::kResourceExhausted;
-    if (!received_ && retriable && absl::Now() + backoff_ < gate_->partition_deadline_) {
+    const absl::Duration wait = backoff_.Next();
+    if (!received_ && retriable && absl::Now() + wait < gate_->partition_deadline_) {
       log->debug("{}: {} is not served yet ({}); subscribing again in {}", gate_->name_, channel_->description,
-                 failure.message(), absl::FormatDuration(backoff_));
+                 failure.message(), absl::FormatDuration(wait));
       retrying_ = true;
       ++ops_;
-      retry_.Set(queue_, absl::ToChronoTime(absl::Now() + backoff_), &retry_done_);
-      backoff_ = std::min(backoff_ * 2, gate_->options_.max_backoff);
+      retry_.Set(queue_, absl::ToChronoTime(absl::Now() + wait), &retry_done_);
       return;
     }
     std::string why;
@@ -344,7 +351,7 @@ class InputGate::RemoteChannel {
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   // Why this side ended the call (bad message), if it did.
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
-  absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
+  retry::Backoff backoff_ ABSL_GUARDED_BY(mu_);
 };
 
 

@@ -54,7 +54,9 @@ struct InputGateOptions {
   int initial_credit = 4;
   // How long a producer's partition may take to be registered, e.g. because
   // the producer task is still being deployed (default 60 s). Remote
-  // subscriptions answered NOT_FOUND are retried with backoff until then.
+  // subscriptions answered NOT_FOUND are retried until then, waiting
+  // initial_backoff doubling to max_backoff, each wait drawn from its upper
+  // half.
   absl::Duration partition_timeout = absl::Seconds(60);
   absl::Duration initial_backoff = absl::Milliseconds(50);
   absl::Duration max_backoff = absl::Seconds(1);
