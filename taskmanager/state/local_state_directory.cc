@@ -10,11 +10,11 @@
 #include <cstring>
 #include <filesystem>
 #include <system_error>
-#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging/logging.h"
+#include "common/retry/backoff.h"
 
 namespace weir::taskmanager {
 namespace {
@@ -67,31 +67,32 @@ absl::StatusOr<std::unique_ptr<LocalStateDirectory>> LocalStateDirectory::Acquir
   // delete the lock file and the directory. Retry briefly, and only count a
   // lock on the lock file that is still there.
   int fd = -1;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (true) {
-    fs::create_directories(path, ec);
-    if (ec) {
-      return absl::FailedPreconditionError(absl::StrCat("cannot create the local state directory ", dir, ": ",
-                                                        ec.message(), " (taskmanager.state.local.root-dirs)"));
-    }
-    fd = TryLock(path);
-    if (fd >= 0 && StillLinked(fd, path)) break;
-    const int err = fd >= 0 ? ENOENT : errno;
-    if (fd >= 0) close(fd);
-    fd = -1;
-    errno = err;
-    if ((err != EWOULDBLOCK && err != ENOENT) || std::chrono::steady_clock::now() > deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (fd < 0) {
-    if (errno == EWOULDBLOCK) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the local state directory ", dir, " is in use by another running TaskManager; give each TaskManager "
-          "its own taskmanager.state.local.root-dirs"));
-    }
-    return absl::FailedPreconditionError(absl::StrCat("cannot lock the local state directory ", dir, ": ",
-                                                      std::strerror(errno)));
-  }
+  int lock_errno = 0;  // of the last try: EWOULDBLOCK and ENOENT may pass
+  const retry::RetryOutcome outcome = retry::Retry(
+      {.backoff = {.initial = absl::Milliseconds(20), .multiplier = 1, .max = absl::Milliseconds(20)},
+       .deadline = absl::Now() + absl::Seconds(1)},
+      [&]() -> absl::Status {
+        lock_errno = 0;
+        fs::create_directories(path, ec);
+        if (ec) {
+          return absl::FailedPreconditionError(absl::StrCat("cannot create the local state directory ", dir, ": ",
+                                                            ec.message(), " (taskmanager.state.local.root-dirs)"));
+        }
+        fd = TryLock(path);
+        if (fd >= 0 && StillLinked(fd, path)) return absl::OkStatus();
+        lock_errno = fd >= 0 ? ENOENT : errno;
+        if (fd >= 0) close(fd);
+        fd = -1;
+        if (lock_errno == EWOULDBLOCK) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "the local state directory ", dir, " is in use by another running TaskManager; give each "
+              "TaskManager its own taskmanager.state.local.root-dirs"));
+        }
+        return absl::FailedPreconditionError(
+            absl::StrCat("cannot lock the local state directory ", dir, ": ", std::strerror(lock_errno)));
+      },
+      [&](const absl::Status&) { return lock_errno == EWOULDBLOCK || lock_errno == ENOENT; });
+  if (!outcome.status.ok()) return outcome.status;
   Clear(path);
   // Leftovers of killed TaskManagers that used the default layout.
   const fs::path parent = path.parent_path();
