@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -13,11 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging/logging.h"
+#include "common/retry/backoff.h"
 
 namespace weir::connectors::kafka_internal {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 constexpr int kDefaultOpenTimeoutMs = 20000;
 
@@ -137,13 +135,13 @@ absl::StatusOr<std::map<std::string, int32_t>> FetchPartitionCounts(
     RdKafka::Handle& client, const std::vector<std::string>& topics, const std::string& brokers,
     int timeout_ms, const ClientEvents& events) {
   // Retries only what may clear up: no broker yet, a request timing out, a
-  // partition without a leader while a topic is being created or moved.
-  constexpr auto kRetryBackoff = std::chrono::milliseconds(100);
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  // partition without a leader while a topic is being created or moved;
+  // 100 ms apart, since metadata() itself waits for a usable broker.
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms);
+  const retry::BackoffOptions pause{
+      .initial = absl::Milliseconds(100), .multiplier = 1, .max = absl::Milliseconds(100)};
   auto remaining_ms = [&] {
-    return static_cast<int>(std::max<int64_t>(
-        0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())
-               .count()));
+    return static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now())));
   };
   auto unreachable = [&](const std::string& error) {
     std::string message = absl::StrCat("cannot reach Kafka brokers at ", brokers, " within ",
@@ -162,57 +160,60 @@ absl::StatusOr<std::map<std::string, int32_t>> FetchPartitionCounts(
       return absl::InternalError(
           absl::StrCat("cannot create a librdkafka handle for topic '", name, "': ", error));
     }
-    std::string last_problem;
-    while (true) {
-      const int wait_ms = remaining_ms();
-      if (wait_ms <= 0) {
-        if (last_problem.empty()) last_problem = "no metadata response";
-        return unreachable(last_problem);
-      }
-      RdKafka::Metadata* raw = nullptr;
-      const RdKafka::ErrorCode code = client.metadata(false, topic.get(), &raw, wait_ms);
-      std::unique_ptr<RdKafka::Metadata> metadata(raw);
-      if (code != RdKafka::ERR_NO_ERROR) {
-        last_problem = RdKafka::err2str(code);
-        // metadata() itself waits for a usable broker; pause only when it
-        // came back early.
-        if (remaining_ms() > 0) std::this_thread::sleep_for(kRetryBackoff);
-        continue;
-      }
-      const RdKafka::TopicMetadata* found = nullptr;
-      for (const RdKafka::TopicMetadata* t : *metadata->topics()) {
-        if (t->topic() == name) found = t;
-      }
-      const RdKafka::ErrorCode topic_code =
-          found == nullptr ? RdKafka::ERR_UNKNOWN_TOPIC_OR_PART : found->err();
-      if (topic_code == RdKafka::ERR_UNKNOWN_TOPIC_OR_PART ||
-          (topic_code == RdKafka::ERR_NO_ERROR && found->partitions()->empty())) {
-        return absl::NotFoundError(absl::StrCat("Kafka topic '", name, "' does not exist on brokers ", brokers,
-                                                " (create it first, e.g. weir kafka create-topic --brokers ",
-                                                brokers, " ", name, " --partitions 4)"));
-      }
-      if (topic_code == RdKafka::ERR_TOPIC_AUTHORIZATION_FAILED) {
-        return absl::PermissionDeniedError(
-            absl::StrCat("not authorized to describe Kafka topic '", name, "' on brokers ",
-                         brokers, ": grant the client Describe and Read/Write on it"));
-      }
-      bool ready = topic_code == RdKafka::ERR_NO_ERROR;
-      if (!ready) {
-        last_problem = absl::StrCat("topic '", name, "': ", RdKafka::err2str(topic_code));
-      }
-      for (const RdKafka::PartitionMetadata* p : *found->partitions()) {
-        if (ready && (p->err() == RdKafka::ERR_LEADER_NOT_AVAILABLE || p->leader() < 0)) {
-          last_problem = absl::StrCat("partition ", p->id(), " of topic '", name,
-                                      "' has no leader");
-          ready = false;
-        }
-      }
-      if (ready) {
-        counts[name] = static_cast<int32_t>(found->partitions()->size());
-        break;
-      }
-      if (remaining_ms() > 0) std::this_thread::sleep_for(kRetryBackoff);
-    }
+    std::string last_problem = "no metadata response";
+    // The try's status is the answer (the topic is missing, or not ours to
+    // describe), not something to wait out.
+    bool answered = false;
+    const retry::RetryOutcome outcome = retry::Retry(
+        {.backoff = pause, .deadline = deadline},
+        [&]() -> absl::Status {
+          const int wait_ms = remaining_ms();
+          if (wait_ms <= 0) return absl::DeadlineExceededError(last_problem);
+          RdKafka::Metadata* raw = nullptr;
+          const RdKafka::ErrorCode code = client.metadata(false, topic.get(), &raw, wait_ms);
+          std::unique_ptr<RdKafka::Metadata> metadata(raw);
+          if (code != RdKafka::ERR_NO_ERROR) {
+            last_problem = RdKafka::err2str(code);
+            return absl::UnavailableError(last_problem);
+          }
+          const RdKafka::TopicMetadata* found = nullptr;
+          for (const RdKafka::TopicMetadata* t : *metadata->topics()) {
+            if (t->topic() == name) found = t;
+          }
+          const RdKafka::ErrorCode topic_code =
+              found == nullptr ? RdKafka::ERR_UNKNOWN_TOPIC_OR_PART : found->err();
+          if (topic_code == RdKafka::ERR_UNKNOWN_TOPIC_OR_PART ||
+              (topic_code == RdKafka::ERR_NO_ERROR && found->partitions()->empty())) {
+            answered = true;
+            return absl::NotFoundError(absl::StrCat("Kafka topic '", name, "' does not exist on brokers ", brokers,
+                                                    " (create it first, e.g. weir kafka create-topic --brokers ",
+                                                    brokers, " ", name, " --partitions 4)"));
+          }
+          if (topic_code == RdKafka::ERR_TOPIC_AUTHORIZATION_FAILED) {
+            answered = true;
+            return absl::PermissionDeniedError(
+                absl::StrCat("not authorized to describe Kafka topic '", name, "' on brokers ",
+                             brokers, ": grant the client Describe and Read/Write on it"));
+          }
+          bool ready = topic_code == RdKafka::ERR_NO_ERROR;
+          if (!ready) {
+            last_problem = absl::StrCat("topic '", name, "': ", RdKafka::err2str(topic_code));
+          }
+          for (const RdKafka::PartitionMetadata* p : *found->partitions()) {
+            if (ready && (p->err() == RdKafka::ERR_LEADER_NOT_AVAILABLE || p->leader() < 0)) {
+              last_problem = absl::StrCat("partition ", p->id(), " of topic '", name,
+                                          "' has no leader");
+              ready = false;
+            }
+          }
+          if (!ready) return absl::UnavailableError(last_problem);
+          counts[name] = static_cast<int32_t>(found->partitions()->size());
+          return absl::OkStatus();
+        },
+        [&](const absl::Status& status) { return !answered && absl::IsUnavailable(status); });
+    if (outcome.status.ok()) continue;
+    if (answered) return outcome.status;
+    return unreachable(last_problem);
   }
   return counts;
 }
