@@ -10,7 +10,7 @@
 namespace weir::retry {
 
 absl::Status BackoffOptions::Validate() const {
-  if (initial <= absl::ZeroDuration() || multiplier < 1.0 || max < initial || !(jitter >= 0.0 && jitter <= 1.0)) {
+  if (initial <= absl::ZeroDuration() || !(multiplier >= 1.0) || max < initial || !(jitter >= 0.0 && jitter <= 1.0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "backoff: initial (", absl::FormatDuration(initial), ") must be positive, multiplier (", multiplier,
         ") at least 1, max (", absl::FormatDuration(max), ") at least initial and jitter (", jitter,

@@ -4,6 +4,7 @@
 #include "common/retry/backoff.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <memory>
 #include <random>
@@ -135,6 +136,13 @@ TEST(BackoffOptionsTest, ValidateRefusesWhatCannotBeABackoff) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(BackoffOptions{.jitter = 1.5}.Validate().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(BackoffOptions{.jitter = -0.1}.Validate().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(BackoffOptionsTest, ABackoffClampsWhatValidateRefuses) {
+  EXPECT_EQ(BackoffOptions{.multiplier = std::nan("")}.Validate().code(), absl::StatusCode::kInvalidArgument);
+  Backoff backoff({.initial = absl::ZeroDuration(), .multiplier = 0.5, .max = -absl::Seconds(1)});
+  // 1 ms, no shrinking, capped at the initial delay.
+  EXPECT_THAT(Waits(backoff, 3), ElementsAre(absl::Milliseconds(1), absl::Milliseconds(1), absl::Milliseconds(1)));
 }
 
 TEST(RetryTest, TriesAgainAfterEachWaitUntilItSucceeds) {
