@@ -49,6 +49,10 @@ absl::StatusCode ChannelFailureCode(absl::StatusCode code) {
     case absl::StatusCode::kUnimplemented:
     case absl::StatusCode::kResourceExhausted:
       return code;
+    case absl::StatusCode::kAborted:
+      // The producer's partition was released (IsReleasedBeforeEndOfInput)
+      // or another abort the producer decided: kept, so the task can tell.
+      return code;
     default:
       return absl::StatusCode::kUnavailable;
   }
