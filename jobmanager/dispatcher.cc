@@ -20,6 +20,7 @@
 #include "jobgraph/graph_spec.h"
 #include "jobmanager/checkpoint/savepoint.h"
 #include "jobmanager/checkpoint/state_assignment.h"
+#include "jobmanager/grpc_taskmanager_gateway.h"
 
 namespace weir::jobmanager {
 Dispatcher::Dispatcher(DispatcherOptions options, ResourceManager* resource_manager, ArtifactStore* artifacts)
@@ -170,11 +171,14 @@ absl::Status Dispatcher::StartJob(const std::string& job_id, const v1::SubmitJob
     return resource_manager_->AllocateSlots(job_id, count, preferred);
   };
   slot_provider.release = [this, job_id] { resource_manager_->ReleaseSlots(job_id); };
-  slot_provider.checkpoint_session = [this](const std::string& taskmanager_id, const std::string& address) {
-    return resource_manager_->CheckpointMessageSession(taskmanager_id, address);
-  };
+  // One per job, as each job's stubs (and so its connections) were its own.
+  auto taskmanagers = std::make_shared<GrpcTaskManagerGateway>(
+      [this](const std::string& taskmanager_id, const std::string& address) {
+        return resource_manager_->CheckpointMessageSession(taskmanager_id, address);
+      });
   absl::StatusOr<std::shared_ptr<JobMaster>> created = JobMaster::Create(
       job_id, request, std::move(graph), std::move(slots), std::move(settings), std::move(slot_provider),
+      std::move(taskmanagers),
       [this](const std::string& id, v1::JobState state) {
         resource_manager_->ReleaseSlots(id);
         OnJobEnded(id);

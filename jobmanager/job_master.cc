@@ -15,7 +15,6 @@
 #include "connectors/connector.h"
 #include "jobmanager/checkpoint/savepoint.h"
 #include "jobmanager/checkpoint/state_assignment.h"
-#include "jobmanager/rpc_fan_out.h"
 
 namespace weir::jobmanager {
 
@@ -93,7 +92,9 @@ absl::StatusOr<JobSettings> ResolveJobSettings(const config::Configuration& clus
 absl::StatusOr<std::shared_ptr<JobMaster>> JobMaster::Create(std::string job_id, v1::SubmitJobRequest request,
                                                              ExecutionGraph graph, std::vector<SlotAssignment> slots,
                                                              JobSettings settings, SlotProvider slot_provider,
+                                                             std::shared_ptr<TaskManagerGateway> taskmanagers,
                                                              TerminalCallback on_terminal) {
+  if (taskmanagers == nullptr) return absl::InvalidArgumentError("a JobMaster needs a TaskManager gateway");
   std::optional<checkpoint::CheckpointStorage> storage;
   if (!settings.checkpoint_dir.empty()) {
     ASSIGN_OR_RETURN(storage, checkpoint::CheckpointStorage::Open(settings.checkpoint_dir));
@@ -103,7 +104,7 @@ absl::StatusOr<std::shared_ptr<JobMaster>> JobMaster::Create(std::string job_id,
   }
   std::shared_ptr<JobMaster> master(new JobMaster(std::move(job_id), std::move(request), std::move(graph),
                                                   std::move(slots), std::move(settings), std::move(slot_provider),
-                                                  std::move(on_terminal)));
+                                                  std::move(taskmanagers), std::move(on_terminal)));
   if (storage.has_value()) {
     master->coordinator_ = std::make_unique<checkpoint::CheckpointCoordinator>(
         master->job_id_, master->settings_.checkpoint, std::move(*storage),
@@ -114,12 +115,13 @@ absl::StatusOr<std::shared_ptr<JobMaster>> JobMaster::Create(std::string job_id,
 
 JobMaster::JobMaster(std::string job_id, v1::SubmitJobRequest request, ExecutionGraph graph,
                      std::vector<SlotAssignment> slots, JobSettings settings, SlotProvider slot_provider,
-                     TerminalCallback on_terminal)
+                     std::shared_ptr<TaskManagerGateway> taskmanagers, TerminalCallback on_terminal)
     : job_id_(std::move(job_id)),
       request_(std::move(request)),
       graph_(std::move(graph)),
       settings_(std::move(settings)),
       slot_provider_(std::move(slot_provider)),
+      taskmanagers_(std::move(taskmanagers)),
       on_terminal_(std::move(on_terminal)),
       submitted_at_(settings_.submitted_at == absl::InfinitePast() ? absl::Now() : settings_.submitted_at),
       log_(logging::Get("jobmaster")),
@@ -158,7 +160,7 @@ bool JobMaster::AllTasksTerminalLocked() const { return terminal_tasks_ == tasks
 
 std::vector<std::string> JobMaster::AttemptAddressesLocked() const {
   std::set<std::string> addresses;
-  for (const auto& [id, address] : attempt_taskmanagers_) addresses.insert(address);
+  for (const TaskManagerAddress& taskmanager : attempt_taskmanagers_) addresses.insert(taskmanager.address);
   return {addresses.begin(), addresses.end()};
 }
 
@@ -185,13 +187,6 @@ void JobMaster::FailLocked(const std::string& error) {
   last_failure_ = error;
   cancel_requested_ = true;
   cancel_reason_ = absl::StrCat("job failing: ", error);
-}
-
-std::shared_ptr<v1::TaskExecutorService::Stub> JobMaster::StubFor(const std::string& address) {
-  absl::MutexLock lock(&stubs_mu_);
-  auto& stub = stubs_[address];
-  if (stub == nullptr) stub = v1::TaskExecutorService::NewStub(rpc::CreateChannel(address));
-  return stub;
 }
 
 absl::Status JobMaster::DescribeRestore(const TaskRecord& task, const v1::CheckpointMetadata& restore,
@@ -326,13 +321,9 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
   // Every descriptor first: one that cannot be built (e.g. the restored
   // checkpoint holds no state for a task) fails the attempt before any
   // task runs.
-  struct Batch {
-    std::string address;
-    v1::DeployTasksRequest request;
-    std::vector<size_t> tasks;  // indexes into tasks_, in request order
-    size_t bytes = 0;           // of the descriptors in request
-  };
-  std::vector<Batch> batches;
+  std::vector<DeployTasksCall> batches;
+  std::vector<std::vector<size_t>> batch_tasks;  // per batch: indexes into tasks_, in request order
+  std::vector<size_t> batch_bytes;               // per batch: of the descriptors in its request
   std::vector<std::string> labels;
   {
     absl::MutexLock lock(&mu_);
@@ -357,7 +348,8 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
     }
     std::set<std::pair<std::string, std::string>> taskmanagers;
     for (const TaskRecord& t : tasks_) taskmanagers.emplace(t.slot.taskmanager_id, t.slot.address);
-    attempt_taskmanagers_.assign(taskmanagers.begin(), taskmanagers.end());
+    attempt_taskmanagers_.clear();
+    for (const auto& [id, address] : taskmanagers) attempt_taskmanagers_.push_back({id, address});
     // One call per TaskManager (more when its descriptors are large), so
     // that no message comes near the TaskManager's receive limit.
     constexpr size_t kMaxBatchBytes = rpc::kControlPlaneMaxMessageBytes / 4;
@@ -375,15 +367,16 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
       }
       const size_t bytes = tdd->ByteSizeLong();
       auto open = open_batch.find(task.slot.address);
-      if (open == open_batch.end() || batches[open->second].bytes + bytes > kMaxBatchBytes) {
-        batches.push_back({task.slot.address, {}, {}, 0});
+      if (open == open_batch.end() || batch_bytes[open->second] + bytes > kMaxBatchBytes) {
+        batches.push_back({task.slot.address, {}});
+        batch_tasks.emplace_back();
+        batch_bytes.push_back(0);
         open = open_batch.insert_or_assign(task.slot.address, batches.size() - 1).first;
       }
-      Batch& batch = batches[open->second];
-      batch.bytes += bytes;
+      batch_bytes[open->second] += bytes;
       task.finished_on_restore = tdd->finished_on_restore();
-      *batch.request.add_tasks() = *std::move(tdd);
-      batch.tasks.push_back(i);
+      *batches[open->second].request.add_tasks() = *std::move(tdd);
+      batch_tasks[open->second].push_back(i);
       labels.push_back(TaskLabel(task));
     }
     if (cancel_requested_ || shutting_down_) {
@@ -393,63 +386,11 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
   }
   Tick();
   Liveness::Loop::Busy busy(live_.get());  // up to the deployment deadline
-  constexpr absl::Duration kDeployTimeout = absl::Seconds(30);
-  RpcFanOut<v1::DeployTasksResponse> fan_out;
-  for (const Batch& batch : batches) {
-    // The TaskManager registered a moment ago: a connection that is slow to
-    // open (hundreds open at once) is waited for, not a failed attempt.
-    fan_out.Add(
-        kDeployTimeout,
-        [this, &batch](grpc::ClientContext* context, grpc::CompletionQueue* cq) {
-          return StubFor(batch.address)->PrepareAsyncDeployTasks(context, batch.request, cq);
-        },
-        /*wait_for_ready=*/true);
-  }
-  std::vector<RpcFanOut<v1::DeployTasksResponse>::Call> results = fan_out.Wait();
-  // A TaskManager of an older version has no DeployTasks: one call per task.
-  std::vector<size_t> one_by_one;  // indexes into batches
-  for (size_t b = 0; b < batches.size(); ++b) {
-    if (results[b].status.error_code() == grpc::StatusCode::UNIMPLEMENTED) one_by_one.push_back(b);
-  }
-  std::vector<RpcFanOut<v1::DeployTaskResponse>::Call> single_results;
-  if (!one_by_one.empty()) {
-    RpcFanOut<v1::DeployTaskResponse> singles;
-    for (size_t b : one_by_one) {
-      for (const v1::TaskDeploymentDescriptor& tdd : batches[b].request.tasks()) {
-        singles.Add(
-            kDeployTimeout,
-            [this, &batches, b, &tdd](grpc::ClientContext* context, grpc::CompletionQueue* cq) {
-              return StubFor(batches[b].address)->PrepareAsyncDeployTask(context, tdd, cq);
-            },
-            /*wait_for_ready=*/true);
-      }
-    }
-    single_results = singles.Wait();
-  }
+  const std::vector<std::vector<absl::Status>> results = taskmanagers_->DeployTasks(batches);
   // Which tasks were deployed, and the first failure in task order.
   std::vector<absl::Status> outcome(labels.size(), absl::OkStatus());
-  size_t next_single = 0;
   for (size_t b = 0; b < batches.size(); ++b) {
-    const Batch& batch = batches[b];
-    const auto& result = results[b];
-    for (size_t k = 0; k < batch.tasks.size(); ++k) {
-      absl::Status& task_outcome = outcome[batch.tasks[k]];
-      if (result.status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-        const grpc::Status& single = single_results[next_single++].status;
-        if (!single.ok()) {
-          task_outcome = absl::Status(static_cast<absl::StatusCode>(single.error_code()), single.error_message());
-        }
-      } else if (!result.status.ok()) {
-        task_outcome = absl::Status(static_cast<absl::StatusCode>(result.status.error_code()),
-                                    result.status.error_message());
-      } else if (static_cast<int>(k) == result.response.deployed()) {
-        task_outcome = absl::Status(static_cast<absl::StatusCode>(result.response.error_code()),
-                                    result.response.error());
-        if (task_outcome.ok()) task_outcome = absl::UnknownError("the TaskManager did not say why");
-      } else if (static_cast<int>(k) > result.response.deployed()) {
-        task_outcome = absl::AbortedError("not tried after an earlier task of the same call failed");
-      }
-    }
+    for (size_t k = 0; k < batch_tasks[b].size(); ++k) outcome[batch_tasks[b][k]] = results[b].at(k);
   }
   std::optional<absl::Status> failure;
   std::vector<SlotAssignment> deployed_to(labels.size());
@@ -497,16 +438,10 @@ void JobMaster::CancelTasksOnTaskManagers(const std::string& reason) {
   }
   request.set_job_id(job_id_);
   request.set_reason(reason);
-  RpcFanOut<v1::CancelJobTasksResponse> fan_out;
-  for (const std::string& address : addresses) {
-    fan_out.Add(absl::Seconds(5), [this, &address, &request](grpc::ClientContext* context, grpc::CompletionQueue* cq) {
-      return StubFor(address)->PrepareAsyncCancelJobTasks(context, request, cq);
-    });
-  }
-  const auto results = fan_out.Wait();
+  const std::vector<absl::Status> results = taskmanagers_->CancelJobTasks(addresses, request);
   for (size_t i = 0; i < addresses.size(); ++i) {
-    if (!results[i].status.ok()) {
-      log_->warn("job {}: cannot cancel its tasks at {}: {}", job_id_, addresses[i], results[i].status.error_message());
+    if (!results[i].ok()) {
+      log_->warn("job {}: cannot cancel its tasks at {}: {}", job_id_, addresses[i], results[i].message());
     }
   }
 }
@@ -1206,82 +1141,24 @@ absl::Status JobMaster::TriggerCheckpoints(int attempt, const std::vector<std::s
       taskmanager_at[task->slot.address] = task->slot.taskmanager_id;
     }
   }
-  // A message on the membership session where the TaskManager takes it
-  // (it declines the tasks it does not run); a call to the others.
-  std::vector<std::pair<const std::string*, v1::TriggerCheckpointsRequest*>> calls;
-  v1::JobManagerMessage message;
+  std::vector<TriggerCheckpointsCall> calls;
+  calls.reserve(by_address.size());
   for (auto& [address, request] : by_address) {
     request.set_job_id(job_id_);
     request.set_attempt(attempt);
     request.set_checkpoint_id(id);
     request.set_timestamp_unix_ms(timestamp_unix_ms);
     request.set_stop(stop);
-    if (std::shared_ptr<MembershipSession> session = CheckpointSession(taskmanager_at[address], address)) {
-      *message.mutable_trigger_checkpoints() = std::move(request);
-      if (session->Send(message)) continue;
-      // The session ended meanwhile (nothing queued on it will arrive): a call.
-      request = std::move(*message.mutable_trigger_checkpoints());
-    }
-    calls.emplace_back(&address, &request);
+    calls.push_back({{taskmanager_at[address], address}, std::move(request)});
   }
-  constexpr absl::Duration kTriggerTimeout = absl::Seconds(5);
-  RpcFanOut<v1::TriggerCheckpointsResponse> fan_out;
-  for (const auto& [address, request] : calls) {
-    fan_out.Add(kTriggerTimeout, [this, address = address, request = request](grpc::ClientContext* context,
-                                                                                grpc::CompletionQueue* cq) {
-      return StubFor(*address)->PrepareAsyncTriggerCheckpoints(context, *request, cq);
-    });
-  }
-  const auto results = fan_out.Wait();
-  auto failed = [&](const std::string& task_id, const std::string& address, absl::string_view why) {
-    return absl::StrCat("triggering source task ", task_id, " at ", address, " failed: ", why);
-  };
-  // A TaskManager of an older version has no TriggerCheckpoints: one call per task.
-  std::vector<std::pair<std::string, std::string>> singles_of;  // (address, task id)
-  std::vector<v1::TriggerCheckpointRequest> single_requests;
-  std::optional<absl::Status> failure;
+  const std::vector<TriggerCheckpointsResult> results = taskmanagers_->TriggerCheckpoints(calls);
   for (size_t i = 0; i < calls.size(); ++i) {
-    const std::string& address = *calls[i].first;
-    const v1::TriggerCheckpointsRequest& request = *calls[i].second;
-    const grpc::Status& status = results[i].status;
-    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-      for (const std::string& task_id : request.task_ids()) {
-        singles_of.emplace_back(address, task_id);
-        v1::TriggerCheckpointRequest& single = single_requests.emplace_back();
-        single.set_job_id(job_id_);
-        single.set_attempt(attempt);
-        single.set_task_id(task_id);
-        single.set_checkpoint_id(id);
-        single.set_timestamp_unix_ms(timestamp_unix_ms);
-        single.set_stop(stop);
-      }
-    } else if (!status.ok()) {
-      if (!failure.has_value()) {
-        failure = absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                               failed(request.task_ids(0), address, status.error_message()));
-      }
-    } else if (results[i].response.not_found_task_ids_size() > 0 && !failure.has_value()) {
-      failure = absl::NotFoundError(failed(results[i].response.not_found_task_ids(0), address,
-                                           "no such task runs there (any more)"));
-    }
+    if (results[i].status.ok()) continue;
+    return absl::Status(results[i].status.code(),
+                        absl::StrCat("triggering source task ", results[i].task_id, " at ",
+                                     calls[i].taskmanager.address, " failed: ", results[i].status.message()));
   }
-  if (!single_requests.empty()) {
-    RpcFanOut<v1::TriggerCheckpointResponse> singles;
-    for (size_t i = 0; i < single_requests.size(); ++i) {
-      singles.Add(kTriggerTimeout, [this, &singles_of, &single_requests, i](grpc::ClientContext* context,
-                                                                             grpc::CompletionQueue* cq) {
-        return StubFor(singles_of[i].first)->PrepareAsyncTriggerCheckpoint(context, single_requests[i], cq);
-      });
-    }
-    const auto single_results = singles.Wait();
-    for (size_t i = 0; i < single_results.size() && !failure.has_value(); ++i) {
-      const grpc::Status& status = single_results[i].status;
-      if (status.ok()) continue;
-      failure = absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                             failed(singles_of[i].second, singles_of[i].first, status.error_message()));
-    }
-  }
-  return failure.value_or(absl::OkStatus());
+  return absl::OkStatus();
 }
 
 void JobMaster::NotifyCheckpoint(int attempt, int64_t id, bool completed, const std::string& reason) {
@@ -1299,14 +1176,8 @@ void JobMaster::FinishStop(int attempt, int64_t id, bool end_input) {
   SendNotification(attempt, id, std::move(request));
 }
 
-std::shared_ptr<MembershipSession> JobMaster::CheckpointSession(const std::string& taskmanager_id,
-                                                                const std::string& address) const {
-  if (!slot_provider_.checkpoint_session) return nullptr;
-  return slot_provider_.checkpoint_session(taskmanager_id, address);
-}
-
 void JobMaster::SendNotification(int attempt, int64_t id, v1::NotifyCheckpointRequest request) {
-  std::vector<std::pair<std::string, std::string>> taskmanagers;
+  std::vector<TaskManagerAddress> taskmanagers;
   {
     absl::MutexLock lock(&mu_);
     if (attempt != attempt_) return;
@@ -1315,30 +1186,14 @@ void JobMaster::SendNotification(int attempt, int64_t id, v1::NotifyCheckpointRe
   request.set_job_id(job_id_);
   request.set_attempt(attempt);
   request.set_checkpoint_id(id);
-  // A message on the membership session where the TaskManager takes it, a
-  // call to the others.
-  std::vector<std::string> addresses;
-  v1::JobManagerMessage message;
-  *message.mutable_notify_checkpoint() = request;
-  for (const auto& [taskmanager_id, address] : taskmanagers) {
-    std::shared_ptr<MembershipSession> session = CheckpointSession(taskmanager_id, address);
-    if (session == nullptr || !session->Send(message)) addresses.push_back(address);
-  }
-  if (addresses.empty()) return;
+  const std::vector<absl::Status> results = taskmanagers_->NotifyCheckpoint(taskmanagers, request);
   const std::string what = request.finish_stop()
                                ? (request.end_input() ? "that the stop ends the input" : "that the stop is given up")
                                : (request.completed() ? "that it completed" : "that it was aborted");
-  RpcFanOut<v1::NotifyCheckpointResponse> fan_out;
-  for (const std::string& address : addresses) {
-    fan_out.Add(absl::Seconds(2), [this, &address, &request](grpc::ClientContext* context, grpc::CompletionQueue* cq) {
-      return StubFor(address)->PrepareAsyncNotifyCheckpoint(context, request, cq);
-    });
-  }
-  const auto results = fan_out.Wait();
-  for (size_t i = 0; i < addresses.size(); ++i) {
-    if (!results[i].status.ok()) {
-      log_->warn("job {}: cannot tell TaskManager {} about checkpoint {} ({}): {}", job_id_, addresses[i], id, what,
-                 results[i].status.error_message());
+  for (size_t i = 0; i < taskmanagers.size(); ++i) {
+    if (!results[i].ok()) {
+      log_->warn("job {}: cannot tell TaskManager {} about checkpoint {} ({}): {}", job_id_, taskmanagers[i].address,
+                 id, what, results[i].message());
     }
   }
 }

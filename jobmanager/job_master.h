@@ -14,6 +14,9 @@
 // intact (falling back to older ones and saying why) and deploys the next
 // attempt with each task's state handle.
 //
+// Everything it sends to TaskManagers goes through its TaskManagerGateway
+// (gRPC in the daemon, in memory in tests).
+//
 // Thread-safety: thread-safe. A worker thread owned by the JobMaster runs the
 // attempts and makes the deployment and cancellation calls; the checkpoint
 // coordinator's thread makes the checkpoint calls (CheckpointTaskGateway);
@@ -41,6 +44,7 @@
 #include "jobmanager/execution_graph.h"
 #include "jobmanager/resource_manager.h"
 #include "jobmanager/restart_strategy.h"
+#include "jobmanager/taskmanager_gateway.h"
 #include "weir/v1/cluster.grpc.pb.h"
 #include "weir/v1/job.pb.h"
 
@@ -97,11 +101,6 @@ struct SlotProvider {
   std::function<absl::StatusOr<std::vector<SlotAssignment>>(int count, const std::vector<std::string>& preferred)>
       allocate;
   std::function<void()> release;
-  // The membership session that takes checkpoint triggers and notifications
-  // for TaskManager (id, address) (ResourceManager::CheckpointMessageSession);
-  // null, or unset: calls.
-  std::function<std::shared_ptr<MembershipSession>(const std::string& taskmanager_id, const std::string& address)>
-      checkpoint_session;
 };
 
 class JobMaster : private checkpoint::CheckpointTaskGateway {
@@ -110,9 +109,12 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   using TerminalCallback = std::function<void(const std::string& job_id, v1::JobState state)>;
 
   // Opens the job's checkpoint directory when checkpoints are on.
+  // `taskmanagers` carries every call to TaskManagers (shared: it may serve
+  // other jobs too).
   static absl::StatusOr<std::shared_ptr<JobMaster>> Create(std::string job_id, v1::SubmitJobRequest request,
                                                            ExecutionGraph graph, std::vector<SlotAssignment> slots,
                                                            JobSettings settings, SlotProvider slot_provider,
+                                                           std::shared_ptr<TaskManagerGateway> taskmanagers,
                                                            TerminalCallback on_terminal);
   ~JobMaster() override;
 
@@ -188,7 +190,8 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   enum class AttemptEnd { kFinished, kCanceled, kFailed, kShutdown };
 
   JobMaster(std::string job_id, v1::SubmitJobRequest request, ExecutionGraph graph, std::vector<SlotAssignment> slots,
-            JobSettings settings, SlotProvider slot_provider, TerminalCallback on_terminal);
+            JobSettings settings, SlotProvider slot_provider, std::shared_ptr<TaskManagerGateway> taskmanagers,
+            TerminalCallback on_terminal);
 
   void Run();
   // Builds the attempt's tasks on `slots_` and deploys them.
@@ -247,7 +250,6 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   bool AllTasksTerminalLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TaskRecord* FindTaskLocked(const std::string& task_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string TaskLabel(const TaskRecord& task) const;
-  std::shared_ptr<v1::TaskExecutorService::Stub> StubFor(const std::string& address);
   // The addresses of attempt_taskmanagers_, sorted.
   std::vector<std::string> AttemptAddressesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -262,15 +264,13 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   // Sends `request` (job, attempt and id filled in) to every TaskManager of
   // `attempt`, to all at once; a no-op for another attempt.
   void SendNotification(int attempt, int64_t id, v1::NotifyCheckpointRequest request) ABSL_LOCKS_EXCLUDED(mu_);
-  // SlotProvider::checkpoint_session's, null when there is none.
-  std::shared_ptr<MembershipSession> CheckpointSession(const std::string& taskmanager_id,
-                                                       const std::string& address) const;
 
   const std::string job_id_;
   const v1::SubmitJobRequest request_;
   const ExecutionGraph graph_;
   const JobSettings settings_;
   const SlotProvider slot_provider_;
+  const std::shared_ptr<TaskManagerGateway> taskmanagers_;
   const TerminalCallback on_terminal_;
   const absl::Time submitted_at_;
   std::shared_ptr<spdlog::logger> log_;
@@ -302,8 +302,8 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   // update costs the tasks it names, not all the job's tasks.
   absl::flat_hash_map<std::string, size_t> task_index_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<size_t>> tasks_of_taskmanager_ ABSL_GUARDED_BY(mu_);
-  // The TaskManagers of the attempt: (id, address), sorted.
-  std::vector<std::pair<std::string, std::string>> attempt_taskmanagers_ ABSL_GUARDED_BY(mu_);
+  // The TaskManagers of the attempt, sorted by (id, address).
+  std::vector<TaskManagerAddress> attempt_taskmanagers_ ABSL_GUARDED_BY(mu_);
   // Counts over tasks_ kept by SetTaskStateLocked.
   size_t running_tasks_ ABSL_GUARDED_BY(mu_) = 0;
   size_t terminal_tasks_ ABSL_GUARDED_BY(mu_) = 0;
@@ -323,9 +323,6 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   bool start_checkpoints_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> finished_tasks_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
-
-  absl::Mutex stubs_mu_;
-  std::map<std::string, std::shared_ptr<v1::TaskExecutorService::Stub>> stubs_ ABSL_GUARDED_BY(stubs_mu_);
 
   std::thread worker_;
   // The worker thread's registration with settings_.liveness (null
