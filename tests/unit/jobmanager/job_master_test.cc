@@ -1,0 +1,316 @@
+// A JobMaster driven in-process: its calls to TaskManagers go to an
+// InMemoryTaskManagerGateway, and the test reports task states as the
+// TaskManagers would. Real time passes only where the JobMaster still waits
+// on it (restart delays of a millisecond); the tests wait for states and
+// calls with a generous deadline and assert nothing about how long they took.
+#include "jobmanager/job_master.h"
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/in_memory_taskmanager_gateway.h"
+
+namespace weir::jobmanager {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+using testing::InMemoryTaskManagerGateway;
+
+constexpr absl::Duration kPatience = absl::Seconds(60);
+constexpr char kJob[] = "job-under-test";
+constexpr char kAddress1[] = "127.0.0.1:1";
+constexpr char kAddress2[] = "127.0.0.1:2";
+
+// A source of parallelism 2, hash-partitioned into a sink of parallelism 2:
+// two chains (0: source, 1: sink) of two subtasks each, in two slots.
+v1::SubmitJobRequest Request() {
+  v1::SubmitJobRequest request;
+  request.set_artifact_sha256("0123456789abcdef");
+  v1::JobGraphSpec* spec = request.mutable_graph();
+  spec->set_name("gateway test");
+  for (int i = 0; i < 2; ++i) {
+    v1::JobVertex* v = spec->add_vertices();
+    v->set_id(i);
+    v->set_name(i == 0 ? "Source" : "Sink");
+    v->set_uid(i == 0 ? "source" : "sink");
+    v->set_parallelism(2);
+    v->set_kind(i == 0 ? v1::JobVertex::SOURCE : v1::JobVertex::SINK);
+  }
+  v1::JobEdge* e = spec->add_edges();
+  e->set_source(0);
+  e->set_target(1);
+  e->set_partitioning(v1::HASH);
+  return request;
+}
+
+// Slot s is on TaskManager tm-<s+1>, so subtask s of each chain runs there.
+std::vector<SlotAssignment> Slots() {
+  return {{"tm-1", kAddress1, 0}, {"tm-2", kAddress2, 0}};
+}
+
+class JobMasterTest : public ::testing::Test {
+ protected:
+  // Creates and starts the JobMaster with `settings` (restart strategy none
+  // unless the test sets one).
+  void StartJob(JobSettings settings = {}) {
+    v1::SubmitJobRequest request = Request();
+    absl::StatusOr<ExecutionGraph> graph = ExecutionGraph::Build(request.graph(), 1);
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    SlotProvider slots;
+    slots.allocate = [this](int, const std::vector<std::string>&) {
+      absl::MutexLock lock(&mu_);
+      ++allocations_;
+      return Slots();
+    };
+    slots.release = [this] {
+      absl::MutexLock lock(&mu_);
+      ++releases_;
+    };
+    absl::StatusOr<std::shared_ptr<JobMaster>> master = JobMaster::Create(
+        kJob, std::move(request), *std::move(graph), Slots(), std::move(settings), std::move(slots), gateway_,
+        [this](const std::string&, v1::JobState state) {
+          absl::MutexLock lock(&mu_);
+          terminal_.push_back(state);
+        });
+    ASSERT_TRUE(master.ok()) << master.status();
+    master_ = *std::move(master);
+    master_->Start();
+  }
+
+  static JobSettings Restarting(int attempts) {
+    JobSettings settings;
+    settings.restart.type = RestartStrategyOptions::Type::kFixedDelay;
+    settings.restart.fixed_attempts = attempts;
+    settings.restart.fixed_delay = absl::Milliseconds(1);
+    return settings;
+  }
+
+  static std::string TaskId(int attempt, int chain, int subtask) {
+    return ExecutionGraph::TaskId(kJob, attempt, chain, subtask);
+  }
+
+  // What TaskManager tm-<subtask+1> reports for task (chain, subtask).
+  void Report(int attempt, int chain, int subtask, v1::TaskState state, const std::string& error = "") {
+    v1::TaskStateUpdate update;
+    update.set_job_id(kJob);
+    update.set_attempt(attempt);
+    update.set_task_id(TaskId(attempt, chain, subtask));
+    update.set_taskmanager_id(absl::StrCat("tm-", subtask + 1));
+    update.set_state(state);
+    update.set_error(error);
+    master_->OnTaskStateUpdate(update);
+  }
+
+  void ReportAll(int attempt, v1::TaskState state) {
+    for (int chain = 0; chain < 2; ++chain) {
+      for (int subtask = 0; subtask < 2; ++subtask) Report(attempt, chain, subtask, state);
+    }
+  }
+
+  // Waits for the job to be in `state`; whether it got there.
+  bool AwaitState(v1::JobState state) {
+    const absl::Time deadline = absl::Now() + kPatience;
+    while (master_->Status().state() != state) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    return true;
+  }
+
+  // The task ids of the deployment calls [from, to), by address.
+  std::map<std::string, std::set<std::string>> DeployedTasks(size_t from, size_t to) {
+    std::map<std::string, std::set<std::string>> out;
+    const std::vector<DeployTasksCall> deploys = gateway_->deploys();
+    for (size_t i = from; i < to && i < deploys.size(); ++i) {
+      for (const v1::TaskDeploymentDescriptor& tdd : deploys[i].request.tasks()) {
+        out[deploys[i].address].insert(tdd.task_id());
+      }
+    }
+    return out;
+  }
+
+  std::vector<v1::JobState> Terminal() {
+    absl::MutexLock lock(&mu_);
+    return terminal_;
+  }
+
+  void TearDown() override { master_.reset(); }
+
+  const std::shared_ptr<InMemoryTaskManagerGateway> gateway_ = std::make_shared<InMemoryTaskManagerGateway>();
+  std::shared_ptr<JobMaster> master_;
+  absl::Mutex mu_;
+  int allocations_ ABSL_GUARDED_BY(mu_) = 0;
+  int releases_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<v1::JobState> terminal_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(JobMasterTest, DeploysTheFirstAttemptsTasksToTheirTaskManagers) {
+  StartJob();
+  ASSERT_TRUE(gateway_->AwaitDeploys(2, kPatience));
+  // One call per TaskManager, each with subtask s of both chains.
+  EXPECT_EQ(gateway_->deploys().size(), 2u);
+  EXPECT_EQ(DeployedTasks(0, 2),
+            (std::map<std::string, std::set<std::string>>{{kAddress1, {TaskId(1, 0, 0), TaskId(1, 1, 0)}},
+                                                          {kAddress2, {TaskId(1, 0, 1), TaskId(1, 1, 1)}}}));
+  for (const DeployTasksCall& call : gateway_->deploys()) {
+    for (const v1::TaskDeploymentDescriptor& tdd : call.request.tasks()) {
+      EXPECT_EQ(tdd.job_id(), kJob);
+      EXPECT_EQ(tdd.attempt(), 1);
+      EXPECT_EQ(tdd.artifact_sha256(), "0123456789abcdef");
+      EXPECT_EQ(tdd.parallelism(), 2);
+      if (tdd.vertex_ids(0) == 1) {
+        // The sink reads both source subtasks (hash), one of them local.
+        ASSERT_EQ(tdd.inputs_size(), 2);
+        std::set<std::string> producers;
+        for (const v1::InputChannelSpec& in : tdd.inputs()) producers.insert(in.producer_address());
+        EXPECT_EQ(producers, (std::set<std::string>{kAddress1, kAddress2}));
+      }
+    }
+  }
+  EXPECT_TRUE(gateway_->cancels().empty());
+}
+
+TEST_F(JobMasterTest, RunsOnceEveryTaskReportsRunning) {
+  StartJob();
+  ASSERT_TRUE(gateway_->AwaitDeploys(2, kPatience));
+  Report(1, 0, 0, v1::TASK_RUNNING);
+  Report(1, 0, 1, v1::TASK_RUNNING);
+  Report(1, 1, 0, v1::TASK_RUNNING);
+  EXPECT_EQ(master_->Status().state(), v1::CREATED);
+  Report(1, 1, 1, v1::TASK_RUNNING);
+  EXPECT_EQ(master_->Status().state(), v1::RUNNING);
+  const v1::JobStatus status = master_->Status();
+  for (const v1::TaskStatus& task : status.tasks()) EXPECT_EQ(task.state(), v1::TASK_RUNNING);
+}
+
+TEST_F(JobMasterTest, AFailedTaskCancelsTheAttemptAndTheNextOneIsDeployed) {
+  StartJob(Restarting(3));
+  ASSERT_TRUE(gateway_->AwaitDeploys(2, kPatience));
+  ReportAll(1, v1::TASK_RUNNING);
+  ASSERT_EQ(master_->Status().state(), v1::RUNNING);
+
+  Report(1, 1, 1, v1::TASK_FAILED, "boom");
+  ASSERT_TRUE(gateway_->AwaitCancels(2, kPatience));
+  std::set<std::string> canceled_at;
+  for (const InMemoryTaskManagerGateway::CancelCall& cancel : gateway_->cancels()) {
+    canceled_at.insert(cancel.address);
+    EXPECT_EQ(cancel.request.job_id(), kJob);
+    EXPECT_EQ(cancel.request.attempt(), 1);
+    EXPECT_THAT(cancel.request.reason(), HasSubstr("boom"));
+  }
+  EXPECT_EQ(canceled_at, (std::set<std::string>{kAddress1, kAddress2}));
+  // Nothing of attempt 2 before attempt 1's tasks ended.
+  EXPECT_EQ(gateway_->deploys().size(), 2u);
+  Report(1, 0, 0, v1::TASK_CANCELED);
+  Report(1, 0, 1, v1::TASK_CANCELED);
+  Report(1, 1, 0, v1::TASK_CANCELED);
+
+  ASSERT_TRUE(gateway_->AwaitDeploys(4, kPatience));
+  EXPECT_EQ(DeployedTasks(2, 4),
+            (std::map<std::string, std::set<std::string>>{{kAddress1, {TaskId(2, 0, 0), TaskId(2, 1, 0)}},
+                                                          {kAddress2, {TaskId(2, 0, 1), TaskId(2, 1, 1)}}}));
+  {
+    absl::MutexLock lock(&mu_);
+    EXPECT_EQ(releases_, 1);
+    EXPECT_EQ(allocations_, 1);
+  }
+  // A straggler of attempt 1 changes nothing.
+  Report(1, 1, 1, v1::TASK_RUNNING);
+  ReportAll(2, v1::TASK_RUNNING);
+  ASSERT_TRUE(AwaitState(v1::RUNNING));
+  const v1::JobStatus status = master_->Status();
+  EXPECT_EQ(status.attempt(), 2);
+  EXPECT_EQ(status.restarts(), 1);
+  EXPECT_THAT(status.last_failure(), HasSubstr("boom"));
+}
+
+TEST_F(JobMasterTest, ADeploymentTheTaskManagerRefusesFailsTheAttempt) {
+  gateway_->SetDeployAnswer([](const DeployTasksCall& call) -> absl::StatusOr<v1::DeployTasksResponse> {
+    if (call.address == kAddress1) return InMemoryTaskManagerGateway::AllDeployed(call);
+    v1::DeployTasksResponse refused;
+    refused.set_deployed(0);
+    refused.set_error_code(static_cast<int>(absl::StatusCode::kResourceExhausted));
+    refused.set_error("slot 0 is taken");
+    return refused;
+  });
+  StartJob();
+  ASSERT_TRUE(gateway_->AwaitCancels(2, kPatience));
+  // The tasks that were deployed end as the cancellation asks.
+  Report(1, 0, 0, v1::TASK_CANCELED);
+  Report(1, 1, 0, v1::TASK_CANCELED);
+  ASSERT_TRUE(AwaitState(v1::FAILED));
+  const v1::JobStatus status = master_->Status();
+  EXPECT_THAT(status.error(), HasSubstr(absl::StrCat("at ", kAddress2, ": slot 0 is taken")));
+  EXPECT_EQ(status.restarts(), 0);
+  EXPECT_EQ(gateway_->deploys().size(), 2u);
+  EXPECT_EQ(Terminal(), std::vector<v1::JobState>{v1::FAILED});
+}
+
+TEST_F(JobMasterTest, ADeploymentWithoutAnswerFailsTheAttemptAndTheRestartDeploysAgain) {
+  gateway_->SetDeployAnswer([](const DeployTasksCall& call) -> absl::StatusOr<v1::DeployTasksResponse> {
+    if (call.address == kAddress2 && call.request.tasks(0).attempt() == 1) {
+      return InMemoryTaskManagerGateway::NoAnswer();
+    }
+    return InMemoryTaskManagerGateway::AllDeployed(call);
+  });
+  StartJob(Restarting(1));
+  ASSERT_TRUE(gateway_->AwaitCancels(2, kPatience));
+  Report(1, 0, 0, v1::TASK_CANCELED);
+  Report(1, 1, 0, v1::TASK_CANCELED);
+  ASSERT_TRUE(gateway_->AwaitDeploys(4, kPatience));
+  EXPECT_EQ(DeployedTasks(2, 4),
+            (std::map<std::string, std::set<std::string>>{{kAddress1, {TaskId(2, 0, 0), TaskId(2, 1, 0)}},
+                                                          {kAddress2, {TaskId(2, 0, 1), TaskId(2, 1, 1)}}}));
+  ReportAll(2, v1::TASK_RUNNING);
+  ASSERT_TRUE(AwaitState(v1::RUNNING));
+  EXPECT_THAT(master_->Status().last_failure(),
+              HasSubstr(absl::StrCat("at ", kAddress2, ": ", InMemoryTaskManagerGateway::NoAnswer().message())));
+}
+
+TEST_F(JobMasterTest, ALostTaskManagerFailsTheJobWithoutRestarts) {
+  StartJob();
+  ASSERT_TRUE(gateway_->AwaitDeploys(2, kPatience));
+  ReportAll(1, v1::TASK_RUNNING);
+  v1::TaskManagerInfo lost;
+  lost.set_taskmanager_id("tm-2");
+  lost.set_address(kAddress2);
+  master_->OnTaskManagerLost(lost, "heartbeat timeout");
+  ASSERT_TRUE(gateway_->AwaitCancels(2, kPatience));
+  Report(1, 0, 0, v1::TASK_CANCELED);
+  Report(1, 1, 0, v1::TASK_CANCELED);
+  ASSERT_TRUE(AwaitState(v1::FAILED));
+  EXPECT_THAT(master_->Status().error(), HasSubstr("TaskManager tm-2 at 127.0.0.1:2 lost (heartbeat timeout)"));
+  EXPECT_EQ(Terminal(), std::vector<v1::JobState>{v1::FAILED});
+}
+
+TEST_F(JobMasterTest, CancelCancelsTheTasksAndEndsCanceled) {
+  StartJob(Restarting(3));
+  ASSERT_TRUE(gateway_->AwaitDeploys(2, kPatience));
+  ReportAll(1, v1::TASK_RUNNING);
+  ASSERT_TRUE(master_->Cancel().ok());
+  EXPECT_EQ(master_->Status().state(), v1::CANCELING);
+  ASSERT_TRUE(gateway_->AwaitCancels(2, kPatience));
+  for (const InMemoryTaskManagerGateway::CancelCall& cancel : gateway_->cancels()) {
+    EXPECT_EQ(cancel.request.attempt(), 1);
+    EXPECT_EQ(cancel.request.reason(), "canceled by a client");
+  }
+  ReportAll(1, v1::TASK_CANCELED);
+  ASSERT_TRUE(AwaitState(v1::CANCELED));
+  EXPECT_EQ(Terminal(), std::vector<v1::JobState>{v1::CANCELED});
+  // Canceled, not restarted, whatever the restart strategy allows.
+  EXPECT_EQ(gateway_->deploys().size(), 2u);
+  EXPECT_EQ(master_->Status().restarts(), 0);
+  EXPECT_TRUE(absl::IsFailedPrecondition(master_->Cancel()));
+}
+
+}  // namespace
+}  // namespace weir::jobmanager
