@@ -69,6 +69,12 @@ bool InMemoryTaskManagerGateway::AwaitCancels(size_t count, absl::Duration timeo
   return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
 }
 
+bool InMemoryTaskManagerGateway::AwaitTriggers(size_t count, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto enough = [this, count]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return triggers_.size() >= count; };
+  return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
+}
+
 std::vector<std::vector<absl::Status>> InMemoryTaskManagerGateway::DeployTasks(
     absl::Span<const DeployTasksCall> calls) {
   DeployAnswer answer;

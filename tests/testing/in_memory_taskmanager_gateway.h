@@ -1,6 +1,7 @@
 // InMemoryTaskManagerGateway: a TaskManagerGateway for driving a JobMaster
 // in-process, with no TaskManager behind it. It records every call, and the
-// test decides each answer (by default: OK, every task deployed); the test
+// test decides each answer (by default: OK, every task deployed); a call is
+// recorded before it is answered. The test
 // then reports task states to the JobMaster itself (OnTaskStateUpdate,
 // OnTaskManagerLost), as TaskManagers would.
 //
@@ -66,6 +67,7 @@ class InMemoryTaskManagerGateway : public jobmanager::TaskManagerGateway {
   // `timeout`; whether they were.
   bool AwaitDeploys(size_t count, absl::Duration timeout) const ABSL_LOCKS_EXCLUDED(mu_);
   bool AwaitCancels(size_t count, absl::Duration timeout) const ABSL_LOCKS_EXCLUDED(mu_);
+  bool AwaitTriggers(size_t count, absl::Duration timeout) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // TaskManagerGateway.
   std::vector<std::vector<absl::Status>> DeployTasks(absl::Span<const jobmanager::DeployTasksCall> calls) override

@@ -5,6 +5,9 @@
 // calls with a generous deadline and assert nothing about how long they took.
 #include "jobmanager/job_master.h"
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
@@ -310,6 +313,43 @@ TEST_F(JobMasterTest, CancelCancelsTheTasksAndEndsCanceled) {
   EXPECT_EQ(gateway_->deploys().size(), 2u);
   EXPECT_EQ(master_->Status().restarts(), 0);
   EXPECT_TRUE(absl::IsFailedPrecondition(master_->Cancel()));
+}
+
+TEST_F(JobMasterTest, CheckpointTriggersReachTheSourceTasksThroughTheGateway) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / absl::StrCat("job_master_test_", getpid());
+  std::filesystem::remove_all(dir);
+  JobSettings settings;
+  settings.checkpoint_dir = dir.string();
+  settings.checkpoint.interval = absl::Milliseconds(10);
+  settings.checkpoint.max_parallelism = 128;
+  StartJob(settings);
+  ASSERT_TRUE(gateway_->AwaitDeploys(2, kPatience));
+  // No checkpoint before every task runs.
+  Report(1, 0, 0, v1::TASK_RUNNING);
+  EXPECT_TRUE(gateway_->triggers().empty());
+  ReportAll(1, v1::TASK_RUNNING);
+  // One call per TaskManager with its source task; the checkpoint is never
+  // acknowledged here, so no second one is triggered (one at a time).
+  ASSERT_TRUE(gateway_->AwaitTriggers(2, kPatience));
+  std::map<std::string, std::vector<std::string>> sources;
+  for (const TriggerCheckpointsCall& call : gateway_->triggers()) {
+    EXPECT_EQ(call.request.job_id(), kJob);
+    EXPECT_EQ(call.request.attempt(), 1);
+    EXPECT_EQ(call.request.checkpoint_id(), 1);
+    EXPECT_FALSE(call.request.stop());
+    EXPECT_EQ(call.taskmanager.taskmanager_id, call.taskmanager.address == kAddress1 ? "tm-1" : "tm-2");
+    sources[call.taskmanager.address].assign(call.request.task_ids().begin(), call.request.task_ids().end());
+  }
+  EXPECT_EQ(sources, (std::map<std::string, std::vector<std::string>>{{kAddress1, {TaskId(1, 0, 0)}},
+                                                                      {kAddress2, {TaskId(1, 0, 1)}}}));
+  ASSERT_TRUE(master_->Cancel().ok());
+  ASSERT_TRUE(gateway_->AwaitCancels(2, kPatience));
+  ReportAll(1, v1::TASK_CANCELED);
+  ASSERT_TRUE(AwaitState(v1::CANCELED));
+  EXPECT_EQ(gateway_->triggers().size(), 2u);
+  master_.reset();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
