@@ -305,12 +305,12 @@ void KafkaSource::OnPeriodicEmit() {
 int64_t KafkaSource::CheckIdlePartitions(int64_t now_ms, bool* limit_always) {
   std::optional<EndOffsetsAnswer> answer;
   std::optional<PostAnswer> posted;
-  std::optional<BoardAnswer> read;
+  std::vector<BoardAnswer> reads;
   {
     absl::MutexLock lock(&requests_mutex_);
     answer.swap(ends_answered_);
     posted.swap(post_answered_);
-    read.swap(read_answered_);
+    reads.swap(reads_answered_);
   }
   if (answer.has_value()) {
     ends_pending_ = false;
@@ -330,7 +330,6 @@ int64_t KafkaSource::CheckIdlePartitions(int64_t now_ms, bool* limit_always) {
     } else {
       log_->debug("{}: event time waits: {}", client_, answer->peers_behind);
     }
-    if (answer->board.has_value()) read = BoardAnswer{.sent_ms = answer->board_sent_ms, .read = answer->board};
   }
   const int64_t steady_ms = SteadyMs();
   if (shared_.has_value()) {
@@ -342,12 +341,12 @@ int64_t KafkaSource::CheckIdlePartitions(int64_t now_ms, bool* limit_always) {
                    client_, posted->error, suppressed);
       }
     }
-    if (read.has_value()) {
-      shared_->OnRead(read->sent_ms, read->read);
-      if (int64_t suppressed = 0; !read->error.empty() && board_log_limiter_.ShouldLog(&suppressed)) {
+    for (const BoardAnswer& read : reads) {
+      shared_->OnRead(read.sent_ms, read.read);
+      if (int64_t suppressed = 0; !read.error.empty() && board_log_limiter_.ShouldLog(&suppressed)) {
         log_->warn("{}: {}; event time waits until the other subtasks' idle partitions are known ({} similar "
                    "messages suppressed)",
-                   client_, read->error, suppressed);
+                   client_, read.error, suppressed);
       }
     }
   }
@@ -1155,7 +1154,7 @@ void KafkaSource::RunBrokerRequests(std::vector<std::pair<std::string, int32_t>>
       }
       if (!ends_for.has_value()) {
         absl::MutexLock lock(&requests_mutex_);
-        read_answered_ = std::move(board);
+        reads_answered_.push_back(*std::move(board));
         continue;
       }
     }
@@ -1202,11 +1201,10 @@ void KafkaSource::RunBrokerRequests(std::vector<std::pair<std::string, int32_t>>
                                                                  &answer.peers_behind)) {
           answer.ok = false;
         }
-        answer.board = board->read;
-        answer.board_sent_ms = board->sent_ms;
       }
       absl::MutexLock lock(&requests_mutex_);
       ends_answered_ = std::move(answer);
+      if (board.has_value()) reads_answered_.push_back(*std::move(board));
     }
     RdKafka::TopicPartition::destroy(partitions);
     if (code != RdKafka::ERR_NO_ERROR && wake) {

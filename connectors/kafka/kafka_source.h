@@ -214,10 +214,8 @@ class KafkaSource : public weir::SourceOperator {
     int64_t asked_ms = 0;  // when ListOffsets went out (steady ms)
     bool ok = false;     // every partition's end came (and no idle peer has records)
     std::string error;   // a failure, when not ok
-    // Shared idleness: the board read before the ends, when it was sent,
-    // and why not ok when an idle partition of another subtask has records.
-    std::optional<kafka_internal::BoardRead> board;
-    int64_t board_sent_ms = 0;
+    // Shared idleness: why not ok when an idle partition of another subtask
+    // has records (the board read before the ends is passed on separately).
     std::string peers_behind;
   };
   // A post to the board done (at_ms, steady), or failed (error).
@@ -339,7 +337,8 @@ class KafkaSource : public weir::SourceOperator {
   std::optional<kafka_internal::SharedIdleness::Post> post_requested_ ABSL_GUARDED_BY(requests_mutex_);
   std::optional<int64_t> read_requested_ ABSL_GUARDED_BY(requests_mutex_);
   std::optional<PostAnswer> post_answered_ ABSL_GUARDED_BY(requests_mutex_);
-  std::optional<BoardAnswer> read_answered_ ABSL_GUARDED_BY(requests_mutex_);
+  // Board reads answered (a check's and the periodic one), oldest first.
+  std::vector<BoardAnswer> reads_answered_ ABSL_GUARDED_BY(requests_mutex_);
   // The source's subtasks' idleness (shared_idleness.h): set in Open when
   // the source has idleness and partitions other subtasks read; its board
   // is used by broker_requests_ only (shared_ by the task thread only; its

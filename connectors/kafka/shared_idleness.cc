@@ -72,7 +72,9 @@ bool SharedIdleness::Gate(size_t i, bool eligible, int64_t position, int64_t end
   Own& o = owned_.at(i);
   if (o.finished) return true;
   if (!eligible) {
-    if (o.idle_posted || o.position != position) dirty_ = true;
+    // An active partition's position is nobody's business: only the move
+    // from idle is posted, not every record.
+    if (o.idle_posted) dirty_ = true;
     o = Own{.position = position};
     return false;
   }
@@ -128,7 +130,9 @@ bool SharedIdleness::WantsEndCheck(int64_t now_ms) const {
 }
 
 void SharedIdleness::OnRead(int64_t sent_ms, const std::optional<BoardRead>& read) {
-  if (sent_ms == read_sent_ms_) read_out_ = false;
+  // Sent at or after the last request: that request's answer (a check's
+  // board read may serve it).
+  if (sent_ms >= read_sent_ms_) read_out_ = false;
   if (!read.has_value() || read->entries.size() != peers_.size()) return;
   if (sent_ms < last_read_sent_ms_) return;  // an older answer than the one held
   last_read_ = read;

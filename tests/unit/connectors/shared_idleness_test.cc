@@ -127,6 +127,29 @@ TEST(SharedIdlenessTest, TheFastPathNeedsAFreshReadWithoutIdlePeers) {
   EXPECT_TRUE(s.PeersClear(800));
 }
 
+TEST(SharedIdlenessTest, RecordsOfAnActivePartitionPostNothing) {
+  SharedIdleness s = OneOfTwo();
+  EXPECT_FALSE(s.Gate(0, /*eligible=*/false, 1, -1, -1, 0));
+  std::optional<SharedIdleness::Post> post = s.TakePost();
+  ASSERT_TRUE(post.has_value()) << "the first post says where every partition stands";
+  s.OnPosted(post->version, true, 10);
+  for (int64_t position = 2; position < 50; ++position) {
+    EXPECT_FALSE(s.Gate(0, false, position, -1, -1, 10 * position));
+    EXPECT_FALSE(s.TakePost().has_value()) << "a commit per record batch at position " << position;
+  }
+}
+
+TEST(SharedIdlenessTest, ACheckThatReadTheBoardAnswersTheReadAskedBeforeIt) {
+  SharedIdleness s = OneOfTwo();
+  s.OnReadSent(100);
+  EXPECT_FALSE(s.WantsRead(400));
+  // The broker thread served the read with a check's board read, sent a
+  // little after the request.
+  s.OnRead(120, BoardRead{.entries = {std::nullopt}});
+  EXPECT_TRUE(s.WantsRead(400)) << "the next read may go out";
+  EXPECT_TRUE(s.PeersClear(300));
+}
+
 TEST(PeersCaughtUpTest, EveryIdlePeerAtMostItsPosition) {
   const std::vector<TopicPartitionKey> peers{{"in", 1}, {"in", 3}};
   const BoardRead read{.entries = {BoardEntry{.idle = true, .position = 10}, BoardEntry{.idle = false, .position = 2}}};
