@@ -241,7 +241,8 @@ void KafkaSource::Open(OperatorContext& context, RecordOutput* output) {
       }
     }
   }
-  if (config_.event_time.has_value() && config_.event_time->idleness_ms > 0 && !peers.empty()) {
+  // A subtask without partitions is idle from its start: nothing to share.
+  if (config_.event_time.has_value() && config_.event_time->idleness_ms > 0 && !peers.empty() && !own.empty()) {
     if (config_.event_time->shared_idleness_group.empty()) {
       log_->warn("{}: no job id to name the idleness board by, so this subtask judges idleness by its own "
                  "partitions only: another subtask's records may move event time past those of partitions "
@@ -380,7 +381,7 @@ int64_t KafkaSource::CheckIdlePartitions(int64_t now_ms, bool* limit_always) {
   }
   bool check = false;  // an end offsets' answer asked from now on is needed
   if (shared_.has_value()) {
-    if (std::optional<kafka_internal::SharedIdleness::Post> post = shared_->TakePost()) PostToBoard(*std::move(post));
+    if (std::optional<kafka_internal::SharedIdleness::Post> post = shared_->TakePost(steady_ms)) PostToBoard(*std::move(post));
     check = shared_->WantsEndCheck(steady_ms);
     if (shared_->WantsRead(steady_ms)) {
       shared_->OnReadSent(steady_ms);

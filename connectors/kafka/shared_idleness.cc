@@ -1,5 +1,6 @@
 #include "connectors/kafka/shared_idleness.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -48,7 +49,11 @@ bool PeersCaughtUp(const std::vector<TopicPartitionKey>& partitions, const Board
                    const std::vector<int64_t>& ends, std::string* why) {
   for (size_t i = 0; i < partitions.size() && i < read.entries.size(); ++i) {
     const std::optional<BoardEntry>& entry = read.entries[i];
-    if (!entry.has_value() || !entry->idle) continue;
+    if (!entry.has_value()) {
+      *why = absl::StrCat(Name(partitions[i]), " has no entry on the board yet (its subtask has not posted)");
+      return false;
+    }
+    if (!entry->idle) continue;
     const int64_t end = i < ends.size() ? ends[i] : -1;
     if (end < 0) {
       *why = absl::StrCat("the end offset of ", Name(partitions[i]), " (idle in another subtask) is not known");
@@ -97,7 +102,8 @@ void SharedIdleness::Finish(size_t i) {
   o = Own{.finished = true};
 }
 
-std::optional<SharedIdleness::Post> SharedIdleness::TakePost() {
+std::optional<SharedIdleness::Post> SharedIdleness::TakePost(int64_t now_ms) {
+  if (posted_ms_ >= 0 && now_ms - posted_ms_ >= options_.refresh_ms) dirty_ = true;
   if (!dirty_ || post_out_ || own_.empty()) return std::nullopt;
   dirty_ = false;
   post_out_ = true;
@@ -117,6 +123,7 @@ void SharedIdleness::OnPosted(int64_t version, bool ok, int64_t now_ms) {
     dirty_ = true;
     return;
   }
+  posted_ms_ = now_ms;
   for (Own& o : owned_) {
     if (o.idle_posted && o.idle_version != 0 && o.idle_version <= version && o.acked_ms < 0) o.acked_ms = now_ms;
   }
@@ -145,7 +152,7 @@ bool SharedIdleness::PeersClear(int64_t now_ms) const {
     return false;
   }
   for (const std::optional<BoardEntry>& entry : last_read_->entries) {
-    if (entry.has_value() && entry->idle) return false;
+    if (!entry.has_value() || entry->idle) return false;  // not known yet, or idle
   }
   return true;
 }
@@ -164,8 +171,12 @@ absl::StatusOr<std::unique_ptr<IdlenessBoard>> IdlenessBoard::Create(RdKafka::Co
   std::unique_ptr<IdlenessBoard> board(new IdlenessBoard());
   board->events_ = std::make_unique<ClientEvents>(std::move(client));
   std::string error;
+  // No statistics: nobody reads them from this handle.
   for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
-           {"group.id", group}, {"enable.auto.commit", "false"}, {"client.id", "weir-kafka-idleness"}}) {
+           {"group.id", group},
+           {"enable.auto.commit", "false"},
+           {"client.id", "weir-kafka-idleness"},
+           {"statistics.interval.ms", "0"}}) {
     if (conf.set(name, value, error) != RdKafka::Conf::CONF_OK) {
       return absl::InvalidArgumentError(absl::StrCat("idleness board: cannot set ", name, ": ", error));
     }
@@ -184,8 +195,15 @@ IdlenessBoard::~IdlenessBoard() {
   if (consumer_ != nullptr) consumer_->close();
 }
 
+void IdlenessBoard::ServeEvents() {
+  // Errors the handle reports wait in its main queue for a poll; served
+  // here (to the event callback), so that they do not pile up.
+  rd_kafka_poll(consumer_->c_ptr(), 0);
+}
+
 absl::Status IdlenessBoard::Post(const std::vector<TopicPartitionKey>& partitions,
                                  const std::vector<BoardEntry>& entries, int timeout_ms) {
+  ServeEvents();
   PartitionList offsets(partitions.size());
   for (size_t i = 0; i < partitions.size() && i < entries.size(); ++i) {
     rd_kafka_topic_partition_t* tp =
@@ -228,6 +246,7 @@ absl::Status IdlenessBoard::Post(const std::vector<TopicPartitionKey>& partition
 }
 
 absl::StatusOr<BoardRead> IdlenessBoard::Read(const std::vector<TopicPartitionKey>& partitions, int timeout_ms) {
+  ServeEvents();
   PartitionList offsets(partitions.size());
   for (const TopicPartitionKey& tp : partitions) {
     rd_kafka_topic_partition_list_add(offsets.list, tp.first.c_str(), tp.second);

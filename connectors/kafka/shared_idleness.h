@@ -55,10 +55,17 @@
 // another subtask has an idle partition, and a partition goes idle about
 // grace plus two round trips after the idleness.
 //
-// A stale entry (a crashed earlier attempt's) is harmless: "idle at X" only
-// makes A check q's end against X (so it may hold A until q's new owner
-// commits), and "active" asks nothing of A while the new owner's channel
-// holds downstream from its start.
+// A stale entry (a crashed earlier attempt's) is harmless as long as only
+// q's owner writes it afterwards: "idle at X" only makes A check q's end
+// against X (so it may hold A until q's new owner commits), and "active"
+// asks nothing of A while the new owner's channel holds downstream from its
+// start. (A zombie of an earlier attempt, resumed and still running, could
+// write over its successor's entry; that is not guarded against.) A
+// partition without an entry counts as not known, and holds A like an idle
+// one whose end is not known, until its owner's first post. Kafka expires
+// the offsets of a group without members offsets.retention.minutes after
+// their commit, so each subtask posts its entries again every
+// refresh_ms.
 //
 // Thread-safety: SharedIdleness is the task thread's alone (not
 // thread-safe). IdlenessBoard is called from the source's broker-requests
@@ -106,8 +113,9 @@ std::optional<bool> ParseBoardMetadata(absl::string_view metadata);
 std::string BoardGroupId(absl::string_view job_id, absl::string_view operator_id);
 
 // Whether every partition `read` shows idle has nothing past its position
-// by `ends` (the same order; -1: unknown). On false, *why names the first
-// that has (or whose end is unknown).
+// by `ends` (the same order; -1: unknown), and every partition has an entry.
+// On false, *why names the first that has records (or whose end or entry
+// is unknown).
 bool PeersCaughtUp(const std::vector<TopicPartitionKey>& partitions, const BoardRead& read,
                    const std::vector<int64_t>& ends, std::string* why);
 
@@ -117,6 +125,8 @@ class SharedIdleness {
   struct Options {
     int64_t grace_ms = 1000;
     int64_t read_interval_ms = 250;
+    // Posts again after this long without one (Kafka's offset retention).
+    int64_t refresh_ms = 10 * 60 * 1000;
   };
 
   // A post to the board: the owner's partitions (own order) and version.
@@ -139,8 +149,9 @@ class SharedIdleness {
   // A partition finished (bounded): it has nothing more to post.
   void Finish(size_t i);
   // What to commit now, if anything changed since the last post (or the
-  // last one failed); at most one is out at a time.
-  std::optional<Post> TakePost();
+  // last one failed, or refresh_ms passed since the last that succeeded);
+  // at most one is out at a time.
+  std::optional<Post> TakePost(int64_t now_ms);
   // The post `version` was committed (ok) at `now_ms`, or failed.
   void OnPosted(int64_t version, bool ok, int64_t now_ms);
   // Whether a gate waits for an end offsets' answer asked from now on.
@@ -176,6 +187,7 @@ class SharedIdleness {
   bool dirty_ = true;  // the board does not yet say what owned_ does
   bool post_out_ = false;
   int64_t version_ = 0;
+  int64_t posted_ms_ = -1;  // when the last post succeeded
   // The last read that came back, and when it was sent.
   bool read_out_ = false;
   int64_t read_sent_ms_ = -(int64_t{1} << 40);
@@ -199,6 +211,7 @@ class IdlenessBoard {
 
  private:
   IdlenessBoard() = default;
+  void ServeEvents();
   std::unique_ptr<ClientEvents> events_;
   std::unique_ptr<RdKafka::KafkaConsumer> consumer_;
 };

@@ -22,7 +22,7 @@ SharedIdleness OneOfTwo() {
 // idle post at `acked_ms`.
 void PostIdle(SharedIdleness& s, int64_t position, int64_t acked_ms) {
   EXPECT_FALSE(s.Gate(0, /*eligible=*/true, position, -1, -1, acked_ms - 10));
-  std::optional<SharedIdleness::Post> post = s.TakePost();
+  std::optional<SharedIdleness::Post> post = s.TakePost(0);
   ASSERT_TRUE(post.has_value());
   ASSERT_EQ(post->entries.size(), 1u);
   EXPECT_TRUE(post->entries[0].idle);
@@ -55,13 +55,13 @@ TEST(SharedIdlenessTest, ARecordShutsTheGateAtOnceAndPostsActive) {
   PostIdle(s, 10, 100);
   ASSERT_TRUE(s.Gate(0, true, 10, 10, 1200, 1300));
   EXPECT_FALSE(s.Gate(0, /*eligible=*/false, 11, 10, 1200, 1400));
-  std::optional<SharedIdleness::Post> post = s.TakePost();
+  std::optional<SharedIdleness::Post> post = s.TakePost(0);
   ASSERT_TRUE(post.has_value());
   EXPECT_FALSE(post->entries[0].idle);
   s.OnPosted(post->version, true, 1450);
   // Eligible again at the new position: the whole way once more.
   EXPECT_FALSE(s.Gate(0, true, 11, 11, 1500, 9000));
-  post = s.TakePost();
+  post = s.TakePost(0);
   ASSERT_TRUE(post.has_value());
   EXPECT_TRUE(post->entries[0].idle);
   EXPECT_EQ(post->entries[0].position, 11);
@@ -74,7 +74,7 @@ TEST(SharedIdlenessTest, APositionThatMovedStartsAgain) {
   SharedIdleness s = OneOfTwo();
   PostIdle(s, 10, 100);
   EXPECT_FALSE(s.Gate(0, true, /*position=*/15, 15, 1200, 1300)) << "X no longer says where it is";
-  std::optional<SharedIdleness::Post> post = s.TakePost();
+  std::optional<SharedIdleness::Post> post = s.TakePost(0);
   ASSERT_TRUE(post.has_value());
   EXPECT_EQ(post->entries[0].position, 15);
 }
@@ -82,13 +82,13 @@ TEST(SharedIdlenessTest, APositionThatMovedStartsAgain) {
 TEST(SharedIdlenessTest, AFailedPostIsSentAgainAndOpensNothing) {
   SharedIdleness s = OneOfTwo();
   EXPECT_FALSE(s.Gate(0, true, 10, -1, -1, 0));
-  std::optional<SharedIdleness::Post> post = s.TakePost();
+  std::optional<SharedIdleness::Post> post = s.TakePost(0);
   ASSERT_TRUE(post.has_value());
-  EXPECT_FALSE(s.TakePost().has_value()) << "one post out at a time";
+  EXPECT_FALSE(s.TakePost(0).has_value()) << "one post out at a time";
   s.OnPosted(post->version, /*ok=*/false, 100);
   EXPECT_FALSE(s.WantsEndCheck(5000));
   EXPECT_FALSE(s.Gate(0, true, 10, 10, 4000, 5000));
-  post = s.TakePost();
+  post = s.TakePost(0);
   ASSERT_TRUE(post.has_value()) << "sent again";
   s.OnPosted(post->version, true, 5000);
   EXPECT_TRUE(s.Gate(0, true, 10, 10, 6000, 6000));
@@ -99,7 +99,7 @@ TEST(SharedIdlenessTest, AFinishedPartitionIsOpenAndPostsActive) {
   PostIdle(s, 10, 100);
   s.Finish(0);
   EXPECT_TRUE(s.Gate(0, false, 10, -1, -1, 200));
-  std::optional<SharedIdleness::Post> post = s.TakePost();
+  std::optional<SharedIdleness::Post> post = s.TakePost(0);
   ASSERT_TRUE(post.has_value());
   EXPECT_FALSE(post->entries[0].idle);
 }
@@ -111,6 +111,8 @@ TEST(SharedIdlenessTest, TheFastPathNeedsAFreshReadWithoutIdlePeers) {
   s.OnReadSent(0);
   EXPECT_FALSE(s.WantsRead(300)) << "one read out at a time";
   s.OnRead(0, BoardRead{.entries = {std::nullopt}});
+  EXPECT_FALSE(s.PeersClear(100)) << "a partition without an entry is not known to be active";
+  s.OnRead(0, BoardRead{.entries = {BoardEntry{.idle = false, .position = 3}}});
   EXPECT_TRUE(s.PeersClear(100));
   EXPECT_TRUE(s.PeersClear(kGrace - 250 - 1));
   EXPECT_FALSE(s.PeersClear(kGrace - 250)) << "too old: a subtask may have gone idle since";
@@ -130,13 +132,23 @@ TEST(SharedIdlenessTest, TheFastPathNeedsAFreshReadWithoutIdlePeers) {
 TEST(SharedIdlenessTest, RecordsOfAnActivePartitionPostNothing) {
   SharedIdleness s = OneOfTwo();
   EXPECT_FALSE(s.Gate(0, /*eligible=*/false, 1, -1, -1, 0));
-  std::optional<SharedIdleness::Post> post = s.TakePost();
+  std::optional<SharedIdleness::Post> post = s.TakePost(0);
   ASSERT_TRUE(post.has_value()) << "the first post says where every partition stands";
   s.OnPosted(post->version, true, 10);
   for (int64_t position = 2; position < 50; ++position) {
     EXPECT_FALSE(s.Gate(0, false, position, -1, -1, 10 * position));
-    EXPECT_FALSE(s.TakePost().has_value()) << "a commit per record batch at position " << position;
+    EXPECT_FALSE(s.TakePost(0).has_value()) << "a commit per record batch at position " << position;
   }
+}
+
+TEST(SharedIdlenessTest, EntriesArePostedAgainBeforeKafkaExpiresThem) {
+  SharedIdleness s({{"in", 0}}, {{"in", 1}}, SharedIdleness::Options{.refresh_ms = 60000});
+  PostIdle(s, 10, 100);
+  EXPECT_FALSE(s.TakePost(100 + 59999).has_value());
+  std::optional<SharedIdleness::Post> post = s.TakePost(100 + 60000);
+  ASSERT_TRUE(post.has_value()) << "a group without members loses its offsets after the retention";
+  EXPECT_TRUE(post->entries[0].idle);
+  EXPECT_EQ(post->entries[0].position, 10);
 }
 
 TEST(SharedIdlenessTest, ACheckThatReadTheBoardAnswersTheReadAskedBeforeIt) {
@@ -145,7 +157,7 @@ TEST(SharedIdlenessTest, ACheckThatReadTheBoardAnswersTheReadAskedBeforeIt) {
   EXPECT_FALSE(s.WantsRead(400));
   // The broker thread served the read with a check's board read, sent a
   // little after the request.
-  s.OnRead(120, BoardRead{.entries = {std::nullopt}});
+  s.OnRead(120, BoardRead{.entries = {BoardEntry{.idle = false, .position = 0}}});
   EXPECT_TRUE(s.WantsRead(400)) << "the next read may go out";
   EXPECT_TRUE(s.PeersClear(300));
 }
@@ -159,7 +171,9 @@ TEST(PeersCaughtUpTest, EveryIdlePeerAtMostItsPosition) {
   EXPECT_EQ(why, "in[1] has 3 records its subtask has not read yet");
   EXPECT_FALSE(PeersCaughtUp(peers, read, {-1, 50}, &why));
   EXPECT_NE(why.find("not known"), std::string::npos) << why;
-  EXPECT_TRUE(PeersCaughtUp(peers, BoardRead{.entries = {std::nullopt, std::nullopt}}, {-1, -1}, &why));
+  EXPECT_FALSE(PeersCaughtUp(peers, BoardRead{.entries = {read.entries[0], std::nullopt}}, {10, 50}, &why))
+      << "a partition whose subtask has not posted yet";
+  EXPECT_EQ(why, "in[3] has no entry on the board yet (its subtask has not posted)");
 }
 
 TEST(BoardTest, MetadataAndGroupNames) {
