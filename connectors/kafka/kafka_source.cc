@@ -395,9 +395,9 @@ int64_t KafkaSource::CheckIdlePartitions(int64_t now_ms, bool* limit_always) {
   // The watermark would pass an idle partition: only as far as an answer
   // asked after the records that move it were read.
   const int64_t candidate = passing ? watermarks_->Candidate(now_ms) : kMinWatermark;
-  if ((check || candidate > ends_cover_) && !ends_pending_ && now_ms - ends_asked_ms_ >= kIdleCheckIntervalMs) {
+  if ((check || candidate > ends_cover_) && !ends_pending_ && steady_ms - ends_asked_ms_ >= kIdleCheckIntervalMs) {
     ends_pending_ = true;
-    ends_asked_ms_ = now_ms;
+    ends_asked_ms_ = steady_ms;
     QueryEndOffsets(candidate);
   }
   return passing ? ends_cover_ : kMaxWatermark;
@@ -1165,14 +1165,21 @@ void KafkaSource::RunBrokerRequests(std::vector<std::pair<std::string, int32_t>>
     // reaches every partition's leader, which wakes the consumer's thread
     // for that broker to decide again whether to fetch — so one request
     // serves both.
-    // With a board read, the others' partitions too (after it).
+    // With a board read, the others' partitions that it shows idle too
+    // (after it): only their ends matter (PeersCaughtUp), and a peer
+    // partition without a leader then holds event time only while it is
+    // idle, not whenever it is asked.
     std::vector<RdKafka::TopicPartition*> partitions;
     for (const auto& [topic, partition] : assigned) {
       partitions.push_back(RdKafka::TopicPartition::create(topic, partition, -1));
     }
-    if (board.has_value()) {
-      for (const auto& [topic, partition] : shared_peers) {
-        partitions.push_back(RdKafka::TopicPartition::create(topic, partition, -1));
+    std::vector<size_t> peers_asked;  // index into shared_peers, in `partitions` after the own ones
+    if (board.has_value() && board->read.has_value()) {
+      for (size_t i = 0; i < shared_peers.size() && i < board->read->entries.size(); ++i) {
+        const std::optional<kafka_internal::BoardEntry>& entry = board->read->entries[i];
+        if (!entry.has_value() || !entry->idle) continue;
+        peers_asked.push_back(i);
+        partitions.push_back(RdKafka::TopicPartition::create(shared_peers[i].first, shared_peers[i].second, -1));
       }
     }
     const int64_t asked_ms = SteadyMs();
@@ -1180,12 +1187,12 @@ void KafkaSource::RunBrokerRequests(std::vector<std::pair<std::string, int32_t>>
     if (ends_for.has_value()) {
       EndOffsetsAnswer answer{.covers = *ends_for, .asked_ms = asked_ms, .ok = code == RdKafka::ERR_NO_ERROR};
       if (!answer.ok) answer.error = RdKafka::err2str(code);
-      std::vector<int64_t> peer_ends;
+      std::vector<int64_t> peer_ends(shared_peers.size(), -1);  // -1: not asked (active) or not known
       for (size_t i = 0; i < partitions.size(); ++i) {
         const RdKafka::TopicPartition* tp = partitions[i];
         const bool known = code == RdKafka::ERR_NO_ERROR && tp->err() == RdKafka::ERR_NO_ERROR && tp->offset() >= 0;
         if (i >= assigned.size()) {
-          peer_ends.push_back(known ? tp->offset() : -1);
+          if (known) peer_ends[peers_asked[i - assigned.size()]] = tp->offset();
           continue;
         }
         answer.ends.push_back(known ? tp->offset() : -1);

@@ -349,7 +349,7 @@ class KafkaSource : public weir::SourceOperator {
   // Idleness, task thread: a query is out (asked, not answered), when the
   // last was asked, and the candidate watermark the last answer covers.
   bool ends_pending_ = false;
-  int64_t ends_asked_ms_ = 0;
+  int64_t ends_asked_ms_ = 0;  // steady ms: a wall-clock step must not delay checks
   int64_t ends_cover_ = weir::kMinWatermark;
   logging::RateLimiter ends_log_limiter_{std::chrono::seconds(10)};
   std::vector<PartitionState> partitions_;  // this subtask's, sorted
