@@ -20,6 +20,7 @@
 #include "common/check.h"
 #include "common/status_macros.h"
 #include "common/logging/logging.h"
+#include "common/retry/backoff.h"
 #include "connectors/kafka/kafka_client.h"
 #include "connectors/kafka/protocol/transaction_client.h"
 
@@ -929,32 +930,43 @@ void KafkaTransactionalSink::NotifyCheckpointComplete(int64_t checkpoint_id) {
 }
 
 absl::Status KafkaTransactionalSink::Commit(Slot& slot) const {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(kCommitTimeoutMs);
-  while (true) {
-    const int remaining = static_cast<int>(std::max<int64_t>(1, Millis(deadline - Clock::now())));
-    const auto start = Clock::now();
-    std::unique_ptr<RdKafka::Error> error(slot.producer->commit_transaction(remaining));
-    if (!error) {
-      log_->debug("{}: commit of '{}' (checkpoint {}) took {} ms", client_, slot.transactional_id, slot.checkpoint_id,
-                  Millis(Clock::now() - start));
-      return absl::OkStatus();
-    }
-    if (error->is_retriable() && Clock::now() < deadline) {
-      log_->debug("{}: retrying the commit of '{}': {}", client_, slot.transactional_id, error->str());
-      continue;
-    }
-    if (error->code() == RdKafka::ERR__FENCED || error->code() == RdKafka::ERR_PRODUCER_FENCED ||
-        error->code() == RdKafka::ERR_INVALID_PRODUCER_EPOCH) {
-      return absl::AbortedError(absl::StrCat(
-          "another producer took over transactional id '", slot.transactional_id, "' (", error->str(),
-          "): a previous attempt of this job still running, or another job writing with the transactional id "
-          "prefix '", prefix_, "'; give each sink its own prefix"));
-    }
-    if (error->txn_requires_abort() || error->is_fatal()) {
-      return absl::DataLossError(error->str());
-    }
-    return absl::UnavailableError(absl::StrCat("commit of transaction '", slot.transactional_id, "': ", error->str()));
+  // A retriable error (a coordinator moving, a request timed out) is tried
+  // again after a short jittered wait, within the commit timeout; each try
+  // gets what is left of it.
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(kCommitTimeoutMs);
+  std::unique_ptr<RdKafka::Error> error;
+  const retry::RetryOutcome outcome = retry::Retry(
+      {.backoff = {.initial = absl::Milliseconds(50), .multiplier = 2, .max = absl::Seconds(1), .jitter = 0.5},
+       .deadline = deadline},
+      [&] {
+        const int remaining = static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline - absl::Now())));
+        const auto start = Clock::now();
+        error.reset(slot.producer->commit_transaction(remaining));
+        if (!error) {
+          log_->debug("{}: commit of '{}' (checkpoint {}) took {} ms", client_, slot.transactional_id,
+                      slot.checkpoint_id, Millis(Clock::now() - start));
+          return absl::OkStatus();
+        }
+        return error->is_retriable() ? absl::UnavailableError(error->str()) : absl::AbortedError(error->str());
+      },
+      [](const absl::Status& status) { return absl::IsUnavailable(status); },
+      [&](const absl::Status& status, absl::Duration wait) {
+        log_->debug("{}: retrying the commit of '{}' in {}: {}", client_, slot.transactional_id,
+                    absl::FormatDuration(wait), status.message());
+      });
+  if (outcome.status.ok()) return absl::OkStatus();
+  if (error->code() == RdKafka::ERR__FENCED || error->code() == RdKafka::ERR_PRODUCER_FENCED ||
+      error->code() == RdKafka::ERR_INVALID_PRODUCER_EPOCH) {
+    return absl::AbortedError(absl::StrCat(
+        "another producer took over transactional id '", slot.transactional_id, "' (", error->str(),
+        "): a previous attempt of this job still running, or another job writing with the transactional id "
+        "prefix '", prefix_, "'; give each sink its own prefix"));
   }
+  if (error->txn_requires_abort() || error->is_fatal()) {
+    return absl::DataLossError(error->str());
+  }
+  return absl::UnavailableError(absl::StrCat("commit of transaction '", slot.transactional_id, "': ", error->str(),
+                                             " (", outcome.Summary(), ")"));
 }
 
 void KafkaTransactionalSink::DrainResults() {
