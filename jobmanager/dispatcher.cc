@@ -175,7 +175,8 @@ absl::Status Dispatcher::StartJob(const std::string& job_id, const v1::SubmitJob
   auto taskmanagers = std::make_shared<GrpcTaskManagerGateway>(
       [this](const std::string& taskmanager_id, const std::string& address) {
         return resource_manager_->CheckpointMessageSession(taskmanager_id, address);
-      });
+      },
+      resource_manager_->leader_epoch());
   absl::StatusOr<std::shared_ptr<JobMaster>> created = JobMaster::Create(
       job_id, request, std::move(graph), std::move(slots), std::move(settings), std::move(slot_provider),
       std::move(taskmanagers),

@@ -2,13 +2,18 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/rpc/rpc.h"
 #include "jobmanager/rpc_fan_out.h"
 
 namespace weir::jobmanager {
 
-GrpcTaskManagerGateway::GrpcTaskManagerGateway(CheckpointSessionFor checkpoint_session)
-    : checkpoint_session_(std::move(checkpoint_session)) {}
+GrpcTaskManagerGateway::GrpcTaskManagerGateway(CheckpointSessionFor checkpoint_session, int64_t leader_epoch)
+    : checkpoint_session_(std::move(checkpoint_session)), leader_epoch_(absl::StrCat(leader_epoch)) {}
+
+void GrpcTaskManagerGateway::Fence(grpc::ClientContext* context) const {
+  context->AddMetadata(rpc::kLeaderEpochMetadata, leader_epoch_);
+}
 
 std::shared_ptr<v1::TaskExecutorService::Stub> GrpcTaskManagerGateway::StubFor(const std::string& address) {
   absl::MutexLock lock(&stubs_mu_);
@@ -31,6 +36,7 @@ std::vector<std::vector<absl::Status>> GrpcTaskManagerGateway::DeployTasks(absl:
     fan_out.Add(
         kDeployTimeout,
         [this, &call](grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+          Fence(context);
           return StubFor(call.address)->PrepareAsyncDeployTasks(context, call.request, cq);
         },
         /*wait_for_ready=*/true);
@@ -49,6 +55,7 @@ std::vector<std::vector<absl::Status>> GrpcTaskManagerGateway::DeployTasks(absl:
         singles.Add(
             kDeployTimeout,
             [this, &call = calls[c], &tdd](grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+              Fence(context);
               return StubFor(call.address)->PrepareAsyncDeployTask(context, tdd, cq);
             },
             /*wait_for_ready=*/true);
@@ -78,6 +85,7 @@ std::vector<absl::Status> GrpcTaskManagerGateway::CancelJobTasks(absl::Span<cons
   RpcFanOut<v1::CancelJobTasksResponse> fan_out;
   for (const std::string& address : addresses) {
     fan_out.Add(kCancelTimeout, [this, &address, &request](grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+      Fence(context);
       return StubFor(address)->PrepareAsyncCancelJobTasks(context, request, cq);
     });
   }
@@ -105,6 +113,7 @@ std::vector<TriggerCheckpointsResult> GrpcTaskManagerGateway::TriggerCheckpoints
   RpcFanOut<v1::TriggerCheckpointsResponse> fan_out;
   for (size_t c : called) {
     fan_out.Add(kTriggerTimeout, [this, &call = calls[c]](grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+      Fence(context);
       return StubFor(call.taskmanager.address)->PrepareAsyncTriggerCheckpoints(context, call.request, cq);
     });
   }
@@ -140,6 +149,7 @@ std::vector<TriggerCheckpointsResult> GrpcTaskManagerGateway::TriggerCheckpoints
     for (size_t i = 0; i < single_requests.size(); ++i) {
       singles.Add(kTriggerTimeout, [this, &call = calls[singles_of[i].first], &single = single_requests[i]](
                                        grpc::ClientContext* context, grpc::CompletionQueue* cq) {
+        Fence(context);
         return StubFor(call.taskmanager.address)->PrepareAsyncTriggerCheckpoint(context, single, cq);
       });
     }
@@ -171,6 +181,7 @@ std::vector<absl::Status> GrpcTaskManagerGateway::NotifyCheckpoint(absl::Span<co
   for (size_t t : called) {
     fan_out.Add(kNotifyTimeout, [this, &address = taskmanagers[t].address, &request](grpc::ClientContext* context,
                                                                                      grpc::CompletionQueue* cq) {
+      Fence(context);
       return StubFor(address)->PrepareAsyncNotifyCheckpoint(context, request, cq);
     });
   }

@@ -5,6 +5,11 @@
 // it takes them there (ResourceManager::CheckpointMessageSession), as calls
 // to the others.
 //
+// Fencing: every call carries the JobManager's leader epoch as the
+// rpc::kLeaderEpochMetadata metadata, so a TaskManager that registered with
+// a later JobManager refuses it (messages on a membership session need
+// none: the session is the TaskManager's registration itself).
+//
 // Deadlines: deployments 30 s (waiting for a connection still opening),
 // cancellations 5 s, triggers 5 s, notifications 2 s.
 //
@@ -39,7 +44,8 @@ class GrpcTaskManagerGateway : public TaskManagerGateway {
   static constexpr absl::Duration kNotifyTimeout = absl::Seconds(2);
 
   // `checkpoint_session` unset: every trigger and notification is a call.
-  explicit GrpcTaskManagerGateway(CheckpointSessionFor checkpoint_session = nullptr);
+  // `leader_epoch`: the fencing token every call carries.
+  explicit GrpcTaskManagerGateway(CheckpointSessionFor checkpoint_session = nullptr, int64_t leader_epoch = 0);
 
   std::vector<std::vector<absl::Status>> DeployTasks(absl::Span<const DeployTasksCall> calls) override;
   std::vector<absl::Status> CancelJobTasks(absl::Span<const std::string> addresses,
@@ -53,7 +59,11 @@ class GrpcTaskManagerGateway : public TaskManagerGateway {
   // checkpoint_session_'s, null when there is none.
   std::shared_ptr<MembershipSession> CheckpointSession(const TaskManagerAddress& taskmanager) const;
 
+  // Adds the fencing token to a call's metadata.
+  void Fence(grpc::ClientContext* context) const;
+
   const CheckpointSessionFor checkpoint_session_;
+  const std::string leader_epoch_;  // decimal, as sent
   absl::Mutex stubs_mu_;
   std::map<std::string, std::shared_ptr<v1::TaskExecutorService::Stub>> stubs_ ABSL_GUARDED_BY(stubs_mu_);
 };

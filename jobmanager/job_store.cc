@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/io/atomic_file.h"
+#include "common/status_macros.h"
 
 namespace weir::jobmanager {
 namespace {
@@ -30,6 +31,23 @@ bool IsJobId(const std::string& id) {
 }
 
 }  // namespace
+
+absl::StatusOr<int64_t> JobStore::TakeLeaderEpoch() {
+  const std::string path = absl::StrCat(ha_dir_, "/leader-epoch");
+  int64_t last = 0;
+  if (std::error_code ec; fs::exists(path, ec)) {
+    absl::StatusOr<std::string> text = io::ReadWholeFile(path);
+    if (!text.ok()) return text.status();
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &last) || last < 0 || last == INT64_MAX) {
+      return absl::DataLossError(absl::StrCat(
+          path, " does not hold a leader epoch (a number); restore it from a backup, or write a number higher "
+          "than any JobManager on this directory used (their logs say 'leader epoch N')"));
+    }
+  }
+  const int64_t next = last + 1;
+  RETURN_IF_ERROR(io::WriteFileAtomically(path, absl::StrCat(next, "\n")));
+  return next;
+}
 
 absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& ha_dir) {
   std::error_code ec;
@@ -56,7 +74,7 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& ha_d
   // The holder's pid, for whoever wonders who holds it.
   const std::string pid = absl::StrCat(getpid(), "\n");
   if (ftruncate(fd, 0) == 0) (void)!write(fd, pid.data(), pid.size());
-  return std::unique_ptr<JobStore>(new JobStore(jobs, fd));
+  return std::unique_ptr<JobStore>(new JobStore(ha_dir, jobs, fd));
 }
 
 JobStore::~JobStore() { close(lock_fd_); }

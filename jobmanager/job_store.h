@@ -2,6 +2,7 @@
 // high-availability.storageDir:
 //
 //   <dir>/jobmanager.lock          held (flock) by the one JobManager using <dir>
+//   <dir>/leader-epoch             the epoch the last JobManager on <dir> took
 //   <dir>/jobs/<job id>/submission the SubmitJobRequest (graph, binary hash,
 //                                  arguments, -D settings), as submitted
 //   <dir>/jobs/<job id>/attempt    the last attempt number started
@@ -48,6 +49,14 @@ class JobStore {
   JobStore(const JobStore&) = delete;
   JobStore& operator=(const JobStore&) = delete;
 
+  // The next leader epoch: one past the last one taken on this directory
+  // (1 on a new one), written before it is returned, so every JobManager
+  // that starts on the directory has a higher epoch than any before it.
+  // TaskManagers refuse requests from a lower epoch than the one they
+  // registered with (the fencing token). A corrupt file is an error naming
+  // it, not a reset: a reset would let an earlier JobManager's requests in.
+  absl::StatusOr<int64_t> TakeLeaderEpoch();
+
   absl::Status SaveSubmission(const std::string& job_id, const v1::SubmitJobRequest& request);
   absl::Status SaveAttempt(const std::string& job_id, int attempt);
   absl::Status SaveFinal(const std::string& job_id, const v1::JobStatus& status);
@@ -61,9 +70,11 @@ class JobStore {
   const std::string& jobs_dir() const { return jobs_dir_; }
 
  private:
-  JobStore(std::string jobs_dir, int lock_fd) : jobs_dir_(std::move(jobs_dir)), lock_fd_(lock_fd) {}
+  JobStore(std::string ha_dir, std::string jobs_dir, int lock_fd)
+      : ha_dir_(std::move(ha_dir)), jobs_dir_(std::move(jobs_dir)), lock_fd_(lock_fd) {}
   absl::Status Write(const std::string& job_id, const char* name, const std::string& bytes);
 
+  const std::string ha_dir_;
   const std::string jobs_dir_;
   const int lock_fd_;
 };

@@ -19,13 +19,15 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   namespace k = config::keys;
   std::unique_ptr<JobManager> jm(new JobManager());
   jm->log_ = logging::Get("jobmanager");
-  jm->resource_manager_ = std::make_unique<ResourceManager>(config.GetDuration(k::kHeartbeatTimeout), RandomId("jm-"));
-  jm->resource_manager_service_ = std::make_unique<ResourceManagerServiceImpl>(
-      jm->resource_manager_.get(), config.GetDuration(k::kHeartbeatInterval));
-  jm->cluster_service_ = std::make_unique<ClusterServiceImpl>(jm->resource_manager_.get());
   std::string storage_dir = config.GetString(k::kHaStorageDir);
   // First: a second JobManager on this directory stops here.
   ASSIGN_OR_RETURN(jm->store_, JobStore::Open(storage_dir));
+  ASSIGN_OR_RETURN(const int64_t leader_epoch, jm->store_->TakeLeaderEpoch());
+  jm->resource_manager_ = std::make_unique<ResourceManager>(config.GetDuration(k::kHeartbeatTimeout),
+                                                            RandomId("jm-"), leader_epoch);
+  jm->resource_manager_service_ = std::make_unique<ResourceManagerServiceImpl>(
+      jm->resource_manager_.get(), config.GetDuration(k::kHeartbeatInterval));
+  jm->cluster_service_ = std::make_unique<ClusterServiceImpl>(jm->resource_manager_.get());
   ASSIGN_OR_RETURN(jm->artifacts_, ArtifactStore::Open(storage_dir, config.GetMemorySize(k::kArtifactMaxSize),
                                                        config.GetMemorySize(k::kArtifactStoreMaxSize)));
   DispatcherOptions dispatcher_options;
@@ -69,8 +71,8 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   jm->server_ = std::move(started->server);
   jm->port_ = started->port;
   jm->resource_manager_->Start();
-  jm->log_->info("JobManager {} listening on {} (storage {}, heartbeat interval {}, timeout {})",
-                 jm->session_id(), rpc::JoinHostPort(options.bind_host, jm->port_), storage_dir,
+  jm->log_->info("JobManager {} listening on {} (leader epoch {}, storage {}, heartbeat interval {}, timeout {})",
+                 jm->session_id(), rpc::JoinHostPort(options.bind_host, jm->port_), leader_epoch, storage_dir,
                  config::FormatDuration(config.GetDuration(k::kHeartbeatInterval)),
                  config::FormatDuration(config.GetDuration(k::kHeartbeatTimeout)));
   http::HttpServerOptions http_options;

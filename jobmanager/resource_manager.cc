@@ -61,9 +61,10 @@ int TaskManagerRecord::free_slots() const {
   return static_cast<int>(std::count(slot_jobs.begin(), slot_jobs.end(), std::string()));
 }
 
-ResourceManager::ResourceManager(absl::Duration heartbeat_timeout, std::string session_id)
+ResourceManager::ResourceManager(absl::Duration heartbeat_timeout, std::string session_id, int64_t leader_epoch)
     : heartbeat_timeout_(heartbeat_timeout),
       session_id_(std::move(session_id)),
+      leader_epoch_(leader_epoch),
       log_(logging::Get("resourcemanager")) {}
 
 ResourceManager::~ResourceManager() { Stop(); }

@@ -74,7 +74,9 @@ class ResourceManager {
  public:
   using LossListener = std::function<void(const v1::TaskManagerInfo&, LossReason)>;
 
-  ResourceManager(absl::Duration heartbeat_timeout, std::string session_id);
+  // `leader_epoch`: this JobManager's fencing token (JobStore::TakeLeaderEpoch),
+  // told to every TaskManager that registers.
+  ResourceManager(absl::Duration heartbeat_timeout, std::string session_id, int64_t leader_epoch = 0);
   ~ResourceManager();
 
   ResourceManager(const ResourceManager&) = delete;
@@ -126,6 +128,7 @@ class ResourceManager {
   void AddLossListener(LossListener listener) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string& session_id() const { return session_id_; }
+  int64_t leader_epoch() const { return leader_epoch_; }
   // When the loop that declares silent TaskManagers lost last came round.
   absl::Time last_expiry_check() const { return absl::FromUnixMillis(expiry_tick_ms_.load()); }
   absl::Duration heartbeat_timeout() const { return heartbeat_timeout_; }
@@ -147,6 +150,7 @@ class ResourceManager {
 
   const absl::Duration heartbeat_timeout_;
   const std::string session_id_;
+  const int64_t leader_epoch_;
   std::shared_ptr<spdlog::logger> log_;
 
   mutable absl::Mutex mu_;

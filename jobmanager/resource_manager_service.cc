@@ -276,6 +276,7 @@ class MembershipReactor final : public Reactor {
     outbox_->SetTaskManager(id_);
     v1::JobManagerMessage accepted;
     accepted.mutable_accepted()->set_jobmanager_session_id(resource_manager_->session_id());
+    accepted.mutable_accepted()->set_leader_epoch(resource_manager_->leader_epoch());
     accepted.mutable_accepted()->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(heartbeat_interval_));
     accepted.mutable_accepted()->set_heartbeat_timeout_ms(
         absl::ToInt64Milliseconds(resource_manager_->heartbeat_timeout()));

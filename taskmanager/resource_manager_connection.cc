@@ -110,10 +110,10 @@ bool ResourceManagerConnection::RunSession(std::string* error) {
     jobmanager_session_id_ = accepted.jobmanager_session_id();
     last_ack_ = absl::Now();
   }
-  log_->info("TaskManager {} registered with JobManager {} at {} ({} slots, heartbeat every {})",
-             info_.taskmanager_id(), accepted.jobmanager_session_id(), options_.jobmanager_address,
-             info_.slots_total(), config::FormatDuration(interval));
-  on_registered_(accepted.jobmanager_session_id());
+  log_->info("TaskManager {} registered with JobManager {} (leader epoch {}) at {} ({} slots, heartbeat every {})",
+             info_.taskmanager_id(), accepted.jobmanager_session_id(), accepted.leader_epoch(),
+             options_.jobmanager_address, info_.slots_total(), config::FormatDuration(interval));
+  on_registered_(accepted.jobmanager_session_id(), accepted.leader_epoch());
 
   std::thread reader([&] {
     v1::JobManagerMessage message;

@@ -40,7 +40,8 @@ class ResourceManagerConnection {
   using SlotReporter = std::function<v1::SlotReport()>;
   // Called on the connection thread after each registration, with the
   // JobManager's session id.
-  using RegistrationListener = std::function<void(const std::string& jobmanager_session_id)>;
+  // `leader_epoch`: the JobManager's fencing token (RegistrationAccepted).
+  using RegistrationListener = std::function<void(const std::string& jobmanager_session_id, int64_t leader_epoch)>;
   // Called on the session's reader thread with each checkpoint trigger or
   // notification (a JobManagerMessage of that kind); it must be quick (the
   // heartbeat acknowledgements queue behind it). Null: the registration

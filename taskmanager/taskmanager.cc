@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -48,12 +49,18 @@ class TaskManager::Service final : public v1::TaskExecutorService::Service {
   grpc::Status DeployTask(grpc::ServerContext* context, const v1::TaskDeploymentDescriptor* tdd,
                           v1::DeployTaskResponse*) override {
     WEIR_RPC_AUTHORIZE(context);
+    if (absl::Status fenced = tm_->AdmitLeader(*context, "a deployment"); !fenced.ok()) {
+      return rpc::ToGrpcStatus(fenced);
+    }
     return rpc::ToGrpcStatus(tm_->Deploy(*tdd));
   }
 
   grpc::Status CancelJobTasks(grpc::ServerContext* context, const v1::CancelJobTasksRequest* request,
                               v1::CancelJobTasksResponse*) override {
     WEIR_RPC_AUTHORIZE(context);
+    if (absl::Status fenced = tm_->AdmitLeader(*context, "a cancellation"); !fenced.ok()) {
+      return rpc::ToGrpcStatus(fenced);
+    }
     tm_->CancelJob(request->job_id(), request->attempt(), request->reason());
     return grpc::Status::OK;
   }
@@ -61,12 +68,18 @@ class TaskManager::Service final : public v1::TaskExecutorService::Service {
   grpc::Status TriggerCheckpoint(grpc::ServerContext* context, const v1::TriggerCheckpointRequest* request,
                                  v1::TriggerCheckpointResponse*) override {
     WEIR_RPC_AUTHORIZE(context);
+    if (absl::Status fenced = tm_->AdmitLeader(*context, "a checkpoint trigger"); !fenced.ok()) {
+      return rpc::ToGrpcStatus(fenced);
+    }
     return rpc::ToGrpcStatus(tm_->TriggerCheckpoint(*request));
   }
 
   grpc::Status NotifyCheckpoint(grpc::ServerContext* context, const v1::NotifyCheckpointRequest* request,
                                 v1::NotifyCheckpointResponse*) override {
     WEIR_RPC_AUTHORIZE(context);
+    if (absl::Status fenced = tm_->AdmitLeader(*context, "a checkpoint notification"); !fenced.ok()) {
+      return rpc::ToGrpcStatus(fenced);
+    }
     tm_->NotifyCheckpoint(*request);
     return grpc::Status::OK;
   }
@@ -74,6 +87,9 @@ class TaskManager::Service final : public v1::TaskExecutorService::Service {
   grpc::Status DeployTasks(grpc::ServerContext* context, const v1::DeployTasksRequest* request,
                            v1::DeployTasksResponse* response) override {
     WEIR_RPC_AUTHORIZE(context);
+    if (absl::Status fenced = tm_->AdmitLeader(*context, "a deployment"); !fenced.ok()) {
+      return rpc::ToGrpcStatus(fenced);
+    }
     if (absl::Status count = limits::CheckCount("tasks in one deployment", request->tasks_size(),
                                                 limits::kMaxTasksPerJob);
         !count.ok()) {
@@ -94,6 +110,9 @@ class TaskManager::Service final : public v1::TaskExecutorService::Service {
   grpc::Status TriggerCheckpoints(grpc::ServerContext* context, const v1::TriggerCheckpointsRequest* request,
                                   v1::TriggerCheckpointsResponse* response) override {
     WEIR_RPC_AUTHORIZE(context);
+    if (absl::Status fenced = tm_->AdmitLeader(*context, "a checkpoint trigger"); !fenced.ok()) {
+      return rpc::ToGrpcStatus(fenced);
+    }
     return rpc::ToGrpcStatus(tm_->TriggerCheckpoints(*request, response));
   }
 
@@ -249,7 +268,7 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   }
   tm->connection_ = std::make_unique<ResourceManagerConnection>(
       std::move(connection), tm->info_, [slots] { return slots->Report(); },
-      [raw = tm.get()](const std::string& session) { raw->OnRegistered(session); },
+      [raw = tm.get()](const std::string& session, int64_t epoch) { raw->OnRegistered(session, epoch); },
       std::move(on_checkpoint_message));
   tm->connection_->Start();
   tm->probed_connection_ = tm->connection_.get();
@@ -537,8 +556,39 @@ void TaskManager::UpdateSlotsLocked() {
   slots_->SetOccupancy(jobs);
 }
 
-void TaskManager::OnRegistered(const std::string& jobmanager_session_id) {
+absl::Status TaskManager::AdmitLeader(const grpc::ServerContext& context, absl::string_view call) {
+  const auto& metadata = context.client_metadata();
+  const auto found = metadata.find(rpc::kLeaderEpochMetadata);
+  int64_t epoch = -1;
+  if (found == metadata.end() ||
+      !absl::SimpleAtoi(absl::string_view(found->second.data(), found->second.size()), &epoch) || epoch < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        call, " refused: it carries no leader epoch (metadata ", rpc::kLeaderEpochMetadata,
+        "); only a JobManager makes this call, and every JobManager sends its epoch"));
+  }
   absl::MutexLock lock(&tasks_mu_);
+  if (epoch < leader_epoch_) {
+    if (int64_t suppressed = 0; fence_log_limiter_.ShouldLog(&suppressed)) {
+      log_->warn("refused {} from a JobManager with leader epoch {}: this TaskManager follows leader epoch {}, a "
+                 "later JobManager ({} similar refusals suppressed)",
+                 call, epoch, leader_epoch_, suppressed);
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat(call, " refused: it comes from leader epoch ", epoch, ", and this TaskManager follows epoch ",
+                     leader_epoch_, " (a later JobManager leads; this one was deposed)"));
+  }
+  leader_epoch_ = epoch;
+  return absl::OkStatus();
+}
+
+void TaskManager::OnRegistered(const std::string& jobmanager_session_id, int64_t leader_epoch) {
+  absl::MutexLock lock(&tasks_mu_);
+  if (leader_epoch < leader_epoch_) {
+    log_->warn("JobManager {} has leader epoch {}, below the {} this TaskManager followed; following it (its "
+               "high-availability.storageDir is not the one before, or was reset)",
+               jobmanager_session_id, leader_epoch, leader_epoch_);
+  }
+  leader_epoch_ = leader_epoch;
   // Between two registrations the JobManager declared us lost, or it
   // restarted (and resumes its jobs with new attempts): either way no task
   // of an earlier attempt may go on unsupervised.

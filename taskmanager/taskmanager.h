@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "common/config/configuration.h"
 #include "common/http/http_server.h"
+#include "common/logging/logging.h"
 #include "taskmanager/job_artifacts.h"
 #include "taskmanager/network/data_exchange_service.h"
 #include "taskmanager/network/network_client.h"
@@ -96,7 +97,15 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   void SweepLocalRecovery();
   // After a re-registration the JobManager has failed (or forgotten) every
   // task we ran: cancel them rather than let them run unsupervised.
-  void OnRegistered(const std::string& jobmanager_session_id) ABSL_LOCKS_EXCLUDED(tasks_mu_);
+  // `leader_epoch` becomes the one this TaskManager follows (even if lower:
+  // registering is choosing the leader).
+  void OnRegistered(const std::string& jobmanager_session_id, int64_t leader_epoch) ABSL_LOCKS_EXCLUDED(tasks_mu_);
+  // The fence on every call a JobManager makes here (`call` names it for
+  // the messages): refuses a call without the leader epoch metadata, or
+  // with an epoch below the one followed (a deposed JobManager's); a higher
+  // one is followed from then on (its registration may still be on its
+  // way).
+  absl::Status AdmitLeader(const grpc::ServerContext& context, absl::string_view call) ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // /metrics: slots, registration and the running tasks' counters.
   std::string MetricsText() ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // Tells the slot table which job each slot's tasks belong to.
@@ -135,6 +144,8 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   std::map<std::string, std::unique_ptr<Task>> tasks_ ABSL_GUARDED_BY(tasks_mu_);
   bool stopping_ ABSL_GUARDED_BY(tasks_mu_) = false;
   std::string jobmanager_session_ ABSL_GUARDED_BY(tasks_mu_);
+  int64_t leader_epoch_ ABSL_GUARDED_BY(tasks_mu_) = 0;
+  logging::RateLimiter fence_log_limiter_{std::chrono::seconds(10)};
   // Declines of triggers that came on the membership session for tasks not
   // here, for the maintenance thread to send (it wakes for them).
   std::vector<v1::DeclineCheckpointRequest> pending_declines_ ABSL_GUARDED_BY(tasks_mu_);

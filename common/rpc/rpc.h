@@ -18,6 +18,10 @@ namespace weir::rpc {
 // The largest control-plane message a server accepts by default.
 inline constexpr int kControlPlaneMaxMessageBytes = 4 << 20;
 
+// The metadata key of the JobManager's fencing token (its leader epoch, a
+// decimal number) on every call it makes to a TaskManager.
+inline constexpr char kLeaderEpochMetadata[] = "weir-leader-epoch";
+
 // How long a channel's connection attempt may take (TCP and the HTTP/2
 // handshake) before gRPC abandons it, unless the caller says otherwise:
 // gRPC's own default.

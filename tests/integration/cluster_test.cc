@@ -343,6 +343,55 @@ TEST_F(ClusterTest, TaskManagerReRegistersWithARestartedJobManager) {
   EXPECT_TRUE(HasLogLine(*jm2, "tm-a at ", "registered"));
 }
 
+// Fencing: every JobManager started on a storage directory takes a higher
+// leader epoch, and a TaskManager refuses calls from an epoch below the one
+// it registered with (a deposed JobManager's, which may still be running
+// after its successor took over), and calls that carry none.
+TEST_F(ClusterTest, TaskManagerRefusesCallsFromADeposedJobManager) {
+  auto jm = StartJobManager();
+  auto tm = StartTaskManager("tm-a", 1);
+  ASSERT_TRUE(WaitForMembers({"tm-a"})) << jm->Log();
+  const std::string address = Cluster()["taskmanagers"][0]["address"];
+  jm->Signal(SIGKILL);
+  ASSERT_TRUE(jm->Wait(absl::Seconds(10)).has_value());
+  auto jm2 = StartJobManager();
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(tm->Log(), "(leader epoch 2)"); }, absl::Seconds(60)))
+      << tm->Log();
+  EXPECT_TRUE(HasLogLine(*jm, "listening on", "leader epoch 1")) << jm->Log();
+  EXPECT_TRUE(HasLogLine(*jm2, "listening on", "leader epoch 2")) << jm2->Log();
+
+  auto stub = v1::TaskExecutorService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto cancel = [&](const char* epoch) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (epoch != nullptr) context.AddMetadata("weir-leader-epoch", epoch);
+    v1::CancelJobTasksRequest request;
+    request.set_job_id("nojob");
+    request.set_attempt(1);
+    v1::CancelJobTasksResponse response;
+    return stub->CancelJobTasks(&context, request, &response);
+  };
+  const grpc::Status deposed = cancel("1");
+  EXPECT_EQ(deposed.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(deposed.error_message(), "follows epoch 2")) << deposed.error_message();
+  const grpc::Status unfenced = cancel(nullptr);
+  EXPECT_EQ(unfenced.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(unfenced.error_message(), "carries no leader epoch")) << unfenced.error_message();
+  const grpc::Status garbage = cancel("2x");
+  EXPECT_EQ(garbage.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(cancel("2").ok());
+  // A later epoch is followed at once (its registration may be on its way);
+  // the one before it is refused from then on.
+  EXPECT_TRUE(cancel("3").ok());
+  EXPECT_EQ(cancel("2").error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(WaitFor(
+      [&] { return absl::StrContains(tm->Log(), "refused a cancellation from a JobManager with leader epoch 1"); },
+      absl::Seconds(10)))
+      << tm->Log();
+  // The TaskManager still serves its JobManager after all that.
+  EXPECT_EQ(MemberIds(), std::vector<std::string>{"tm-a"});
+}
+
 TEST_F(ClusterTest, TaskManagerStartedBeforeTheJobManagerRegistersOnceItIsUp) {
   auto a = StartTaskManager("tm-a", 1);
   ASSERT_TRUE(WaitFor([&] { return absl::StrContains(a->Log(), "cannot register"); }, absl::Seconds(30)));
