@@ -72,21 +72,8 @@ absl::Duration Backoff::Next() {
 
 void Backoff::Reset() { delay_ = options_.initial; }
 
-namespace {
-
-class RealClock final : public RetryClock {
- public:
-  absl::Time Now() override { return absl::Now(); }
-  bool Sleep(absl::Duration duration) override {
-    absl::SleepFor(duration);
-    return true;
-  }
-};
-
-}  // namespace
-
 RetryClock& RetryClock::Real() {
-  static RealClock* const clock = new RealClock();
+  static ClockBackedRetryClock* const clock = new ClockBackedRetryClock(time::Clock::Real());
   return *clock;
 }
 

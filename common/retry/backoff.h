@@ -33,6 +33,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/time/clock.h"
 
 namespace weir::retry {
 
@@ -81,9 +82,11 @@ class Backoff {
   absl::Duration delay_;  // the next wait before jitter
 };
 
-// How a retry loop reads the time and waits. The real one is absl::Now and
-// absl::SleepFor; tests pass a simulated one, loops that must stop early
-// (on shutdown) one whose Sleep returns false.
+// How a retry loop reads the time and waits. The real one is the wall clock
+// (time::Clock::Real()); code that runs on a time::Clock (the JobManager's)
+// passes a ClockBackedRetryClock of it, so that a simulated clock drives its
+// retries too; loops that must stop early (on shutdown) pass one whose Sleep
+// returns false.
 class RetryClock {
  public:
   virtual ~RetryClock() = default;
@@ -92,8 +95,23 @@ class RetryClock {
   // stop trying.
   virtual bool Sleep(absl::Duration duration) = 0;
 
-  // absl::Now and absl::SleepFor; thread-safe.
+  // time::Clock::Real()'s Now and SleepFor; thread-safe.
   static RetryClock& Real();
+};
+
+// A RetryClock on a time::Clock: its Now, and its SleepFor, never cut short.
+// Thread-safe, as every time::Clock; `clock` must outlive it.
+class ClockBackedRetryClock final : public RetryClock {
+ public:
+  explicit ClockBackedRetryClock(time::Clock& clock) : clock_(clock) {}
+  absl::Time Now() override { return clock_.Now(); }
+  bool Sleep(absl::Duration duration) override {
+    clock_.SleepFor(duration);
+    return true;
+  }
+
+ private:
+  time::Clock& clock_;
 };
 
 struct RetryPolicy {

@@ -8,12 +8,15 @@
 #include <cstddef>
 #include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/time/simulated_clock.h"
 
 namespace weir::retry {
 namespace {
@@ -33,7 +36,7 @@ std::vector<absl::Duration> Waits(Backoff& backoff, int n) {
 }
 
 // Time moves only when the loop waits; every wait and try is recorded.
-class SimulatedClock : public RetryClock {
+class RecordingClock : public RetryClock {
  public:
   absl::Time Now() override { return now_; }
   bool Sleep(absl::Duration duration) override {
@@ -146,7 +149,7 @@ TEST(BackoffOptionsTest, ABackoffClampsWhatValidateRefuses) {
 }
 
 TEST(RetryTest, TriesAgainAfterEachWaitUntilItSucceeds) {
-  SimulatedClock clock;
+  RecordingClock clock;
   RetryPolicy policy{.backoff = {.initial = absl::Milliseconds(100), .max = absl::Seconds(2)}, .clock = &clock};
   int attempts = 0;
   std::vector<absl::Duration> heard;
@@ -166,7 +169,7 @@ TEST(RetryTest, TriesAgainAfterEachWaitUntilItSucceeds) {
 }
 
 TEST(RetryTest, ReturnsAnErrorItMayNotRetryAtOnce) {
-  SimulatedClock clock;
+  RecordingClock clock;
   RetryPolicy policy{.clock = &clock};
   int attempts = 0;
   RetryOutcome outcome = Retry(
@@ -180,7 +183,7 @@ TEST(RetryTest, ReturnsAnErrorItMayNotRetryAtOnce) {
 }
 
 TEST(RetryTest, GivesUpWhenTheNextWaitWouldEndPastTheDeadline) {
-  SimulatedClock clock;
+  RecordingClock clock;
   // Waits of 100, 200, 400 ms end at 700 ms; the next (800 ms) would end at
   // 1.5 s, past the deadline at 1 s.
   RetryPolicy policy{.backoff = {.initial = absl::Milliseconds(100), .max = absl::Seconds(2)},
@@ -196,7 +199,7 @@ TEST(RetryTest, GivesUpWhenTheNextWaitWouldEndPastTheDeadline) {
 }
 
 TEST(RetryTest, AWaitEndingExactlyAtTheDeadlineIsTaken) {
-  SimulatedClock clock;
+  RecordingClock clock;
   RetryPolicy policy{.backoff = {.initial = absl::Milliseconds(100), .max = absl::Seconds(2)},
                      .deadline = clock.Now() + absl::Milliseconds(300),
                      .clock = &clock};
@@ -207,7 +210,7 @@ TEST(RetryTest, AWaitEndingExactlyAtTheDeadlineIsTaken) {
 
 TEST(RetryTest, NoTryStartsPastTheDeadlineWhateverTheJitterAndTheTriesTake) {
   for (uint64_t seed = 1; seed <= 50; ++seed) {
-    SimulatedClock clock;
+    RecordingClock clock;
     const absl::Time deadline = clock.Now() + absl::Seconds(5);
     RetryPolicy policy{.backoff = {.initial = absl::Milliseconds(50), .max = absl::Seconds(1), .jitter = 1},
                        .deadline = deadline,
@@ -229,7 +232,7 @@ TEST(RetryTest, NoTryStartsPastTheDeadlineWhateverTheJitterAndTheTriesTake) {
 }
 
 TEST(RetryTest, TheFirstTryRunsEvenPastTheDeadline) {
-  SimulatedClock clock;
+  RecordingClock clock;
   RetryPolicy policy{.deadline = clock.Now() - absl::Seconds(1), .clock = &clock};
   int attempts = 0;
   RetryOutcome outcome = Retry(
@@ -241,7 +244,7 @@ TEST(RetryTest, TheFirstTryRunsEvenPastTheDeadline) {
 }
 
 TEST(RetryTest, StopsAfterMaxAttemptsWithoutAWaitAfterTheLast) {
-  SimulatedClock clock;
+  RecordingClock clock;
   RetryPolicy policy{.backoff = {.initial = absl::Milliseconds(200), .max = absl::Seconds(10)},
                      .max_attempts = 3,
                      .clock = &clock};
@@ -252,7 +255,7 @@ TEST(RetryTest, StopsAfterMaxAttemptsWithoutAWaitAfterTheLast) {
 }
 
 TEST(RetryTest, StopsWhenAWaitIsCutShort) {
-  SimulatedClock clock;
+  RecordingClock clock;
   clock.interrupt_at_sleep = 2;
   RetryPolicy policy{.clock = &clock};
   int attempts = 0;
@@ -263,13 +266,54 @@ TEST(RetryTest, StopsWhenAWaitIsCutShort) {
 }
 
 TEST(RetryTest, SucceedsAtOnceWithoutWaiting) {
-  SimulatedClock clock;
+  RecordingClock clock;
   RetryPolicy policy{.clock = &clock};
   RetryOutcome outcome = Retry(policy, [] { return absl::OkStatus(); }, Unavailable);
   EXPECT_TRUE(outcome.status.ok());
   EXPECT_EQ(outcome.attempts, 1);
   EXPECT_EQ(outcome.Summary(), "1 try in 0");
   EXPECT_TRUE(clock.sleeps.empty());
+}
+
+// On a simulated time::Clock, the loop's waits are the clock's: no try
+// starts before the test has moved the clock past the wait before it.
+TEST(RetryTest, WaitsOnATimeClockThatATestAdvances) {
+  time::SimulatedClock simulated;
+  ClockBackedRetryClock clock(simulated);
+  const absl::Time start = simulated.Now();
+  RetryPolicy policy{.backoff = {.initial = absl::Minutes(1), .max = absl::Minutes(10)}, .clock = &clock};
+  absl::Mutex mu;
+  std::vector<absl::Time> tries;
+  RetryOutcome outcome;
+  std::thread loop([&] {
+    outcome = Retry(
+        policy,
+        [&] {
+          absl::MutexLock lock(&mu);
+          tries.push_back(simulated.Now());
+          return tries.size() < 3 ? absl::UnavailableError("down") : absl::OkStatus();
+        },
+        Unavailable);
+  });
+  auto tried = [&](size_t n) {
+    absl::MutexLock lock(&mu);
+    return tries.size() == n;
+  };
+  ASSERT_TRUE(simulated.WaitUntilParked(1, absl::Seconds(60)));  // waiting the first minute
+  EXPECT_TRUE(tried(1));
+  simulated.Advance(absl::Seconds(59));
+  ASSERT_TRUE(simulated.WaitUntilParked(1, absl::Seconds(60)));
+  EXPECT_TRUE(tried(1));
+  simulated.Advance(absl::Seconds(1));
+  // The second try, then the wait of two minutes.
+  ASSERT_TRUE(simulated.WaitUntilParked(1, absl::Seconds(60)));
+  EXPECT_TRUE(tried(2));
+  simulated.Advance(absl::Minutes(2));
+  loop.join();
+  EXPECT_TRUE(outcome.status.ok()) << outcome.status;
+  EXPECT_EQ(outcome.attempts, 3);
+  EXPECT_EQ(tries, (std::vector<absl::Time>{start, start + absl::Minutes(1), start + absl::Minutes(3)}));
+  EXPECT_EQ(outcome.elapsed, absl::Minutes(3));
 }
 
 }  // namespace
