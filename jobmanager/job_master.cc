@@ -95,6 +95,7 @@ absl::StatusOr<std::shared_ptr<JobMaster>> JobMaster::Create(std::string job_id,
                                                              std::shared_ptr<TaskManagerGateway> taskmanagers,
                                                              TerminalCallback on_terminal) {
   if (taskmanagers == nullptr) return absl::InvalidArgumentError("a JobMaster needs a TaskManager gateway");
+  if (settings.checkpoint.clock == nullptr) settings.checkpoint.clock = settings.clock;
   std::optional<checkpoint::CheckpointStorage> storage;
   if (!settings.checkpoint_dir.empty()) {
     ASSIGN_OR_RETURN(storage, checkpoint::CheckpointStorage::Open(settings.checkpoint_dir));
@@ -120,10 +121,11 @@ JobMaster::JobMaster(std::string job_id, v1::SubmitJobRequest request, Execution
       request_(std::move(request)),
       graph_(std::move(graph)),
       settings_(std::move(settings)),
+      clock_(settings_.clock != nullptr ? *settings_.clock : time::Clock::Real()),
       slot_provider_(std::move(slot_provider)),
       taskmanagers_(std::move(taskmanagers)),
       on_terminal_(std::move(on_terminal)),
-      submitted_at_(settings_.submitted_at == absl::InfinitePast() ? absl::Now() : settings_.submitted_at),
+      submitted_at_(settings_.submitted_at == absl::InfinitePast() ? clock_.Now() : settings_.submitted_at),
       log_(logging::Get("jobmaster")),
       restart_strategy_(RestartStrategy::Create(settings_.restart)) {
   absl::MutexLock lock(&mu_);
@@ -395,7 +397,7 @@ absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata
   std::optional<absl::Status> failure;
   std::vector<SlotAssignment> deployed_to(labels.size());
   std::vector<std::string> task_ids(labels.size());
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_.Now();
   {
     absl::MutexLock lock(&mu_);
     for (size_t i = 0; i < tasks_.size(); ++i) {
@@ -462,7 +464,8 @@ JobMaster::AttemptEnd JobMaster::WaitForAttempt() {
         return shutting_down_ || AllTasksTerminalLocked() || (cancel_requested_ && !cancel_sent) ||
                start_checkpoints_ || !finished_tasks_.empty() || final_checkpoint_wanted_;
       };
-      mu_.AwaitWithTimeout(absl::Condition(&wake), absl::Seconds(1));
+      // Every second at least: the liveness tick and the cancellation timeout.
+      clock_.AwaitWithTimeout(&mu_, absl::Condition(&wake), absl::Seconds(1));
       if (shutting_down_) return AttemptEnd::kShutdown;
       attempt = attempt_;
       start_checkpoints = start_checkpoints_ && !attempt_failed_;
@@ -485,7 +488,7 @@ JobMaster::AttemptEnd JobMaster::WaitForAttempt() {
         return AttemptEnd::kFinished;
       }
       // task.cancellation.timeout 0: wait for the TaskManagers however long.
-      if (cancel_sent && settings_.cancel_timeout > absl::ZeroDuration() && absl::Now() > cancel_deadline) {
+      if (cancel_sent && settings_.cancel_timeout > absl::ZeroDuration() && clock_.Now() > cancel_deadline) {
         for (TaskRecord& t : tasks_) {
           if (IsTerminal(t.state)) continue;
           log_->warn("job {}: task {} did not acknowledge cancellation within {}; declaring it canceled", job_id_,
@@ -534,25 +537,26 @@ JobMaster::AttemptEnd JobMaster::WaitForAttempt() {
       }
       CancelTasksOnTaskManagers(reason);
       cancel_sent = true;
-      cancel_deadline = absl::Now() + settings_.cancel_timeout;
+      cancel_deadline = clock_.Now() + settings_.cancel_timeout;
     }
   }
 }
 
-bool JobMaster::WaitRestartDelay(absl::Duration delay) {
-  const absl::Time end = absl::Now() + delay;
+bool JobMaster::WaitRestartDelay(absl::Time restart_at) {
   absl::MutexLock lock(&mu_);
   auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_ || state_ == v1::CANCELING; };
   // In pieces, to show the thread is alive through a long backoff.
-  for (absl::Time now = absl::Now(); now < end; now = absl::Now()) {
+  for (absl::Time now = clock_.Now(); now < restart_at; now = clock_.Now()) {
     Tick();
-    if (mu_.AwaitWithDeadline(absl::Condition(&stop), std::min(end, now + kLivenessTickBound))) return false;
+    if (clock_.AwaitWithDeadline(&mu_, absl::Condition(&stop), std::min(restart_at, now + kLivenessTickBound))) {
+      return false;
+    }
   }
   return !stop();
 }
 
 absl::Status JobMaster::WaitForSlots() {
-  const absl::Time deadline = absl::Now() + settings_.slot_request_timeout;
+  const absl::Time deadline = clock_.Now() + settings_.slot_request_timeout;
   absl::Status last;
   bool logged = false;
   // Local recovery: subtask s back on the TaskManager that ran it, which
@@ -576,13 +580,15 @@ absl::Status JobMaster::WaitForSlots() {
                  absl::FormatDuration(settings_.slot_request_timeout), last.message());
       logged = true;
     }
-    if (absl::Now() >= deadline) {
+    if (clock_.Now() >= deadline) {
       return absl::ResourceExhaustedError(absl::StrCat("no slots to restart within ",
                                                        config::FormatDuration(settings_.slot_request_timeout),
                                                        " (slot.request.timeout): ", last.message()));
     }
     absl::MutexLock lock(&mu_);
     auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_ || state_ == v1::CANCELING; };
+    // A poll of the slot provider, which tells no one when slots free up:
+    // real time, whatever the clock (only the deadline is the clock's).
     if (mu_.AwaitWithTimeout(absl::Condition(&stop), absl::Milliseconds(200))) {
       return absl::CancelledError("canceled while waiting for slots");
     }
@@ -636,12 +642,12 @@ absl::StatusOr<std::string> JobMaster::StopWithSavepoint(const std::string& targ
   log_->info("job {}: stopping after savepoint {} (checkpoint {})", job_id_, path, id);
   // The sinks commit at the end of their input; that takes a transaction
   // round trip per open transaction, bounded by the checkpoint timeout.
-  const absl::Time deadline = absl::Now() + settings_.checkpoint.timeout + absl::Seconds(30);
+  const absl::Time deadline = clock_.Now() + settings_.checkpoint.timeout + absl::Seconds(30);
   absl::MutexLock lock(&mu_);
   auto ended = [this, attempt]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return IsTerminal(state_) || attempt_ != attempt;
   };
-  mu_.AwaitWithDeadline(absl::Condition(&ended), deadline);
+  clock_.AwaitWithDeadline(&mu_, absl::Condition(&ended), deadline);
   if (state_ == v1::FINISHED) return path;
   if (!IsTerminal(state_) && attempt_ == attempt) {
     return absl::DeadlineExceededError(absl::StrCat("savepoint ", path, " was written, but job ", job_id_,
@@ -658,11 +664,12 @@ absl::StatusOr<std::pair<std::string, int64_t>> JobMaster::TakeSavepoint(const s
         "job ", job_id_, " has checkpoints off, and a savepoint is a checkpoint copied out: submit the job with "
         "-Dexecution.checkpointing.interval=... to take savepoints"));
   }
-  const absl::Time deadline = absl::Now() + settings_.checkpoint.timeout + absl::Seconds(10);
+  const absl::Time deadline = clock_.Now() + settings_.checkpoint.timeout + absl::Seconds(10);
   absl::StatusOr<int64_t> triggered = coordinator_->TriggerNow(stop);
   // A periodic checkpoint in progress (max-concurrent-checkpoints): wait
-  // for it to end, then take ours.
-  while (absl::IsResourceExhausted(triggered.status()) && absl::Now() < deadline) {
+  // for it to end, then take ours. The polls here go by real time, whatever
+  // the clock: the coordinator tells no one when a checkpoint ends.
+  while (absl::IsResourceExhausted(triggered.status()) && clock_.Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
     triggered = coordinator_->TriggerNow(stop);
   }
@@ -692,7 +699,7 @@ absl::StatusOr<std::pair<std::string, int64_t>> JobMaster::TakeSavepoint(const s
         return std::make_pair(*std::move(path), id);
       }
     }
-    if (absl::Now() > deadline) {
+    if (clock_.Now() > deadline) {
       // The coordinator expires it by then; a stop resumes when it does.
       return give_up(
           absl::DeadlineExceededError(absl::StrCat("the savepoint's checkpoint ", id, " did not complete in time")));
@@ -783,7 +790,7 @@ void JobMaster::Run() {
           error_ = absl::StrCat("recovering the job after a JobManager restart failed: ", chosen.status().message());
         }
         state_ = state_ == v1::CANCELING ? v1::CANCELED : v1::FAILED;
-        ended_at_ = absl::Now();
+        ended_at_ = clock_.Now();
         log_->error("job {} {}: {}", job_id_, v1::JobState_Name(state_), error_);
         ended = state_;
       }
@@ -865,7 +872,8 @@ void JobMaster::Run() {
       final_state = v1::FAILED;
       break;
     }
-    const std::optional<absl::Duration> delay = restart_strategy_->OnFailure(absl::Now());
+    const absl::Time failed_at = clock_.Now();
+    const std::optional<absl::Duration> delay = restart_strategy_->OnFailure(failed_at);
     if (!delay.has_value()) {
       absl::MutexLock lock(&mu_);
       error_ = failure;
@@ -882,7 +890,9 @@ void JobMaster::Run() {
     }
     log_->warn("job {} RESTARTING in {} (restart {}, strategy {}) after attempt {} failed: {}", job_id_,
                config::FormatDuration(*delay), restarts, restart_strategy_->Describe(), attempt, failure);
-    if (!WaitRestartDelay(*delay)) {
+    // From the failure, fixed before the job shows RESTARTING, so that the
+    // wait ends at the same time however late this thread gets to it.
+    if (!WaitRestartDelay(failed_at + *delay)) {
       absl::MutexLock lock(&mu_);
       if (shutting_down_) return;
       final_state = v1::CANCELED;
@@ -922,7 +932,7 @@ void JobMaster::Run() {
   {
     absl::MutexLock lock(&mu_);
     state_ = final_state;
-    ended_at_ = absl::Now();
+    ended_at_ = clock_.Now();
     if (final_state == v1::FAILED) {
       if (error_.empty()) error_ = last_failure_;
       if (!retained.empty()) absl::StrAppend(&error_, "; its last checkpoint is kept: resubmit with -s ", retained);
@@ -1076,7 +1086,7 @@ void JobMaster::OnTaskManagerReport(const v1::ReportTaskMetricsRequest& report) 
       OnTaskStateUpdateLocked(update);
     }
   }
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_.Now();
   for (size_t index : mine->second) {
     TaskRecord& task = tasks_[index];
     if (!task.deployed || IsTerminal(task.state)) continue;
@@ -1255,7 +1265,7 @@ void JobMaster::NoteRestoreLocked(const std::optional<v1::CheckpointMetadata>& r
   restored_checkpoint_id_ = restore.has_value() ? restore->checkpoint_id() : 0;
   if (!restore.has_value()) return;
   ++restored_count_;
-  restored_at_ = absl::Now();
+  restored_at_ = clock_.Now();
 }
 
 v1::ListCheckpointsResponse JobMaster::Checkpoints() const {

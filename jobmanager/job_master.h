@@ -39,6 +39,7 @@
 #include "absl/time/time.h"
 #include "common/logging/logging.h"
 #include "common/process/liveness.h"
+#include "common/time/clock.h"
 #include "jobmanager/checkpoint/checkpoint_coordinator.h"
 #include "jobmanager/checkpoint/state_assignment.h"
 #include "jobmanager/execution_graph.h"
@@ -83,6 +84,10 @@ struct JobSettings {
   // Where the worker thread's loop shows it is alive (the JobManager's
   // watchdog); null: nowhere.
   Liveness* liveness = nullptr;
+  // The time the JobMaster and its checkpoint coordinator decide by (restart
+  // delays, timeouts, deadlines, the timestamps of its status); null:
+  // time::Clock::Real(). It also becomes checkpoint.clock when that is null.
+  time::Clock* clock = nullptr;
   // weir submit -s: the savepoint the job starts from (and restarts from
   // while none of its own checkpoints completed), and the directory its
   // task files are in.
@@ -200,8 +205,9 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   // asked, declares unresponsive tasks canceled, starts checkpointing once all
   // tasks run.
   AttemptEnd WaitForAttempt() ABSL_LOCKS_EXCLUDED(mu_);
-  // Waits `delay`; false when the job was canceled or is shutting down meanwhile.
-  bool WaitRestartDelay(absl::Duration delay) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until the clock reaches `restart_at`; false when the job was
+  // canceled or is shutting down meanwhile.
+  bool WaitRestartDelay(absl::Time restart_at) ABSL_LOCKS_EXCLUDED(mu_);
   // Allocates slots for the next attempt, waiting up to slot_request_timeout.
   absl::Status WaitForSlots() ABSL_LOCKS_EXCLUDED(mu_);
   // The newest intact complete checkpoint, or nullopt; logs every one skipped.
@@ -269,6 +275,7 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   const v1::SubmitJobRequest request_;
   const ExecutionGraph graph_;
   const JobSettings settings_;
+  time::Clock& clock_;  // settings_.clock or the real one
   const SlotProvider slot_provider_;
   const std::shared_ptr<TaskManagerGateway> taskmanagers_;
   const TerminalCallback on_terminal_;

@@ -24,7 +24,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   ASSIGN_OR_RETURN(jm->store_, JobStore::Open(storage_dir));
   ASSIGN_OR_RETURN(const int64_t leader_epoch, jm->store_->TakeLeaderEpoch());
   jm->resource_manager_ = std::make_unique<ResourceManager>(config.GetDuration(k::kHeartbeatTimeout),
-                                                            RandomId("jm-"), leader_epoch);
+                                                            RandomId("jm-"), /*clock=*/nullptr, leader_epoch);
   jm->resource_manager_service_ = std::make_unique<ResourceManagerServiceImpl>(
       jm->resource_manager_.get(), config.GetDuration(k::kHeartbeatInterval));
   jm->cluster_service_ = std::make_unique<ClusterServiceImpl>(jm->resource_manager_.get());

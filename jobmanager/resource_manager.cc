@@ -61,16 +61,18 @@ int TaskManagerRecord::free_slots() const {
   return static_cast<int>(std::count(slot_jobs.begin(), slot_jobs.end(), std::string()));
 }
 
-ResourceManager::ResourceManager(absl::Duration heartbeat_timeout, std::string session_id, int64_t leader_epoch)
+ResourceManager::ResourceManager(absl::Duration heartbeat_timeout, std::string session_id, time::Clock* clock,
+                                 int64_t leader_epoch)
     : heartbeat_timeout_(heartbeat_timeout),
       session_id_(std::move(session_id)),
       leader_epoch_(leader_epoch),
+      clock_(clock != nullptr ? *clock : time::Clock::Real()),
       log_(logging::Get("resourcemanager")) {}
 
 ResourceManager::~ResourceManager() { Stop(); }
 
 void ResourceManager::Start() {
-  expiry_tick_ms_ = absl::ToUnixMillis(absl::Now());
+  expiry_tick_ms_ = absl::ToUnixMillis(clock_.Now());
   expire_thread_ = std::thread([this] { ExpireLoop(); });
 }
 
@@ -97,7 +99,7 @@ absl::StatusOr<uint64_t> ResourceManager::Register(const v1::RegisterTaskManager
   Entry entry;
   entry.record.info = info;
   entry.record.slots = request.slots();
-  entry.record.registered_at = absl::Now();
+  entry.record.registered_at = clock_.Now();
   entry.record.last_heartbeat = entry.record.registered_at;
   entry.record.slot_jobs.assign(info.slots_total(), "");
   entry.free = info.slots_total();
@@ -149,7 +151,7 @@ absl::Status ResourceManager::Heartbeat(const std::string& taskmanager_id, uint6
     return absl::NotFoundError(absl::StrCat("TaskManager ", taskmanager_id,
                                             " is not registered (declared lost); register again"));
   }
-  it->second.record.last_heartbeat = absl::Now();
+  it->second.record.last_heartbeat = clock_.Now();
   it->second.record.slots = slots;
   return absl::OkStatus();
 }
@@ -274,14 +276,14 @@ void ResourceManager::ExpireLoop() {
   // timeout after it is due.
   const absl::Duration tick = std::clamp(heartbeat_timeout_ / 20, absl::Milliseconds(10), absl::Milliseconds(200));
   while (true) {
-    expiry_tick_ms_ = absl::ToUnixMillis(absl::Now());
+    expiry_tick_ms_ = absl::ToUnixMillis(clock_.Now());
     std::vector<std::pair<v1::TaskManagerInfo, absl::Duration>> expired;
     std::vector<std::shared_ptr<MembershipSession>> sessions;
     {
       absl::MutexLock lock(&mu_);
       auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
-      if (mu_.AwaitWithTimeout(absl::Condition(&stop), tick)) return;
-      absl::Time now = absl::Now();
+      if (clock_.AwaitWithTimeout(&mu_, absl::Condition(&stop), tick)) return;
+      absl::Time now = clock_.Now();
       std::vector<std::string> ids;
       for (const auto& [id, entry] : members_) {
         if (now - entry.record.last_heartbeat > heartbeat_timeout_) ids.push_back(id);

@@ -26,6 +26,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/logging/logging.h"
+#include "common/time/clock.h"
 #include "weir/v1/cluster.pb.h"
 
 namespace weir::jobmanager {
@@ -74,9 +75,12 @@ class ResourceManager {
  public:
   using LossListener = std::function<void(const v1::TaskManagerInfo&, LossReason)>;
 
+  // `clock`: the time heartbeats are stamped with and timeouts declared by;
+  // null: time::Clock::Real(). Must outlive this object.
   // `leader_epoch`: this JobManager's fencing token (JobStore::TakeLeaderEpoch),
   // told to every TaskManager that registers.
-  ResourceManager(absl::Duration heartbeat_timeout, std::string session_id, int64_t leader_epoch = 0);
+  ResourceManager(absl::Duration heartbeat_timeout, std::string session_id, time::Clock* clock = nullptr,
+                  int64_t leader_epoch = 0);
   ~ResourceManager();
 
   ResourceManager(const ResourceManager&) = delete;
@@ -151,6 +155,7 @@ class ResourceManager {
   const absl::Duration heartbeat_timeout_;
   const std::string session_id_;
   const int64_t leader_epoch_;
+  time::Clock& clock_;
   std::shared_ptr<spdlog::logger> log_;
 
   mutable absl::Mutex mu_;

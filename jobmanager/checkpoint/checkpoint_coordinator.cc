@@ -93,6 +93,7 @@ CheckpointCoordinator::CheckpointCoordinator(std::string job_id, CheckpointCoord
                                              CheckpointStorage storage, CheckpointTaskGateway* gateway)
     : job_id_(std::move(job_id)),
       options_(Sanitized(options)),
+      clock_(options_.clock != nullptr ? *options_.clock : time::Clock::Real()),
       storage_(std::move(storage)),
       gateway_(gateway),
       log_(logging::Get("checkpoint")) {
@@ -173,7 +174,7 @@ void CheckpointCoordinator::SetTasks(int attempt, std::vector<std::string> sourc
   last_notice_.reset();
   stop_checkpoint_.reset();
   tasks_set_ = true;
-  last_trigger_time_ = absl::Now();
+  last_trigger_time_ = clock_.Now();
   wake_ = true;
   log_->debug("job {} attempt {}: {} tasks, {} of them sources", job_id_, attempt_, all_tasks_.size(),
               sources_.size());
@@ -370,7 +371,7 @@ void CheckpointCoordinator::OnTaskFinished(int attempt, const std::string& task_
 }
 
 std::vector<CheckpointRecord> CheckpointCoordinator::History() const {
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_.Now();
   absl::MutexLock lock(&mu_);
   std::vector<CheckpointRecord> out(history_.begin(), history_.end());
   for (CheckpointRecord& record : out) {
@@ -413,11 +414,11 @@ void CheckpointCoordinator::Run() {
     {
       absl::MutexLock lock(&mu_);
       // Woken at least every kLivenessTickBound, to show it is alive.
-      mu_.AwaitWithDeadline(absl::Condition(this, &CheckpointCoordinator::HasWorkLocked),
-                            std::min(NextWakeupLocked(), absl::Now() + kLivenessTickBound));
+      clock_.AwaitWithDeadline(&mu_, absl::Condition(this, &CheckpointCoordinator::HasWorkLocked),
+                               std::min(NextWakeupLocked(), clock_.Now() + kLivenessTickBound));
       if (stopping_) break;
       wake_ = false;
-      const absl::Time now = absl::Now();
+      const absl::Time now = clock_.Now();
       ExpireLocked(now);
       actions.swap(actions_);
       ready.swap(ready_);
@@ -493,7 +494,7 @@ absl::Time CheckpointCoordinator::NextWakeupLocked() const {
   for (const auto& [id, pending] : pending_) {
     if (pending.phase == Phase::kAwaitingAcks) next = std::min(next, pending.trigger_time + options_.timeout);
   }
-  if (CheckCanTriggerLocked().ok()) next = std::min(next, trigger_soon_ ? absl::Now() : NextPeriodicTriggerLocked());
+  if (CheckCanTriggerLocked().ok()) next = std::min(next, trigger_soon_ ? clock_.Now() : NextPeriodicTriggerLocked());
   if (RepeatNoticeLocked(absl::InfiniteFuture()).has_value()) {
     next = std::min(next, last_notice_->sent + options_.final_notice_repeat);
   }
@@ -621,13 +622,13 @@ void CheckpointCoordinator::ExecuteTrigger(TriggerPlan plan) {
     log_->info("job {} checkpoint {} triggered (attempt {}{})", job_id_, id, plan.attempt,
                plan.stop ? ", stop-with-savepoint" : "");
   }
-  const absl::Time fanout_start = absl::Now();
+  const absl::Time fanout_start = clock_.Now();
   const absl::Status status = gateway_->TriggerCheckpoints(plan.attempt, plan.sources, id, plan.timestamp_unix_ms,
                                                           plan.stop);
   {
     absl::MutexLock lock(&mu_);
     if (CheckpointRecord* record = RecordLocked(id)) {
-      record->trigger_fanout = absl::Now() - fanout_start;
+      record->trigger_fanout = clock_.Now() - fanout_start;
       record->coordinator_cpu += ThreadCpuNow() - cpu_start;
     }
     // A task that ended since the plan (kNotFound) is no failure: the job
@@ -669,7 +670,7 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
     metadata.set_job_id(job_id_);
     metadata.set_checkpoint_id(id);
     metadata.set_trigger_time_unix_ms(pending.trigger_unix_ms);
-    metadata.set_completion_time_unix_ms(absl::ToUnixMillis(absl::Now()));
+    metadata.set_completion_time_unix_ms(absl::ToUnixMillis(clock_.Now()));
     metadata.set_mode(options_.mode);
     metadata.set_max_parallelism(options_.max_parallelism);
     for (const auto& [uid, signature] : options_.operator_signatures) {
@@ -681,7 +682,7 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
     }
   }
 
-  const absl::Time metadata_start = absl::Now();
+  const absl::Time metadata_start = clock_.Now();
   // Checking the files first means a checkpoint whose snapshot a task wrote
   // somewhere else (a directory that is not shared) never becomes complete:
   // the sinks would commit for it and a restore could not use it.
@@ -691,7 +692,7 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
   } else {
     status = storage_.WriteMetadata(metadata);
   }
-  const absl::Time end = absl::Now();
+  const absl::Time end = clock_.Now();
 
   {
     absl::MutexLock lock(&mu_);
@@ -744,15 +745,15 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
                longest_async_ms, absl::ToInt64Milliseconds(end - metadata_start));
   }
   fault::MaybeCrash(fault::Point::kJobManagerBeforeNotify, id);
-  const absl::Time notify_start = absl::Now();
+  const absl::Time notify_start = clock_.Now();
   gateway_->NotifyCheckpoint(attempt, id, /*completed=*/true, "");
   {
     absl::MutexLock lock(&mu_);
     if (attempt == attempt_ && (!last_notice_.has_value() || last_notice_->id < id)) {
-      last_notice_ = CompletionNotice{attempt, id, absl::Now()};
+      last_notice_ = CompletionNotice{attempt, id, clock_.Now()};
     }
     if (CheckpointRecord* record = RecordLocked(id)) {
-      record->notify_fanout = absl::Now() - notify_start;
+      record->notify_fanout = clock_.Now() - notify_start;
       record->coordinator_cpu += ThreadCpuNow() - cpu_start;
     }
   }
@@ -824,7 +825,7 @@ void CheckpointCoordinator::Retain(int64_t newest_completed) {
   // their trigger (the minute covers clocks that differ between machines);
   // with none in progress every such file goes (an aborted checkpoint's
   // upload still under way then fails, which changes nothing).
-  absl::Time cutoff = absl::Now();
+  absl::Time cutoff = clock_.Now();
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, pending] : pending_) cutoff = std::min(cutoff, pending.trigger_time - absl::Minutes(1));
@@ -843,7 +844,7 @@ void CheckpointCoordinator::Retain(int64_t newest_completed) {
 void CheckpointCoordinator::AbortLocked(int64_t id, const std::string& reason, AbortKind kind, bool discard) {
   auto it = pending_.find(id);
   if (it == pending_.end()) return;
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_.Now();
   AbortAction action;
   action.id = id;
   action.attempt = it->second.attempt;

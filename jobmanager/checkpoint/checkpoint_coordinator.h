@@ -40,6 +40,7 @@
 #include "absl/time/time.h"
 #include "common/logging/logging.h"
 #include "common/process/liveness.h"
+#include "common/time/clock.h"
 #include "jobmanager/checkpoint/checkpoint_storage.h"
 #include "weir/v1/checkpoint.pb.h"
 
@@ -85,6 +86,9 @@ struct CheckpointCoordinatorOptions {
   // Where the coordinator's thread shows it is alive (the JobManager's
   // watchdog); null: nowhere.
   Liveness* liveness = nullptr;
+  // The time triggers, timeouts and the history's timestamps go by; null:
+  // time::Clock::Real(). Must outlive the coordinator.
+  time::Clock* clock = nullptr;
 
   // kInvalidArgument naming the key of the first bad value.
   absl::Status Validate() const;
@@ -371,6 +375,7 @@ class CheckpointCoordinator {
 
   const std::string job_id_;
   const CheckpointCoordinatorOptions options_;
+  time::Clock& clock_;  // options_.clock or the real one
   CheckpointStorage storage_;
   CheckpointTaskGateway* const gateway_;
   std::shared_ptr<spdlog::logger> log_;

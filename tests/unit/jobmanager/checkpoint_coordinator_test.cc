@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/time/simulated_clock.h"
 #include "tests/testing/process.h"
 
 namespace weir::jobmanager::checkpoint {
@@ -241,6 +242,8 @@ class CheckpointCoordinatorTest : public ::testing::Test {
   std::string root_;
   std::optional<CheckpointStorage> storage_;
   std::unique_ptr<FakeGateway> gateway_;
+  // For tests that set options.clock; outlives coordinator_.
+  time::SimulatedClock clock_;
   std::unique_ptr<CheckpointCoordinator> coordinator_;
 };
 
@@ -384,6 +387,69 @@ TEST_F(CheckpointCoordinatorTest, UnacknowledgedCheckpointExpiresNamingTheMissin
   EXPECT_TRUE(storage_->ReadMetadata(2).ok());
   EXPECT_EQ(coordinator.completed_count(), 1);
   EXPECT_EQ(coordinator.failed_count(), 1);
+}
+
+// checkpoint.timeout goes by the coordinator's clock: a checkpoint that
+// misses an acknowledgement expires when the clock reaches its timeout, and
+// not a moment before, however long that takes in real time.
+TEST_F(CheckpointCoordinatorTest, ACheckpointExpiresWhenTheClockReachesItsTimeout) {
+  CheckpointCoordinatorOptions options = Options();
+  options.timeout = absl::Minutes(10);
+  options.clock = &clock_;
+  CheckpointCoordinator& coordinator = StartCoordinator(options);
+  const absl::Time triggered_at = clock_.Now();
+  ASSERT_EQ(coordinator.TriggerNow().value_or(-1), 1);
+  coordinator.OnAcknowledge(Ack("src-0", 1));
+  coordinator.OnAcknowledge(Ack("src-1", 1));
+  ASSERT_TRUE(clock_.WaitUntilParked(1, kWait));
+
+  clock_.Advance(absl::Minutes(10) - absl::Milliseconds(1));
+  // The coordinator's thread woke, found the checkpoint not yet due, and
+  // waits again; nothing was told about checkpoint 1.
+  ASSERT_TRUE(clock_.WaitUntilParked(1, kWait));
+  EXPECT_EQ(gateway_->NoticesAbout(1), 0u);
+  ASSERT_TRUE(RecordOf(coordinator, 1).has_value());
+  EXPECT_EQ(RecordOf(coordinator, 1)->status, CheckpointStatus::kInProgress);
+
+  clock_.Advance(absl::Milliseconds(1));
+  std::optional<FakeGateway::Notice> notice = gateway_->WaitForNotice(1);
+  ASSERT_TRUE(notice.has_value());
+  EXPECT_FALSE(notice->completed);
+  EXPECT_EQ(notice->reason, "expired after 600 s; no acknowledgement from: sink-0");
+  std::optional<CheckpointRecord> record = RecordOf(coordinator, 1);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, CheckpointStatus::kFailed);
+  EXPECT_EQ(record->trigger_time, triggered_at);
+  EXPECT_EQ(record->duration, absl::Minutes(10));
+  EXPECT_EQ(coordinator.failed_count(), 1);
+}
+
+// execution.checkpointing.interval goes by the coordinator's clock: the
+// first periodic checkpoint is triggered an interval after the tasks were
+// set, on the clock, and the next an interval after that.
+TEST_F(CheckpointCoordinatorTest, PeriodicTriggersFollowTheClock) {
+  CheckpointCoordinatorOptions options = Options();
+  options.interval = absl::Minutes(1);
+  options.clock = &clock_;
+  CheckpointCoordinator& coordinator = StartCoordinator(options);
+  ASSERT_TRUE(clock_.WaitUntilParked(1, kWait));
+  clock_.Advance(absl::Seconds(59));
+  ASSERT_TRUE(clock_.WaitUntilParked(1, kWait));
+  EXPECT_THAT(gateway_->calls().triggers, IsEmpty());
+
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(gateway_->WaitForTriggers(1, kSources));
+  for (const FakeGateway::Trigger& trigger : gateway_->calls().triggers) {
+    EXPECT_EQ(trigger.timestamp_unix_ms, absl::ToUnixMillis(clock_.Now()));
+  }
+  for (const std::string& task : kAllTasks) coordinator.OnAcknowledge(Ack(task, 1));
+  ASSERT_TRUE(gateway_->WaitForNotice(1).has_value());
+  ASSERT_TRUE(clock_.WaitUntilParked(1, kWait));
+  EXPECT_EQ(gateway_->calls().triggers.size(), kSources.size());
+
+  clock_.Advance(absl::Minutes(1));
+  ASSERT_TRUE(gateway_->WaitForTriggers(2, kSources));
+  EXPECT_EQ(coordinator.latest_completed_id().value_or(0), 1);
 }
 
 TEST_F(CheckpointCoordinatorTest, IdsKeepGrowingAcrossAttemptsAndCoordinators) {

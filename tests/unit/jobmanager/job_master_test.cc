@@ -1,8 +1,9 @@
 // A JobMaster driven in-process: its calls to TaskManagers go to an
 // InMemoryTaskManagerGateway, and the test reports task states as the
-// TaskManagers would. Real time passes only where the JobMaster still waits
-// on it (restart delays of a millisecond); the tests wait for states and
-// calls with a generous deadline and assert nothing about how long they took.
+// TaskManagers would. Most tests run it on real time with restart delays of
+// a millisecond; those about what time decides run it on a SimulatedClock and
+// advance that. The tests wait for states and calls with a generous deadline
+// and assert nothing about how long they took.
 #include "jobmanager/job_master.h"
 
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/time/simulated_clock.h"
 #include "tests/testing/in_memory_taskmanager_gateway.h"
 
 namespace weir::jobmanager {
@@ -148,6 +150,8 @@ class JobMasterTest : public ::testing::Test {
 
   void TearDown() override { master_.reset(); }
 
+  // For tests that set settings.clock; outlives master_.
+  time::SimulatedClock clock_;
   const std::shared_ptr<InMemoryTaskManagerGateway> gateway_ = std::make_shared<InMemoryTaskManagerGateway>();
   std::shared_ptr<JobMaster> master_;
   absl::Mutex mu_;
@@ -234,6 +238,67 @@ TEST_F(JobMasterTest, AFailedTaskCancelsTheAttemptAndTheNextOneIsDeployed) {
   EXPECT_EQ(status.attempt(), 2);
   EXPECT_EQ(status.restarts(), 1);
   EXPECT_THAT(status.last_failure(), HasSubstr("boom"));
+}
+
+// A restart delay of ten minutes passes on the JobMaster's clock, not on real
+// time: attempt 2 is deployed only once the test has advanced the clock that
+// far, however long the JobMaster has waited in real time.
+TEST_F(JobMasterTest, ARestartDelayEndsOnlyWhenTheClockHasPassedIt) {
+  JobSettings settings = Restarting(3);
+  settings.restart.fixed_delay = absl::Minutes(10);
+  settings.clock = &clock_;
+  StartJob(std::move(settings));
+  ASSERT_TRUE(gateway_->AwaitDeploys(2, kPatience));
+  ReportAll(1, v1::TASK_RUNNING);
+  Report(1, 1, 1, v1::TASK_FAILED, "boom");
+  ASSERT_TRUE(gateway_->AwaitCancels(2, kPatience));
+  Report(1, 0, 0, v1::TASK_CANCELED);
+  Report(1, 0, 1, v1::TASK_CANCELED);
+  Report(1, 1, 0, v1::TASK_CANCELED);
+  ASSERT_TRUE(AwaitState(v1::RESTARTING));
+  // The JobMaster's thread waits on the clock for a time still ahead; real
+  // time has been given to it, and it deployed nothing.
+  ASSERT_TRUE(clock_.WaitUntilParked(1, kPatience));
+  EXPECT_EQ(gateway_->deploys().size(), 2u);
+
+  clock_.Advance(absl::Minutes(10) - absl::Seconds(1));
+  // It woke, saw a second to go, and waits again.
+  ASSERT_TRUE(clock_.WaitUntilParked(1, kPatience));
+  EXPECT_EQ(gateway_->deploys().size(), 2u);
+  EXPECT_EQ(master_->Status().state(), v1::RESTARTING);
+
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(gateway_->AwaitDeploys(4, kPatience));
+  EXPECT_EQ(DeployedTasks(2, 4),
+            (std::map<std::string, std::set<std::string>>{{kAddress1, {TaskId(2, 0, 0), TaskId(2, 1, 0)}},
+                                                          {kAddress2, {TaskId(2, 0, 1), TaskId(2, 1, 1)}}}));
+  ReportAll(2, v1::TASK_RUNNING);
+  ASSERT_TRUE(AwaitState(v1::RUNNING));
+  EXPECT_EQ(master_->Status().restarts(), 1);
+}
+
+// task.cancellation.timeout goes by the clock too: a task that never
+// acknowledges its cancellation is declared canceled once the clock passes
+// the timeout, and not before.
+TEST_F(JobMasterTest, ATaskThatIgnoresItsCancellationIsDeclaredCanceledWhenTheClockPassesTheTimeout) {
+  JobSettings settings;
+  settings.cancel_timeout = absl::Minutes(3);
+  settings.clock = &clock_;
+  StartJob(std::move(settings));
+  ASSERT_TRUE(gateway_->AwaitDeploys(2, kPatience));
+  ReportAll(1, v1::TASK_RUNNING);
+  Report(1, 1, 1, v1::TASK_FAILED, "boom");
+  ASSERT_TRUE(gateway_->AwaitCancels(2, kPatience));
+  Report(1, 0, 0, v1::TASK_CANCELED);
+  Report(1, 0, 1, v1::TASK_CANCELED);
+  // Task (1, 0) never answers.
+  ASSERT_TRUE(clock_.WaitUntilParked(1, kPatience));
+  clock_.Advance(absl::Minutes(3));
+  ASSERT_TRUE(clock_.WaitUntilParked(1, kPatience));
+  EXPECT_TRUE(Terminal().empty());
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(AwaitState(v1::FAILED));
+  EXPECT_THAT(Terminal(), ::testing::ElementsAre(v1::FAILED));
 }
 
 TEST_F(JobMasterTest, ADeploymentTheTaskManagerRefusesFailsTheAttempt) {

@@ -7,9 +7,11 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/time/simulated_clock.h"
 
 namespace weir::jobmanager {
 namespace {
@@ -87,6 +89,61 @@ TEST(ResourceManagerTest, ExpiryAfterARefusedRegistrationStillWorks) {
   EXPECT_TRUE(good->closed());
   EXPECT_FALSE(bad->closed());
   EXPECT_TRUE(rm.List().empty());
+  rm.Stop();
+}
+
+// heartbeat.timeout goes by the ResourceManager's clock: a TaskManager is
+// declared lost once the clock has passed its last heartbeat by more than the
+// timeout, and not at the timeout itself; a heartbeat starts its silence over.
+TEST(ResourceManagerTest, AHeartbeatTimeoutIsDeclaredOnlyWhenTheClockPassesIt) {
+  time::SimulatedClock clock;
+  ResourceManager rm(absl::Seconds(10), "jm-test", &clock);
+  absl::Mutex mu;
+  std::vector<std::string> lost;
+  rm.AddLossListener([&](const v1::TaskManagerInfo& info, LossReason reason) {
+    EXPECT_EQ(reason, LossReason::kHeartbeatTimeout);
+    absl::MutexLock lock(&mu);
+    lost.push_back(info.taskmanager_id());
+  });
+  auto lost_so_far = [&] {
+    absl::MutexLock lock(&mu);
+    return lost;
+  };
+  auto await_lost = [&](size_t n) {
+    absl::MutexLock lock(&mu);
+    auto enough = [&] { return lost.size() >= n; };
+    return mu.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(60));
+  };
+  rm.Start();
+  auto session1 = NewSession();
+  auto session2 = NewSession();
+  ASSERT_TRUE(rm.Register(Registration("tm-1", 1), session1).ok());
+  absl::StatusOr<uint64_t> epoch2 = rm.Register(Registration("tm-2", 1), session2);
+  ASSERT_TRUE(epoch2.ok());
+  ASSERT_TRUE(clock.WaitUntilParked(1, absl::Seconds(60)));
+
+  clock.Advance(absl::Seconds(8));
+  ASSERT_TRUE(rm.Heartbeat("tm-2", *epoch2, v1::SlotReport()).ok());
+  clock.Advance(absl::Seconds(2));  // tm-1 silent for exactly the timeout
+  // The expiry loop woke, looked, and waits again: nobody lost.
+  ASSERT_TRUE(clock.WaitUntilParked(1, absl::Seconds(60)));
+  EXPECT_TRUE(lost_so_far().empty());
+  EXPECT_EQ(rm.List().size(), 2u);
+
+  clock.Advance(absl::Seconds(1));  // tm-1: 11 s; tm-2: 3 s
+  ASSERT_TRUE(await_lost(1));
+  EXPECT_EQ(lost_so_far(), std::vector<std::string>{"tm-1"});
+  EXPECT_TRUE(session1->closed());
+  EXPECT_FALSE(session2->closed());
+  ASSERT_EQ(rm.List().size(), 1u);
+  EXPECT_EQ(rm.List()[0].info.taskmanager_id(), "tm-2");
+
+  clock.Advance(absl::Seconds(7));  // tm-2: 10 s
+  ASSERT_TRUE(clock.WaitUntilParked(1, absl::Seconds(60)));
+  EXPECT_EQ(lost_so_far().size(), 1u);
+  clock.Advance(absl::Seconds(1));
+  ASSERT_TRUE(await_lost(2));
+  EXPECT_EQ(lost_so_far(), (std::vector<std::string>{"tm-1", "tm-2"}));
   rm.Stop();
 }
 
