@@ -3,9 +3,11 @@
 // no real time, and the code under test never sees time pass on its own.
 //
 // Advance fires the timers that come due in time order, each on the thread
-// that calls Advance, with the clock set to the timer's time; then it sets
-// the clock to the end, and wakes every thread waiting on it so that each
-// re-checks its condition and deadline. A waiter is woken by taking and
+// that calls Advance, with the clock set to the timer's time (a timer
+// scheduled for a time already passed runs at the next Advance, even
+// Advance(absl::ZeroDuration())); then it sets the clock to the end, and
+// wakes every thread waiting on it so that each re-checks its condition and
+// deadline. A timer's callback must not call Advance. A waiter is woken by taking and
 // releasing the mutex it waits with (which makes absl::Mutex re-evaluate its
 // condition), so Advance must not be called with such a mutex held.
 //
@@ -55,7 +57,8 @@ class SimulatedClock final : public Clock {
   void AdvanceTo(absl::Time to) ABSL_LOCKS_EXCLUDED(mu_, advance_mu_);
 
   // Threads now in AwaitWithDeadline or SleepUntil whose deadline lies ahead
-  // of the clock.
+  // of the clock. A thread counts until its wait returns, also when its
+  // condition holds already and it has not run yet.
   int parked() const ABSL_LOCKS_EXCLUDED(mu_);
   // Waits, on real time, until parked() >= count or `real_timeout` passed;
   // returns whether the count was reached.
