@@ -148,6 +148,15 @@ class JobMasterTest : public ::testing::Test {
     return terminal_;
   }
 
+  // The terminal callback's calls, once there is one: the JobMaster makes it
+  // after its state shows the end, so AwaitState alone does not mean it came.
+  std::vector<v1::JobState> AwaitTerminal() {
+    absl::MutexLock lock(&mu_);
+    auto called = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !terminal_.empty(); };
+    mu_.AwaitWithTimeout(absl::Condition(&called), kPatience);
+    return terminal_;
+  }
+
   void TearDown() override { master_.reset(); }
 
   // For tests that set settings.clock; outlives master_.
@@ -295,10 +304,11 @@ TEST_F(JobMasterTest, ATaskThatIgnoresItsCancellationIsDeclaredCanceledWhenTheCl
   ASSERT_TRUE(clock_.WaitUntilParked(1, kPatience));
   clock_.Advance(absl::Minutes(3));
   ASSERT_TRUE(clock_.WaitUntilParked(1, kPatience));
+  EXPECT_NE(master_->Status().state(), v1::FAILED);
   EXPECT_TRUE(Terminal().empty());
   clock_.Advance(absl::Seconds(1));
   ASSERT_TRUE(AwaitState(v1::FAILED));
-  EXPECT_THAT(Terminal(), ::testing::ElementsAre(v1::FAILED));
+  EXPECT_THAT(AwaitTerminal(), ::testing::ElementsAre(v1::FAILED));
 }
 
 TEST_F(JobMasterTest, ADeploymentTheTaskManagerRefusesFailsTheAttempt) {
@@ -320,7 +330,7 @@ TEST_F(JobMasterTest, ADeploymentTheTaskManagerRefusesFailsTheAttempt) {
   EXPECT_THAT(status.error(), HasSubstr(absl::StrCat("at ", kAddress2, ": slot 0 is taken")));
   EXPECT_EQ(status.restarts(), 0);
   EXPECT_EQ(gateway_->deploys().size(), 2u);
-  EXPECT_EQ(Terminal(), std::vector<v1::JobState>{v1::FAILED});
+  EXPECT_EQ(AwaitTerminal(), std::vector<v1::JobState>{v1::FAILED});
 }
 
 TEST_F(JobMasterTest, ADeploymentWithoutAnswerFailsTheAttemptAndTheRestartDeploysAgain) {
@@ -357,7 +367,7 @@ TEST_F(JobMasterTest, ALostTaskManagerFailsTheJobWithoutRestarts) {
   Report(1, 1, 0, v1::TASK_CANCELED);
   ASSERT_TRUE(AwaitState(v1::FAILED));
   EXPECT_THAT(master_->Status().error(), HasSubstr("TaskManager tm-2 at 127.0.0.1:2 lost (heartbeat timeout)"));
-  EXPECT_EQ(Terminal(), std::vector<v1::JobState>{v1::FAILED});
+  EXPECT_EQ(AwaitTerminal(), std::vector<v1::JobState>{v1::FAILED});
 }
 
 TEST_F(JobMasterTest, CancelCancelsTheTasksAndEndsCanceled) {
@@ -373,7 +383,7 @@ TEST_F(JobMasterTest, CancelCancelsTheTasksAndEndsCanceled) {
   }
   ReportAll(1, v1::TASK_CANCELED);
   ASSERT_TRUE(AwaitState(v1::CANCELED));
-  EXPECT_EQ(Terminal(), std::vector<v1::JobState>{v1::CANCELED});
+  EXPECT_EQ(AwaitTerminal(), std::vector<v1::JobState>{v1::CANCELED});
   // Canceled, not restarted, whatever the restart strategy allows.
   EXPECT_EQ(gateway_->deploys().size(), 2u);
   EXPECT_EQ(master_->Status().restarts(), 0);
