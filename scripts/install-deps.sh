@@ -12,6 +12,8 @@ packages=(
   libcpp-httplib-dev prometheus-cpp-dev
   # sd_notify for Type=notify units; systemd-analyze checks the unit files.
   libsystemd-dev systemd
+  # The S3 client of common/fs.
+  libcurl4-openssl-dev
   # The configuration file's YAML.
   libyaml-cpp-dev
   # The test Kafka broker: a JRE and Maven to fetch Kafka from Maven Central.

@@ -415,7 +415,7 @@ std::vector<std::string> Configuration::StartupLines(unsigned scope) const {
     ++used;
     const auto& [value, source] = values_.at(spec.key);
     if (source == ValueSource::kDefault) continue;
-    std::string shown = value.empty() ? "(unset)" : value;
+    std::string shown = value.empty() ? "(unset)" : spec.is_secret ? "******" : value;
     if (spec.type == OptionType::kDuration && !value.empty()) {
       if (absl::StatusOr<absl::Duration> d = ParseDuration(value); d.ok()) shown = config::FormatDuration(*d);
     }

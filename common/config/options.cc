@@ -585,6 +585,47 @@ constexpr std::array kOptions = {
                .description = "text for people, json (one object per line) for log shippers.",
                .scope = kDaemons,
                .allowed_values = "text,json"},
+    OptionSpec{.key = keys::kS3Endpoint,
+               .type = OptionType::kString,
+               .default_value = "",
+               .description = "Endpoint of the S3 store for s3:// URIs (http://host:port or https://host); unset: "
+                              "AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else https://s3.<region>.amazonaws.com. The s3.* keys "
+                              "are for common/fs; the daemons' stores do not open s3:// URIs yet.",
+               .scope = kAllProcesses},
+    OptionSpec{.key = keys::kS3Region,
+               .type = OptionType::kString,
+               .default_value = "",
+               .description = "Region that S3 requests are signed for; unset: AWS_REGION, AWS_DEFAULT_REGION, "
+                              "else us-east-1.",
+               .scope = kAllProcesses},
+    OptionSpec{.key = keys::kS3AccessKey,
+               .type = OptionType::kString,
+               .default_value = "",
+               .description = "S3 access key id (with s3.secret-key); unset: AWS_ACCESS_KEY_ID and "
+                              "AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), else the profile AWS_PROFILE "
+                              "(default \"default\") of ~/.aws/credentials (AWS_SHARED_CREDENTIALS_FILE).",
+               .scope = kAllProcesses},
+    OptionSpec{.key = keys::kS3SecretKey,
+               .type = OptionType::kString,
+               .default_value = "",
+               .description = "S3 secret access key (with s3.access-key). Never logged.",
+               .scope = kAllProcesses,
+               .is_secret = true},
+    OptionSpec{.key = keys::kS3PathStyleAccess,
+               .type = OptionType::kBool,
+               .default_value = "false",
+               .description = "Address buckets as <endpoint>/<bucket>/<key> rather than "
+                              "<bucket>.<endpoint>/<key>; most S3-compatible servers need true.",
+               .scope = kAllProcesses},
+    OptionSpec{.key = keys::kS3UploadPartSize,
+               .type = OptionType::kMemorySize,
+               .default_value = "16 mb",
+               .description = "Files up to this size go to S3 in one PUT; larger ones in a multipart upload of "
+                              "parts this size (at most 10000 parts), aborted on failure so that no part of a "
+                              "file is ever visible.",
+               .scope = kAllProcesses,
+               .min_value = int64_t{5} << 20,
+               .max_value = int64_t{5} << 30},
     OptionSpec{.key = keys::kFaultInjectionPoint,
                .type = OptionType::kEnum,
                .default_value = "none",

@@ -52,6 +52,8 @@ struct OptionSpec {
   // characters from A-Z a-z 0-9 . _ - and not "." or ".." (unset stays
   // allowed).
   bool is_name = false;
+  // The value is a credential: shown as "******" in the startup lines.
+  bool is_secret = false;
 };
 
 // Every option, in the order the reference lists them.
@@ -135,6 +137,12 @@ inline constexpr absl::string_view kLogLevel = "log.level";
 inline constexpr absl::string_view kLogFormat = "log.format";
 inline constexpr absl::string_view kJobStoreExpirationTime = "jobstore.expiration-time";
 inline constexpr absl::string_view kJobStoreMaxCapacity = "jobstore.max-capacity";
+inline constexpr absl::string_view kS3Endpoint = "s3.endpoint";
+inline constexpr absl::string_view kS3Region = "s3.region";
+inline constexpr absl::string_view kS3AccessKey = "s3.access-key";
+inline constexpr absl::string_view kS3SecretKey = "s3.secret-key";
+inline constexpr absl::string_view kS3PathStyleAccess = "s3.path.style.access";
+inline constexpr absl::string_view kS3UploadPartSize = "s3.upload.part-size";
 inline constexpr absl::string_view kFaultInjectionPoint = "test.fault-injection.point";
 inline constexpr absl::string_view kFaultInjectionCheckpoint = "test.fault-injection.checkpoint";
 inline constexpr absl::string_view kTestDropFinalTaskReports = "test.drop-final-task-reports";

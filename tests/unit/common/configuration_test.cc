@@ -140,6 +140,21 @@ TEST(ConfigurationTest, BadValuesNameTheKeyAndWhatWasExpected) {
   ExpectError(Configuration::Load(std::nullopt, {"log.format=xml"}).status(), "expected one of: text, json");
 }
 
+TEST(ConfigurationTest, S3KeysAreValidatedAndTheSecretIsNeverShown) {
+  ExpectError(Configuration::Load(std::nullopt, {"s3.upload.part-size=1mb"}).status(), "'s3.upload.part-size'");
+  ExpectError(Configuration::Load(std::nullopt, {"s3.upload.part-size=-5mb"}).status(), "'s3.upload.part-size'");
+  ExpectError(Configuration::Load(std::nullopt, {"s3.upload.part-size=NaN"}).status(), "'s3.upload.part-size'");
+  ExpectError(Configuration::Load(std::nullopt, {"s3.path.style.access=yes please"}).status(),
+              "'s3.path.style.access'");
+  absl::StatusOr<Configuration> config =
+      Configuration::Load(std::nullopt, {"s3.access-key=AKIDEXAMPLE", "s3.secret-key=do-not-print-me"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  const std::string lines = absl::StrJoin(config->StartupLines(kJobManager), "\n");
+  EXPECT_TRUE(absl::StrContains(lines, "s3.access-key = AKIDEXAMPLE")) << lines;
+  EXPECT_TRUE(absl::StrContains(lines, "s3.secret-key = ******")) << lines;
+  EXPECT_FALSE(absl::StrContains(lines, "do-not-print-me")) << lines;
+}
+
 TEST(ConfigurationTest, BadOverrideSyntax) {
   ExpectError(Configuration::Load(std::nullopt, {"heartbeat.timeout"}).status(), "expected -Dkey=value");
   ExpectError(Configuration::Load(std::nullopt, {"=5"}).status(), "expected -Dkey=value");
