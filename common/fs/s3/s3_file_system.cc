@@ -507,6 +507,17 @@ struct S3FileSystem::Impl {
     return absl::OkStatus();
   }
 
+  // The object's size (HEAD).
+  absl::StatusOr<int64_t> Size(const std::string& key) {
+    Request r{.method = "HEAD", .key = key, .head = true};
+    ASSIGN_OR_RETURN(HttpResponse response, Execute(r));
+    int64_t size = 0;
+    if (!absl::SimpleAtoi(response.Header("content-length"), &size)) {
+      return absl::InternalError(absl::StrCat("HEAD ", Describe(key), ": no Content-Length"));
+    }
+    return size;
+  }
+
   void AbortMultipart(const std::string& key, const std::string& upload_id) {
     Request r{.method = "DELETE", .key = key, .query = {{"uploadId", upload_id}}};
     absl::Status status = Execute(r).status();
@@ -558,6 +569,16 @@ class S3FileWriter final : public FileWriter {
       if (absl::Status s = FlushPart(); !s.ok()) return Fail(s);
     }
     absl::Status s = impl_->CompleteMultipart(key_, upload_id_, etags_, mode_);
+    if (absl::IsNotFound(s) && absl::StrContains(s.message(), "NoSuchUpload")) {
+      // A completion retried after the first one took effect unseen finds
+      // the upload gone: the object of the size written is this upload's.
+      absl::StatusOr<int64_t> size = impl_->Size(key_);
+      if (size.ok() && *size == written_) {
+        Log()->info("the multipart upload {} of {} was completed by an earlier try", upload_id_,
+                    impl_->Describe(key_));
+        s = absl::OkStatus();
+      }
+    }
     if (!s.ok()) return Fail(s);
     done_ = true;
     return absl::OkStatus();
@@ -702,12 +723,7 @@ absl::StatusOr<std::string> S3FileSystem::ReadRange(absl::string_view path, int6
 
 absl::StatusOr<FileInfo> S3FileSystem::Stat(absl::string_view path) {
   RETURN_IF_ERROR(ValidatePath(path));
-  Impl::Request r{.method = "HEAD", .key = impl_->KeyOf(path), .head = true};
-  ASSIGN_OR_RETURN(HttpResponse response, impl_->Execute(r));
-  int64_t size = 0;
-  if (!absl::SimpleAtoi(response.Header("content-length"), &size)) {
-    return absl::InternalError(absl::StrCat("HEAD ", impl_->Describe(r.key), ": no Content-Length"));
-  }
+  ASSIGN_OR_RETURN(int64_t size, impl_->Size(impl_->KeyOf(path)));
   return FileInfo{std::string(path), size};
 }
 

@@ -17,8 +17,9 @@
 // connection errors, HTTP 5xx, 429 and SlowDown, and on nothing else. A
 // retried request may have taken effect the first time without the answer
 // arriving: a conditional create then reports kAlreadyExists for its own
-// object, and a multipart completion NoSuchUpload (kNotFound); callers that
-// must tell these apart read the object back.
+// object (callers that must tell read it back); a multipart completion that
+// then finds its upload gone (NoSuchUpload) counts as done when the object
+// has the size written.
 // Response bodies are bounded: XML and error bodies by `max_xml_bytes`, GETs
 // by what the caller asks for.
 //

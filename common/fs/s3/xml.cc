@@ -75,6 +75,7 @@ class Parser {
     absl::string_view name = in_.substr(start, pos_ - start);
     size_t colon = name.rfind(':');
     if (colon != absl::string_view::npos) name.remove_prefix(colon + 1);
+    if (name.empty()) return Error("a name with an empty local part");
     return std::string(name);
   }
 

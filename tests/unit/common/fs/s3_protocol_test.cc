@@ -134,7 +134,7 @@ TEST(XmlTest, NamespacePrefixesAndAttributesWithAngleBrackets) {
 
 TEST(XmlTest, RefusesMalformedInput) {
   for (const char* bad : {"", "<", "<a>", "<a></b>", "<a><b></a></b>", "<a>x", "<a>&bogus;</a>", "<a>&#0;</a>",
-                          "<a>&#x110000;</a>", "<a></a><b></b>", "<a x=1></a>", "<a>&amp</a>", "text",
+                          "<a>&#x110000;</a>", "<a></a><b></b>", "<a ><:/></a>", "<x:>1</x:>", "<a x=1></a>", "<a>&amp</a>", "text",
                           "<!DOCTYPE a [<!ENTITY e \"x\">]><a>&e;</a>", "<a><![CDATA[x]]></a>", "<a><!-- x</a>"}) {
     absl::StatusOr<s3::XmlElement> xml = s3::ParseXml(bad);
     EXPECT_TRUE(absl::IsInvalidArgument(xml.status())) << "'" << bad << "': " << xml.status();
@@ -334,6 +334,30 @@ TEST(S3RetryTest, AMultipartCompletionThatFailsInsideA200IsAnError) {
   EXPECT_THAT(lines[1], testing::StartsWith("PUT /bucket/big?partNumber=1&uploadId=u1 "));
   EXPECT_THAT(lines[3], testing::StartsWith("POST /bucket/big?uploadId=u1 "));
   EXPECT_THAT(lines[4], testing::StartsWith("DELETE /bucket/big?uploadId=u1 "));
+}
+
+TEST(S3RetryTest, ACompletionRetriedAfterItTookEffectFindsTheObject) {
+  // The first completion succeeded but its answer was lost (a 500 here); the
+  // retry finds the upload gone, and the object of the written size is ours.
+  const int64_t size = (5 << 20) + 1;
+  S3Options options = FastRetryOptions("");
+  options.part_size = 5 << 20;
+  ScriptedHttpServer server({
+      ScriptedHttpServer::Answer(200, "<InitiateMultipartUploadResult><UploadId>u1</UploadId></InitiateMultipartUploadResult>"),
+      ScriptedHttpServer::Answer(200, "", "ETag: \"p1\"\r\n"),
+      ScriptedHttpServer::Answer(200, "", "ETag: \"p2\"\r\n"),
+      ScriptedHttpServer::Answer(500, ""),
+      ScriptedHttpServer::Answer(404, "<Error><Code>NoSuchUpload</Code></Error>"),
+      absl::StrCat("HTTP/1.1 200 OK\r\nContent-Length: ", size, "\r\nConnection: close\r\n\r\n"),
+  });
+  options.endpoint = server.endpoint();
+  auto fs = S3FileSystem::Open("s3://bucket", options);
+  ASSERT_TRUE(fs.ok()) << fs.status();
+  absl::Status status = (*fs)->Write("big", std::string(size, 'z'), WriteMode::kOverwrite);
+  std::vector<std::string> lines = server.request_lines();
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_THAT(lines[5], testing::StartsWith("HEAD /bucket/big "));
+  EXPECT_TRUE(status.ok()) << status;
 }
 
 TEST(S3RetryTest, AnEndpointNobodyListensOnIsRetriedThenReported) {
