@@ -23,6 +23,9 @@ packages=(
   redis-server libhiredis-dev postgresql libpq-dev mariadb-server libmariadb-dev
   # Used by the test and demo scripts.
   python3 python3-yaml procps curl
+  # The throw-away etcd of the leader-election tests (scripts/etcd.sh); its
+  # packaged service is kept from starting (see below).
+  etcd-server etcd-client
   # Makes the certificates of the TLS tests.
   openssl
   # libFuzzer for the fuzz targets (scripts/fuzz.sh).
@@ -46,4 +49,24 @@ SUDO=""
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
+
+# etcd-server's maintainer scripts enable and start a system-wide etcd on
+# 127.0.0.1:2379. The tests start their own (scripts/etcd.sh), so a policy-rc.d
+# that refuses every start is in place during the install, and the unit is
+# disabled afterwards; an existing policy-rc.d (containers have one) is kept.
+policy=/usr/sbin/policy-rc.d
+own_policy=0
+if [[ " ${missing[*]} " == *" etcd-server "* ]] && [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\n# Left by weir scripts/install-deps.sh during an install.\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+  $SUDO chmod 755 "$policy"
+  own_policy=1
+  trap '$SUDO rm -f "$policy"' EXIT
+fi
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [[ " ${missing[*]} " == *" etcd-server "* ]] && [ -d /run/systemd/system ]; then
+  $SUDO systemctl disable --now etcd.service >/dev/null 2>&1 || true
+fi
+if [ "$own_policy" = 1 ]; then
+  $SUDO rm -f "$policy"
+  trap - EXIT
+fi
