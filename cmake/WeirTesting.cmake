@@ -129,3 +129,38 @@ function(weir_add_kafka_cluster_test name)
   _weir_add_test_against_kafka(weir_add_kafka_cluster_test kafka_cluster "${WEIR_TEST_KAFKA_CLUSTER_DIR}"
                                "kafka;kafka-cluster" ${ARGV})
 endfunction()
+
+# Tests against a real etcd server: the CTest fixture "etcd" starts one
+# single-member server per build tree with scripts/etcd.sh (in
+# ${WEIR_TEST_ETCD_DIR}) before the first test that needs it and stops it after
+# the last one. `ctest -L etcd` runs those tests.
+set(WEIR_TEST_ETCD_DIR "${CMAKE_BINARY_DIR}/test-etcd"
+    CACHE INTERNAL "Where the test etcd server keeps its data, log and pid")
+
+# weir_add_etcd_test(<name> [TIMEOUT <seconds>] [LABELS <label>...]): test
+# <name> (the target of the same name) requires the "etcd" fixture, gets
+# WEIR_TEST_ETCD_DIR in its environment and the label "etcd".
+function(weir_add_etcd_test name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "TIMEOUT" "LABELS")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "weir_add_etcd_test(${name}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT arg_TIMEOUT)
+    set(arg_TIMEOUT 300)
+  endif()
+  get_property(done GLOBAL PROPERTY WEIR_etcd_FIXTURE_DEFINED)
+  if(NOT done)
+    set_property(GLOBAL PROPERTY WEIR_etcd_FIXTURE_DEFINED TRUE)
+    set(script "${PROJECT_SOURCE_DIR}/scripts/etcd.sh")
+    add_test(NAME etcd_server_start COMMAND "${script}" start "${WEIR_TEST_ETCD_DIR}")
+    set_tests_properties(etcd_server_start PROPERTIES FIXTURES_SETUP etcd LABELS etcd TIMEOUT 60)
+    add_test(NAME etcd_server_stop COMMAND "${script}" stop "${WEIR_TEST_ETCD_DIR}")
+    set_tests_properties(etcd_server_stop PROPERTIES FIXTURES_CLEANUP etcd LABELS etcd TIMEOUT 60)
+  endif()
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES
+    FIXTURES_REQUIRED etcd
+    ENVIRONMENT "WEIR_TEST_ETCD_DIR=${WEIR_TEST_ETCD_DIR}"
+    LABELS "etcd;${arg_LABELS}"
+    TIMEOUT "${arg_TIMEOUT}")
+endfunction()
