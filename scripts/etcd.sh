@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A throw-away single-member etcd server for tests.
 #
-#   scripts/etcd.sh start DIR [--root-password PW]
+#   scripts/etcd.sh start DIR [--root-password PW] [--auth-token-ttl S]
 #                              start etcd with its data, log and pid in DIR, on 127.0.0.1
 #                              and two free ports (client and peer; the ones in DIR/ports
 #                              if an earlier start left them, so a restart keeps the
@@ -9,7 +9,8 @@
 #                              written to DIR/address) as the last line on stdout.
 #                              --root-password creates the user root with that password
 #                              and enables authentication (the data dir keeps the users
-#                              across restarts).
+#                              across restarts). --auth-token-ttl makes etcd forget an
+#                              unused auth token after S seconds (default 300).
 #   scripts/etcd.sh stop DIR   kill the server started from DIR with SIGKILL (ok if none
 #                              runs); the data dir stays
 #   scripts/etcd.sh restart DIR
@@ -35,7 +36,7 @@ SCRIPT=etcd.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/test-server.sh"
 
 usage() {
-  echo "usage: $0 start DIR [--root-password PW]" >&2
+  echo "usage: $0 start DIR [--root-password PW] [--auth-token-ttl S]" >&2
   echo "       $0 stop DIR" >&2
   echo "       $0 restart DIR" >&2
   exit 2
@@ -100,7 +101,7 @@ enable_auth() {
 # ---------------------------------------------------------------------------- start
 
 start() {
-  local dir=$1 password_given=$2 password=$3
+  local dir=$1 password_given=$2 password=$3 token_ttl=${4:-300}
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd -P)
   lock_dir "$dir"
@@ -128,7 +129,7 @@ start() {
     --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
     --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
     --initial-cluster "weir-test=http://127.0.0.1:$peer" --initial-cluster-state new \
-    --logger zap --log-level warn
+    --auth-token-ttl "$token_ttl" --logger zap --log-level warn
   local launcher=$! rc=0
   wait_ready "$dir" "$dir/etcd.pid" "$launcher" "etcd" health_ok "$dir" "127.0.0.1:$client" || rc=$?
   if [ "$rc" = 1 ]; then
@@ -166,14 +167,17 @@ case "$1" in
     shift 2
     password_given=0
     password=""
+    token_ttl=300
     while [ $# -gt 0 ]; do
       case "$1" in
         --root-password) [ $# -ge 2 ] || usage; password_given=1; password=$2; shift 2 ;;
         --root-password=*) password_given=1; password=${1#--root-password=}; shift ;;
+        --auth-token-ttl) [ $# -ge 2 ] || usage; token_ttl=$2; shift 2 ;;
         *) usage ;;
       esac
     done
-    start "$dir" "$password_given" "$password"
+    [[ "$token_ttl" =~ ^[1-9][0-9]*$ ]] || die "--auth-token-ttl takes whole seconds, not '$token_ttl'"
+    start "$dir" "$password_given" "$password" "$token_ttl"
     ;;
   stop) [ $# -eq 2 ] || usage; stop "$2" ;;
   restart)

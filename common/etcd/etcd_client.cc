@@ -212,12 +212,10 @@ absl::StatusOr<Response> EtcdClient::Call(const char* what, absl::Time deadline,
   policy.deadline = deadline;
   Response response;
   std::string stale_token;
-  std::string last_endpoint;
   retry::RetryOutcome outcome = retry::Retry(
       policy,
       [&]() -> absl::Status {
         Endpoint& endpoint = CurrentEndpoint();
-        last_endpoint = endpoint.address;
         absl::Time try_deadline = std::min(deadline, absl::Now() + options_.call_timeout);
         auto context = NewContext(endpoint, try_deadline, stale_token);
         if (!context.ok()) {

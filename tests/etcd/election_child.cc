@@ -1,11 +1,12 @@
 // A process that holds a seat in an etcd leader election, for the tests that
 // freeze (SIGSTOP) or kill (SIGKILL) a leader:
 //
-//   election_child ENDPOINT CLUSTER_ID ADDRESS
+//   election_child ENDPOINT CLUSTER_ID ADDRESS [--idle]
 //
 // Prints one line per event on stdout, flushed: "granted EPOCH", "revoked",
 // and, while it leads, one fenced write of the store key "probe" every 50 ms:
-// "put ok EPOCH N" or "put refused EPOCH N: <error>". Runs until killed.
+// "put ok EPOCH N" or "put refused EPOCH N: <error>" (none with --idle, to
+// measure what an idle election costs etcd). Runs until killed.
 #include <atomic>
 #include <cstdio>
 #include <memory>
@@ -41,8 +42,9 @@ class Listener : public weir::jobmanager::ha::LeadershipListener {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s ENDPOINT CLUSTER_ID ADDRESS\n", argv[0]);
+  const bool idle = argc == 5 && std::string(argv[4]) == "--idle";
+  if (argc != 4 && !idle) {
+    std::fprintf(stderr, "usage: %s ENDPOINT CLUSTER_ID ADDRESS [--idle]\n", argv[0]);
     return 2;
   }
   weir::etcd::EtcdClientOptions client_options;
@@ -68,7 +70,7 @@ int main(int argc, char** argv) {
   for (long n = 0;; ++n) {
     absl::SleepFor(absl::Milliseconds(50));
     Epoch epoch = listener.epoch();
-    if (epoch == 0) continue;
+    if (epoch == 0 || idle) continue;
     absl::Status put = (*election)->FencedPut(epoch, "probe", absl::StrCat(argv[3], " ", n));
     if (put.ok()) {
       std::printf("put ok %lld %ld\n", static_cast<long long>(epoch), n);

@@ -414,8 +414,8 @@ TEST(EtcdLeaderElectionRestartTest, UnreachableEtcdIsReportedAndRetriedUntilItCo
   seat->election->Stop();
 }
 
-TEST(EtcdLeaderElectionAuthTest, WrongPasswordIsAClearErrorAndTheRightOneLeads) {
-  auto server = ScriptServer::Start("etcd.sh", {"--root-password", "right"});
+TEST(EtcdLeaderElectionAuthTest, WrongPasswordIsAClearErrorAndTheRightOneLeadsAcrossAnEtcdRestart) {
+  auto server = ScriptServer::Start("etcd.sh", {"--root-password", "right", "--auth-token-ttl", "2"});
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string endpoint = (*server)->address();
 
@@ -434,7 +434,25 @@ TEST(EtcdLeaderElectionAuthTest, WrongPasswordIsAClearErrorAndTheRightOneLeads) 
   auto seat = Seat::Make(NewClient({endpoint}, "root", "right"), NewClusterId(), "jm-0:6123");
   ASSERT_TRUE(seat->election->Start(seat->listener.get()).ok());
   ASSERT_TRUE(WaitFor([&] { return seat->listener->leading(); }, kDeadline));
-  EXPECT_TRUE(seat->election->FencedPut(seat->listener->epoch(), "jobs/a", "1").ok());
+  const Epoch first = seat->listener->epoch();
+  EXPECT_TRUE(seat->election->FencedPut(first, "jobs/a", "1").ok());
+
+  // A token unused for longer than its TTL (2 s here) is forgotten by etcd;
+  // the client authenticates again by itself.
+  auto idle = NewClient({endpoint}, "root", "right");
+  ASSERT_TRUE(idle->Range(range, absl::Now() + absl::Seconds(10)).ok());
+  absl::SleepFor(absl::Seconds(4));
+  auto after_expiry = idle->Range(range, absl::Now() + absl::Seconds(10));
+  EXPECT_TRUE(after_expiry.ok()) << after_expiry.status();
+
+  // Under auth too, the election carries on across an etcd restart.
+  ASSERT_TRUE((*server)->Stop().ok());
+  ASSERT_TRUE(WaitFor([&] { return !seat->listener->leading(); }, kDeadline));
+  ASSERT_TRUE((*server)->Restart().ok());
+  ASSERT_TRUE(WaitFor([&] { return seat->listener->leading(); }, kDeadline));
+  EXPECT_GT(seat->listener->epoch(), first);
+  EXPECT_TRUE(seat->election->FencedPut(seat->listener->epoch(), "jobs/a", "2").ok());
+  EXPECT_EQ(seat->election->Get("jobs/a")->value_or(""), "2");
   seat->election->Stop();
 }
 
