@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A throw-away single-member etcd server for tests.
 #
-#   scripts/etcd.sh start DIR [--root-password PW] [--auth-token-ttl S]
+#   scripts/etcd.sh start DIR [--root-password PW] [--auth-token-ttl S] [--tls CA CERT KEY]
 #                              start etcd with its data, log and pid in DIR, on 127.0.0.1
 #                              and two free ports (client and peer; the ones in DIR/ports
 #                              if an earlier start left them, so a restart keeps the
@@ -11,6 +11,8 @@
 #                              and enables authentication (the data dir keeps the users
 #                              across restarts). --auth-token-ttl makes etcd forget an
 #                              unused auth token after S seconds (default 300).
+#                              --tls serves the client port over TLS with CERT and KEY
+#                              and requires client certificates signed by CA.
 #   scripts/etcd.sh stop DIR   kill the server started from DIR with SIGKILL (ok if none
 #                              runs); the data dir stays
 #   scripts/etcd.sh restart DIR
@@ -31,12 +33,18 @@ START_DEADLINE_S=30
 STOP_DEADLINE_S=30
 export ETCDCTL_API=3
 
+# etcdctl's TLS flags when --tls is given.
+CTL_TLS=()
+# etcd's client URL scheme and TLS flags.
+SCHEME=http
+ETCD_TLS=()
+
 SCRIPT=etcd.sh
 # shellcheck source=scripts/lib/test-server.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/test-server.sh"
 
 usage() {
-  echo "usage: $0 start DIR [--root-password PW] [--auth-token-ttl S]" >&2
+  echo "usage: $0 start DIR [--root-password PW] [--auth-token-ttl S] [--tls CA CERT KEY]" >&2
   echo "       $0 stop DIR" >&2
   echo "       $0 restart DIR" >&2
   exit 2
@@ -72,7 +80,7 @@ kept_ports() {
 ctl() {
   local dir=$1 endpoint=$2
   shift 2
-  timeout 10 "$ETCDCTL" --endpoints="$endpoint" --command-timeout=3s "$@"
+  timeout 10 "$ETCDCTL" --endpoints="$endpoint" --command-timeout=3s "${CTL_TLS[@]}" "$@"
 }
 
 # Ready once the member serves a linearizable read (a Range through raft, which
@@ -126,7 +134,8 @@ start() {
   log "starting etcd on 127.0.0.1:$client (peer port $peer, data in $dir/data)"
   launch_detached "$dir/etcd.log" "$dir/etcd.pid" "$ETCD" \
     --name weir-test --data-dir "$dir/data" \
-    --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
+    --listen-client-urls "$SCHEME://127.0.0.1:$client" --advertise-client-urls "$SCHEME://127.0.0.1:$client" \
+    "${ETCD_TLS[@]}" \
     --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
     --initial-cluster "weir-test=http://127.0.0.1:$peer" --initial-cluster-state new \
     --auth-token-ttl "$token_ttl" --logger zap --log-level warn
@@ -173,6 +182,14 @@ case "$1" in
         --root-password) [ $# -ge 2 ] || usage; password_given=1; password=$2; shift 2 ;;
         --root-password=*) password_given=1; password=${1#--root-password=}; shift ;;
         --auth-token-ttl) [ $# -ge 2 ] || usage; token_ttl=$2; shift 2 ;;
+        --tls)
+          [ $# -ge 4 ] || usage
+          for f in "$2" "$3" "$4"; do [ -r "$f" ] || die "--tls: cannot read $f"; done
+          SCHEME=https
+          ETCD_TLS=(--trusted-ca-file "$2" --cert-file "$3" --key-file "$4" --client-cert-auth)
+          CTL_TLS=(--cacert "$2" --cert "$3" --key "$4")
+          shift 4
+          ;;
         *) usage ;;
       esac
     done

@@ -28,6 +28,7 @@
 #include "common/etcd/etcd_client.h"
 #include "gtest/gtest.h"
 #include "jobmanager/ha/etcd_leader_election.h"
+#include "tests/testing/certificates.h"
 #include "tests/testing/process.h"
 #include "tests/testing/script_server.h"
 
@@ -454,6 +455,56 @@ TEST(EtcdLeaderElectionAuthTest, WrongPasswordIsAClearErrorAndTheRightOneLeadsAc
   EXPECT_TRUE(seat->election->FencedPut(seat->listener->epoch(), "jobs/a", "2").ok());
   EXPECT_EQ(seat->election->Get("jobs/a")->value_or(""), "2");
   seat->election->Stop();
+}
+
+// etcd serving TLS and requiring client certificates: a client with the
+// cluster's CA and a certificate it signed leads; one without a certificate,
+// or trusting another CA, fails its handshake (kUnavailable, retried until
+// the call's deadline).
+TEST(EtcdLeaderElectionTlsTest, MutualTlsLeadsAndOtherCertificatesAreRefused) {
+  const std::string certs = testing::MakeTempDir("weir-etcd-certs-");
+  const testing::CertificateFiles ca = testing::MakeCertificateAuthority(certs, "etcd-ca");
+  const testing::CertificateFiles server_cert = testing::IssueCertificate(ca, certs, "etcd");
+  const testing::CertificateFiles client_cert =
+      testing::IssueCertificate(ca, certs, "jobmanager", testing::Usage::kClientOnly);
+  const testing::CertificateFiles other_ca = testing::MakeCertificateAuthority(certs, "other-ca");
+  auto server = ScriptServer::Start("etcd.sh", {"--tls", ca.cert, server_cert.cert, server_cert.key});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string endpoint = (*server)->address();
+
+  etcd::EtcdClientOptions options;
+  options.endpoints = {endpoint};
+  options.ca_file = ca.cert;
+  options.cert_file = client_cert.cert;
+  options.key_file = client_cert.key;
+  auto client = etcd::EtcdClient::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto seat = Seat::Make(std::shared_ptr<etcd::EtcdClient>(std::move(*client)), NewClusterId(), "jm-0:6123");
+  ASSERT_TRUE(seat->election->Start(seat->listener.get()).ok());
+  ASSERT_TRUE(WaitFor([&] { return seat->listener->leading(); }, kDeadline));
+  EXPECT_TRUE(seat->election->FencedPut(seat->listener->epoch(), "jobs/a", "1").ok());
+  seat->election->Stop();
+
+  etcdserverpb::RangeRequest range;
+  range.set_key("/weir/probe");
+  options.cert_file.clear();
+  options.key_file.clear();
+  auto no_certificate = etcd::EtcdClient::Create(options);
+  ASSERT_TRUE(no_certificate.ok()) << no_certificate.status();
+  auto refused = (*no_certificate)->Range(range, absl::Now() + absl::Seconds(3));
+  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+
+  options.ca_file = other_ca.cert;
+  auto other_trust = etcd::EtcdClient::Create(options);
+  ASSERT_TRUE(other_trust.ok()) << other_trust.status();
+  refused = (*other_trust)->Range(range, absl::Now() + absl::Seconds(3));
+  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+
+  // A certificate that its CA did not sign is refused before any call.
+  options.cert_file = client_cert.cert;
+  options.key_file = client_cert.key;
+  auto mismatched = etcd::EtcdClient::Create(options);
+  EXPECT_TRUE(absl::IsInvalidArgument(mismatched.status())) << mismatched.status();
 }
 
 }  // namespace
