@@ -51,22 +51,33 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 
 # etcd-server's maintainer scripts enable and start a system-wide etcd on
-# 127.0.0.1:2379. The tests start their own (scripts/etcd.sh), so a policy-rc.d
-# that refuses every start is in place during the install, and the unit is
-# disabled afterwards; an existing policy-rc.d (containers have one) is kept.
-policy=/usr/sbin/policy-rc.d
-own_policy=0
-if [[ " ${missing[*]} " == *" etcd-server "* ]] && [ ! -e "$policy" ]; then
-  printf '#!/bin/sh\n# Left by weir scripts/install-deps.sh during an install.\nexit 101\n' | $SUDO tee "$policy" >/dev/null
-  $SUDO chmod 755 "$policy"
-  own_policy=1
-  trap '$SUDO rm -f "$policy"' EXIT
+# 127.0.0.1:2379. The tests start their own (scripts/etcd.sh), so etcd-server
+# is installed on its own with a policy-rc.d that refuses every start (an
+# existing one, as containers have, is kept), and its unit is disabled
+# afterwards. The other packages install as usual.
+others=()
+with_etcd=0
+for p in "${missing[@]}"; do
+  if [ "$p" = etcd-server ]; then with_etcd=1; else others+=("$p"); fi
+done
+if [ ${#others[@]} -gt 0 ]; then
+  $SUDO apt-get install -y -qq --no-install-recommends "${others[@]}"
 fi
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-if [[ " ${missing[*]} " == *" etcd-server "* ]] && [ -d /run/systemd/system ]; then
-  $SUDO systemctl disable --now etcd.service >/dev/null 2>&1 || true
-fi
-if [ "$own_policy" = 1 ]; then
-  $SUDO rm -f "$policy"
-  trap - EXIT
+if [ "$with_etcd" = 1 ]; then
+  policy=/usr/sbin/policy-rc.d
+  own_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# Left by weir scripts/install-deps.sh during an install.\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+    $SUDO chmod 755 "$policy"
+    own_policy=1
+    trap '$SUDO rm -f "$policy"' EXIT
+  fi
+  $SUDO apt-get install -y -qq --no-install-recommends etcd-server
+  if [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now etcd.service >/dev/null 2>&1 || true
+  fi
+  if [ "$own_policy" = 1 ]; then
+    $SUDO rm -f "$policy"
+    trap - EXIT
+  fi
 fi
