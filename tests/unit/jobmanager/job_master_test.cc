@@ -1,14 +1,11 @@
-// A JobMaster driven in-process: its calls to TaskManagers go to an
-// InMemoryTaskManagerGateway, and the test reports task states as the
-// TaskManagers would. Most tests run it on real time with restart delays of
+// A JobMaster driven in-process, in a MiniCluster: its calls to TaskManagers
+// go to an InMemoryTaskManagerGateway, and the test reports task states as
+// the TaskManagers would. Most tests run it on real time with restart delays of
 // a millisecond; those about what time decides run it on a SimulatedClock and
 // advance that. The tests wait for states and calls with a generous deadline
 // and assert nothing about how long they took.
 #include "jobmanager/job_master.h"
 
-#include <unistd.h>
-
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
@@ -16,11 +13,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "common/time/simulated_clock.h"
+#include "tests/minicluster/minicluster.h"
 #include "tests/testing/in_memory_taskmanager_gateway.h"
 
 namespace weir::jobmanager {
@@ -29,66 +26,23 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 using testing::InMemoryTaskManagerGateway;
+using testing::MiniCluster;
 
-constexpr absl::Duration kPatience = absl::Seconds(60);
-constexpr char kJob[] = "job-under-test";
-constexpr char kAddress1[] = "127.0.0.1:1";
-constexpr char kAddress2[] = "127.0.0.1:2";
+constexpr absl::Duration kPatience = MiniCluster::kPatience;
+constexpr const char* kJob = MiniCluster::kJobId;
+const std::string kAddress1 = MiniCluster::TaskManagerAddress(1);
+const std::string kAddress2 = MiniCluster::TaskManagerAddress(2);
 
-// A source of parallelism 2, hash-partitioned into a sink of parallelism 2:
-// two chains (0: source, 1: sink) of two subtasks each, in two slots.
-v1::SubmitJobRequest Request() {
-  v1::SubmitJobRequest request;
-  request.set_artifact_sha256("0123456789abcdef");
-  v1::JobGraphSpec* spec = request.mutable_graph();
-  spec->set_name("gateway test");
-  for (int i = 0; i < 2; ++i) {
-    v1::JobVertex* v = spec->add_vertices();
-    v->set_id(i);
-    v->set_name(i == 0 ? "Source" : "Sink");
-    v->set_uid(i == 0 ? "source" : "sink");
-    v->set_parallelism(2);
-    v->set_kind(i == 0 ? v1::JobVertex::SOURCE : v1::JobVertex::SINK);
-  }
-  v1::JobEdge* e = spec->add_edges();
-  e->set_source(0);
-  e->set_target(1);
-  e->set_partitioning(v1::HASH);
-  return request;
-}
-
-// Slot s is on TaskManager tm-<s+1>, so subtask s of each chain runs there.
-std::vector<SlotAssignment> Slots() {
-  return {{"tm-1", kAddress1, 0}, {"tm-2", kAddress2, 0}};
-}
-
+// A source of parallelism 2, hash-partitioned into a sink of parallelism 2
+// (two chains, 0: source and 1: sink, of two subtasks each), on two
+// TaskManagers of one slot each: subtask s of each chain runs on tm-<s+1>.
 class JobMasterTest : public ::testing::Test {
  protected:
   // Creates and starts the JobMaster with `settings` (restart strategy none
   // unless the test sets one).
   void StartJob(JobSettings settings = {}) {
-    v1::SubmitJobRequest request = Request();
-    absl::StatusOr<ExecutionGraph> graph = ExecutionGraph::Build(request.graph(), 1);
-    ASSERT_TRUE(graph.ok()) << graph.status();
-    SlotProvider slots;
-    slots.allocate = [this](int, const std::vector<std::string>&) {
-      absl::MutexLock lock(&mu_);
-      ++allocations_;
-      return Slots();
-    };
-    slots.release = [this] {
-      absl::MutexLock lock(&mu_);
-      ++releases_;
-    };
-    absl::StatusOr<std::shared_ptr<JobMaster>> master = JobMaster::Create(
-        kJob, std::move(request), *std::move(graph), Slots(), std::move(settings), std::move(slots), gateway_,
-        [this](const std::string&, v1::JobState state) {
-          absl::MutexLock lock(&mu_);
-          terminal_.push_back(state);
-        });
-    ASSERT_TRUE(master.ok()) << master.status();
-    master_ = *std::move(master);
-    master_->Start();
+    const absl::Status started = cluster_.StartJob(MiniCluster::SourceToSinkJob(2), std::move(settings));
+    ASSERT_TRUE(started.ok()) << started;
   }
 
   static JobSettings Restarting(int attempts) {
@@ -100,73 +54,24 @@ class JobMasterTest : public ::testing::Test {
   }
 
   static std::string TaskId(int attempt, int chain, int subtask) {
-    return ExecutionGraph::TaskId(kJob, attempt, chain, subtask);
+    return MiniCluster::TaskId(attempt, chain, subtask);
   }
 
-  // What TaskManager tm-<subtask+1> reports for task (chain, subtask).
   void Report(int attempt, int chain, int subtask, v1::TaskState state, const std::string& error = "") {
-    v1::TaskStateUpdate update;
-    update.set_job_id(kJob);
-    update.set_attempt(attempt);
-    update.set_task_id(TaskId(attempt, chain, subtask));
-    update.set_taskmanager_id(absl::StrCat("tm-", subtask + 1));
-    update.set_state(state);
-    update.set_error(error);
-    master_->OnTaskStateUpdate(update);
+    cluster_.Report(attempt, chain, subtask, state, error);
   }
-
-  void ReportAll(int attempt, v1::TaskState state) {
-    for (int chain = 0; chain < 2; ++chain) {
-      for (int subtask = 0; subtask < 2; ++subtask) Report(attempt, chain, subtask, state);
-    }
-  }
-
-  // Waits for the job to be in `state`; whether it got there.
-  bool AwaitState(v1::JobState state) {
-    const absl::Time deadline = absl::Now() + kPatience;
-    while (master_->Status().state() != state) {
-      if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(2));
-    }
-    return true;
-  }
-
-  // The task ids of the deployment calls [from, to), by address.
+  void ReportAll(int attempt, v1::TaskState state) { cluster_.ReportAll(attempt, state); }
+  bool AwaitState(v1::JobState state) { return cluster_.AwaitState(state); }
   std::map<std::string, std::set<std::string>> DeployedTasks(size_t from, size_t to) {
-    std::map<std::string, std::set<std::string>> out;
-    const std::vector<DeployTasksCall> deploys = gateway_->deploys();
-    for (size_t i = from; i < to && i < deploys.size(); ++i) {
-      for (const v1::TaskDeploymentDescriptor& tdd : deploys[i].request.tasks()) {
-        out[deploys[i].address].insert(tdd.task_id());
-      }
-    }
-    return out;
+    return cluster_.DeployedTasks(from, to);
   }
+  std::vector<v1::JobState> Terminal() { return cluster_.terminal(); }
+  std::vector<v1::JobState> AwaitTerminal() { return cluster_.AwaitTerminal(); }
 
-  std::vector<v1::JobState> Terminal() {
-    absl::MutexLock lock(&mu_);
-    return terminal_;
-  }
-
-  // The terminal callback's calls, once there is one: the JobMaster makes it
-  // after its state shows the end, so AwaitState alone does not mean it came.
-  std::vector<v1::JobState> AwaitTerminal() {
-    absl::MutexLock lock(&mu_);
-    auto called = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !terminal_.empty(); };
-    mu_.AwaitWithTimeout(absl::Condition(&called), kPatience);
-    return terminal_;
-  }
-
-  void TearDown() override { master_.reset(); }
-
-  // For tests that set settings.clock; outlives master_.
-  time::SimulatedClock clock_;
-  const std::shared_ptr<InMemoryTaskManagerGateway> gateway_ = std::make_shared<InMemoryTaskManagerGateway>();
-  std::shared_ptr<JobMaster> master_;
-  absl::Mutex mu_;
-  int allocations_ ABSL_GUARDED_BY(mu_) = 0;
-  int releases_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<v1::JobState> terminal_ ABSL_GUARDED_BY(mu_);
+  // Real time, unless a test sets settings.clock = &clock_.
+  MiniCluster cluster_{{.taskmanagers = 2, .slots_per_taskmanager = 1, .simulated_time = false}};
+  time::SimulatedClock& clock_ = cluster_.clock();
+  InMemoryTaskManagerGateway* const gateway_ = &cluster_.gateway();
 };
 
 TEST_F(JobMasterTest, DeploysTheFirstAttemptsTasksToTheirTaskManagers) {
@@ -201,10 +106,10 @@ TEST_F(JobMasterTest, RunsOnceEveryTaskReportsRunning) {
   Report(1, 0, 0, v1::TASK_RUNNING);
   Report(1, 0, 1, v1::TASK_RUNNING);
   Report(1, 1, 0, v1::TASK_RUNNING);
-  EXPECT_EQ(master_->Status().state(), v1::CREATED);
+  EXPECT_EQ(cluster_.job().Status().state(), v1::CREATED);
   Report(1, 1, 1, v1::TASK_RUNNING);
-  EXPECT_EQ(master_->Status().state(), v1::RUNNING);
-  const v1::JobStatus status = master_->Status();
+  EXPECT_EQ(cluster_.job().Status().state(), v1::RUNNING);
+  const v1::JobStatus status = cluster_.job().Status();
   for (const v1::TaskStatus& task : status.tasks()) EXPECT_EQ(task.state(), v1::TASK_RUNNING);
 }
 
@@ -212,7 +117,7 @@ TEST_F(JobMasterTest, AFailedTaskCancelsTheAttemptAndTheNextOneIsDeployed) {
   StartJob(Restarting(3));
   ASSERT_TRUE(gateway_->AwaitDeploys(2, kPatience));
   ReportAll(1, v1::TASK_RUNNING);
-  ASSERT_EQ(master_->Status().state(), v1::RUNNING);
+  ASSERT_EQ(cluster_.job().Status().state(), v1::RUNNING);
 
   Report(1, 1, 1, v1::TASK_FAILED, "boom");
   ASSERT_TRUE(gateway_->AwaitCancels(2, kPatience));
@@ -234,16 +139,13 @@ TEST_F(JobMasterTest, AFailedTaskCancelsTheAttemptAndTheNextOneIsDeployed) {
   EXPECT_EQ(DeployedTasks(2, 4),
             (std::map<std::string, std::set<std::string>>{{kAddress1, {TaskId(2, 0, 0), TaskId(2, 1, 0)}},
                                                           {kAddress2, {TaskId(2, 0, 1), TaskId(2, 1, 1)}}}));
-  {
-    absl::MutexLock lock(&mu_);
-    EXPECT_EQ(releases_, 1);
-    EXPECT_EQ(allocations_, 1);
-  }
+  EXPECT_EQ(cluster_.releases(), 1);
+  EXPECT_EQ(cluster_.allocations(), 1);
   // A straggler of attempt 1 changes nothing.
   Report(1, 1, 1, v1::TASK_RUNNING);
   ReportAll(2, v1::TASK_RUNNING);
   ASSERT_TRUE(AwaitState(v1::RUNNING));
-  const v1::JobStatus status = master_->Status();
+  const v1::JobStatus status = cluster_.job().Status();
   EXPECT_EQ(status.attempt(), 2);
   EXPECT_EQ(status.restarts(), 1);
   EXPECT_THAT(status.last_failure(), HasSubstr("boom"));
@@ -274,7 +176,7 @@ TEST_F(JobMasterTest, ARestartDelayEndsOnlyWhenTheClockHasPassedIt) {
   // It woke, saw a second to go, and waits again.
   ASSERT_TRUE(clock_.WaitUntilParked(1, kPatience));
   EXPECT_EQ(gateway_->deploys().size(), 2u);
-  EXPECT_EQ(master_->Status().state(), v1::RESTARTING);
+  EXPECT_EQ(cluster_.job().Status().state(), v1::RESTARTING);
 
   clock_.Advance(absl::Seconds(1));
   ASSERT_TRUE(gateway_->AwaitDeploys(4, kPatience));
@@ -283,7 +185,7 @@ TEST_F(JobMasterTest, ARestartDelayEndsOnlyWhenTheClockHasPassedIt) {
                                                           {kAddress2, {TaskId(2, 0, 1), TaskId(2, 1, 1)}}}));
   ReportAll(2, v1::TASK_RUNNING);
   ASSERT_TRUE(AwaitState(v1::RUNNING));
-  EXPECT_EQ(master_->Status().restarts(), 1);
+  EXPECT_EQ(cluster_.job().Status().restarts(), 1);
 }
 
 // task.cancellation.timeout goes by the clock too: a task that never
@@ -304,7 +206,7 @@ TEST_F(JobMasterTest, ATaskThatIgnoresItsCancellationIsDeclaredCanceledWhenTheCl
   ASSERT_TRUE(clock_.WaitUntilParked(1, kPatience));
   clock_.Advance(absl::Minutes(3));
   ASSERT_TRUE(clock_.WaitUntilParked(1, kPatience));
-  EXPECT_NE(master_->Status().state(), v1::FAILED);
+  EXPECT_NE(cluster_.job().Status().state(), v1::FAILED);
   EXPECT_TRUE(Terminal().empty());
   clock_.Advance(absl::Seconds(1));
   ASSERT_TRUE(AwaitState(v1::FAILED));
@@ -326,7 +228,7 @@ TEST_F(JobMasterTest, ADeploymentTheTaskManagerRefusesFailsTheAttempt) {
   Report(1, 0, 0, v1::TASK_CANCELED);
   Report(1, 1, 0, v1::TASK_CANCELED);
   ASSERT_TRUE(AwaitState(v1::FAILED));
-  const v1::JobStatus status = master_->Status();
+  const v1::JobStatus status = cluster_.job().Status();
   EXPECT_THAT(status.error(), HasSubstr(absl::StrCat("at ", kAddress2, ": slot 0 is taken")));
   EXPECT_EQ(status.restarts(), 0);
   EXPECT_EQ(gateway_->deploys().size(), 2u);
@@ -350,7 +252,7 @@ TEST_F(JobMasterTest, ADeploymentWithoutAnswerFailsTheAttemptAndTheRestartDeploy
                                                           {kAddress2, {TaskId(2, 0, 1), TaskId(2, 1, 1)}}}));
   ReportAll(2, v1::TASK_RUNNING);
   ASSERT_TRUE(AwaitState(v1::RUNNING));
-  EXPECT_THAT(master_->Status().last_failure(),
+  EXPECT_THAT(cluster_.job().Status().last_failure(),
               HasSubstr(absl::StrCat("at ", kAddress2, ": ", InMemoryTaskManagerGateway::NoAnswer().message())));
 }
 
@@ -358,15 +260,12 @@ TEST_F(JobMasterTest, ALostTaskManagerFailsTheJobWithoutRestarts) {
   StartJob();
   ASSERT_TRUE(gateway_->AwaitDeploys(2, kPatience));
   ReportAll(1, v1::TASK_RUNNING);
-  v1::TaskManagerInfo lost;
-  lost.set_taskmanager_id("tm-2");
-  lost.set_address(kAddress2);
-  master_->OnTaskManagerLost(lost, "heartbeat timeout");
+  cluster_.LoseTaskManager(2, LossReason::kHeartbeatTimeout);
   ASSERT_TRUE(gateway_->AwaitCancels(2, kPatience));
   Report(1, 0, 0, v1::TASK_CANCELED);
   Report(1, 1, 0, v1::TASK_CANCELED);
   ASSERT_TRUE(AwaitState(v1::FAILED));
-  EXPECT_THAT(master_->Status().error(), HasSubstr("TaskManager tm-2 at 127.0.0.1:2 lost (heartbeat timeout)"));
+  EXPECT_THAT(cluster_.job().Status().error(), HasSubstr("TaskManager tm-2 at 127.0.0.1:2 lost (heartbeat timeout)"));
   EXPECT_EQ(AwaitTerminal(), std::vector<v1::JobState>{v1::FAILED});
 }
 
@@ -374,8 +273,8 @@ TEST_F(JobMasterTest, CancelCancelsTheTasksAndEndsCanceled) {
   StartJob(Restarting(3));
   ASSERT_TRUE(gateway_->AwaitDeploys(2, kPatience));
   ReportAll(1, v1::TASK_RUNNING);
-  ASSERT_TRUE(master_->Cancel().ok());
-  EXPECT_EQ(master_->Status().state(), v1::CANCELING);
+  ASSERT_TRUE(cluster_.job().Cancel().ok());
+  EXPECT_EQ(cluster_.job().Status().state(), v1::CANCELING);
   ASSERT_TRUE(gateway_->AwaitCancels(2, kPatience));
   for (const InMemoryTaskManagerGateway::CancelCall& cancel : gateway_->cancels()) {
     EXPECT_EQ(cancel.request.attempt(), 1);
@@ -386,16 +285,13 @@ TEST_F(JobMasterTest, CancelCancelsTheTasksAndEndsCanceled) {
   EXPECT_EQ(AwaitTerminal(), std::vector<v1::JobState>{v1::CANCELED});
   // Canceled, not restarted, whatever the restart strategy allows.
   EXPECT_EQ(gateway_->deploys().size(), 2u);
-  EXPECT_EQ(master_->Status().restarts(), 0);
-  EXPECT_TRUE(absl::IsFailedPrecondition(master_->Cancel()));
+  EXPECT_EQ(cluster_.job().Status().restarts(), 0);
+  EXPECT_TRUE(absl::IsFailedPrecondition(cluster_.job().Cancel()));
 }
 
 TEST_F(JobMasterTest, CheckpointTriggersReachTheSourceTasksThroughTheGateway) {
-  const std::filesystem::path dir =
-      std::filesystem::path(::testing::TempDir()) / absl::StrCat("job_master_test_", getpid());
-  std::filesystem::remove_all(dir);
+  // Into a directory of the MiniCluster's.
   JobSettings settings;
-  settings.checkpoint_dir = dir.string();
   settings.checkpoint.interval = absl::Milliseconds(10);
   settings.checkpoint.max_parallelism = 128;
   StartJob(settings);
@@ -418,13 +314,11 @@ TEST_F(JobMasterTest, CheckpointTriggersReachTheSourceTasksThroughTheGateway) {
   }
   EXPECT_EQ(sources, (std::map<std::string, std::vector<std::string>>{{kAddress1, {TaskId(1, 0, 0)}},
                                                                       {kAddress2, {TaskId(1, 0, 1)}}}));
-  ASSERT_TRUE(master_->Cancel().ok());
+  ASSERT_TRUE(cluster_.job().Cancel().ok());
   ASSERT_TRUE(gateway_->AwaitCancels(2, kPatience));
   ReportAll(1, v1::TASK_CANCELED);
   ASSERT_TRUE(AwaitState(v1::CANCELED));
   EXPECT_EQ(gateway_->triggers().size(), 2u);
-  master_.reset();
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
