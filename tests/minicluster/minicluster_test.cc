@@ -17,6 +17,7 @@
 //     error the gRPC gateway gives once its deadline passed;
 //   - a leadership change: the JobMaster has no place to stop (revocation
 //     needs the executor of step 4), and takes no job store or election.
+// Nor the failure-rate restart strategy, which Weir does not have.
 #include "tests/minicluster/minicluster.h"
 
 #include <filesystem>
@@ -376,6 +377,32 @@ TEST_F(MiniClusterTest, ACheckpointEveryTaskAcknowledgedCompletesAndEveryTaskMan
   EXPECT_EQ(told, (std::set<std::string>{"tm-1", "tm-2"}));
   EXPECT_EQ(Checkpoint(1)->status(), "COMPLETED");
   EXPECT_TRUE(std::filesystem::exists(cluster_->checkpoint_dir() + "/chk-1/_metadata"));
+}
+
+// A task that declines a checkpoint aborts it: the TaskManagers are told
+// with the task's reason, and the next periodic checkpoint goes ahead.
+TEST_F(MiniClusterTest, ADeclinedCheckpointIsAbortedAndTheNextOneGoesAhead) {
+  JobSettings settings;
+  settings.checkpoint.interval = absl::Minutes(1);
+  settings.checkpoint.timeout = absl::Minutes(10);
+  Start(std::move(settings));
+  Run(1);
+  AwaitTrigger(1, absl::Minutes(1));
+  cluster_->Acknowledge(1, 0, 0, 1);
+  cluster_->Decline(1, 1, 1, 1, "the disk is full");
+  ASSERT_TRUE(AwaitNotifications(1, 2));
+  for (const InMemoryTaskManagerGateway::NotifyCall& call : cluster_->NotificationsAbout(1)) {
+    EXPECT_FALSE(call.request.completed());
+    EXPECT_THAT(call.request.reason(), HasSubstr("the disk is full"));
+  }
+  EXPECT_EQ(Checkpoint(1)->status(), "FAILED");
+  AwaitTrigger(2, absl::Minutes(1));
+  cluster_->AcknowledgeAll(1, 2);
+  ASSERT_TRUE(AwaitNotifications(2, 2));
+  for (const InMemoryTaskManagerGateway::NotifyCall& call : cluster_->NotificationsAbout(2)) {
+    EXPECT_TRUE(call.request.completed());
+  }
+  EXPECT_EQ(Status().state(), v1::RUNNING);
 }
 
 // execution.checkpointing.timeout on the clock: a checkpoint a task never
