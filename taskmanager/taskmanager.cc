@@ -559,14 +559,20 @@ void TaskManager::UpdateSlotsLocked() {
 absl::Status TaskManager::AdmitLeader(const grpc::ServerContext& context, absl::string_view call) {
   const auto& metadata = context.client_metadata();
   const auto found = metadata.find(rpc::kLeaderEpochMetadata);
+  absl::MutexLock lock(&tasks_mu_);
+  if (found == metadata.end() && leader_epoch_ == 0) {
+    // Registered with a JobManager of an older version, which has no epoch
+    // to send (RegistrationAccepted said 0): nothing to fence with.
+    return absl::OkStatus();
+  }
   int64_t epoch = -1;
   if (found == metadata.end() ||
       !absl::SimpleAtoi(absl::string_view(found->second.data(), found->second.size()), &epoch) || epoch < 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        call, " refused: it carries no leader epoch (metadata ", rpc::kLeaderEpochMetadata,
-        "); only a JobManager makes this call, and every JobManager sends its epoch"));
+        call, " refused: it carries no valid leader epoch (metadata ", rpc::kLeaderEpochMetadata,
+        "), and this TaskManager follows epoch ", leader_epoch_,
+        "; only a JobManager makes this call, and every JobManager since epochs exist sends its own"));
   }
-  absl::MutexLock lock(&tasks_mu_);
   if (epoch < leader_epoch_) {
     if (int64_t suppressed = 0; fence_log_limiter_.ShouldLog(&suppressed)) {
       log_->warn("refused {} from a JobManager with leader epoch {}: this TaskManager follows leader epoch {}, a "

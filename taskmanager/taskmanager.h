@@ -101,7 +101,8 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   // registering is choosing the leader).
   void OnRegistered(const std::string& jobmanager_session_id, int64_t leader_epoch) ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // The fence on every call a JobManager makes here (`call` names it for
-  // the messages): refuses a call without the leader epoch metadata, or
+  // the messages): refuses a call without the leader epoch metadata (unless
+  // the JobManager registered with is of a version without epochs: 0), or
   // with an epoch below the one followed (a deposed JobManager's); a higher
   // one is followed from then on (its registration may still be on its
   // way).

@@ -270,6 +270,50 @@ TEST_F(ClusterTest, TaskManagerTakesCheckpointMessagesOnItsSessionAndDeclinesUnk
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
+// A JobManager of a version without leader epochs registers a TaskManager
+// with epoch 0 and sends none: its calls are taken unfenced, until a
+// JobManager with an epoch calls, after which a call without one is refused.
+TEST_F(ClusterTest, TaskManagerTakesCallsWithoutAnEpochOnlyFromAJobManagerWithout) {
+  TriggeringJobManager jm;  // registers without an epoch, as an older JobManager does
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(JobManagerAddress(), grpc::InsecureServerCredentials());
+  builder.RegisterService(static_cast<v1::ResourceManagerService::Service*>(&jm));
+  builder.RegisterService(static_cast<v1::JobMasterService::Service*>(&jm));
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto tm = StartTaskManager("tm-a", 1);
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(tm->Log(), "(leader epoch 0)"); }, absl::Seconds(60)))
+      << tm->Log();
+  std::string address;
+  for (absl::string_view line : absl::StrSplit(tm->Log(), '\n')) {
+    const size_t at = line.find("TaskManager tm-a listening on ");
+    if (at == absl::string_view::npos) continue;
+    line.remove_prefix(at + std::string("TaskManager tm-a listening on ").size());
+    address = std::string(line.substr(0, line.find(' ')));
+  }
+  ASSERT_FALSE(address.empty()) << tm->Log();
+  auto stub = v1::TaskExecutorService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto cancel = [&](const char* epoch) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (epoch != nullptr) context.AddMetadata("weir-leader-epoch", epoch);
+    v1::CancelJobTasksRequest request;
+    request.set_job_id("nojob");
+    request.set_attempt(1);
+    v1::CancelJobTasksResponse response;
+    return stub->CancelJobTasks(&context, request, &response);
+  };
+  EXPECT_TRUE(cancel(nullptr).ok());
+  EXPECT_EQ(cancel("x").error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(cancel("1").ok());
+  const grpc::Status unfenced = cancel(nullptr);
+  EXPECT_EQ(unfenced.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(absl::StrContains(unfenced.error_message(), "follows epoch 1")) << unfenced.error_message();
+  tm->Signal(SIGKILL);
+  tm->Wait(absl::Seconds(30));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+}
+
 // A TaskManager that stops reading its membership session (hung, or a peer
 // that only writes) does not make the JobManager queue messages for it
 // without bound: once 1,024 wait, the session is closed and the TaskManager
@@ -376,7 +420,8 @@ TEST_F(ClusterTest, TaskManagerRefusesCallsFromADeposedJobManager) {
   EXPECT_TRUE(absl::StrContains(deposed.error_message(), "follows epoch 2")) << deposed.error_message();
   const grpc::Status unfenced = cancel(nullptr);
   EXPECT_EQ(unfenced.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_TRUE(absl::StrContains(unfenced.error_message(), "carries no leader epoch")) << unfenced.error_message();
+  EXPECT_TRUE(absl::StrContains(unfenced.error_message(), "carries no valid leader epoch"))
+      << unfenced.error_message();
   const grpc::Status garbage = cancel("2x");
   EXPECT_EQ(garbage.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_TRUE(cancel("2").ok());
