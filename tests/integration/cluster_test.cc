@@ -108,6 +108,19 @@ class ClusterTest : public ::testing::Test {
     return false;
   }
 
+  // CancelJobTasks of a job that does not run, as a JobManager of leader
+  // epoch `epoch` (null: one that sends none) would call it.
+  static grpc::Status CancelWithEpoch(v1::TaskExecutorService::Stub& stub, const char* epoch) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (epoch != nullptr) context.AddMetadata("weir-leader-epoch", epoch);
+    v1::CancelJobTasksRequest request;
+    request.set_job_id("nojob");
+    request.set_attempt(1);
+    v1::CancelJobTasksResponse response;
+    return stub.CancelJobTasks(&context, request, &response);
+  }
+
   std::string dir_;
   int jm_port_ = 0;
   int jm_starts_ = 0;
@@ -293,16 +306,7 @@ TEST_F(ClusterTest, TaskManagerTakesCallsWithoutAnEpochOnlyFromAJobManagerWithou
   }
   ASSERT_FALSE(address.empty()) << tm->Log();
   auto stub = v1::TaskExecutorService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  auto cancel = [&](const char* epoch) {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    if (epoch != nullptr) context.AddMetadata("weir-leader-epoch", epoch);
-    v1::CancelJobTasksRequest request;
-    request.set_job_id("nojob");
-    request.set_attempt(1);
-    v1::CancelJobTasksResponse response;
-    return stub->CancelJobTasks(&context, request, &response);
-  };
+  auto cancel = [&](const char* epoch) { return CancelWithEpoch(*stub, epoch); };
   EXPECT_TRUE(cancel(nullptr).ok());
   EXPECT_EQ(cancel("x").error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_TRUE(cancel("1").ok());
@@ -405,16 +409,7 @@ TEST_F(ClusterTest, TaskManagerRefusesCallsFromADeposedJobManager) {
   EXPECT_TRUE(HasLogLine(*jm2, "listening on", "leader epoch 2")) << jm2->Log();
 
   auto stub = v1::TaskExecutorService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  auto cancel = [&](const char* epoch) {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    if (epoch != nullptr) context.AddMetadata("weir-leader-epoch", epoch);
-    v1::CancelJobTasksRequest request;
-    request.set_job_id("nojob");
-    request.set_attempt(1);
-    v1::CancelJobTasksResponse response;
-    return stub->CancelJobTasks(&context, request, &response);
-  };
+  auto cancel = [&](const char* epoch) { return CancelWithEpoch(*stub, epoch); };
   const grpc::Status deposed = cancel("1");
   EXPECT_EQ(deposed.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_TRUE(absl::StrContains(deposed.error_message(), "follows epoch 2")) << deposed.error_message();
