@@ -1,6 +1,7 @@
 #include "jobmanager/restart_strategy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "absl/strings/numbers.h"
@@ -66,7 +67,8 @@ absl::StatusOr<double> ParseDouble(const config::Configuration& config, absl::st
                                    double max) {
   double value = 0;
   const std::string text = config.GetString(key);
-  if (!absl::SimpleAtod(text, &value) || value < min || value > max) {
+  // NaN compares false with everything: it would pass a plain range check.
+  if (!absl::SimpleAtod(text, &value) || !std::isfinite(value) || value < min || value > max) {
     return absl::InvalidArgumentError(
         absl::StrCat(key, " is '", text, "'; expected a number from ", min, " to ", max));
   }

@@ -5,6 +5,9 @@
 
 #include <optional>
 
+#include "absl/strings/match.h"
+#include "common/config/configuration.h"
+#include "common/config/options.h"
 #include "common/time/simulated_clock.h"
 #include "gtest/gtest.h"
 
@@ -82,6 +85,25 @@ TEST(RestartStrategyTest, ExponentialDelayJitterStaysWithinItsShare) {
     EXPECT_GE(*delay, absl::Milliseconds(7500));
     EXPECT_LE(*delay, absl::Milliseconds(12500));
   }
+}
+
+// NaN and the infinities compare false with every bound, so a range check
+// alone lets them through (a NaN jitter made the delay 2^63 ms). Every
+// floating-point key of the strategies refuses them, naming the key.
+TEST(RestartStrategyTest, NonFiniteFactorsAreRefusedNamingTheKey) {
+  int checked = 0;
+  for (absl::string_view key : {config::keys::kRestartJitterFactor, config::keys::kRestartBackoffMultiplier}) {
+    for (const char* value : {"nan", "NaN", "inf", "-inf", "infinity"}) {
+      absl::StatusOr<config::Configuration> config = config::Configuration::Load(
+          std::nullopt, {"restart-strategy.type=exponential-delay", absl::StrCat(key, "=", value)});
+      if (!config.ok()) continue;  // refused by the schema already: also fine
+      ++checked;
+      absl::StatusOr<RestartStrategyOptions> options = RestartStrategyOptions::FromConfig(*config, true);
+      ASSERT_FALSE(options.ok()) << key << "=" << value;
+      EXPECT_TRUE(absl::StrContains(options.status().message(), key)) << options.status();
+    }
+  }
+  EXPECT_GT(checked, 0) << "the schema refused every value: this test checks nothing any more";
 }
 
 }  // namespace
