@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/crypto/sha256.h"
+#include "common/io/private_directory.h"
 #include "common/logging/logging.h"
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
@@ -25,46 +26,14 @@ JobArtifacts::~JobArtifacts() {
   std::filesystem::remove_all(dir_, ec);
 }
 
-namespace {
-
-// Creates `dir` (mode 0700) when missing and checks that it is a directory
-// this process's user owns that nobody else may write to or read: job
-// binaries in it are loaded into the TaskManager, so another local user must
-// not be able to plant or swap one.
-absl::Status EnsurePrivateDirectory(const std::string& dir) {
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", std::strerror(errno)));
-  }
-  struct stat st {};
-  if (lstat(dir.c_str(), &st) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot inspect ", dir, ": ", std::strerror(errno)));
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrCat(dir, " is not a directory (a symbolic link or a file is there); "
-                                                           "remove it or point io.tmp.dirs elsewhere"));
-  }
-  if (st.st_uid != geteuid()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        dir, " belongs to user id ", st.st_uid, ", not to this TaskManager's user (", geteuid(),
-        "): job binaries there could have been planted; remove it or point io.tmp.dirs elsewhere"));
-  }
-  if ((st.st_mode & 0077) != 0 && chmod(dir.c_str(), 0700) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(dir, " is open to other users and cannot be made private: ",
-                                                      std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::StatusOr<std::string> JobArtifacts::Fetch(const std::string& sha256, const std::string& job_id,
                                                 Cancellation* cancel) {
   if (!crypto::IsSha256Hex(sha256)) return absl::InvalidArgumentError(absl::StrCat("bad artifact id '", sha256, "'"));
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(dir_).parent_path(), ec);
-  RETURN_IF_ERROR(EnsurePrivateDirectory(dir_));
+  RETURN_IF_ERROR(io::EnsurePrivateDirectory(dir_, "io.tmp.dirs"));
   std::string artifacts = absl::StrCat(dir_, "/artifacts");
-  RETURN_IF_ERROR(EnsurePrivateDirectory(artifacts));
+  RETURN_IF_ERROR(io::EnsurePrivateDirectory(artifacts, "io.tmp.dirs"));
   std::string path = absl::StrCat(artifacts, "/", sha256, ".so");
   // A cached copy is used only if it still hashes to its name.
   if (std::filesystem::exists(path, ec)) {
@@ -197,12 +166,12 @@ absl::StatusOr<std::shared_ptr<jobgraph::LoadedJob>> JobArtifacts::Load(const st
   ASSIGN_OR_RETURN(std::string artifact, Fetch(sha256, job_id, cancel));
   // A private copy per job: dlopen of one path twice would share one instance.
   std::string jobs_dir = absl::StrCat(dir_, "/jobs");
-  RETURN_IF_ERROR(EnsurePrivateDirectory(jobs_dir));
+  RETURN_IF_ERROR(io::EnsurePrivateDirectory(jobs_dir, "io.tmp.dirs"));
   std::string job_dir = absl::StrCat(jobs_dir, "/", job_id);
   std::string job_path = absl::StrCat(job_dir, "/job.so");
   std::error_code ec;
   std::filesystem::remove_all(job_dir, ec);
-  RETURN_IF_ERROR(EnsurePrivateDirectory(job_dir));
+  RETURN_IF_ERROR(io::EnsurePrivateDirectory(job_dir, "io.tmp.dirs"));
   std::filesystem::copy_file(artifact, job_path, std::filesystem::copy_options::overwrite_existing, ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot copy the job binary to ", job_path, ": ", ec.message()));
   // What is loaded is what was verified: the copy, hashed again.

@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/io/private_directory.h"
 #include "common/logging/logging.h"
 #include "common/retry/backoff.h"
 
@@ -77,6 +78,12 @@ absl::StatusOr<std::unique_ptr<LocalStateDirectory>> LocalStateDirectory::Acquir
         if (ec) {
           return absl::FailedPreconditionError(absl::StrCat("cannot create the local state directory ", dir, ": ",
                                                             ec.message(), " (taskmanager.state.local.root-dirs)"));
+        }
+        // The state of running jobs lives there, and RocksDB opens what it
+        // finds: only this user's, closed to everyone else.
+        if (absl::Status private_dir = io::EnsurePrivateDirectory(dir, "taskmanager.state.local.root-dirs");
+            !private_dir.ok()) {
+          return private_dir;
         }
         fd = TryLock(path);
         if (fd >= 0 && StillLinked(fd, path)) return absl::OkStatus();

@@ -78,6 +78,32 @@ TEST_F(LocalStateDirectoryTest, SweepsOnlyUnlockedOldSiblingsOfTheDefaultLayout)
 // Two TaskManagers starting at once on one host: the other one may hold the
 // lock for a moment while it sweeps the directory as a dead TaskManager's.
 // Acquiring waits for that instead of failing.
+// A configured directory another local user made (or a link to one) is
+// refused, naming the key; one open to others is made private.
+TEST_F(LocalStateDirectoryTest, OnlyAPrivateDirectoryOfThisUserIsUsed) {
+  const fs::path open_dir = root_ / "open";
+  fs::create_directories(open_dir);
+  fs::permissions(open_dir, fs::perms::all);
+  auto acquired = LocalStateDirectory::Acquire(open_dir.string());
+  ASSERT_TRUE(acquired.ok()) << acquired.status();
+  EXPECT_EQ(fs::status(open_dir).permissions() & fs::perms::all, fs::perms::owner_all);
+
+  const fs::path link = root_ / "link";
+  fs::create_directory_symlink(open_dir, link);
+  auto linked = LocalStateDirectory::Acquire(link.string());
+  ASSERT_FALSE(linked.ok());
+  EXPECT_THAT(std::string(linked.status().message()), ::testing::HasSubstr("taskmanager.state.local.root-dirs"));
+
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a directory to another user";
+  const fs::path foreign = root_ / "foreign";
+  fs::create_directories(foreign);
+  ASSERT_EQ(chown(foreign.c_str(), 65534, 65534), 0);
+  auto refused = LocalStateDirectory::Acquire(foreign.string());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("belongs to user id 65534"));
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("taskmanager.state.local.root-dirs"));
+}
+
 TEST_F(LocalStateDirectoryTest, ABriefHolderIsWaitedFor) {
   const fs::path own = Leftover("weir-state-tm-a", std::chrono::minutes(10));
   const int held = open((own / ".lock").c_str(), O_RDWR | O_CLOEXEC);
