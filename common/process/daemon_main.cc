@@ -1,5 +1,6 @@
 #include "common/process/daemon_main.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "common/process/signals.h"
 #include "common/process/systemd_notify.h"
 #include "common/version.h"
+#include "google/protobuf/stubs/logging.h"
 
 namespace weir::process {
 namespace {
@@ -24,6 +26,27 @@ namespace {
 absl::StatusOr<rpc::InternalTls> CheckTls(const config::Configuration& config) {
   RETURN_IF_ERROR(rpc::RestTlsFromConfig(config).status());
   return rpc::InternalTlsFromConfig(config, rpc::TlsRole::kDaemon);
+}
+
+}  // namespace
+
+namespace {
+
+// Protobuf's own messages (a string field with invalid UTF-8 in a call, for
+// one) go to the daemon's log instead of raw stderr, at most one line every
+// 10 s with a count of the rest: a peer can send such a call before any
+// credential is checked, and must not be able to flood the log.
+void ProtobufLog(google::protobuf::LogLevel level, const char* filename, int line, const std::string& message) {
+  static logging::RateLimiter limiter(std::chrono::seconds(10));
+  static const std::shared_ptr<spdlog::logger> log = logging::Get("protobuf");
+  if (level == google::protobuf::LOGLEVEL_FATAL) {
+    log->critical("{} ({}:{})", message, filename, line);
+    return;
+  }
+  int64_t suppressed = 0;
+  if (!limiter.ShouldLog(&suppressed)) return;
+  log->warn("{}{}", message,
+            suppressed > 0 ? absl::StrCat(" (", suppressed, " more protobuf messages not logged)") : std::string());
 }
 
 }  // namespace
@@ -76,6 +99,12 @@ int DaemonMain(int argc, char** argv, const char* program, const char* component
   }
   BlockTerminationSignals();
   InstallCrashHandler(program);
+  // Nothing a daemon writes is for other users of the machine or the shared
+  // volume: submissions carry job arguments (secrets among them),
+  // checkpoints carry state. The group keeps read access, for an operator's
+  // group; a stricter mask the daemon was started with stays.
+  const mode_t inherited_mask = umask(0);
+  umask(inherited_mask | 027);
   auto config = config::Configuration::FromCommandLine(argc, argv);
   if (!config.ok()) {
     std::fprintf(stderr, "%s: configuration error: %s\n", program, std::string(config.status().message()).c_str());
@@ -96,8 +125,10 @@ int DaemonMain(int argc, char** argv, const char* program, const char* component
     return 2;
   }
   rpc::SetInternalTls(*tls);
+  google::protobuf::SetLogHandler(&ProtobufLog);
   auto log = logging::Get(component);
-  log->info("{} {} starting, pid {}", program, kWeirVersion, getpid());
+  log->info("{} {} starting, pid {}, file mode mask {:04o}", program, kWeirVersion, getpid(),
+            static_cast<unsigned>(inherited_mask | 027));
   for (const std::string& line : config->StartupLines(scope)) log->info("{}", line);
   if (tls->enabled) {
     log->info("TLS on for every RPC (mutual): certificate {}, CA {}, files re-read every {}", tls->files.cert_file,

@@ -34,6 +34,21 @@ absl::StatusOr<std::string> PathInside(const std::string& root, const std::strin
     return absl::InvalidArgumentError(absl::StrCat("'", given, "' is outside ", root_key, " (", base.string(),
                                                    "); savepoints are written and read only there"));
   }
+  // Again with symbolic links resolved (as far as the path exists): a link
+  // inside the directory must not lead a client elsewhere.
+  std::error_code ec;
+  fs::path real_base = fs::weakly_canonical(base, ec);
+  if (ec) real_base = base;
+  const fs::path real_candidate = fs::weakly_canonical(candidate, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot resolve '", given, "' inside ", root_key, ": ", ec.message()));
+  }
+  if (std::mismatch(real_base.begin(), real_base.end(), real_candidate.begin(), real_candidate.end()).first !=
+      real_base.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("'", given, "' leads outside ", root_key, " (", base.string(),
+                                                   ") through a symbolic link, to ", real_candidate.string(),
+                                                   "; savepoints are written and read only there"));
+  }
   return candidate.string();
 }
 

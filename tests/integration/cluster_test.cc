@@ -670,6 +670,43 @@ TEST_F(ClusterTest, OversizedUnauthenticatedCallsAreRefusedBeforeParsing) {
   EXPECT_TRUE(jm->running());
 }
 
+// A string field with invalid UTF-8 fails to parse before the token is
+// checked; protobuf says so in the daemon's log, rate-limited, not once per
+// call.
+TEST_F(ClusterTest, UndecodableCallsAreLoggedRateLimited) {
+  std::string token = dir_ + "/token";
+  std::ofstream(token) << "s3cret-of-the-cluster\n";
+  auto jm = StartJobManager({"-Dsecurity.auth.token-file=" + token});
+  auto stub = v1::JobService::NewStub(grpc::CreateChannel(JobManagerAddress(), grpc::InsecureChannelCredentials()));
+  v1::SubmitJobRequest bad;
+  bad.add_args("\xff\xfe not UTF-8");
+  constexpr int kCalls = 40;
+  int refused = 0;
+  ASSERT_TRUE(WaitFor([&] {
+    grpc::ClientContext context;
+    v1::SubmitJobResponse response;
+    return stub->Submit(&context, bad, &response).error_code() != grpc::StatusCode::UNAVAILABLE;
+  }, absl::Seconds(30))) << jm->Log();
+  for (int i = 0; i < kCalls; ++i) {
+    grpc::ClientContext context;
+    v1::SubmitJobResponse response;
+    if (!stub->Submit(&context, bad, &response).ok()) ++refused;
+  }
+  EXPECT_EQ(refused, kCalls);
+  const std::string log = jm->Log();
+  int lines = 0, in_daemon_log = 0;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (!absl::StrContains(line, "UTF-8")) continue;
+    ++lines;
+    // The daemon's own line, in the text or the JSON log format.
+    if (absl::StrContains(line, "[protobuf]") || absl::StrContains(line, "\"logger\":\"protobuf\"")) ++in_daemon_log;
+  }
+  EXPECT_GE(in_daemon_log, 1) << log;
+  EXPECT_EQ(in_daemon_log, lines) << "protobuf wrote to stderr itself:\n" << log;
+  EXPECT_LT(lines, kCalls / 2) << log;
+  EXPECT_TRUE(jm->running());
+}
+
 TEST_F(ClusterTest, WithATokenEveryCallMustCarryIt) {
   std::string token = dir_ + "/token", wrong = dir_ + "/wrong";
   std::ofstream(token) << "s3cret-of-the-cluster\n";

@@ -2,6 +2,7 @@
 // end to end, backpressure, and every kind of bad input a user can hand in.
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -326,6 +327,16 @@ TEST_F(JobPipelineTest, RestApiAndMetricsFollowARunningJob) {
   EXPECT_EQ(latest["status"], "COMPLETED");
   EXPECT_GT(latest["state_size"].get<int64_t>(), 0) << latest.dump();  // the source's offsets at least
   EXPECT_EQ(latest["num_acknowledged_subtasks"], latest["num_subtasks"]);
+
+  // Nothing the daemons wrote (the submission with its arguments, the job
+  // binary, checkpoints, the job store) is readable by other users.
+  int checked_files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(cluster_->dir() + "/ha")) {
+    const std::filesystem::perms perms = entry.symlink_status().permissions();
+    EXPECT_EQ(perms & std::filesystem::perms::others_all, std::filesystem::perms::none) << entry.path();
+    ++checked_files;
+  }
+  EXPECT_GT(checked_files, 3);
 
   // The job and its vertices, with records moving.
   nlohmann::json detail;

@@ -27,6 +27,21 @@ TEST(PathInsideTest, TakesOnlyPathsInsideTheRoot) {
   EXPECT_EQ(PathInside("", "x", "state.savepoints.dir").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(PathInsideTest, ASymbolicLinkInsideTheRootDoesNotLeadOut) {
+  const std::string root = weir::testing::MakeTempDir("path-inside-test");
+  const std::string outside = weir::testing::MakeTempDir("path-inside-outside");
+  std::filesystem::create_directories(root + "/sp/real");
+  std::filesystem::create_directory_symlink(outside, root + "/sp/escape");
+  std::filesystem::create_directory_symlink(root + "/sp/real", root + "/sp/alias");
+  absl::StatusOr<std::string> escaped = PathInside(root + "/sp", "escape/savepoint-1", "state.savepoints.dir");
+  EXPECT_EQ(escaped.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(escaped.status().message()), ::testing::HasSubstr("through a symbolic link"));
+  // A link that stays inside is fine.
+  EXPECT_EQ(*PathInside(root + "/sp", "alias/x", "k"), root + "/sp/alias/x");
+  std::filesystem::remove_all(root);
+  std::filesystem::remove_all(outside);
+}
+
 class RestorePointTest : public ::testing::Test {
  protected:
   void SetUp() override {
