@@ -15,7 +15,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
-scripts/build.sh
+# Only what this script runs: the daemons, the client, the job and the demo
+# data tool (not the tests, benchmarks and fuzz targets).
+scripts/build.sh weir-jobmanager weir-taskmanager weir keyed_count kafka_demo_data
 
 local_dir="${WEIR_LOCAL_DIR:-$(pwd)/.weir-local}"
 export WEIR_LOCAL_DIR="$local_dir"
