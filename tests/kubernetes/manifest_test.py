@@ -81,6 +81,8 @@ def check_pod(where, deployment, config, docs):
           f"{where}: the Deployment's selector does not match its pods' labels")
     pod_security = spec.get("securityContext", {})
     check(pod_security.get("runAsNonRoot") is True, f"{where}: pods must run as non-root")
+    check(spec.get("automountServiceAccountToken") is False,
+          f"{where}: job code could read the service-account token: set automountServiceAccountToken: false")
     volumes = {v["name"]: v for v in spec["volumes"]}
     (container,) = spec["containers"]
     security = container.get("securityContext", {})
@@ -148,6 +150,52 @@ def check_probes(where, container, ports, rest_port):
     return [ready.get("path"), live.get("path")]
 
 
+def check_network_policies(where, docs, jm, tm):
+    """A TaskManager's RPC port (deployments, data exchange) is open to
+    Weir's pods only; the JobManager's ports and HTTP ports to anyone."""
+    jm_labels = jm["spec"]["template"]["metadata"]["labels"]
+    tm_labels = tm["spec"]["template"]["metadata"]["labels"]
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+
+    def governing(labels):
+        return [p for p in policies if matches(p["spec"]["podSelector"].get("matchLabels", {}), labels)]
+
+    for name, labels, deployment in (("JobManager", jm_labels, jm), ("TaskManager", tm_labels, tm)):
+        if not check(governing(labels), f"{where}: no NetworkPolicy selects the {name} pods"):
+            continue
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        declared = {p["name"] for p in container["ports"]}
+        for policy in governing(labels):
+            for rule in policy["spec"].get("ingress", []):
+                for port in rule.get("ports", []):
+                    check(port["port"] in declared,
+                          f"{where}: NetworkPolicy {policy['metadata']['name']} names port {port['port']}, "
+                          f"which the {name} does not declare")
+
+    def sources(labels, port):
+        # None: from anywhere; else the pod label sets allowed.
+        allowed = []
+        for policy in governing(labels):
+            for rule in policy["spec"].get("ingress", []):
+                if not any(p["port"] == port for p in rule.get("ports", [])):
+                    continue
+                if "from" not in rule:
+                    return None
+                allowed += [f.get("podSelector", {}).get("matchLabels", {}) for f in rule["from"]]
+        return allowed
+
+    tm_rpc = sources(tm_labels, "rpc")
+    check(tm_rpc is not None and tm_rpc, f"{where}: a TaskManager's RPC port must be open to Weir's pods only")
+    if tm_rpc:
+        check(any(matches(s, jm_labels) for s in tm_rpc), f"{where}: the JobManager cannot reach TaskManagers' RPC port")
+        check(any(matches(s, tm_labels) for s in tm_rpc), f"{where}: TaskManagers cannot exchange data")
+        check(all(matches(s, jm_labels) or matches(s, tm_labels) for s in tm_rpc) and all(tm_rpc),
+              f"{where}: a TaskManager's RPC port is open beyond Weir's pods: {tm_rpc}")
+    for port in ("rpc", "http"):
+        check(sources(jm_labels, port) is None, f"{where}: the JobManager's {port} port must take clients from anywhere")
+    check(sources(tm_labels, "http") is None, f"{where}: a TaskManager's probes and metrics must stay reachable")
+
+
 def check_rendering(where, docs, work):
     cm = one(docs, "ConfigMap", "weir-config")
     svc = one(docs, "Service", "weir-jobmanager")
@@ -171,6 +219,8 @@ def check_rendering(where, docs, work):
           f"{where}: the PodDisruptionBudget must select the TaskManagers only")
     check(config["jobmanager.rpc.address"] == svc["metadata"]["name"],
           f"{where}: jobmanager.rpc.address is not the Service's name")
+
+    check_network_policies(where, docs, jm, tm)
 
     jm_container, jm_ports, jm_args, _ = check_pod(f"{where} JobManager", jm, config, docs)
     tm_container, tm_ports, tm_args, tm_env = check_pod(f"{where} TaskManager", tm, config, docs)
