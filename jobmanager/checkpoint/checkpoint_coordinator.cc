@@ -825,12 +825,20 @@ void CheckpointCoordinator::Retain(int64_t newest_completed) {
   // their trigger (the minute covers clocks that differ between machines);
   // with none in progress every such file goes (an aborted checkpoint's
   // upload still under way then fails, which changes nothing).
+  // In an object store, where modification times are not used, the same
+  // line is drawn by id: what no checkpoint from the oldest in progress (or
+  // the next to be triggered) on can have uploaded.
   absl::Time cutoff = clock_.Now();
+  int64_t below_id = 0;
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& [id, pending] : pending_) cutoff = std::min(cutoff, pending.trigger_time - absl::Minutes(1));
+    below_id = next_id_;
+    for (const auto& [id, pending] : pending_) {
+      cutoff = std::min(cutoff, pending.trigger_time - absl::Minutes(1));
+      below_id = std::min(below_id, id);
+    }
   }
-  absl::StatusOr<int> collected = storage_.CollectSharedGarbage(cutoff);
+  absl::StatusOr<int> collected = storage_.CollectSharedGarbage(cutoff, below_id);
   if (!collected.ok()) {
     log_->warn("job {}: shared state files not cleaned up: {}", job_id_, collected.status().message());
   } else if (*collected > 0) {

@@ -12,8 +12,10 @@
 #include <system_error>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
@@ -26,9 +28,12 @@
 namespace weir::jobmanager::checkpoint {
 namespace {
 
-namespace fs = std::filesystem;
+namespace stdfs = std::filesystem;
 
 constexpr char kMagic[] = "WEIRCKPT";
+// A _metadata read from an object store larger than this is refused unread.
+constexpr int64_t kMaxRemoteMetadataBytes = int64_t{1} << 30;
+constexpr char kSharedDirName[] = "shared";
 constexpr size_t kMagicSize = 8;
 constexpr size_t kHeaderSize = kMagicSize + 4 + 8;
 constexpr size_t kChecksumSize = 64;
@@ -102,9 +107,14 @@ absl::StatusOr<CheckpointStorage> CheckpointStorage::Open(std::string job_dir) {
   if (job_dir.empty()) {
     return absl::InvalidArgumentError("the checkpoint directory is empty; check state.checkpoints.dir");
   }
+  if (fs::IsObjectStoreUri(job_dir)) {
+    ASSIGN_OR_RETURN(fs::ObjectStorePath remote, fs::OpenObjectStorePath(job_dir));
+    RETURN_IF_ERROR(fs::ProbeObjectStore(job_dir, "state.checkpoints.dir"));
+    return CheckpointStorage(std::move(job_dir), std::move(remote));
+  }
   std::error_code ec;
-  fs::create_directories(job_dir, ec);
-  if (ec || !fs::is_directory(job_dir, ec)) {
+  stdfs::create_directories(job_dir, ec);
+  if (ec || !stdfs::is_directory(job_dir, ec)) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot create the checkpoint directory ", job_dir, ": ",
                      ec ? ec.message() : std::string("it exists but is not a directory"),
@@ -114,14 +124,25 @@ absl::StatusOr<CheckpointStorage> CheckpointStorage::Open(std::string job_dir) {
 }
 
 absl::StatusOr<CheckpointStorage> CheckpointStorage::OpenExisting(std::string job_dir) {
+  if (fs::IsObjectStoreUri(job_dir)) {
+    ASSIGN_OR_RETURN(fs::ObjectStorePath remote, fs::OpenObjectStorePath(job_dir));
+    ASSIGN_OR_RETURN(std::vector<fs::FileInfo> files, remote.fs->List(absl::StrCat(remote.path, "/")));
+    if (files.empty()) return absl::NotFoundError(absl::StrCat("nothing is stored under ", job_dir));
+    return CheckpointStorage(std::move(job_dir), std::move(remote));
+  }
   std::error_code ec;
-  if (job_dir.empty() || !fs::is_directory(job_dir, ec)) {
+  if (job_dir.empty() || !stdfs::is_directory(job_dir, ec)) {
     return absl::NotFoundError(absl::StrCat(job_dir, " is not a directory"));
   }
   return CheckpointStorage(std::move(job_dir));
 }
 
 std::string CheckpointStorage::CheckpointDir(int64_t id) const { return absl::StrCat(job_dir_, "/", kDirPrefix, id); }
+
+std::string CheckpointStorage::RemoteCheckpointPath(int64_t id, absl::string_view name) const {
+  const std::string dir = remote_.Child(absl::StrCat(kDirPrefix, id));
+  return name.empty() ? dir : absl::StrCat(dir, "/", name);
+}
 
 std::string CheckpointStorage::MetadataPath(int64_t id) const {
   return absl::StrCat(CheckpointDir(id), "/", kMetadataName);
@@ -130,6 +151,14 @@ std::string CheckpointStorage::MetadataPath(int64_t id) const {
 absl::Status CheckpointStorage::CreateCheckpointDir(int64_t id) {
   RETURN_IF_ERROR(CheckId(id));
   const std::string dir = CheckpointDir(id);
+  if (remote()) {
+    ASSIGN_OR_RETURN(bool exists, HasMetadata(id));
+    if (exists) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("checkpoint ", dir, " already has a _metadata; checkpoint ids are never reused"));
+    }
+    return absl::OkStatus();
+  }
   if (mkdir(dir.c_str(), 0755) != 0) {
     const int err = errno;
     if (err == EEXIST) {
@@ -154,6 +183,16 @@ absl::Status CheckpointStorage::WriteMetadata(const v1::CheckpointMetadata& meta
   file.append(payload);
   file.append(Sha256Hex(payload));
 
+  if (remote()) {
+    const std::string path = RemoteCheckpointPath(id, kMetadataName);
+    absl::Status written = remote_.fs->Write(path, file, fs::WriteMode::kCreateNew);
+    if (absl::IsAlreadyExists(written)) {
+      // A retried create whose first try took effect reads back as ours.
+      absl::StatusOr<std::string> there = remote_.fs->ReadFile(path, static_cast<int64_t>(file.size()) + 1);
+      if (there.ok() && *there == file) written = absl::OkStatus();
+    }
+    return Annotate(written, absl::StrCat("writing the metadata of checkpoint ", id));
+  }
   return Annotate(io::WriteFileAtomically(MetadataPath(id), file),
                   absl::StrCat("writing the metadata of checkpoint ", id));
 }
@@ -161,7 +200,9 @@ absl::Status CheckpointStorage::WriteMetadata(const v1::CheckpointMetadata& meta
 absl::StatusOr<v1::CheckpointMetadata> CheckpointStorage::ReadMetadata(int64_t id) const {
   RETURN_IF_ERROR(CheckId(id));
   const std::string path = MetadataPath(id);
-  absl::StatusOr<std::string> read = io::ReadWholeFile(path);
+  absl::StatusOr<std::string> read =
+      remote() ? remote_.fs->ReadFile(RemoteCheckpointPath(id, kMetadataName), kMaxRemoteMetadataBytes)
+               : io::ReadWholeFile(path);
   if (absl::IsNotFound(read.status())) {
     return absl::NotFoundError(absl::StrCat(path, " does not exist: the checkpoint never completed"));
   }
@@ -215,6 +256,7 @@ absl::StatusOr<v1::CheckpointMetadata> CheckpointStorage::ReadMetadata(int64_t i
 
 absl::StatusOr<bool> CheckpointStorage::HasMetadata(int64_t id) const {
   RETURN_IF_ERROR(CheckId(id));
+  if (remote()) return remote_.fs->Exists(RemoteCheckpointPath(id, kMetadataName));
   const std::string path = MetadataPath(id);
   struct stat st;
   if (lstat(path.c_str(), &st) == 0) return true;
@@ -224,6 +266,7 @@ absl::StatusOr<bool> CheckpointStorage::HasMetadata(int64_t id) const {
 }
 
 absl::Status CheckpointStorage::VerifyTaskFiles(const v1::CheckpointMetadata& metadata) const {
+  if (remote()) return VerifyRemoteTaskFiles(metadata);
   const int64_t id = metadata.checkpoint_id();
   RETURN_IF_ERROR(CheckId(id));
   const std::string dir = CheckpointDir(id);
@@ -304,10 +347,12 @@ absl::Status CheckpointStorage::VerifyTaskFiles(const v1::CheckpointMetadata& me
 
 std::string CheckpointStorage::SharedDir() const { return absl::StrCat(job_dir_, "/shared"); }
 
-absl::StatusOr<int> CheckpointStorage::CollectSharedGarbage(absl::Time older_than) const {
+absl::StatusOr<int> CheckpointStorage::CollectSharedGarbage(absl::Time older_than,
+                                                            int64_t below_checkpoint_id) const {
+  if (remote()) return CollectRemoteSharedGarbage(below_checkpoint_id);
   const std::string dir = SharedDir();
   std::error_code ec;
-  if (!fs::exists(dir, ec)) return 0;
+  if (!stdfs::exists(dir, ec)) return 0;
   absl::flat_hash_set<std::string> referenced;
   for (int64_t id : ListCheckpointIds()) {
     absl::StatusOr<v1::CheckpointMetadata> metadata = ReadMetadata(id);
@@ -321,24 +366,25 @@ absl::StatusOr<int> CheckpointStorage::CollectSharedGarbage(absl::Time older_tha
     }
   }
   int deleted = 0;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+  for (const stdfs::directory_entry& entry : stdfs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (referenced.contains(name)) continue;
     struct stat st;
     if (lstat(entry.path().c_str(), &st) != 0) continue;
     if (absl::TimeFromTimespec(st.st_mtim) >= older_than) continue;
     std::error_code remove_ec;
-    if (fs::remove(entry.path(), remove_ec)) ++deleted;
+    if (stdfs::remove(entry.path(), remove_ec)) ++deleted;
   }
   if (ec) return absl::UnavailableError(absl::StrCat("listing ", dir, ": ", ec.message()));
   return deleted;
 }
 
 absl::StatusOr<std::vector<int64_t>> CheckpointStorage::ListIds() const {
+  if (remote()) return ListRemoteIds();
   std::vector<int64_t> ids;
   std::error_code ec;
-  fs::directory_iterator it(job_dir_, ec);
-  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+  stdfs::directory_iterator it(job_dir_, ec);
+  for (; !ec && it != stdfs::directory_iterator(); it.increment(ec)) {
     const std::optional<int64_t> id = ParseCheckpointDirName(it->path().filename().string());
     if (!id.has_value()) continue;
     std::error_code type_ec;
@@ -382,10 +428,156 @@ absl::StatusOr<std::optional<v1::CheckpointMetadata>> CheckpointStorage::LatestV
 absl::Status CheckpointStorage::Discard(int64_t id) {
   RETURN_IF_ERROR(CheckId(id));
   const std::string dir = CheckpointDir(id);
+  if (remote()) {
+    ASSIGN_OR_RETURN(std::vector<fs::FileInfo> files, remote_.fs->List(absl::StrCat(RemoteCheckpointPath(id, ""), "/")));
+    std::vector<std::string> paths;
+    paths.reserve(files.size());
+    // _metadata first: a checkpoint half deleted is incomplete, never corrupt.
+    for (const fs::FileInfo& f : files) {
+      if (absl::EndsWith(f.path, absl::StrCat("/", kMetadataName))) paths.insert(paths.begin(), f.path);
+      else paths.push_back(f.path);
+    }
+    return Annotate(remote_.fs->DeleteMany(paths), absl::StrCat("removing ", dir));
+  }
   std::error_code ec;
-  fs::remove_all(dir, ec);
+  std::filesystem::remove_all(dir, ec);
   if (ec) return absl::UnavailableError(absl::StrCat("removing ", dir, ": ", ec.message()));
   return absl::OkStatus();
+}
+
+absl::Status CheckpointStorage::DiscardAll() const {
+  if (remote()) {
+    ASSIGN_OR_RETURN(std::vector<fs::FileInfo> files, remote_.fs->List(absl::StrCat(remote_.path, "/")));
+    std::vector<std::string> paths;
+    paths.reserve(files.size());
+    // Every _metadata first: a restore never finds a complete checkpoint
+    // with files missing.
+    for (const fs::FileInfo& f : files) {
+      if (absl::EndsWith(f.path, absl::StrCat("/", kMetadataName))) paths.push_back(f.path);
+    }
+    RETURN_IF_ERROR(Annotate(remote_.fs->DeleteMany(paths), absl::StrCat("removing ", job_dir_)));
+    paths.clear();
+    for (const fs::FileInfo& f : files) {
+      if (!absl::EndsWith(f.path, absl::StrCat("/", kMetadataName))) paths.push_back(f.path);
+    }
+    return Annotate(remote_.fs->DeleteMany(paths), absl::StrCat("removing ", job_dir_));
+  }
+  std::error_code ec;
+  stdfs::remove_all(job_dir_, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("removing ", job_dir_, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+std::string SharedFilePrefix(int64_t id) { return absl::StrCat("c", id, "-"); }
+
+std::optional<int64_t> SharedFileCheckpointId(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, "c")) return std::nullopt;
+  const size_t dash = name.find('-');
+  if (dash == absl::string_view::npos || dash == 0 || dash > 19) return std::nullopt;
+  int64_t id = 0;
+  if (!absl::SimpleAtoi(name.substr(0, dash), &id) || id < 1) return std::nullopt;
+  return id;
+}
+
+absl::Status CheckpointStorage::VerifyRemoteTaskFiles(const v1::CheckpointMetadata& metadata) const {
+  const int64_t id = metadata.checkpoint_id();
+  RETURN_IF_ERROR(CheckId(id));
+  const std::string dir = CheckpointDir(id);
+  // Two listings, not a request per file: a job of thousands of tasks
+  // verifies in a few round trips.
+  const std::string prefix = absl::StrCat(RemoteCheckpointPath(id, ""), "/");
+  ASSIGN_OR_RETURN(std::vector<fs::FileInfo> listed, remote_.fs->List(prefix));
+  absl::flat_hash_map<std::string, int64_t> sizes;
+  for (const fs::FileInfo& f : listed) sizes[f.path.substr(prefix.size())] = f.size;
+  std::optional<absl::flat_hash_set<std::string>> shared;
+  const std::string shared_prefix = absl::StrCat(remote_.Child(kSharedDirName), "/");
+  absl::flat_hash_set<absl::string_view> seen;
+  for (const v1::TaskStateHandle& handle : metadata.tasks()) {
+    if (handle.finished()) {
+      if (!handle.file().empty() || handle.shared_files_size() > 0) {
+        return absl::DataLossError(absl::StrCat("checkpoint ", id, " records subtask ", handle.subtask_index(),
+                                                " as finished but names a file for it"));
+      }
+      continue;
+    }
+    if (absl::Status name = ValidateTaskFileName(handle.file()); !name.ok()) {
+      return absl::DataLossError(absl::StrCat("checkpoint ", id, " lists an unusable task file: ", name.message()));
+    }
+    if (!seen.insert(handle.file()).second) {
+      return absl::DataLossError(absl::StrCat("checkpoint ", id, " lists the task file ", handle.file(), " twice"));
+    }
+    auto found = sizes.find(handle.file());
+    if (found == sizes.end()) {
+      return absl::DataLossError(absl::StrCat("task file ", dir, "/", handle.file(), " is missing"));
+    }
+    if (found->second != handle.size_bytes()) {
+      return absl::DataLossError(absl::StrCat("task file ", dir, "/", handle.file(), " has ", found->second,
+                                              " bytes; the checkpoint recorded ", handle.size_bytes()));
+    }
+    for (const std::string& name : handle.shared_files()) {
+      if (absl::Status valid = ValidateTaskFileName(name); !valid.ok()) {
+        return absl::DataLossError(absl::StrCat("checkpoint ", id, " refers to an unusable shared file: ",
+                                                valid.message()));
+      }
+      if (!shared.has_value()) {
+        ASSIGN_OR_RETURN(std::vector<fs::FileInfo> files, remote_.fs->List(shared_prefix));
+        shared.emplace();
+        for (const fs::FileInfo& f : files) shared->insert(f.path.substr(shared_prefix.size()));
+      }
+      if (!shared->contains(name)) {
+        return absl::DataLossError(absl::StrCat("shared state file ", SharedDir(), "/", name, " is missing"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> CheckpointStorage::CollectRemoteSharedGarbage(int64_t below_checkpoint_id) const {
+  const std::string shared_prefix = absl::StrCat(remote_.Child(kSharedDirName), "/");
+  ASSIGN_OR_RETURN(std::vector<fs::FileInfo> files, remote_.fs->List(shared_prefix));
+  if (files.empty()) return 0;
+  absl::flat_hash_set<std::string> referenced;
+  ASSIGN_OR_RETURN(std::vector<int64_t> ids, ListIds());
+  for (int64_t id : ids) {
+    absl::StatusOr<v1::CheckpointMetadata> metadata = ReadMetadata(id);
+    if (absl::IsNotFound(metadata.status())) continue;  // in progress or abandoned: see below_checkpoint_id
+    if (!metadata.ok()) {
+      return Annotate(metadata.status(), absl::StrCat("keeping every shared file: checkpoint ", id,
+                                                      " may refer to any of them"));
+    }
+    for (const v1::TaskStateHandle& handle : metadata->tasks()) {
+      referenced.insert(handle.shared_files().begin(), handle.shared_files().end());
+    }
+  }
+  std::vector<std::string> garbage;
+  for (const fs::FileInfo& f : files) {
+    const std::string name = f.path.substr(shared_prefix.size());
+    if (referenced.contains(name)) continue;
+    const std::optional<int64_t> uploaded_by = SharedFileCheckpointId(name);
+    if (!uploaded_by.has_value() || *uploaded_by >= below_checkpoint_id) continue;
+    garbage.push_back(f.path);
+  }
+  if (garbage.empty()) return 0;
+  RETURN_IF_ERROR(Annotate(remote_.fs->DeleteMany(garbage), absl::StrCat("deleting shared files of ", job_dir_)));
+  return static_cast<int>(garbage.size());
+}
+
+absl::StatusOr<std::vector<int64_t>> CheckpointStorage::ListRemoteIds() const {
+  const std::string prefix = absl::StrCat(remote_.path, "/");
+  absl::StatusOr<std::vector<fs::FileInfo>> files = remote_.fs->List(prefix);
+  if (!files.ok()) return Annotate(files.status(), absl::StrCat("listing the checkpoint directory ", job_dir_));
+  std::vector<int64_t> ids;
+  for (const fs::FileInfo& f : *files) {
+    absl::string_view rest = absl::string_view(f.path).substr(prefix.size());
+    const size_t slash = rest.find('/');
+    if (slash == absl::string_view::npos) continue;  // a file in the job directory itself
+    const std::optional<int64_t> id = ParseCheckpointDirName(rest.substr(0, slash));
+    if (!id.has_value()) continue;
+    if (ids.empty() || ids.back() != *id) ids.push_back(*id);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
 }
 
 }  // namespace weir::jobmanager::checkpoint

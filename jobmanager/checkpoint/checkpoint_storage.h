@@ -16,6 +16,13 @@
 //             only produces hex, so the trailer is the 64 hex characters
 //             rather than the 32 raw bytes)
 //
+// The job directory is a local path or an object-store URI
+// (s3://bucket/prefix/<job>, common/fs/file_system_registry.h). In an object
+// store there are no directories: chk-<n> exists when a file under it does,
+// _metadata is created with a conditional create (a second create of one
+// checkpoint id fails), and the shared files are collected by reference and
+// checkpoint id (CollectSharedGarbage), never by modification time.
+//
 // Paths are built only from the job directory given to Open and integer ids
 // formatted here; a task file name from an acknowledgement is used only
 // after ValidateTaskFileName accepted it.
@@ -37,6 +44,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/fs/file_system_registry.h"
 #include "weir/v1/checkpoint.pb.h"
 
 namespace weir::jobmanager::checkpoint {
@@ -58,6 +66,8 @@ class CheckpointStorage {
  public:
   // Opens (creating it and its parents if needed) the checkpoint directory
   // of one job. kFailedPrecondition naming the path when it cannot be created.
+  // In an object store, lists under it once: a missing bucket or refused
+  // credentials fail here, naming the bucket and the HTTP status.
   static absl::StatusOr<CheckpointStorage> Open(std::string job_dir);
 
   // Opens a job directory that must exist (reading a retained checkpoint);
@@ -71,13 +81,15 @@ class CheckpointStorage {
 
   // Creates chk-<id> (before the checkpoint is triggered, so that the tasks
   // can write into it) and syncs the job directory. kAlreadyExists if it
-  // exists: checkpoint ids are never reused. Ids are >= 1.
+  // exists: checkpoint ids are never reused. Ids are >= 1. In an object
+  // store: kAlreadyExists when chk-<id>/_metadata exists; nothing to create.
   absl::Status CreateCheckpointDir(int64_t id);
 
   // Writes chk-<metadata.checkpoint_id()>/_metadata atomically and durably:
   // _metadata.tmp, fsync, rename, fsync of the directory. When this returns
   // OK the checkpoint is complete; on error it is not (a _metadata.tmp may be
-  // left behind, which readers ignore).
+  // left behind, which readers ignore). In an object store: one conditional
+  // create; kAlreadyExists when another _metadata of that id exists.
   absl::Status WriteMetadata(const v1::CheckpointMetadata& metadata);
 
   // The metadata of checkpoint `id`. kNotFound when it has no _metadata (it
@@ -107,7 +119,13 @@ class CheckpointStorage {
   // that the uploads of checkpoints still in progress stay). Does nothing
   // when a checkpoint's metadata cannot be read (what it refers to is
   // unknown). Returns how many files it deleted.
-  absl::StatusOr<int> CollectSharedGarbage(absl::Time older_than) const;
+  // In an object store the modification time is not used: a shared file is
+  // deleted when no complete checkpoint refers to it and the checkpoint that
+  // uploaded it (its name starts "c<id>-", SharedFilePrefix) is older than
+  // `below_checkpoint_id`, the oldest checkpoint that may still be uploading.
+  // A name without an id is kept.
+  absl::StatusOr<int> CollectSharedGarbage(absl::Time older_than,
+                                           int64_t below_checkpoint_id = INT64_MAX) const;
 
   // Ids of every chk-<n> directory, complete or not, ascending. Anything
   // else in the job directory is ignored, as is a name that is not exactly
@@ -126,13 +144,36 @@ class CheckpointStorage {
   // Removes chk-<id> and everything in it. OK if it does not exist.
   absl::Status Discard(int64_t id);
 
+  // Removes the job directory and everything in it (the job's checkpoints
+  // when it ends and its retention says so). OK if it does not exist.
+  absl::Status DiscardAll() const;
+
+  // Whether the job directory is in an object store.
+  bool remote() const { return remote_.fs != nullptr; }
+
  private:
   explicit CheckpointStorage(std::string job_dir) : job_dir_(std::move(job_dir)) {}
+  CheckpointStorage(std::string job_dir, fs::ObjectStorePath remote)
+      : job_dir_(std::move(job_dir)), remote_(std::move(remote)) {}
+
+  // The object-store forms of the methods above.
+  absl::Status VerifyRemoteTaskFiles(const v1::CheckpointMetadata& metadata) const;
+  absl::StatusOr<int> CollectRemoteSharedGarbage(int64_t below_checkpoint_id) const;
+  absl::StatusOr<std::vector<int64_t>> ListRemoteIds() const;
+  // chk-<id>/<name> (or <name> alone when empty) relative to the bucket.
+  std::string RemoteCheckpointPath(int64_t id, absl::string_view name) const;
 
   absl::StatusOr<std::vector<int64_t>> ListIds() const;
   std::string MetadataPath(int64_t id) const;
 
   std::string job_dir_;
+  fs::ObjectStorePath remote_;  // fs null: a local directory
 };
+
+// "c<id>-": how the name of a shared file an incremental snapshot of
+// checkpoint `id` uploaded starts.
+std::string SharedFilePrefix(int64_t id);
+// The id in a shared file's name, or nullopt when it carries none.
+std::optional<int64_t> SharedFileCheckpointId(absl::string_view name);
 
 }  // namespace weir::jobmanager::checkpoint

@@ -12,6 +12,10 @@
 // execution.checkpointing.externalized-checkpoint-retention). Paths a client
 // sends are used only inside state.savepoints.dir or state.checkpoints.dir.
 //
+// Either directory may be an object-store URI (s3://bucket/prefix): the same
+// layout, copied through the FileSystems (common/fs), the _savepoint marker
+// written last with a conditional create.
+//
 // Thread-safety: free functions without shared state.
 #pragma once
 
@@ -31,6 +35,10 @@ inline constexpr int kSavepointFormatVersion = 1;
 // kInvalidArgument when it would leave it (.., another absolute path) or
 // `root` is empty, naming `root_key` (the setting that sets the root).
 absl::StatusOr<std::string> PathInside(const std::string& root, const std::string& given, const char* root_key);
+
+// Whether anything is stored at `path` (a local path, or an object-store URI
+// with files under it).
+bool RestorePathExists(const std::string& path);
 
 // Copies completed checkpoint `id` of `storage` into a new savepoint
 // directory under `target` (created if needed) and returns its path.
