@@ -205,11 +205,10 @@ absl::Status Dispatcher::ApplySavepoint(const v1::SubmitJobRequest& request, con
   // A relative path is tried under both, savepoints first.
   absl::StatusOr<std::string> path =
       checkpoint::PathInside(options_.savepoints_dir, request.savepoint_path(), "state.savepoints.dir");
-  std::error_code exists_ec;
-  if ((!path.ok() || !std::filesystem::exists(*path, exists_ec)) && !options_.checkpoints_dir.empty()) {
+  if ((!path.ok() || !checkpoint::RestorePathExists(*path)) && !options_.checkpoints_dir.empty()) {
     absl::StatusOr<std::string> retained =
         checkpoint::PathInside(options_.checkpoints_dir, request.savepoint_path(), "state.checkpoints.dir");
-    if (retained.ok() && (!path.ok() || std::filesystem::exists(*retained, exists_ec))) path = std::move(retained);
+    if (retained.ok() && (!path.ok() || checkpoint::RestorePathExists(*retained))) path = std::move(retained);
   }
   if (!path.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/config/options.h"
+#include "common/fs/file_system_registry.h"
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
 #include "common/wire_limits.h"
@@ -70,9 +71,13 @@ absl::StatusOr<JobSettings> ResolveJobSettings(const config::Configuration& clus
     if (root.empty()) root = absl::StrCat(config.GetString(k::kHaStorageDir), "/checkpoints");
     // Absolute: the path goes to TaskManagers (another working directory)
     // and into messages users act on (weir submit -s).
+    // An object-store URI (s3://bucket/prefix) is used as it is.
     std::error_code ec;
-    const std::filesystem::path absolute = std::filesystem::absolute(root, ec);
-    if (!ec) root = absolute.lexically_normal().string();
+    if (!fs::IsObjectStoreUri(root)) {
+      const std::filesystem::path absolute = std::filesystem::absolute(root, ec);
+      if (!ec) root = absolute.lexically_normal().string();
+    }
+    while (fs::IsObjectStoreUri(root) && absl::EndsWith(root, "/")) root.pop_back();
     settings.checkpoint_dir = absl::StrCat(root, "/", job_id);
     checkpoint::CheckpointCoordinatorOptions& c = settings.checkpoint;
     c.interval = interval;
@@ -976,10 +981,9 @@ std::string JobMaster::NewestKeptCheckpoint() {
 void JobMaster::DeleteCheckpoints(v1::JobState final_state) {
   if (coordinator_ == nullptr) return;
   const std::string& dir = coordinator_->storage().job_dir();
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  if (ec) {
-    log_->warn("job {}: deleting its checkpoints in {} failed: {}; delete them by hand", job_id_, dir, ec.message());
+  if (absl::Status deleted = coordinator_->storage().DiscardAll(); !deleted.ok()) {
+    log_->warn("job {}: deleting its checkpoints in {} failed: {}; delete them by hand", job_id_, dir,
+               deleted.message());
     return;
   }
   log_->info("job {}: checkpoints deleted ({} and retention {})", job_id_, v1::JobState_Name(final_state),

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/fs/file_system_registry.h"
 #include "common/logging/logging.h"
 #include "common/random_id.h"
 #include "common/rpc/auth.h"
@@ -20,6 +21,13 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   std::unique_ptr<JobManager> jm(new JobManager());
   jm->log_ = logging::Get("jobmanager");
   std::string storage_dir = config.GetString(k::kHaStorageDir);
+  // Object-store directories: the s3.* settings, and a bucket that is
+  // missing or refuses the credentials stops the start, naming both.
+  fs::ConfigureFileSystems(config);
+  for (absl::string_view key : {k::kCheckpointsDir, k::kSavepointsDir}) {
+    const std::string dir = config.GetString(key);
+    if (fs::IsObjectStoreUri(dir)) RETURN_IF_ERROR(fs::ProbeObjectStore(dir, key));
+  }
   // First: a second JobManager on this directory stops here.
   ASSIGN_OR_RETURN(jm->store_, JobStore::Open(storage_dir));
   ASSIGN_OR_RETURN(const int64_t leader_epoch, jm->store_->TakeLeaderEpoch());

@@ -6,7 +6,9 @@
 #include "absl/strings/str_join.h"
 #include "common/process/signals.h"
 #include "common/status_macros.h"
+#include "common/fs/file_system_registry.h"
 #include "taskmanager/checkpointing/barrier_handler.h"
+#include "taskmanager/checkpointing/remote_snapshot.h"
 #include "taskmanager/checkpointing/snapshot_file.h"
 #include "taskmanager/eventtime/watermark_valve.h"
 #include "taskmanager/network/buffer.h"
@@ -59,7 +61,29 @@ class Task::Execution {
       absl::MutexLock lock(&task->partitions_mu_);
       task->partitions_.push_back(partition);
     };
-    ASSIGN_OR_RETURN(std::optional<ChainSnapshot> restored, ReadRestoredState(tdd_));
+    // State in an object store is read from a local copy of what this task
+    // restores, removed once the chain has taken it in.
+    const v1::TaskDeploymentDescriptor* restore_from = &tdd_;
+    v1::TaskDeploymentDescriptor downloaded;
+    std::string download_dir;
+    if (tdd_.restore_sources_size() > 0 && fs::IsObjectStoreUri(tdd_.restore_checkpoint_dir())) {
+      const absl::Time download_start = absl::Now();
+      ASSIGN_OR_RETURN(download_dir,
+                       DownloadRestoreFiles(tdd_, env_.local_state_dir.empty() ? "/tmp" : env_.local_state_dir));
+      downloaded = tdd_;
+      downloaded.set_restore_checkpoint_dir(download_dir);
+      restore_from = &downloaded;
+      task_->log_->info("task {}: downloaded the state of checkpoint {} from {} in {} ms", tdd_.task_id(),
+                        tdd_.restore_checkpoint_id(), tdd_.restore_checkpoint_dir(),
+                        absl::ToInt64Milliseconds(absl::Now() - download_start));
+    }
+    struct RemoveDownload {
+      const std::string& dir;
+      ~RemoveDownload() {
+        if (!dir.empty()) RemoveStaging(dir);
+      }
+    } remove_download{download_dir};
+    ASSIGN_OR_RETURN(std::optional<ChainSnapshot> restored, ReadRestoredState(*restore_from));
     if (restored.has_value()) {
       std::vector<std::string> fresh;
       for (size_t i = 0; i < restored->operators.size(); ++i) {
@@ -404,7 +428,8 @@ Task::Task(v1::TaskDeploymentDescriptor tdd, TaskEnvironment env)
       wakeup_(std::make_shared<Wakeup>()),
       mailbox_(wakeup_) {
   if (env_.uploader != nullptr && env_.checkpoint_responder != nullptr) {
-    checkpointer_ = std::make_unique<SubtaskCheckpointer>(tdd_, env_.uploader, env_.checkpoint_responder);
+    checkpointer_ = std::make_unique<SubtaskCheckpointer>(
+        tdd_, env_.uploader, env_.checkpoint_responder, env_.local_state_dir.empty() ? "/tmp" : env_.local_state_dir);
   }
 }
 

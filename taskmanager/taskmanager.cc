@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/config/configuration.h"
+#include "common/fs/file_system_registry.h"
 #include "common/http/metric_families.h"
 #include "common/logging/logging.h"
 #include "common/process/code_pages.h"
@@ -194,6 +195,9 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   const std::string tmp_dir = tmp_dirs.empty() ? std::string("/tmp") : tmp_dirs.front();
   tm->artifacts_ = std::make_unique<JobArtifacts>(absl::StrCat(tmp_dir, "/weir-", tm->id()),
                                                   v1::ArtifactService::NewStub(jm_channel));
+  // Checkpoints and savepoints in an object store: the s3.* settings of
+  // this TaskManager (its own keys, environment and files).
+  fs::ConfigureFileSystems(config);
   tm->task_env_.taskmanager_id = tm->id();
   tm->task_env_.artifacts = tm->artifacts_.get();
   tm->task_env_.partitions = tm->partitions_.get();

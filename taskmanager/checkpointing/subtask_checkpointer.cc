@@ -1,12 +1,17 @@
 #include "taskmanager/checkpointing/subtask_checkpointer.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/fs/file_system_registry.h"
 #include "common/io/durable_batch.h"
 #include "common/logging/logging.h"
 #include "common/process/fault_injection.h"
+#include "common/status_macros.h"
+#include "taskmanager/checkpointing/remote_snapshot.h"
 #include "taskmanager/checkpointing/snapshot_file.h"
 
 namespace weir::taskmanager {
@@ -22,8 +27,8 @@ std::string CheckpointDirectory(const std::string& job_checkpoint_dir, int64_t c
 }
 
 SubtaskCheckpointer::SubtaskCheckpointer(const v1::TaskDeploymentDescriptor& tdd, SnapshotUploader* uploader,
-                                         CheckpointResponder* responder)
-    : tdd_(tdd), uploader_(uploader), responder_(responder) {}
+                                         CheckpointResponder* responder, std::string staging_root)
+    : tdd_(tdd), uploader_(uploader), responder_(responder), staging_root_(std::move(staging_root)) {}
 
 absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t checkpoint_id, int64_t timestamp_ms,
                                              absl::Duration alignment) {
@@ -77,21 +82,39 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
   *identity.mutable_operator_uids() = tdd_.operator_uids();
   identity.set_subtask_index(tdd_.subtask_index());
   identity.set_parallelism(tdd_.parallelism());
-  const std::string dir = CheckpointDirectory(tdd_.checkpoint_dir(), checkpoint_id);
+  // In an object store the snapshot is written into a staging directory of
+  // the same layout first, then uploaded (remote_snapshot.h).
+  const std::string remote_dir =
+      fs::IsObjectStoreUri(tdd_.checkpoint_dir()) ? CheckpointDirectory(tdd_.checkpoint_dir(), checkpoint_id) : "";
+  const std::string dir = remote_dir.empty() ? CheckpointDirectory(tdd_.checkpoint_dir(), checkpoint_id)
+                                             : StagingCheckpointDir(staging_root_, tdd_.task_id(), checkpoint_id);
   CheckpointResponder* responder = responder_;
   const absl::Time queued_at = absl::Now();
   const bool queued = uploader_->Submit([identity = std::move(identity), snapshot = std::move(snapshot), dir,
-                                         responder, checkpoint_id, start_delay, alignment, sync, pre_barrier,
-                                         queued_at] {
+                                         remote_dir, responder, checkpoint_id, start_delay, alignment, sync,
+                                         pre_barrier, queued_at] {
     const absl::Time async_start = absl::Now();
     StateFilesSummary files;
+    absl::Status staged;
+    if (!remote_dir.empty()) {
+      RemoveStaging(dir);  // an earlier attempt's leftovers of this id
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      if (ec) staged = absl::UnavailableError(absl::StrCat("creating the staging directory ", dir, ": ", ec.message()));
+    }
     // Everything this task writes for the checkpoint is synced together,
     // once, at the end (common/io/durable_batch.h).
     io::DurableBatch batch;
-    absl::StatusOr<std::string> encoded = EncodeTaskSnapshot(identity, snapshot, dir, &files, &batch);
+    absl::StatusOr<std::string> encoded =
+        staged.ok() ? EncodeTaskSnapshot(identity, snapshot, dir, &files, &batch) : absl::StatusOr<std::string>(staged);
     absl::StatusOr<v1::TaskStateHandle> handle =
         encoded.ok() ? WriteTaskSnapshot(dir, identity, *encoded, files, &batch)
                      : absl::StatusOr<v1::TaskStateHandle>(encoded.status());
+    if (handle.ok() && !remote_dir.empty()) {
+      absl::StatusOr<int64_t> uploaded = UploadStagedSnapshot(dir, remote_dir, handle->file());
+      if (!uploaded.ok()) handle = Annotate(uploaded.status(), absl::StrCat("uploading to ", remote_dir));
+    }
+    if (!remote_dir.empty()) RemoveStaging(dir);
     if (!handle.ok()) {
       static const std::shared_ptr<spdlog::logger> log = logging::Get("task");
       log->warn("task {}: checkpoint {}: writing the snapshot failed: {}", identity.task_id(), checkpoint_id,

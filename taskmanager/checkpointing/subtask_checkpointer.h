@@ -41,9 +41,11 @@ std::string CheckpointDirectory(const std::string& job_checkpoint_dir, int64_t c
 class SubtaskCheckpointer {
  public:
   // `tdd` outlives this object; `uploader` and `responder` outlive the
-  // uploader's work (they belong to the TaskManager).
+  // uploader's work (they belong to the TaskManager). When the checkpoint
+  // directory is in an object store, snapshots are staged below
+  // `staging_root` (local disk) and uploaded from there (remote_snapshot.h).
   SubtaskCheckpointer(const v1::TaskDeploymentDescriptor& tdd, SnapshotUploader* uploader,
-                      CheckpointResponder* responder);
+                      CheckpointResponder* responder, std::string staging_root = "/tmp");
 
   // Takes checkpoint `checkpoint_id` of `chain` (steps above). `alignment`
   // is how long inputs were held back for it. Errors from user code
@@ -60,6 +62,7 @@ class SubtaskCheckpointer {
   const v1::TaskDeploymentDescriptor& tdd_;
   SnapshotUploader* const uploader_;
   CheckpointResponder* const responder_;
+  const std::string staging_root_;
   int64_t last_checkpoint_ = 0;
 };
 

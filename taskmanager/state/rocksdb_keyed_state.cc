@@ -666,7 +666,12 @@ absl::StatusOr<std::unique_ptr<KeyedStateSnapshot>> RocksDbKeyedState::TakeSnaps
         SharedFile& entry = shared[file.relative_filename];
         auto known = confirmed_.find(file.relative_filename);
         entry.reused = known != confirmed_.end();
-        entry.shared_name = entry.reused ? known->second : absl::StrCat(instance_id_, "-", file.relative_filename);
+        // "c<checkpoint>-": the checkpoint that uploaded it, by which an
+        // object store's garbage collection tells an upload still under way
+        // (CheckpointStorage::CollectSharedGarbage).
+        entry.shared_name = entry.reused
+                                ? known->second
+                                : absl::StrCat("c", checkpoint_id, "-", instance_id_, "-", file.relative_filename);
       }
     }
   }

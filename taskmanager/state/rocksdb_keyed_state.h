@@ -23,7 +23,7 @@
 // Incremental snapshots (RocksDbStateOptions::incremental): SST files are
 // immutable, so a snapshot uploads only the SST files that the newest
 // checkpoint it was told completed does not hold, into the job's shared
-// directory (<checkpoint dir>/../shared/<instance id>-<file>), and refers to
+// directory (<checkpoint dir>/../shared/c<checkpoint>-<instance id>-<file>), and refers to
 // the rest; the log and the small files (MANIFEST, CURRENT, OPTIONS) are
 // copied every time. The JobManager deletes a shared file once no retained checkpoint
 // refers to it. The first snapshot after a restore uploads everything; an

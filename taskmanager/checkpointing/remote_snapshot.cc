@@ -1,0 +1,139 @@
+#include "taskmanager/checkpointing/remote_snapshot.h"
+
+#include <filesystem>
+#include <set>
+#include <system_error>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/fs/file_system_registry.h"
+#include "common/status_macros.h"
+#include "taskmanager/checkpointing/snapshot_file.h"
+
+namespace weir::taskmanager {
+namespace {
+
+namespace stdfs = std::filesystem;
+
+constexpr char kSharedDirName[] = "shared";
+
+// A name a snapshot lists, used as one path segment.
+absl::Status CheckPlainName(const std::string& name, absl::string_view what) {
+  if (name.empty() || name.find('/') != std::string::npos || name[0] == '.') {
+    return absl::DataLossError(absl::StrCat("the snapshot names the ", what, " '", name, "', which is not a plain name"));
+  }
+  return absl::OkStatus();
+}
+
+// The directory a URI or path names, and its parent.
+std::string ParentOf(const std::string& dir) {
+  const size_t slash = dir.rfind('/');
+  return slash == std::string::npos ? std::string() : dir.substr(0, slash);
+}
+
+std::string LastSegment(const std::string& dir) {
+  const size_t slash = dir.rfind('/');
+  return slash == std::string::npos ? dir : dir.substr(slash + 1);
+}
+
+absl::Status MakeParent(const std::string& local_path) {
+  std::error_code ec;
+  stdfs::create_directories(stdfs::path(local_path).parent_path(), ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("creating the directory of ", local_path, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string StagingCheckpointDir(const std::string& root, const std::string& task_id, int64_t checkpoint_id) {
+  return absl::StrCat(root, "/upload/", task_id, "-c", checkpoint_id, "/job/chk-", checkpoint_id);
+}
+
+void RemoveStaging(const std::string& staged_dir) {
+  const stdfs::path top = stdfs::path(staged_dir).parent_path().parent_path();
+  if (top.empty()) return;
+  std::error_code ec;
+  stdfs::remove_all(top, ec);
+}
+
+absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, const std::string& remote_dir,
+                                             const std::string& last_file) {
+  ASSIGN_OR_RETURN(fs::ObjectStorePath remote, fs::OpenObjectStorePath(remote_dir));
+  ASSIGN_OR_RETURN(fs::ObjectStorePath remote_job, fs::OpenObjectStorePath(ParentOf(remote_dir)));
+  int64_t bytes = 0;
+  auto upload = [&](const stdfs::path& local, const std::string& to) -> absl::Status {
+    absl::StatusOr<int64_t> sent = remote.fs->UploadFile(local.string(), to, fs::WriteMode::kOverwrite);
+    if (!sent.ok()) return Annotate(sent.status(), absl::StrCat("uploading ", local.string()));
+    bytes += *sent;
+    return absl::OkStatus();
+  };
+  std::error_code ec;
+  // The shared files first: they have the checkpoint's id in their names
+  // (c<n>-...), so nothing else writes them.
+  const stdfs::path shared = stdfs::path(staged_dir).parent_path() / kSharedDirName;
+  if (stdfs::is_directory(shared, ec)) {
+    for (stdfs::directory_iterator it(shared, ec), end; !ec && it != end; it.increment(ec)) {
+      if (!it->is_regular_file()) continue;
+      const std::string name = it->path().filename().string();
+      if (name.find(".tmp-") != std::string::npos) continue;  // a copy that never completed
+      RETURN_IF_ERROR(upload(it->path(), remote_job.Child(absl::StrCat(kSharedDirName, "/", name))));
+    }
+    if (ec) return absl::UnavailableError(absl::StrCat("listing ", shared.string(), ": ", ec.message()));
+  }
+  for (stdfs::recursive_directory_iterator it(staged_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file()) continue;
+    const std::string relative = stdfs::relative(it->path(), staged_dir).generic_string();
+    if (relative == last_file) continue;
+    RETURN_IF_ERROR(upload(it->path(), remote.Child(relative)));
+  }
+  if (ec) return absl::UnavailableError(absl::StrCat("listing ", staged_dir, ": ", ec.message()));
+  RETURN_IF_ERROR(upload(stdfs::path(staged_dir) / last_file, remote.Child(last_file)));
+  return bytes;
+}
+
+absl::StatusOr<std::string> DownloadRestoreFiles(const v1::TaskDeploymentDescriptor& tdd, const std::string& root) {
+  const std::string& remote_dir = tdd.restore_checkpoint_dir();
+  ASSIGN_OR_RETURN(fs::ObjectStorePath remote, fs::OpenObjectStorePath(remote_dir));
+  ASSIGN_OR_RETURN(fs::ObjectStorePath remote_job, fs::OpenObjectStorePath(ParentOf(remote_dir)));
+  const std::string local = absl::StrCat(root, "/restore/", tdd.task_id(), "-a", tdd.attempt(), "/job/",
+                                         LastSegment(remote_dir));
+  RemoveStaging(local);  // an earlier try of this attempt
+  const std::string local_shared = absl::StrCat(ParentOf(local), "/", kSharedDirName);
+  auto download = [&](const std::string& from, const std::string& to) -> absl::Status {
+    RETURN_IF_ERROR(MakeParent(to));
+    absl::StatusOr<int64_t> got = remote.fs->DownloadFile(from, to);
+    if (!got.ok()) return Annotate(got.status(), absl::StrCat("downloading the state to restore"));
+    return absl::OkStatus();
+  };
+  std::set<std::string> shared_done;
+  for (const v1::RestoreSource& source : tdd.restore_sources()) {
+    for (const v1::TaskStateHandle& handle : source.handles()) {
+      RETURN_IF_ERROR(CheckPlainName(handle.file(), "snapshot file"));
+      RETURN_IF_ERROR(download(remote.Child(handle.file()), absl::StrCat(local, "/", handle.file())));
+      // The snapshot file names the keyed state's files.
+      ASSIGN_OR_RETURN(ChainSnapshot snapshot, ReadTaskSnapshot(local, handle));
+      for (const OperatorSnapshot& op : snapshot.operators) {
+        for (const KeyedStateRestore& part : op.keyed_restore) {
+          if (!part.snapshot.has_keyed_files()) continue;
+          const v1::KeyedStateFilesProto& files = part.snapshot.keyed_files();
+          RETURN_IF_ERROR(CheckPlainName(files.directory(), "state directory"));
+          for (const v1::StateFileProto& file : files.files()) {
+            if (file.shared_name().empty()) {
+              RETURN_IF_ERROR(CheckPlainName(file.name(), "state file"));
+              RETURN_IF_ERROR(download(remote.Child(absl::StrCat(files.directory(), "/", file.name())),
+                                       absl::StrCat(local, "/", files.directory(), "/", file.name())));
+              continue;
+            }
+            RETURN_IF_ERROR(CheckPlainName(file.shared_name(), "shared state file"));
+            if (!shared_done.insert(file.shared_name()).second) continue;
+            RETURN_IF_ERROR(download(remote_job.Child(absl::StrCat(kSharedDirName, "/", file.shared_name())),
+                                     absl::StrCat(local_shared, "/", file.shared_name())));
+          }
+        }
+      }
+    }
+  }
+  return local;
+}
+
+}  // namespace weir::taskmanager

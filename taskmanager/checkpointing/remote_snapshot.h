@@ -1,0 +1,49 @@
+// Task snapshots in an object store (state.checkpoints.dir or a savepoint
+// at s3://bucket/prefix). The asynchronous part writes the snapshot exactly
+// as into a local checkpoint directory, but into a staging directory on the
+// TaskManager's disk with the same layout (<job>/chk-<n>/..., <job>/shared/
+// for the new files of an incremental snapshot), then uploads what it
+// staged and removes it. The acknowledgement goes out only after every
+// upload completed, so an upload cut off half-way is never referenced.
+// A restore downloads the files the task's handles name into a local
+// directory of the same layout and reads them from there. RocksDB's
+// instances and local recovery copies never leave local disk.
+//
+// Thread-safety: free functions without shared state; each call works in
+// directories of its own.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "weir/v1/job.pb.h"
+
+namespace weir::taskmanager {
+
+// The checkpoint directory a snapshot of `checkpoint_id` by task `task_id`
+// is staged in below `root` (the TaskManager's local state directory):
+// <root>/upload/<task>-c<n>/job/chk-<n>. Nothing is created.
+std::string StagingCheckpointDir(const std::string& root, const std::string& task_id, int64_t checkpoint_id);
+
+// Uploads what was staged in `staged_dir` (a chk-<n> directory of
+// StagingCheckpointDir, and the shared directory beside it) to
+// `remote_dir` (the checkpoint's URI) and the shared directory beside that,
+// `last_file` (the task's snapshot file, relative to staged_dir) last.
+// Returns the bytes uploaded.
+absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, const std::string& remote_dir,
+                                             const std::string& last_file);
+
+// Removes the staging tree of StagingCheckpointDir (the <task>-c<n>
+// directory); quiet when there is none.
+void RemoveStaging(const std::string& staged_dir);
+
+// For a task restoring from an object store: downloads every file its
+// restore_sources name (the snapshot files, the keyed state files they list,
+// the shared files) into <root>/restore/<task>-a<attempt>/job/chk-<n>, and
+// returns that directory, to read the state from in place of
+// tdd.restore_checkpoint_dir(). RemoveStaging removes it.
+absl::StatusOr<std::string> DownloadRestoreFiles(const v1::TaskDeploymentDescriptor& tdd, const std::string& root);
+
+}  // namespace weir::taskmanager
