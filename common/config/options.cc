@@ -508,13 +508,16 @@ constexpr std::array kOptions = {
                .default_value = "",
                .description = "Where checkpoints are written: <dir>/<job id>/chk-<n>/. Must be one directory "
                               "shared by the JobManager and every TaskManager (local disk for a single host, "
-                              "else NFS or a Kubernetes volume). Unset: <high-availability.storageDir>/checkpoints.",
+                              "else NFS or a Kubernetes volume), or an S3 bucket: s3://bucket/prefix (the s3.* "
+                              "keys; the bucket must exist and the keys may list it, or the JobManager does not "
+                              "start). Unset: <high-availability.storageDir>/checkpoints.",
                .scope = kJobManager},
     OptionSpec{.key = keys::kSavepointsDir,
                .type = OptionType::kString,
                .default_value = "",
                .description = "Where savepoints go (weir savepoint JOB [DIR]: DIR is taken inside it) and the only "
-                              "place weir submit -s reads them from. Unset: <high-availability.storageDir>/savepoints.",
+                              "place weir submit -s reads them from; a directory or s3://bucket/prefix. Unset: "
+                              "<high-availability.storageDir>/savepoints.",
                .scope = kJobManager},
     OptionSpec{.key = keys::kCheckpointsRetained,
                .type = OptionType::kInt,
@@ -653,8 +656,9 @@ constexpr std::array kOptions = {
                .type = OptionType::kString,
                .default_value = "",
                .description = "Endpoint of the S3 store for s3:// URIs (http://host:port or https://host); unset: "
-                              "AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else https://s3.<region>.amazonaws.com. The s3.* keys "
-                              "are for common/fs; the daemons' stores do not open s3:// URIs yet.",
+                              "AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else https://s3.<region>.amazonaws.com. Used by "
+                              "state.checkpoints.dir and state.savepoints.dir at s3:// URIs; set it on the "
+                              "JobManager and on every TaskManager.",
                .scope = kAllProcesses},
     OptionSpec{.key = keys::kS3Region,
                .type = OptionType::kString,
