@@ -21,6 +21,12 @@
 //    --phases throughput phase 1 only. --cluster-config -Dk=v,... passes
 //    settings to every daemon.
 //
+// --phases object-store: phase 1's keyed_count with checkpoints every second,
+// into a local directory and into S3 (a local S3Proxy started by
+// scripts/s3.sh, state.checkpoints.dir=s3://...), R interleaved rounds, in
+// one run: the checkpoints' duration and asynchronous part p50/p99 of each
+// and their ratio (rocksdb, incremental checkpoints as configured).
+//
 // --flink-classpath CP (bench/run.sh checkpoint --flink builds it): phase 1
 // also runs the same job on Apache Flink (bench/flink/, a local cluster in
 // one JVM, RocksDB with incremental checkpoints) in every round, off and on,
@@ -43,9 +49,11 @@
 #include "bench/bench_flags.h"
 #include "bench/flink_job.h"
 #include "bench/stats.h"
+#include "common/fs/s3/s3_file_system.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
 #include "tests/testing/local_cluster.h"
+#include "tests/testing/script_server.h"
 
 namespace {
 
@@ -298,6 +306,60 @@ BigStateResult MeasureBigState(const std::string& bootstrap, const Flags& flags,
   return result;
 }
 
+// Checkpoints every second into a local directory and into S3, interleaved.
+int RunObjectStorePhase(const std::string& bootstrap, const Flags& flags) {
+  absl::StatusOr<std::unique_ptr<weir::testing::ScriptServer>> s3 = weir::testing::ScriptServer::Start("s3.sh");
+  if (!s3.ok()) {
+    std::fprintf(stderr, "bench: %s\n", std::string(s3.status().message()).c_str());
+    return 1;
+  }
+  weir::fs::S3Options options;
+  options.endpoint = (*s3)->address();
+  options.access_key = "weir-test-access-key";
+  options.secret_key = "weir-test-secret-key";
+  options.path_style = true;
+  auto bucket = weir::fs::S3FileSystem::Open("s3://weir-bench", options);
+  if (!bucket.ok() || !(*bucket)->CreateBucket().ok()) {
+    std::fprintf(stderr, "bench: cannot create the bucket on %s\n", options.endpoint.c_str());
+    return 1;
+  }
+  Flags in_s3 = flags;
+  in_s3.cluster_config.insert(in_s3.cluster_config.end(),
+                              {"-Ds3.endpoint=" + options.endpoint, "-Ds3.path.style.access=true",
+                               "-Ds3.access-key=" + options.access_key, "-Ds3.secret-key=" + options.secret_key,
+                               "-Dstate.checkpoints.dir=s3://weir-bench/checkpoints"});
+  const std::string in = NewTopic(bootstrap, "bench-os-in");
+  std::fprintf(stderr, "bench: producing %lld records over %lld keys\n", static_cast<long long>(flags.records),
+               static_cast<long long>(flags.keys));
+  Produce(bootstrap, in, 0, flags.records, flags.keys);
+  RunResult local, remote;
+  auto add = [](RunResult& to, const RunResult& r) {
+    to.durations_ms.insert(to.durations_ms.end(), r.durations_ms.begin(), r.durations_ms.end());
+    to.async_ms.insert(to.async_ms.end(), r.async_ms.begin(), r.async_ms.end());
+    to.sizes.insert(to.sizes.end(), r.sizes.begin(), r.sizes.end());
+    to.seconds += r.seconds;
+  };
+  for (int round = 0; round < flags.rounds; ++round) {
+    add(local, RunKeyedCount(bootstrap, in, flags, {"-Dexecution.checkpointing.interval=1s"}));
+    add(remote, RunKeyedCount(bootstrap, in, in_s3, {"-Dexecution.checkpointing.interval=1s"}));
+  }
+  std::printf("object-store checkpoints: keyed_count, %lld records over %lld keys, parallelism %d, state backend %s, "
+              "checkpoints every second, %d interleaved rounds\n",
+              static_cast<long long>(flags.records), static_cast<long long>(flags.keys), flags.parallelism,
+              flags.state_backend.c_str(), static_cast<int>(flags.rounds));
+  for (const auto& [name, r] : {std::pair<const char*, const RunResult&>{"local directory", local},
+                                {"S3 (local S3Proxy)", remote}}) {
+    std::printf("  %-19s %3zu checkpoints: duration p50 %5.0f ms, p99 %5.0f ms; asynchronous part p50 %5.0f ms, "
+                "p99 %5.0f ms; size p50 %.0f bytes; %.1f s of runs\n",
+                name, r.durations_ms.size(), Percentile(r.durations_ms, 0.5), Percentile(r.durations_ms, 0.99),
+                Percentile(r.async_ms, 0.5), Percentile(r.async_ms, 0.99), Percentile(r.sizes, 0.5), r.seconds);
+  }
+  std::printf("  S3 / local: duration p50 %.2fx, p99 %.2fx\n",
+              Percentile(remote.durations_ms, 0.5) / std::max(1.0, Percentile(local.durations_ms, 0.5)),
+              Percentile(remote.durations_ms, 0.99) / std::max(1.0, Percentile(local.durations_ms, 0.99)));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -309,13 +371,14 @@ int main(int argc, char** argv) {
   parser.String("--state-backend", &flags.state_backend);
   parser.Int("--state-keys", &flags.state_keys);
   parser.Int("--rounds", &flags.rounds, 1);
-  std::string phases = "all";  // or "big-state": phase 3 only; "throughput": phase 1 only
+  std::string phases = "all";  // or "big-state": phase 3 only; "throughput": phase 1 only; "object-store"
   parser.String("--phases", &phases);
   parser.List("--cluster-config", &flags.cluster_config);  // "-Dk=v,-Dk=v"
   parser.String("--flink-classpath", &flags.flink_classpath);
   if (!parser.Parse(argc, argv)) return 2;
   const std::string bootstrap = weir::test::TestKafkaBootstrap();
   if (bootstrap.empty()) return 1;
+  if (phases == "object-store") return RunObjectStorePhase(bootstrap, flags);
   if (phases != "big-state") {
   const std::string in = NewTopic(bootstrap, "bench-ckpt-in");
   std::fprintf(stderr, "bench: producing %lld records over %lld keys\n", static_cast<long long>(flags.records),
