@@ -3,9 +3,11 @@
 #include <filesystem>
 #include <set>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/fs/file_system_registry.h"
 #include "common/status_macros.h"
 #include "taskmanager/checkpointing/snapshot_file.h"
@@ -16,6 +18,8 @@ namespace {
 namespace stdfs = std::filesystem;
 
 constexpr char kSharedDirName[] = "shared";
+// Uploads of one snapshot in flight at once.
+constexpr size_t kParallelUploads = 4;
 
 // A name a snapshot lists, used as one path segment.
 absl::Status CheckPlainName(const std::string& name, absl::string_view what) {
@@ -60,23 +64,20 @@ absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, cons
                                              const std::string& last_file) {
   ASSIGN_OR_RETURN(fs::ObjectStorePath remote, fs::OpenObjectStorePath(remote_dir));
   ASSIGN_OR_RETURN(fs::ObjectStorePath remote_job, fs::OpenObjectStorePath(ParentOf(remote_dir)));
-  int64_t bytes = 0;
-  auto upload = [&](const stdfs::path& local, const std::string& to) -> absl::Status {
-    absl::StatusOr<int64_t> sent = remote.fs->UploadFile(local.string(), to, fs::WriteMode::kOverwrite);
-    if (!sent.ok()) return Annotate(sent.status(), absl::StrCat("uploading ", local.string()));
-    bytes += *sent;
-    return absl::OkStatus();
+  struct Upload {
+    std::string local, remote;
   };
+  std::vector<Upload> uploads;
   std::error_code ec;
-  // The shared files first: they have the checkpoint's id in their names
-  // (c<n>-...), so nothing else writes them.
+  // The shared files have the checkpoint's id in their names (c<n>-...), so
+  // nothing else writes them.
   const stdfs::path shared = stdfs::path(staged_dir).parent_path() / kSharedDirName;
   if (stdfs::is_directory(shared, ec)) {
     for (stdfs::directory_iterator it(shared, ec), end; !ec && it != end; it.increment(ec)) {
       if (!it->is_regular_file()) continue;
       const std::string name = it->path().filename().string();
       if (name.find(".tmp-") != std::string::npos) continue;  // a copy that never completed
-      RETURN_IF_ERROR(upload(it->path(), remote_job.Child(absl::StrCat(kSharedDirName, "/", name))));
+      uploads.push_back({it->path().string(), remote_job.Child(absl::StrCat(kSharedDirName, "/", name))});
     }
     if (ec) return absl::UnavailableError(absl::StrCat("listing ", shared.string(), ": ", ec.message()));
   }
@@ -84,11 +85,43 @@ absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, cons
     if (!it->is_regular_file()) continue;
     const std::string relative = stdfs::relative(it->path(), staged_dir).generic_string();
     if (relative == last_file) continue;
-    RETURN_IF_ERROR(upload(it->path(), remote.Child(relative)));
+    uploads.push_back({it->path().string(), remote.Child(relative)});
   }
   if (ec) return absl::UnavailableError(absl::StrCat("listing ", staged_dir, ": ", ec.message()));
-  RETURN_IF_ERROR(upload(stdfs::path(staged_dir) / last_file, remote.Child(last_file)));
-  return bytes;
+
+  // Several at once: each upload waits mostly on the store's answer. The
+  // helpers live only for this call; the uploader thread takes a share.
+  absl::Mutex mu;
+  size_t next = 0;
+  int64_t bytes = 0;
+  absl::Status first_error;
+  auto work = [&] {
+    while (true) {
+      size_t i;
+      {
+        absl::MutexLock lock(&mu);
+        if (next == uploads.size() || !first_error.ok()) return;
+        i = next++;
+      }
+      absl::StatusOr<int64_t> sent = remote.fs->UploadFile(uploads[i].local, uploads[i].remote, fs::WriteMode::kOverwrite);
+      absl::MutexLock lock(&mu);
+      if (sent.ok()) {
+        bytes += *sent;
+      } else if (first_error.ok()) {
+        first_error = Annotate(sent.status(), absl::StrCat("uploading ", uploads[i].local));
+      }
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (size_t h = 1; h < std::min(kParallelUploads, uploads.size()); ++h) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
+  RETURN_IF_ERROR(first_error);
+  // Last, once everything it refers to is in.
+  const std::string last = (stdfs::path(staged_dir) / last_file).string();
+  absl::StatusOr<int64_t> sent = remote.fs->UploadFile(last, remote.Child(last_file), fs::WriteMode::kOverwrite);
+  if (!sent.ok()) return Annotate(sent.status(), absl::StrCat("uploading ", last));
+  return bytes + *sent;
 }
 
 absl::StatusOr<std::string> DownloadRestoreFiles(const v1::TaskDeploymentDescriptor& tdd, const std::string& root) {

@@ -10,7 +10,8 @@
 // instances and local recovery copies never leave local disk.
 //
 // Thread-safety: free functions without shared state; each call works in
-// directories of its own.
+// directories of its own (the TaskManager's uploader thread calls the
+// upload, a task thread the download).
 #pragma once
 
 #include <cstdint>
@@ -30,8 +31,10 @@ std::string StagingCheckpointDir(const std::string& root, const std::string& tas
 // Uploads what was staged in `staged_dir` (a chk-<n> directory of
 // StagingCheckpointDir, and the shared directory beside it) to
 // `remote_dir` (the checkpoint's URI) and the shared directory beside that,
-// `last_file` (the task's snapshot file, relative to staged_dir) last.
-// Returns the bytes uploaded.
+// `last_file` (the task's snapshot file, relative to staged_dir) last, once
+// every other upload succeeded. Up to four uploads run at once, on the
+// calling thread and helpers that live only for the call. Returns the bytes
+// uploaded; on an error, the first.
 absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, const std::string& remote_dir,
                                              const std::string& last_file);
 
