@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/process/signals.h"
@@ -77,12 +78,9 @@ class Task::Execution {
                         tdd_.restore_checkpoint_id(), tdd_.restore_checkpoint_dir(),
                         absl::ToInt64Milliseconds(absl::Now() - download_start));
     }
-    struct RemoveDownload {
-      const std::string& dir;
-      ~RemoveDownload() {
-        if (!dir.empty()) RemoveStaging(dir);
-      }
-    } remove_download{download_dir};
+    absl::Cleanup remove_download = [&download_dir] {
+      if (!download_dir.empty()) RemoveStaging(download_dir);
+    };
     ASSIGN_OR_RETURN(std::optional<ChainSnapshot> restored, ReadRestoredState(*restore_from));
     if (restored.has_value()) {
       std::vector<std::string> fresh;

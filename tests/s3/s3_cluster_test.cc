@@ -179,6 +179,27 @@ TEST_F(S3ClusterTest, KilledTaskManagerRestoresFromACheckpointInS3) {
   EXPECT_TRUE(WaitFor([&] { return Objects(absl::StrCat("checkpoints/", job, "/")).empty(); }, absl::Seconds(30)));
 }
 
+// The JobManager is SIGKILLed while the job runs and restarted: it finds the
+// job's newest checkpoint in S3 (listing the bucket, reading _metadata back)
+// and the job goes on from it with exact counts.
+TEST_F(S3ClusterTest, ARestartedJobManagerResumesFromItsCheckpointInS3) {
+  StartS3Cluster(2);
+  const std::string in = NewTopic("s3-jm-kill-in"), out = NewTopic("s3-jm-kill-out");
+  const std::string job = Submit({"-p", "2", "-Dexecution.checkpointing.interval=300ms"}, in, out);
+  ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
+  std::map<std::string, int64_t> truth;
+  constexpr int kBatch = 6000, kDistinct = 300;
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(WaitForCompletedCheckpoint(job, 1)) << cluster_->Logs();
+  cluster_->RestartJobManager();
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(kBatch, kBatch, kDistinct, &truth)).ok());
+  EXPECT_TRUE(CaughtUp(out, truth)) << cluster_->Logs();
+  const nlohmann::json status = cluster_->WeirJson({"status", job});
+  EXPECT_GT(status["attempt"].get<int>(), 1) << status.dump(2);
+  EXPECT_GT(status["restored_checkpoint_id"].get<int64_t>(), 0) << status.dump(2);
+  ASSERT_EQ(cluster_->Weir({"cancel", job}).exit_code, 0);
+}
+
 // weir savepoint into S3, cancel, and a new job from that savepoint: its
 // counts go on from the savepoint's, its sources from its offsets.
 TEST_F(S3ClusterTest, ASavepointInS3CarriesStateIntoANewJob) {
