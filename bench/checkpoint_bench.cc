@@ -354,6 +354,10 @@ int RunObjectStorePhase(const std::string& bootstrap, const Flags& flags) {
                 name, r.durations_ms.size(), Percentile(r.durations_ms, 0.5), Percentile(r.durations_ms, 0.99),
                 Percentile(r.async_ms, 0.5), Percentile(r.async_ms, 0.99), Percentile(r.sizes, 0.5), r.seconds);
   }
+  const std::string s3_dir = (*s3)->dir();
+  s3->reset();
+  std::error_code ec;
+  std::filesystem::remove_all(s3_dir, ec);
   std::printf("  S3 / local: duration p50 %.2fx, p99 %.2fx\n",
               Percentile(remote.durations_ms, 0.5) / std::max(1.0, Percentile(local.durations_ms, 0.5)),
               Percentile(remote.durations_ms, 0.99) / std::max(1.0, Percentile(local.durations_ms, 0.99)));

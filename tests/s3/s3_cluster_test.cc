@@ -63,6 +63,17 @@ class S3ClusterTest : public testing::ClusterJobTest {
     ASSERT_TRUE(bucket_fs_->CreateBucket().ok());
   }
 
+  // The cluster first (its daemons may still write), then the server and
+  // its directory of objects.
+  void TearDown() override {
+    cluster_.reset();
+    if (s3_ == nullptr) return;
+    const std::string dir = s3_->dir();
+    s3_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+
   // `taskmanagers` one-slot TaskManagers whose checkpoints and savepoints go
   // to the bucket.
   void StartS3Cluster(int taskmanagers) {
