@@ -81,7 +81,7 @@ void DurableBatch::SyncDirectoryAtEnd(const std::string& dir) { directories_.ins
 void DurableBatch::Keep(File file) {
   // Only starts the write-back (no wait); where it is not supported, the
   // fsync in Sync does all of it.
-  sync_file_range(file.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+  if (durable_) sync_file_range(file.fd, 0, 0, SYNC_FILE_RANGE_WRITE);
   directories_.insert(ParentOf(file.path));
   open_.push_back(std::move(file));
   if (open_.size() <= kMaxOpenFiles) return;
@@ -91,9 +91,11 @@ void DurableBatch::Keep(File file) {
 }
 
 absl::Status DurableBatch::Finish(File& file) {
-  ++fsyncs_;
   absl::Status status;
-  if (fsync(file.fd) != 0) status = ErrnoError("syncing", file.path);
+  if (durable_) {
+    ++fsyncs_;
+    if (fsync(file.fd) != 0) status = ErrnoError("syncing", file.path);
+  }
   if (close(file.fd) != 0 && status.ok()) status = ErrnoError("closing", file.path);
   file.fd = -1;
   if (file.final.empty()) return status;
@@ -128,7 +130,7 @@ absl::Status DurableBatch::Sync() {
   }
   to_rename_.clear();
   std::set<std::string> directories = std::exchange(directories_, {});
-  if (!status.ok()) return status;
+  if (!status.ok() || !durable_) return status;
   for (const std::string& dir : directories) {
     ++fsyncs_;
     RETURN_IF_ERROR(SyncDirectory(dir));

@@ -36,6 +36,10 @@ class DurableBatch {
   static constexpr size_t kMaxOpenFiles = 64;
 
   DurableBatch() = default;
+  // `durable` false: the same files, renames and limits, but nothing is
+  // synced (a staging copy that is uploaded and removed: its durability is
+  // the store's, remote_snapshot.h).
+  explicit DurableBatch(bool durable) : durable_(durable) {}
   ~DurableBatch();
 
   DurableBatch(const DurableBatch&) = delete;
@@ -86,6 +90,7 @@ class DurableBatch {
   std::set<std::string> directories_;
   absl::Status early_;  // a failure while syncing a file early
   int fsyncs_ = 0;
+  const bool durable_ = true;
 };
 
 }  // namespace weir::io

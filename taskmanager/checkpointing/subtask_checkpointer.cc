@@ -103,8 +103,9 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
       if (ec) staged = absl::UnavailableError(absl::StrCat("creating the staging directory ", dir, ": ", ec.message()));
     }
     // Everything this task writes for the checkpoint is synced together,
-    // once, at the end (common/io/durable_batch.h).
-    io::DurableBatch batch;
+    // once, at the end (common/io/durable_batch.h); a staging copy is not
+    // synced at all: the store makes the upload durable.
+    io::DurableBatch batch(/*durable=*/remote_dir.empty());
     absl::StatusOr<std::string> encoded =
         staged.ok() ? EncodeTaskSnapshot(identity, snapshot, dir, &files, &batch) : absl::StatusOr<std::string>(staged);
     absl::StatusOr<v1::TaskStateHandle> handle =

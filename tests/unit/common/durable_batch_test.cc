@@ -71,6 +71,24 @@ TEST_F(DurableBatchTest, FinalNamesAppearOnlyAtSyncWithTheirWholeContents) {
   EXPECT_EQ(batch.fsyncs(), 4);
 }
 
+// A staging copy (uploaded, then removed) is written and renamed the same
+// way, without a single fsync.
+TEST_F(DurableBatchTest, AScratchBatchWritesTheSameFilesWithoutSyncing) {
+  const std::string log = Make("log", "0123456789");
+  const std::string table = Make("table", std::string(100000, 't'));
+  DurableBatch batch(/*durable=*/false);
+  ASSERT_TRUE(batch.Copy(log, Path("out/log"), 4).ok());
+  ASSERT_TRUE(batch.CopyThenRename(table, Path("out/table.tmp-1"), Path("out/table")).ok());
+  ASSERT_TRUE(batch.WriteAtomically(Path("out/snapshot"), "snapshot bytes").ok());
+  EXPECT_EQ(Listing(), (std::vector<std::string>{"log", "snapshot.tmp", "table.tmp-1"}));
+  ASSERT_TRUE(batch.Sync().ok());
+  EXPECT_EQ(Listing(), (std::vector<std::string>{"log", "snapshot", "table"}));
+  EXPECT_EQ(Read("out/log"), "0123");
+  EXPECT_EQ(Read("out/table"), std::string(100000, 't'));
+  EXPECT_EQ(Read("out/snapshot"), "snapshot bytes");
+  EXPECT_EQ(batch.fsyncs(), 0);
+}
+
 TEST_F(DurableBatchTest, WriteAtomicallyReplacesAnOldFileOnlyAtSync) {
   Make("out/snapshot", "old");
   DurableBatch batch;
