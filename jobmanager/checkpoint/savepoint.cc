@@ -146,9 +146,9 @@ absl::StatusOr<std::string> PathInside(const std::string& root, const std::strin
   // Again with symbolic links resolved (as far as the path exists): a link
   // inside the directory must not lead a client elsewhere.
   std::error_code ec;
-  fs::path real_base = fs::weakly_canonical(base, ec);
+  stdfs::path real_base = stdfs::weakly_canonical(base, ec);
   if (ec) real_base = base;
-  const fs::path real_candidate = fs::weakly_canonical(candidate, ec);
+  const stdfs::path real_candidate = stdfs::weakly_canonical(candidate, ec);
   if (ec) {
     return absl::InvalidArgumentError(absl::StrCat("cannot resolve '", given, "' inside ", root_key, ": ", ec.message()));
   }
