@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -191,6 +192,11 @@ absl::Status Dispatcher::StartJob(const std::string& job_id, const v1::SubmitJob
   std::shared_ptr<JobMaster> master = *std::move(created);
   {
     absl::MutexLock lock(&mu_);
+    if (!leading_) {
+      resource_manager_->ReleaseSlots(job_id);
+      return absl::UnavailableError(
+          absl::StrCat("job ", job_id, " not started: this JobManager lost its leadership meanwhile"));
+    }
     jobs_[job_id] = master;
   }
   master->Start();
@@ -355,7 +361,35 @@ bool HasOwnCheckpoint(const std::string& checkpoint_dir) {
 
 }  // namespace
 
+void Dispatcher::StepDown() {
+  std::map<std::string, std::shared_ptr<JobMaster>> jobs;
+  std::vector<std::shared_ptr<JobMaster>> retired;
+  {
+    absl::MutexLock lock(&mu_);
+    leading_ = false;
+    recovered_ = false;
+    jobs.swap(jobs_);
+    retired.swap(retired_);
+    ended_.clear();
+  }
+  log_->info("stepping down: stopping the JobMasters of {} jobs; they stay in the store for the next leader",
+             jobs.size());
+  // A JobMaster stops when it is destroyed (its worker and its checkpoint
+  // coordinator joined); each may wait for a call under way, so all at once.
+  std::vector<std::thread> stoppers;
+  for (auto& [id, master] : jobs) {
+    stoppers.emplace_back([master = std::move(master)]() mutable { master.reset(); });
+  }
+  for (std::thread& stopper : stoppers) stopper.join();
+  retired.clear();
+  log_->info("stepped down: every JobMaster stopped");
+}
+
 void Dispatcher::Recover() {
+  {
+    absl::MutexLock lock(&mu_);
+    leading_ = true;
+  }
   struct Done {
     Dispatcher* d;
     ~Done() {

@@ -10,6 +10,9 @@
 // go on from their newest checkpoint once enough TaskManagers re-registered,
 // the ended ones stay listed (weir list / status).
 //
+// Under an election (high-availability.type etcd) a JobManager that loses
+// its leadership calls StepDown, and Recover again once it leads again.
+//
 // Thread-safety: thread-safe.
 #pragma once
 
@@ -75,10 +78,17 @@ class Dispatcher {
   // tries in a row that found it taken. For the watchdog: a lock held for a
   // minute means a call that never returns.
   absl::Duration LockHeldFor() ABSL_LOCKS_EXCLUDED(mu_);
-  // Takes back the jobs of options.store (once, at start): restarts those
-  // that had not ended, lists those that had. Problems with single jobs are
-  // logged; the others go on.
+  // Takes back the jobs of options.store (at start, and at every leadership
+  // after a StepDown): restarts those that had not ended, lists those that
+  // had. Problems with single jobs are logged; the others go on.
   void Recover() ABSL_LOCKS_EXCLUDED(mu_);
+  // Leadership lost: stops every JobMaster (all at once, each on a thread of
+  // its own, and returns once all have stopped) and forgets every job,
+  // without marking any ended: the store keeps them for the next leader, as
+  // after a JobManager's shutdown. The caller fences the store first, so
+  // that a JobMaster stopping now writes nothing. Until Recover, no job
+  // starts (kUnavailable).
+  void StepDown() ABSL_LOCKS_EXCLUDED(mu_);
   // Joins retired JobMasters' threads and forgets ended jobs past their
   // retention. Called on the RPC threads; cheap when there is nothing to do.
   void Housekeep() ABSL_LOCKS_EXCLUDED(mu_);
@@ -145,6 +155,8 @@ class Dispatcher {
   // Recover has run.
   absl::Time last_collect_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool recovered_ ABSL_GUARDED_BY(mu_) = false;
+  // False from StepDown until the next Recover.
+  bool leading_ ABSL_GUARDED_BY(mu_) = true;
   std::map<std::string, std::shared_ptr<JobMaster>> jobs_ ABSL_GUARDED_BY(mu_);
   // Jobs that ended (here or under a previous JobManager), for listing.
   std::map<std::string, EndedJob> ended_ ABSL_GUARDED_BY(mu_);

@@ -7,12 +7,14 @@
 #include "common/rpc/auth.h"
 #include "common/rpc/rpc.h"
 #include "common/wire_limits.h"
+#include "jobmanager/leadership_gate.h"
 
 namespace weir::jobmanager {
 
 grpc::Status JobServiceImpl::Submit(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                                     v1::SubmitJobResponse* response) {
   WEIR_RPC_AUTHORIZE(context);
+  WEIR_RPC_REQUIRE_LEADER(gate_, context, "job submission");
   dispatcher_->Housekeep();
   std::vector<std::string> notices;
   auto job_id = dispatcher_->Submit(*request, &notices);
@@ -24,6 +26,7 @@ grpc::Status JobServiceImpl::Submit(grpc::ServerContext* context, const v1::Subm
 
 grpc::Status JobServiceImpl::List(grpc::ServerContext* context, const v1::ListJobsRequest*, v1::ListJobsResponse* response) {
   WEIR_RPC_AUTHORIZE(context);
+  WEIR_RPC_REQUIRE_LEADER(gate_, context, "listing jobs");
   dispatcher_->Housekeep();
   for (v1::JobStatus& job : dispatcher_->List()) *response->add_jobs() = std::move(job);
   return grpc::Status::OK;
@@ -31,6 +34,7 @@ grpc::Status JobServiceImpl::List(grpc::ServerContext* context, const v1::ListJo
 
 grpc::Status JobServiceImpl::Get(grpc::ServerContext* context, const v1::GetJobRequest* request, v1::JobStatus* response) {
   WEIR_RPC_AUTHORIZE(context);
+  WEIR_RPC_REQUIRE_LEADER(gate_, context, "a job status request");
   dispatcher_->Housekeep();
   auto status = dispatcher_->Get(request->job_id());
   if (!status.ok()) return rpc::ToGrpcStatus(status.status());
@@ -41,6 +45,7 @@ grpc::Status JobServiceImpl::Get(grpc::ServerContext* context, const v1::GetJobR
 grpc::Status JobServiceImpl::Cancel(grpc::ServerContext* context, const v1::CancelJobRequest* request,
                                     v1::CancelJobResponse*) {
   WEIR_RPC_AUTHORIZE(context);
+  WEIR_RPC_REQUIRE_LEADER(gate_, context, "cancellation");
   dispatcher_->Housekeep();
   return rpc::ToGrpcStatus(dispatcher_->Cancel(request->job_id()));
 }
@@ -48,6 +53,7 @@ grpc::Status JobServiceImpl::Cancel(grpc::ServerContext* context, const v1::Canc
 grpc::Status JobServiceImpl::TriggerSavepoint(grpc::ServerContext* context, const v1::TriggerSavepointRequest* request,
                                               v1::TriggerSavepointResponse* response) {
   WEIR_RPC_AUTHORIZE(context);
+  WEIR_RPC_REQUIRE_LEADER(gate_, context, "a savepoint");
   auto path = dispatcher_->TriggerSavepoint(request->job_id(), request->target_directory());
   if (!path.ok()) return rpc::ToGrpcStatus(path.status());
   response->set_savepoint_path(*path);
@@ -57,6 +63,7 @@ grpc::Status JobServiceImpl::TriggerSavepoint(grpc::ServerContext* context, cons
 grpc::Status JobServiceImpl::StopJob(grpc::ServerContext* context, const v1::TriggerSavepointRequest* request,
                                      v1::TriggerSavepointResponse* response) {
   WEIR_RPC_AUTHORIZE(context);
+  WEIR_RPC_REQUIRE_LEADER(gate_, context, "stop-with-savepoint");
   auto path = dispatcher_->StopJob(request->job_id(), request->target_directory());
   if (!path.ok()) return rpc::ToGrpcStatus(path.status());
   response->set_savepoint_path(*path);
@@ -66,6 +73,7 @@ grpc::Status JobServiceImpl::StopJob(grpc::ServerContext* context, const v1::Tri
 grpc::Status JobServiceImpl::ListCheckpoints(grpc::ServerContext* context, const v1::GetJobRequest* request,
                                              v1::ListCheckpointsResponse* response) {
   WEIR_RPC_AUTHORIZE(context);
+  WEIR_RPC_REQUIRE_LEADER(gate_, context, "listing checkpoints");
   dispatcher_->Housekeep();
   auto checkpoints = dispatcher_->Checkpoints(request->job_id());
   if (!checkpoints.ok()) return rpc::ToGrpcStatus(checkpoints.status());
@@ -76,6 +84,7 @@ grpc::Status JobServiceImpl::ListCheckpoints(grpc::ServerContext* context, const
 grpc::Status ArtifactServiceImpl::Upload(grpc::ServerContext* context, grpc::ServerReader<v1::ArtifactChunk>* reader,
                                          v1::UploadArtifactResponse* response) {
   WEIR_RPC_AUTHORIZE(context);
+  WEIR_RPC_REQUIRE_LEADER(gate_, context, "a job binary upload");
   auto upload = store_->BeginUpload();
   if (!upload.ok()) return rpc::ToGrpcStatus(upload.status());
   v1::ArtifactChunk chunk;
@@ -135,6 +144,7 @@ grpc::Status ArtifactServiceImpl::Download(grpc::ServerContext* context, const v
 grpc::Status JobMasterServiceImpl::UpdateTaskState(grpc::ServerContext* context, const v1::TaskStateUpdate* request,
                                                    v1::TaskStateUpdateResponse*) {
   WEIR_RPC_AUTHORIZE(context);
+  WEIR_RPC_REQUIRE_LEADER(gate_, context, "a task state update");
   dispatcher_->Housekeep();
   dispatcher_->OnTaskStateUpdate(*request);
   return grpc::Status::OK;
@@ -144,6 +154,7 @@ grpc::Status JobMasterServiceImpl::AcknowledgeCheckpoint(grpc::ServerContext* co
                                                          const v1::AcknowledgeCheckpointRequest* request,
                                                          v1::CheckpointResponse*) {
   WEIR_RPC_AUTHORIZE(context);
+  WEIR_RPC_REQUIRE_LEADER(gate_, context, "a checkpoint acknowledgement");
   dispatcher_->OnCheckpointAcknowledged(*request);
   return grpc::Status::OK;
 }
@@ -152,6 +163,7 @@ grpc::Status JobMasterServiceImpl::AcknowledgeCheckpoints(grpc::ServerContext* c
                                                           const v1::AcknowledgeCheckpointsRequest* request,
                                                           v1::CheckpointResponse*) {
   WEIR_RPC_AUTHORIZE(context);
+  WEIR_RPC_REQUIRE_LEADER(gate_, context, "a checkpoint acknowledgement");
   if (absl::Status count = limits::CheckCount("acknowledgements in one call", request->acks_size(),
                                               limits::kMaxTasksPerJob);
       !count.ok()) {
@@ -165,6 +177,7 @@ grpc::Status JobMasterServiceImpl::DeclineCheckpoint(grpc::ServerContext* contex
                                                      const v1::DeclineCheckpointRequest* request,
                                                      v1::CheckpointResponse*) {
   WEIR_RPC_AUTHORIZE(context);
+  WEIR_RPC_REQUIRE_LEADER(gate_, context, "a checkpoint decline");
   dispatcher_->OnCheckpointDeclined(*request);
   return grpc::Status::OK;
 }
@@ -172,6 +185,7 @@ grpc::Status JobMasterServiceImpl::DeclineCheckpoint(grpc::ServerContext* contex
 grpc::Status JobMasterServiceImpl::ReportTaskMetrics(grpc::ServerContext* context, const v1::ReportTaskMetricsRequest* request,
                                                      v1::TaskStateUpdateResponse*) {
   WEIR_RPC_AUTHORIZE(context);
+  WEIR_RPC_REQUIRE_LEADER(gate_, context, "a task report");
   dispatcher_->OnTaskManagerReport(*request);
   return grpc::Status::OK;
 }

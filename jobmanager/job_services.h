@@ -2,19 +2,25 @@
 // ArtifactService (clients upload, TaskManagers download job binaries) and
 // JobMasterService (TaskManagers report task states and metrics).
 //
+// With a LeadershipGate (high-availability.type etcd), a standby refuses
+// every call but a TaskManager's download of a job binary (the binaries are
+// in the shared storage) with the leader's address.
+//
 // Thread-safety: called from gRPC's threads; state lives in the thread-safe
-// Dispatcher and ArtifactStore.
+// Dispatcher, ArtifactStore and LeadershipGate.
 #pragma once
 
 #include "jobmanager/artifact_store.h"
 #include "jobmanager/dispatcher.h"
+#include "jobmanager/leadership_gate.h"
 #include "weir/v1/job.grpc.pb.h"
 
 namespace weir::jobmanager {
 
 class JobServiceImpl final : public v1::JobService::Service {
  public:
-  explicit JobServiceImpl(Dispatcher* dispatcher) : dispatcher_(dispatcher) {}
+  // `gate`: null without an election.
+  JobServiceImpl(Dispatcher* dispatcher, LeadershipGate* gate) : dispatcher_(dispatcher), gate_(gate) {}
   grpc::Status Submit(grpc::ServerContext*, const v1::SubmitJobRequest*, v1::SubmitJobResponse*) override;
   grpc::Status List(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
   grpc::Status Get(grpc::ServerContext*, const v1::GetJobRequest*, v1::JobStatus*) override;
@@ -28,22 +34,24 @@ class JobServiceImpl final : public v1::JobService::Service {
 
  private:
   Dispatcher* const dispatcher_;
+  LeadershipGate* const gate_;
 };
 
 class ArtifactServiceImpl final : public v1::ArtifactService::Service {
  public:
-  explicit ArtifactServiceImpl(ArtifactStore* store) : store_(store) {}
+  ArtifactServiceImpl(ArtifactStore* store, LeadershipGate* gate) : store_(store), gate_(gate) {}
   grpc::Status Upload(grpc::ServerContext*, grpc::ServerReader<v1::ArtifactChunk>*, v1::UploadArtifactResponse*) override;
   grpc::Status Download(grpc::ServerContext*, const v1::DownloadArtifactRequest*,
                         grpc::ServerWriter<v1::ArtifactChunk>*) override;
 
  private:
   ArtifactStore* const store_;
+  LeadershipGate* const gate_;
 };
 
 class JobMasterServiceImpl final : public v1::JobMasterService::Service {
  public:
-  explicit JobMasterServiceImpl(Dispatcher* dispatcher) : dispatcher_(dispatcher) {}
+  JobMasterServiceImpl(Dispatcher* dispatcher, LeadershipGate* gate) : dispatcher_(dispatcher), gate_(gate) {}
   grpc::Status UpdateTaskState(grpc::ServerContext*, const v1::TaskStateUpdate*, v1::TaskStateUpdateResponse*) override;
   grpc::Status ReportTaskMetrics(grpc::ServerContext*, const v1::ReportTaskMetricsRequest*,
                                  v1::TaskStateUpdateResponse*) override;
@@ -56,6 +64,7 @@ class JobMasterServiceImpl final : public v1::JobMasterService::Service {
 
  private:
   Dispatcher* const dispatcher_;
+  LeadershipGate* const gate_;
 };
 
 }  // namespace weir::jobmanager

@@ -49,14 +49,24 @@ absl::StatusOr<int64_t> JobStore::TakeLeaderEpoch() {
   return next;
 }
 
-absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& ha_dir) {
+absl::StatusOr<std::string> JobStore::MakeJobsDir(const std::string& ha_dir) {
   std::error_code ec;
-  const std::string jobs = absl::StrCat(ha_dir, "/jobs");
+  std::string jobs = absl::StrCat(ha_dir, "/jobs");
   fs::create_directories(jobs, ec);
   if (ec) {
     return absl::UnavailableError(
         absl::StrCat("cannot create ", jobs, ": ", ec.message(), " (high-availability.storageDir)"));
   }
+  return jobs;
+}
+
+absl::StatusOr<std::unique_ptr<JobStore>> JobStore::OpenShared(const std::string& ha_dir) {
+  ASSIGN_OR_RETURN(std::string jobs, MakeJobsDir(ha_dir));
+  return std::unique_ptr<JobStore>(new JobStore(ha_dir, std::move(jobs), -1, /*fenced=*/true));
+}
+
+absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& ha_dir) {
+  ASSIGN_OR_RETURN(std::string jobs, MakeJobsDir(ha_dir));
   const std::string lock = absl::StrCat(ha_dir, "/jobmanager.lock");
   const int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot open ", lock, ": ", std::strerror(errno)));
@@ -74,13 +84,33 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& ha_d
   // The holder's pid, for whoever wonders who holds it.
   const std::string pid = absl::StrCat(getpid(), "\n");
   if (ftruncate(fd, 0) == 0) (void)!write(fd, pid.data(), pid.size());
-  return std::unique_ptr<JobStore>(new JobStore(ha_dir, jobs, fd));
+  return std::unique_ptr<JobStore>(new JobStore(ha_dir, jobs, fd, /*fenced=*/false));
 }
 
-JobStore::~JobStore() { close(lock_fd_); }
+JobStore::~JobStore() {
+  if (lock_fd_ >= 0) close(lock_fd_);
+}
+
+void JobStore::Fence() {
+  absl::MutexLock lock(&fence_mu_);  // exclusive: waits for the writes under way
+  fenced_ = true;
+}
+
+void JobStore::Unfence() {
+  absl::MutexLock lock(&fence_mu_);
+  fenced_ = false;
+}
+
+absl::Status JobStore::CheckNotFencedLocked(absl::string_view what) const {
+  if (!fenced_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "not writing ", what, " to ", jobs_dir_, ": this JobManager does not lead the cluster (any more)"));
+}
 
 absl::Status JobStore::Write(const std::string& job_id, const char* name, const std::string& bytes) {
   if (!IsJobId(job_id)) return absl::InvalidArgumentError(absl::StrCat("bad job id '", job_id, "'"));
+  absl::ReaderMutexLock fence(&fence_mu_);
+  RETURN_IF_ERROR(CheckNotFencedLocked(absl::StrCat("job ", job_id, "'s ", name)));
   const std::string dir = absl::StrCat(jobs_dir_, "/", job_id);
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -102,6 +132,8 @@ absl::Status JobStore::SaveFinal(const std::string& job_id, const v1::JobStatus&
 
 absl::Status JobStore::Remove(const std::string& job_id) {
   if (!IsJobId(job_id)) return absl::InvalidArgumentError(absl::StrCat("bad job id '", job_id, "'"));
+  absl::ReaderMutexLock fence(&fence_mu_);
+  RETURN_IF_ERROR(CheckNotFencedLocked(absl::StrCat("the removal of job ", job_id)));
   std::error_code ec;
   fs::remove_all(absl::StrCat(jobs_dir_, "/", job_id), ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot remove job ", job_id, ": ", ec.message()));

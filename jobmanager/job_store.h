@@ -13,12 +13,16 @@
 // file of its own: the checkpoint storage under state.checkpoints.dir/<job
 // id> is itself written that way and is read back on recovery.
 //
-// Two JobManagers pointed at one directory must not both act on it: Open
-// takes an exclusive lock and refuses, naming the directory, when another
-// process holds it. (Leader election across machines is for a coordination
-// service to do; this only stops the obvious mistake.)
+// Two JobManagers pointed at one directory must not both act on it. With
+// high-availability.type none, Open takes an exclusive lock and refuses,
+// naming the directory, when another process holds it. With etcd the
+// election decides who acts (OpenShared, no lock), and the store is fenced
+// while this JobManager does not lead: every write is refused, and Fence
+// returns only once no write is under way, so that nothing is written for a
+// leadership after it was revoked.
 //
-// Thread-safety: thread-safe (each call touches its own files).
+// Thread-safety: thread-safe (each call touches its own files; the fence
+// is taken shared by every write).
 #pragma once
 
 #include <memory>
@@ -28,6 +32,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "weir/v1/job.pb.h"
 
 namespace weir::jobmanager {
@@ -44,7 +51,15 @@ class JobStore {
   // Opens (creating) <ha_dir>/jobs and takes <ha_dir>/jobmanager.lock;
   // kFailedPrecondition when another process holds it.
   static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& ha_dir);
+  // Opens (creating) <ha_dir>/jobs without the lock, fenced (see Unfence):
+  // for JobManagers that an election keeps from acting at once.
+  static absl::StatusOr<std::unique_ptr<JobStore>> OpenShared(const std::string& ha_dir);
   ~JobStore();
+
+  // Fence refuses every write from now on (kFailedPrecondition), once the
+  // writes under way have ended; Unfence lets them through again.
+  void Fence() ABSL_LOCKS_EXCLUDED(fence_mu_);
+  void Unfence() ABSL_LOCKS_EXCLUDED(fence_mu_);
 
   JobStore(const JobStore&) = delete;
   JobStore& operator=(const JobStore&) = delete;
@@ -70,13 +85,20 @@ class JobStore {
   const std::string& jobs_dir() const { return jobs_dir_; }
 
  private:
-  JobStore(std::string ha_dir, std::string jobs_dir, int lock_fd)
-      : ha_dir_(std::move(ha_dir)), jobs_dir_(std::move(jobs_dir)), lock_fd_(lock_fd) {}
-  absl::Status Write(const std::string& job_id, const char* name, const std::string& bytes);
+  JobStore(std::string ha_dir, std::string jobs_dir, int lock_fd, bool fenced)
+      : ha_dir_(std::move(ha_dir)), jobs_dir_(std::move(jobs_dir)), lock_fd_(lock_fd), fenced_(fenced) {}
+  // Creates <ha_dir>/jobs.
+  static absl::StatusOr<std::string> MakeJobsDir(const std::string& ha_dir);
+  absl::Status Write(const std::string& job_id, const char* name, const std::string& bytes)
+      ABSL_LOCKS_EXCLUDED(fence_mu_);
+  // kFailedPrecondition while fenced. REQUIRES: fence_mu_ held (shared).
+  absl::Status CheckNotFencedLocked(absl::string_view what) const ABSL_SHARED_LOCKS_REQUIRED(fence_mu_);
 
   const std::string ha_dir_;
   const std::string jobs_dir_;
-  const int lock_fd_;
+  const int lock_fd_;  // -1: OpenShared
+  mutable absl::Mutex fence_mu_;
+  bool fenced_ ABSL_GUARDED_BY(fence_mu_);
 };
 
 }  // namespace weir::jobmanager

@@ -1,6 +1,7 @@
 #include "jobmanager/jobmanager.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,10 +10,14 @@
 #include "absl/strings/str_join.h"
 #include "common/fs/file_system_registry.h"
 #include "common/logging/logging.h"
+#include "common/config/options.h"
+#include "common/etcd/leader_retrieval.h"
 #include "common/random_id.h"
 #include "common/rpc/auth.h"
 #include "common/status_macros.h"
 #include "connectors/builtin.h"
+#include "jobmanager/ha/etcd_leader_election.h"
+#include "jobmanager/ha/ha_settings.h"
 #include "jobmanager/rest/rest_api.h"
 
 namespace weir::jobmanager {
@@ -28,14 +33,25 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
     const std::string dir = config.GetString(key);
     if (fs::IsObjectStoreUri(dir)) RETURN_IF_ERROR(fs::ProbeObjectStore(dir, key));
   }
-  // First: a second JobManager on this directory stops here.
-  ASSIGN_OR_RETURN(jm->store_, JobStore::Open(storage_dir));
-  ASSIGN_OR_RETURN(const int64_t leader_epoch, jm->store_->TakeLeaderEpoch());
+  const bool elected = config.GetString(k::kHaType) == "etcd";
+  int64_t leader_epoch = 0;
+  if (elected) {
+    // The election decides who acts on the directory: no lock, and the
+    // store refuses writes until this JobManager leads.
+    ASSIGN_OR_RETURN(jm->store_, JobStore::OpenShared(storage_dir));
+    jm->gate_ = std::make_unique<LeadershipGate>();
+    jm->cluster_id_ = config.GetString(k::kHaClusterId);
+  } else {
+    // First: a second JobManager on this directory stops here.
+    ASSIGN_OR_RETURN(jm->store_, JobStore::Open(storage_dir));
+    ASSIGN_OR_RETURN(leader_epoch, jm->store_->TakeLeaderEpoch());
+  }
   jm->resource_manager_ = std::make_unique<ResourceManager>(config.GetDuration(k::kHeartbeatTimeout),
                                                             RandomId("jm-"), /*clock=*/nullptr, leader_epoch);
+  if (elected) jm->resource_manager_->StepDown("a standby until elected");
   jm->resource_manager_service_ = std::make_unique<ResourceManagerServiceImpl>(
-      jm->resource_manager_.get(), config.GetDuration(k::kHeartbeatInterval));
-  jm->cluster_service_ = std::make_unique<ClusterServiceImpl>(jm->resource_manager_.get());
+      jm->resource_manager_.get(), config.GetDuration(k::kHeartbeatInterval), jm->gate_.get());
+  jm->cluster_service_ = std::make_unique<ClusterServiceImpl>(jm->resource_manager_.get(), jm->gate_.get());
   ASSIGN_OR_RETURN(jm->artifacts_, ArtifactStore::Open(storage_dir, config.GetMemorySize(k::kArtifactMaxSize),
                                                        config.GetMemorySize(k::kArtifactStoreMaxSize)));
   DispatcherOptions dispatcher_options;
@@ -56,9 +72,9 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
       std::make_shared<const connectors::ConnectorRegistry>(connectors::BuiltinConnectors(config));
   jm->dispatcher_ =
       std::make_unique<Dispatcher>(dispatcher_options, jm->resource_manager_.get(), jm->artifacts_.get());
-  jm->job_service_ = std::make_unique<JobServiceImpl>(jm->dispatcher_.get());
-  jm->artifact_service_ = std::make_unique<ArtifactServiceImpl>(jm->artifacts_.get());
-  jm->job_master_service_ = std::make_unique<JobMasterServiceImpl>(jm->dispatcher_.get());
+  jm->job_service_ = std::make_unique<JobServiceImpl>(jm->dispatcher_.get(), jm->gate_.get());
+  jm->artifact_service_ = std::make_unique<ArtifactServiceImpl>(jm->artifacts_.get(), jm->gate_.get());
+  jm->job_master_service_ = std::make_unique<JobMasterServiceImpl>(jm->dispatcher_.get(), jm->gate_.get());
 
   rpc::ServerOptions options;
   options.bind_host = config.GetString(k::kJobManagerBindHost);
@@ -79,9 +95,11 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   jm->server_ = std::move(started->server);
   jm->port_ = started->port;
   jm->resource_manager_->Start();
-  jm->log_->info("JobManager {} listening on {} (leader epoch {}, storage {}, heartbeat interval {}, timeout {})",
-                 jm->session_id(), rpc::JoinHostPort(options.bind_host, jm->port_), leader_epoch, storage_dir,
-                 config::FormatDuration(config.GetDuration(k::kHeartbeatInterval)),
+  jm->log_->info("JobManager {} listening on {} ({}, storage {}, heartbeat interval {}, timeout {})",
+                 jm->session_id(), rpc::JoinHostPort(options.bind_host, jm->port_),
+                 elected ? absl::StrCat("standby of cluster ", jm->cluster_id_, " until elected")
+                         : absl::StrCat("leader epoch ", leader_epoch),
+                 storage_dir, config::FormatDuration(config.GetDuration(k::kHeartbeatInterval)),
                  config::FormatDuration(config.GetDuration(k::kHeartbeatTimeout)));
   http::HttpServerOptions http_options;
   http_options.name = "JobManager REST";
@@ -93,16 +111,79 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   }
   http_options.port = static_cast<int>(config.GetInt(k::kRestPort));
   RETURN_IF_ERROR(http::TlsFromConfig(config, &http_options));
-  http_options.routes = rest::Routes(jm->dispatcher_.get(), jm->resource_manager_.get(), &jm->ready_,
-                                     [raw = jm.get()] { return raw->Alive(); });
+  http_options.routes = rest::Routes(
+      jm->dispatcher_.get(), jm->resource_manager_.get(),
+      [raw = jm.get()]() -> std::string {
+        if (raw->ready_.load()) return "";
+        if (raw->gate_ != nullptr) {
+          std::string standby = raw->gate_->NotReadyReason();
+          if (!standby.empty()) return standby;
+        }
+        return "starting";
+      },
+      [raw = jm.get()] { return raw->Alive(); });
   auto http = http::HttpServer::Start(std::move(http_options));
   if (!http.ok()) return Annotate(http.status(), "starting the JobManager's HTTP endpoint (rest.port)");
   jm->http_ = *std::move(http);
+  if (elected) {
+    // What TaskManagers and clients are told to call: the address they
+    // reach this JobManager at, with the port it serves on.
+    RETURN_IF_ERROR(
+        jm->StartElection(config, rpc::JoinHostPort(config.GetString(k::kJobManagerRpcAddress), jm->port_)));
+    return jm;
+  }
   // Serving first: the recovered jobs wait for their TaskManagers to
   // re-register.
   jm->dispatcher_->Recover();
   jm->ready_ = true;
   return jm;
+}
+
+absl::Status JobManager::StartElection(const config::Configuration& config, const std::string& address) {
+  ASSIGN_OR_RETURN(ha::EtcdHaSettings settings, ha::EtcdHaSettingsFromConfig(config, address));
+  ASSIGN_OR_RETURN(std::unique_ptr<etcd::EtcdClient> client, etcd::EtcdClient::Create(settings.client));
+  etcd_ = std::move(client);
+  ASSIGN_OR_RETURN(std::unique_ptr<ha::EtcdLeaderElection> election,
+                   ha::EtcdLeaderElection::Create(etcd_, settings.election));
+  const std::string leader_key = election->leader_key();
+  gate_->Configure(address, [etcd = etcd_, leader_key]() -> std::string {
+    // Short: a standby answers its callers while it looks.
+    absl::StatusOr<std::optional<std::string>> leader =
+        etcd::ReadLeaderAddress(*etcd, leader_key, absl::Now() + absl::Seconds(1));
+    return leader.ok() && leader->has_value() ? **leader : std::string();
+  });
+  election_ = std::move(election);
+  log_->info("JobManager {} campaigns for the leadership of cluster {} as {} (etcd {}, lease {})", session_id(),
+             cluster_id_, address, absl::StrJoin(settings.client.endpoints, ","),
+             absl::FormatDuration(settings.election.lease_ttl));
+  return election_->Start(this);
+}
+
+void JobManager::Granted(ha::Epoch epoch) {
+  log_->info("JobManager {} leads cluster {}, leader epoch {}: recovering the stored jobs", session_id(),
+             cluster_id_, epoch);
+  // TaskManagers may register (and hear the new epoch) from now on; the
+  // recovered jobs wait for their slots.
+  resource_manager_->Lead(epoch);
+  store_->Unfence();
+  dispatcher_->Recover();
+  gate_->SetLeading(true);
+  ready_ = true;
+  log_->info("JobManager {} is the leader of cluster {} (epoch {}) and ready", session_id(), cluster_id_, epoch);
+}
+
+void JobManager::Revoked() {
+  // In this order: nothing new comes in, nothing is written, then the job
+  // masters stop (they can no longer write), then the TaskManagers go.
+  ready_ = false;
+  gate_->SetLeading(false);
+  log_->warn("JobManager {} lost the leadership of cluster {}: stopping every job master; the jobs stay in the "
+             "store for the next leader",
+             session_id(), cluster_id_);
+  store_->Fence();
+  dispatcher_->StepDown();
+  resource_manager_->StepDown("leadership lost");
+  log_->info("JobManager {} is a standby of cluster {} again", session_id(), cluster_id_);
 }
 
 JobManager::~JobManager() { Shutdown(); }
@@ -137,6 +218,9 @@ void JobManager::Shutdown() {
   shut_down_ = true;
   log_->info("JobManager {} shutting down", session_id());
   ready_ = false;
+  // A leader steps down first (Revoked: its jobs stay in the store), and
+  // tells etcd, so that a standby takes over without waiting for the lease.
+  if (election_ != nullptr) election_->Stop();
   if (http_ != nullptr) http_->Stop();
   // Closing the membership sessions first lets the server drain at once.
   resource_manager_->Stop();

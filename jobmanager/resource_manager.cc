@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/logging/logging.h"
 #include "common/status_macros.h"
@@ -90,6 +91,39 @@ void ResourceManager::Stop() {
   if (expire_thread_.joinable()) expire_thread_.join();
 }
 
+void ResourceManager::StepDown(absl::string_view reason) {
+  std::vector<std::shared_ptr<MembershipSession>> sessions;
+  std::vector<std::string> ids;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!leading_) return;
+    leading_ = false;
+    for (auto& [id, entry] : members_) {
+      sessions.push_back(entry.session);
+      ids.push_back(id);
+    }
+    // No loss listener is told: the jobs that used these slots are no
+    // longer this JobManager's to run.
+    members_.clear();
+  }
+  log_->info("JobManager {} refuses registrations from now on ({}); closing the sessions of {} TaskManagers: {}",
+             session_id_, reason, ids.size(), absl::StrJoin(ids, ", "));
+  // Without the lock, as in Stop.
+  for (const auto& session : sessions) session->Close();
+}
+
+void ResourceManager::Lead(int64_t epoch) {
+  absl::MutexLock lock(&mu_);
+  leading_ = true;
+  leader_epoch_ = epoch;
+  log_->info("JobManager {} accepts registrations for leader epoch {}", session_id_, epoch);
+}
+
+bool ResourceManager::leading() const {
+  absl::MutexLock lock(&mu_);
+  return leading_;
+}
+
 absl::StatusOr<uint64_t> ResourceManager::Register(const v1::RegisterTaskManager& request,
                                                     std::shared_ptr<MembershipSession> session) {
   RETURN_IF_ERROR(CheckRegistration(request));
@@ -110,6 +144,10 @@ absl::StatusOr<uint64_t> ResourceManager::Register(const v1::RegisterTaskManager
   uint64_t epoch = 0;
   {
     absl::MutexLock lock(&mu_);
+    if (!leading_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("JobManager ", session_id_, " does not lead the cluster (it is a standby)"));
+    }
     auto it = members_.find(info.taskmanager_id());
     if (it != members_.end()) {
       replaced_session = it->second.session;

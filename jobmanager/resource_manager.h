@@ -91,6 +91,15 @@ class ResourceManager {
   // Stops that thread. Idempotent.
   void Stop();
 
+  // Leadership (high-availability.type etcd). A ResourceManager leads from
+  // its construction, with the epoch it was given. StepDown ends every
+  // membership session and refuses registrations from then on (the
+  // TaskManagers look for the new leader); Lead accepts them again, for a
+  // leadership of `epoch`, which every TaskManager that registers is told.
+  void StepDown(absl::string_view reason) ABSL_LOCKS_EXCLUDED(mu_);
+  void Lead(int64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
+  bool leading() const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Registers (or re-registers) a TaskManager; returns the registration epoch
   // that the session passes to later calls. A previous session of the same id
   // is closed and replaced. Every count and size in `request` is checked
@@ -132,7 +141,7 @@ class ResourceManager {
   void AddLossListener(LossListener listener) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string& session_id() const { return session_id_; }
-  int64_t leader_epoch() const { return leader_epoch_; }
+  int64_t leader_epoch() const { return leader_epoch_.load(); }
   // When the loop that declares silent TaskManagers lost last came round.
   absl::Time last_expiry_check() const { return absl::FromUnixMillis(expiry_tick_ms_.load()); }
   absl::Duration heartbeat_timeout() const { return heartbeat_timeout_; }
@@ -154,7 +163,8 @@ class ResourceManager {
 
   const absl::Duration heartbeat_timeout_;
   const std::string session_id_;
-  const int64_t leader_epoch_;
+  // Changes only by Lead, while no TaskManager is registered.
+  std::atomic<int64_t> leader_epoch_;
   time::Clock& clock_;
   std::shared_ptr<spdlog::logger> log_;
 
@@ -163,6 +173,7 @@ class ResourceManager {
   uint64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<LossListener> listeners_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool leading_ ABSL_GUARDED_BY(mu_) = true;
 
   std::thread expire_thread_;
   std::atomic<int64_t> expiry_tick_ms_{0};

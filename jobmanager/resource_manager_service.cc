@@ -208,10 +208,12 @@ class MembershipReactor final : public Reactor {
   // The detail of the loss of a TaskManager whose session overflowed.
   static constexpr char kStoppedReading[] = "it stopped reading its session";
 
-  MembershipReactor(ResourceManager* resource_manager, absl::Duration heartbeat_interval,
+  MembershipReactor(ResourceManager* resource_manager, absl::Duration heartbeat_interval, LeadershipGate* gate,
                     grpc::CallbackServerContext* context)
       : resource_manager_(resource_manager),
         heartbeat_interval_(heartbeat_interval),
+        gate_(gate),
+        context_(context),
         outbox_(std::make_shared<Outbox>(this, context)) {
     if (grpc::Status auth = rpc::Authorize(context); !auth.ok()) {
       outbox_->Finish(auth);
@@ -263,6 +265,17 @@ class MembershipReactor final : public Reactor {
           grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message of a session must register"));
       return;
     }
+    if (gate_ != nullptr) {
+      // A standby answers with the leader's address (trailing metadata
+      // weir-leader), which the TaskManager registers with next.
+      if (grpc::Status standby = gate_->Check(context_, "registration"); !standby.ok()) {
+        v1::JobManagerMessage rejected;
+        rejected.mutable_rejected()->set_reason(standby.error_message());
+        outbox_->Answer(rejected);
+        outbox_->Finish(standby);
+        return;
+      }
+    }
     absl::StatusOr<uint64_t> epoch = resource_manager_->Register(in_.register_(), outbox_);
     if (!epoch.ok()) {
       v1::JobManagerMessage rejected;
@@ -311,6 +324,8 @@ class MembershipReactor final : public Reactor {
 
   ResourceManager* const resource_manager_;
   const absl::Duration heartbeat_interval_;
+  LeadershipGate* const gate_;
+  grpc::CallbackServerContext* const context_;
   const std::shared_ptr<Outbox> outbox_;
   v1::TaskManagerMessage in_;
   std::string id_;
@@ -320,17 +335,18 @@ class MembershipReactor final : public Reactor {
 }  // namespace
 
 ResourceManagerServiceImpl::ResourceManagerServiceImpl(ResourceManager* resource_manager,
-                                                       absl::Duration heartbeat_interval)
-    : resource_manager_(resource_manager), heartbeat_interval_(heartbeat_interval) {}
+                                                       absl::Duration heartbeat_interval, LeadershipGate* gate)
+    : resource_manager_(resource_manager), heartbeat_interval_(heartbeat_interval), gate_(gate) {}
 
 grpc::ServerBidiReactor<v1::TaskManagerMessage, v1::JobManagerMessage>* ResourceManagerServiceImpl::Connect(
     grpc::CallbackServerContext* context) {
-  return new MembershipReactor(resource_manager_, heartbeat_interval_, context);
+  return new MembershipReactor(resource_manager_, heartbeat_interval_, gate_, context);
 }
 
 grpc::Status ClusterServiceImpl::ListTaskManagers(grpc::ServerContext* context, const v1::ListTaskManagersRequest*,
                                                   v1::ListTaskManagersResponse* response) {
   WEIR_RPC_AUTHORIZE(context);
+  WEIR_RPC_REQUIRE_LEADER(gate_, context, "listing the cluster");
   absl::Time now = absl::Now();
   response->set_jobmanager_session_id(resource_manager_->session_id());
   for (const TaskManagerRecord& record : resource_manager_->List()) {

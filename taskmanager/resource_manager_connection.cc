@@ -1,5 +1,7 @@
 #include "taskmanager/resource_manager_connection.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/config/configuration.h"
 #include "common/logging/logging.h"
@@ -7,6 +9,18 @@
 #include "common/rpc/rpc.h"
 
 namespace weir::taskmanager {
+namespace {
+
+// The trailing metadata in which a standby JobManager names the leader
+// (jobmanager/leadership_gate.h).
+constexpr char kLeaderMetadataKey[] = "weir-leader";
+
+// How often a TaskManager waiting to register again asks find_leader.
+constexpr absl::Duration kLeaderPoll = absl::Milliseconds(250);
+// How soon a TaskManager asks a standby again that knows no leader yet.
+constexpr absl::Duration kStandbyPoll = absl::Milliseconds(250);
+
+}  // namespace
 
 ResourceManagerConnection::ResourceManagerConnection(ConnectionOptions options, v1::TaskManagerInfo info,
                                                      SlotReporter slots, RegistrationListener on_registered,
@@ -27,23 +41,90 @@ void ResourceManagerConnection::Start() {
     retry::Backoff backoff(
         {.initial = options_.initial_backoff, .multiplier = 2, .max = options_.max_backoff, .jitter = 0.5});
     int attempt = 0;
+    // Where the last standby said the leader is; "" when none said.
+    std::string redirect;
+    // The last address that could not be reached: a standby still naming it
+    // (etcd keeps a dead leader's key until its lease expires) is asked
+    // again shortly instead of being followed.
+    std::string unreachable;
+    // Redirects followed in a row without a registration: a second one
+    // waits, so that two standbys naming each other (an election under
+    // way) do not make a busy loop.
+    int redirects = 0;
     while (true) {
       ++attempt;
+      const std::string address = NextAddress(redirect.empty() ? options_.jobmanager_address : redirect);
       std::string error;
-      bool registered = RunSession(&error);
-      absl::MutexLock lock(&mu_);
-      if (stopping_) return;
+      std::optional<std::string> standby;  // set when a standby answered: the leader it named, or ""
+      bool registered = RunSession(address, &error, &standby);
+      {
+        absl::MutexLock lock(&mu_);
+        if (stopping_) return;
+      }
       if (registered) {
         backoff.Reset();
         attempt = 1;
+        redirects = 0;
+        unreachable.clear();
       }
-      const absl::Duration wait = backoff.Next();
+      absl::Duration wait;
+      if (standby.has_value()) {
+        if (!standby->empty() && *standby != address && *standby != unreachable) {
+          log_->info("TaskManager {}: the JobManager at {} is a standby; registering with the leader at {}",
+                     info_.taskmanager_id(), address, *standby);
+          redirect = *standby;
+          if (++redirects == 1) continue;
+        }
+        // An election under way: ask again soon.
+        wait = kStandbyPoll;
+      } else {
+        if (!registered) {
+          // A leader that is gone: back to the configured address.
+          unreachable = address;
+          redirect.clear();
+        }
+        wait = backoff.Next();
+      }
       log_->warn("TaskManager {}: cannot register with the JobManager at {} (attempt {}): {}; retrying in {}",
-                 info_.taskmanager_id(), options_.jobmanager_address, attempt, error, config::FormatDuration(wait));
-      auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
-      if (mu_.AwaitWithTimeout(absl::Condition(&stop), wait)) return;
+                 info_.taskmanager_id(), address, attempt, error, config::FormatDuration(wait));
+      if (WaitBeforeRetry(wait, address)) return;
     }
   });
+}
+
+std::string ResourceManagerConnection::NextAddress(const std::string& fallback) {
+  if (!options_.find_leader) return fallback;
+  absl::StatusOr<std::string> leader = options_.find_leader();
+  if (leader.ok()) {
+    last_lookup_error_.clear();
+    return *leader;
+  }
+  // Logged when it changes, not at every try of an outage.
+  if (leader.status().ToString() != last_lookup_error_) {
+    log_->warn("TaskManager {}: cannot find the leading JobManager ({}); trying {}", info_.taskmanager_id(),
+               leader.status().message(), fallback);
+    last_lookup_error_ = leader.status().ToString();
+  }
+  return fallback;
+}
+
+bool ResourceManagerConnection::WaitBeforeRetry(absl::Duration wait, const std::string& failed) {
+  const absl::Time until = absl::Now() + wait;
+  auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+  while (true) {
+    absl::Duration step = until - absl::Now();
+    // A new leader is usually elected while the TaskManager waits: look
+    // every kLeaderPoll, and go at once when it is another JobManager.
+    if (options_.find_leader) step = std::min(step, kLeaderPoll);
+    {
+      absl::MutexLock lock(&mu_);
+      if (step <= absl::ZeroDuration()) return stopping_;
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop), step)) return true;
+    }
+    if (absl::Now() >= until) return false;
+    absl::StatusOr<std::string> leader = options_.find_leader();
+    if (leader.ok() && *leader != failed) return false;
+  }
 }
 
 void ResourceManagerConnection::Stop(const std::string& reason) {
@@ -63,8 +144,9 @@ std::string ResourceManagerConnection::jobmanager_session_id() const {
   return jobmanager_session_id_;
 }
 
-bool ResourceManagerConnection::RunSession(std::string* error) {
-  auto channel = rpc::CreateChannel(options_.jobmanager_address);
+bool ResourceManagerConnection::RunSession(const std::string& address, std::string* error,
+                                           std::optional<std::string>* standby) {
+  auto channel = rpc::CreateChannel(address);
   auto stub = v1::ResourceManagerService::NewStub(channel);
   grpc::ClientContext context;
   {
@@ -92,6 +174,11 @@ bool ResourceManagerConnection::RunSession(std::string* error) {
     // The JobManager ended the stream (or it broke): Finish has its reason.
     grpc::Status status = stream->Finish();
     if (error->empty()) *error = status.ok() ? "session closed before registration" : status.error_message();
+    // A standby names the leader.
+    const auto& trailers = context.GetServerTrailingMetadata();
+    if (auto leader = trailers.find(kLeaderMetadataKey); leader != trailers.end()) {
+      *standby = std::string(leader->second.data(), leader->second.size());
+    }
     absl::MutexLock lock(&mu_);
     session_context_ = nullptr;
     return false;
@@ -111,9 +198,9 @@ bool ResourceManagerConnection::RunSession(std::string* error) {
     last_ack_ = absl::Now();
   }
   log_->info("TaskManager {} registered with JobManager {} (leader epoch {}) at {} ({} slots, heartbeat every {})",
-             info_.taskmanager_id(), accepted.jobmanager_session_id(), accepted.leader_epoch(),
-             options_.jobmanager_address, info_.slots_total(), config::FormatDuration(interval));
-  on_registered_(accepted.jobmanager_session_id(), accepted.leader_epoch());
+             info_.taskmanager_id(), accepted.jobmanager_session_id(), accepted.leader_epoch(), address,
+             info_.slots_total(), config::FormatDuration(interval));
+  on_registered_(accepted.jobmanager_session_id(), accepted.leader_epoch(), address);
 
   std::thread reader([&] {
     v1::JobManagerMessage message;

@@ -11,15 +11,27 @@
 // (jitter, so that the TaskManagers of a restarted JobManager do not all
 // come back at once), logging each attempt. Stop deregisters.
 //
+// Which JobManager: the leader, when several run (high-availability.type
+// etcd). With find_leader (the leader's address from etcd) every session
+// first asks it, and a wait between sessions ends early once it names
+// another JobManager. Without it the session goes to the configured address;
+// a standby there refuses the registration with the leader's address
+// (trailing metadata weir-leader), where the next session goes at once.
+// When that address fails, the configured one is tried again; a standby
+// that knows no leader yet (or still names the one that failed) is asked
+// again every 250 ms rather than after the backoff.
+//
 // Thread-safety: Start/Stop from the owning thread; accessors from any thread.
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/logging/logging.h"
@@ -29,6 +41,9 @@ namespace weir::taskmanager {
 
 struct ConnectionOptions {
   std::string jobmanager_address;  // host:port
+  // The leader's address as the coordination service knows it now; null:
+  // follow the configured address and the standbys' redirects only.
+  std::function<absl::StatusOr<std::string>()> find_leader;
   absl::Duration heartbeat_interval;
   absl::Duration heartbeat_timeout;
   absl::Duration initial_backoff;
@@ -39,9 +54,10 @@ class ResourceManagerConnection {
  public:
   using SlotReporter = std::function<v1::SlotReport()>;
   // Called on the connection thread after each registration, with the
-  // JobManager's session id.
+  // JobManager's session id and the address it was reached at.
   // `leader_epoch`: the JobManager's fencing token (RegistrationAccepted).
-  using RegistrationListener = std::function<void(const std::string& jobmanager_session_id, int64_t leader_epoch)>;
+  using RegistrationListener = std::function<void(const std::string& jobmanager_session_id, int64_t leader_epoch,
+                                                  const std::string& jobmanager_address)>;
   // Called on the session's reader thread with each checkpoint trigger or
   // notification (a JobManagerMessage of that kind); it must be quick (the
   // heartbeat acknowledgements queue behind it). Null: the registration
@@ -61,9 +77,17 @@ class ResourceManagerConnection {
   std::string jobmanager_session_id() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // Runs one session until it ends; returns true if it got registered.
-  // `error` receives why the session ended (unless Stop ended it).
-  bool RunSession(std::string* error);
+  // Runs one session with the JobManager at `address` until it ends;
+  // returns true if it got registered. `error` receives why the session
+  // ended (unless Stop ended it); `standby` is set when a standby refused
+  // the registration: the leader's address it named, or "" for none.
+  bool RunSession(const std::string& address, std::string* error, std::optional<std::string>* standby);
+  // The address the next session goes to: find_leader's answer, else
+  // `fallback`. Connection thread only.
+  std::string NextAddress(const std::string& fallback);
+  // Waits `wait`, or less once find_leader names another JobManager than
+  // `failed`; true when Stop came meanwhile.
+  bool WaitBeforeRetry(absl::Duration wait, const std::string& failed) ABSL_LOCKS_EXCLUDED(mu_);
 
   const ConnectionOptions options_;
   const v1::TaskManagerInfo info_;
@@ -72,6 +96,8 @@ class ResourceManagerConnection {
   const CheckpointMessageHandler on_checkpoint_message_;
   std::shared_ptr<spdlog::logger> log_;
   std::thread thread_;
+  // The last find_leader error logged (connection thread only).
+  std::string last_lookup_error_;
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

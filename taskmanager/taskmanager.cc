@@ -30,6 +30,7 @@
 #include "common/version.h"
 #include "common/wire_limits.h"
 #include "connectors/builtin.h"
+#include "common/etcd/leader_retrieval.h"
 #include "taskmanager/state/rocksdb_keyed_state.h"
 
 namespace weir::taskmanager {
@@ -187,8 +188,21 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   ConnectionOptions connection;
   connection.jobmanager_address = rpc::JoinHostPort(config.GetString(k::kJobManagerRpcAddress),
                                                     static_cast<int>(config.GetInt(k::kJobManagerRpcPort)));
+  if (config.GetString(k::kHaType) == "etcd") {
+    // The leader's address from etcd before every registration; the
+    // configured address is tried while etcd cannot be asked.
+    ASSIGN_OR_RETURN(std::shared_ptr<etcd::EtcdLeaderRetrieval> retrieval,
+                     etcd::EtcdLeaderRetrieval::FromConfig(config));
+    connection.find_leader = [retrieval] { return retrieval->LeaderAddress(absl::Seconds(2)); };
+    tm->log_->info("TaskManager {} finds the leading JobManager of cluster {} in etcd ({})", tm->id(),
+                   retrieval->cluster_id(), config.GetString(k::kHaEtcdEndpoints));
+  }
   auto jm_channel = rpc::CreateChannel(connection.jobmanager_address);
-  tm->job_master_ = v1::JobMasterService::NewStub(jm_channel);
+  {
+    absl::MutexLock lock(&tm->job_master_mu_);
+    tm->job_master_ = v1::JobMasterService::NewStub(jm_channel);
+    tm->job_master_address_ = connection.jobmanager_address;
+  }
   // io.tmp.dirs is a list, as in Flink; the first directory is used (an
   // empty list means /tmp).
   const std::vector<std::string> tmp_dirs = config::SplitPathList(config.GetString(k::kIoTmpDirs));
@@ -272,7 +286,9 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   }
   tm->connection_ = std::make_unique<ResourceManagerConnection>(
       std::move(connection), tm->info_, [slots] { return slots->Report(); },
-      [raw = tm.get()](const std::string& session, int64_t epoch) { raw->OnRegistered(session, epoch); },
+      [raw = tm.get()](const std::string& session, int64_t epoch, const std::string& address) {
+        raw->OnRegistered(session, epoch, address);
+      },
       std::move(on_checkpoint_message));
   tm->connection_->Start();
   tm->probed_connection_ = tm->connection_.get();
@@ -504,7 +520,7 @@ void TaskManager::SendAcknowledgements() {
             grpc::ClientContext context;
             context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
             v1::CheckpointResponse response;
-            grpc::Status status = job_master_->AcknowledgeCheckpoints(&context, batch, &response);
+            grpc::Status status = JobMasterStub()->AcknowledgeCheckpoints(&context, batch, &response);
             if (status.ok()) {
               log_->debug("sent {} acknowledgements of checkpoint {} (task {} and others) in {} ms",
                           batch.acks_size(), batch.acks(0).checkpoint_id(), batch.acks(0).task_id(),
@@ -541,14 +557,14 @@ void TaskManager::SendAcknowledgements() {
   }
   for (const v1::AcknowledgeCheckpointRequest& ack : acks) {
     SendWithRetries(log_, ack, "acknowledgement", [this](grpc::ClientContext* c, const auto& r, auto* out) {
-      return job_master_->AcknowledgeCheckpoint(c, r, out);
+      return JobMasterStub()->AcknowledgeCheckpoint(c, r, out);
     });
   }
 }
 
 void TaskManager::Decline(const v1::DeclineCheckpointRequest& decline) {
   SendWithRetries(log_, decline, "decline", [this](grpc::ClientContext* c, const auto& r, auto* out) {
-    return job_master_->DeclineCheckpoint(c, r, out);
+    return JobMasterStub()->DeclineCheckpoint(c, r, out);
   });
 }
 
@@ -591,7 +607,22 @@ absl::Status TaskManager::AdmitLeader(const grpc::ServerContext& context, absl::
   return absl::OkStatus();
 }
 
-void TaskManager::OnRegistered(const std::string& jobmanager_session_id, int64_t leader_epoch) {
+std::shared_ptr<v1::JobMasterService::Stub> TaskManager::JobMasterStub() const {
+  absl::MutexLock lock(&job_master_mu_);
+  return job_master_;
+}
+
+void TaskManager::OnRegistered(const std::string& jobmanager_session_id, int64_t leader_epoch,
+                               const std::string& jobmanager_address) {
+  {
+    absl::MutexLock lock(&job_master_mu_);
+    if (jobmanager_address != job_master_address_) {
+      log_->info("TaskManager {}: task reports go to the JobManager at {} from now on (was {})", id(),
+                 jobmanager_address, job_master_address_);
+      job_master_ = v1::JobMasterService::NewStub(rpc::CreateChannel(jobmanager_address));
+      job_master_address_ = jobmanager_address;
+    }
+  }
   absl::MutexLock lock(&tasks_mu_);
   if (leader_epoch < leader_epoch_) {
     log_->warn("JobManager {} has leader epoch {}, below the {} this TaskManager followed; following it (its "
@@ -642,7 +673,7 @@ void TaskManager::OnTaskState(const v1::TaskStateUpdate& update) {
         grpc::ClientContext context;
         context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
         v1::TaskStateUpdateResponse response;
-        grpc::Status status = job_master_->UpdateTaskState(&context, update, &response);
+        grpc::Status status = JobMasterStub()->UpdateTaskState(&context, update, &response);
         if (!status.ok()) {
           log_->warn("task {}: cannot report state {} to the JobManager: {}", update.task_id(),
                      v1::TaskState_Name(update.state()), status.error_message());
@@ -854,7 +885,7 @@ void TaskManager::MaintenanceLoop() {
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
       v1::TaskStateUpdateResponse response;
-      if (job_master_->ReportTaskMetrics(&context, report, &response).ok()) {
+      if (JobMasterStub()->ReportTaskMetrics(&context, report, &response).ok()) {
         unconfirmed_endings_.clear();
       } else {
         for (auto it = unconfirmed_endings_.begin(); it != unconfirmed_endings_.end();) {

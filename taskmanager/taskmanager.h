@@ -99,7 +99,14 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   // task we ran: cancel them rather than let them run unsupervised.
   // `leader_epoch` becomes the one this TaskManager follows (even if lower:
   // registering is choosing the leader).
-  void OnRegistered(const std::string& jobmanager_session_id, int64_t leader_epoch) ABSL_LOCKS_EXCLUDED(tasks_mu_);
+  // `jobmanager_address`: where the JobManager registered with serves; the
+  // task reports go there from now on (it changes when another JobManager
+  // is elected).
+  void OnRegistered(const std::string& jobmanager_session_id, int64_t leader_epoch,
+                    const std::string& jobmanager_address) ABSL_LOCKS_EXCLUDED(tasks_mu_);
+  // The JobMasterService of the JobManager last registered with (at first,
+  // the configured one).
+  std::shared_ptr<v1::JobMasterService::Stub> JobMasterStub() const ABSL_LOCKS_EXCLUDED(job_master_mu_);
   // The fence on every call a JobManager makes here (`call` names it for
   // the messages): refuses a call without the leader epoch metadata (unless
   // the JobManager registered with is of a version without epochs: 0), or
@@ -132,7 +139,9 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   std::unique_ptr<JobArtifacts> artifacts_;
   // Where the rocksdb backend's instances live; locked while this process runs.
   std::unique_ptr<LocalStateDirectory> local_state_;
-  std::shared_ptr<v1::JobMasterService::Stub> job_master_;
+  mutable absl::Mutex job_master_mu_;
+  std::shared_ptr<v1::JobMasterService::Stub> job_master_ ABSL_GUARDED_BY(job_master_mu_);
+  std::string job_master_address_ ABSL_GUARDED_BY(job_master_mu_);
   // The asynchronous part of task snapshots.
   std::unique_ptr<SnapshotUploader> uploader_;
   // Acknowledgements not sent yet, and whether the JobManager lacks

@@ -134,31 +134,30 @@ constexpr std::array kOptions = {
                .type = OptionType::kEnum,
                .default_value = "none",
                .description = "How JobManagers agree on a leader: 'none' (one JobManager, which holds a lock in "
-                              "high-availability.storageDir) or 'etcd' (leader election and fenced job-store "
-                              "writes on an etcd v3 cluster). Not used by the daemons yet: they always run as "
-                              "'none'.",
-               .scope = kJobManager,
+                              "high-availability.storageDir) or 'etcd' (any number of JobManagers share the "
+                              "directory; an election on an etcd v3 cluster picks the leader, the others are "
+                              "standbys that take over when it fails). On a TaskManager, 'etcd' means: find the "
+                              "leading JobManager in etcd rather than at jobmanager.rpc.address.",
+               .scope = kDaemons,
                .allowed_values = "none,etcd"},
     OptionSpec{.key = keys::kHaClusterId,
                .type = OptionType::kString,
                .default_value = "default",
                .description = "Names this cluster in the coordination service: its etcd keys live under "
-                              "/weir/<cluster-id>/, so several clusters can share one etcd. Not used by the "
-                              "daemons yet.",
-               .scope = kJobManager,
+                              "/weir/<cluster-id>/, so several clusters can share one etcd.",
+               .scope = kDaemons,
                .is_name = true},
     OptionSpec{.key = keys::kHaEtcdEndpoints,
                .type = OptionType::kString,
                .default_value = "127.0.0.1:2379",
-               .description = "The etcd members, comma-separated host:port; a call that fails goes to the next. "
-                              "Not used by the daemons yet.",
-               .scope = kJobManager},
+               .description = "The etcd members, comma-separated host:port; a call that fails goes to the next.",
+               .scope = kDaemons},
     OptionSpec{.key = keys::kHaEtcdLeaseTtl,
                .type = OptionType::kDuration,
                .default_value = "3 s",
                .description = "The leader's etcd lease, in whole seconds (rounded up). The leader renews it every "
                               "third of it and steps down when it could not for half of it; a standby takes over "
-                              "when it expires. Not used by the daemons yet.",
+                              "when it expires.",
                .scope = kJobManager,
                .min_value = 1000,
                .max_value = 3600 * 1000},
@@ -166,34 +165,32 @@ constexpr std::array kOptions = {
                .type = OptionType::kString,
                .default_value = "",
                .description = "PEM file of the CAs that sign the etcd servers' certificates; set, the connections to "
-                              "etcd use TLS. Not used by the daemons yet.",
-               .scope = kJobManager},
+                              "etcd use TLS.",
+               .scope = kDaemons},
     OptionSpec{.key = keys::kHaEtcdCertFile,
                .type = OptionType::kString,
                .default_value = "",
                .description = "PEM certificate this process presents to etcd (with "
                               "high-availability.etcd.ssl.key-file), for servers that require client "
-                              "certificates. Not used by the daemons yet.",
-               .scope = kJobManager},
+                              "certificates.",
+               .scope = kDaemons},
     OptionSpec{.key = keys::kHaEtcdKeyFile,
                .type = OptionType::kString,
                .default_value = "",
-               .description = "The unencrypted PEM private key of high-availability.etcd.ssl.cert-file. Not used by "
-                              "the daemons yet.",
-               .scope = kJobManager},
+               .description = "The unencrypted PEM private key of high-availability.etcd.ssl.cert-file.",
+               .scope = kDaemons},
     OptionSpec{.key = keys::kHaEtcdUsername,
                .type = OptionType::kString,
                .default_value = "",
                .description = "etcd user to authenticate as (with high-availability.etcd.password-file); unset: no "
-                              "authentication. Not used by the daemons yet.",
-               .scope = kJobManager},
+                              "authentication.",
+               .scope = kDaemons},
     OptionSpec{.key = keys::kHaEtcdPasswordFile,
                .type = OptionType::kString,
                .default_value = "",
                .description = "File holding the etcd user's password (one line; a trailing newline is ignored), so "
-                              "that the password is in no configuration file or command line. Not used by the "
-                              "daemons yet.",
-               .scope = kJobManager},
+                              "that the password is in no configuration file or command line.",
+               .scope = kDaemons},
     OptionSpec{.key = keys::kArtifactMaxSize,
                .type = OptionType::kMemorySize,
                .default_value = "256 mb",

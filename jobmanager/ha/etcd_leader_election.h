@@ -33,6 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/etcd/etcd_client.h"
+#include "common/etcd/leader_retrieval.h"
 #include "common/retry/backoff.h"
 #include "jobmanager/ha/leader_election.h"
 
@@ -72,7 +73,7 @@ class EtcdLeaderElection : public LeaderElection {
   // and reads still are, so tests can show them refused).
   void SetCutOffForTesting(bool cut_off) ABSL_LOCKS_EXCLUDED(mu_);
 
-  std::string leader_key() const { return prefix_ + "leader"; }
+  std::string leader_key() const { return etcd::LeaderKey(options_.cluster_id); }
   std::string store_key(absl::string_view key) const;
 
  private:

@@ -412,11 +412,16 @@ std::string RenderMetrics(const std::vector<TaskManagerRecord>& taskmanagers, co
 }
 
 std::vector<http::Route> Routes(const Dispatcher* dispatcher, const ResourceManager* resource_manager,
-                                const std::atomic<bool>* ready, std::function<bool()> alive) {
+                                std::function<std::string()> not_ready, std::function<bool()> alive) {
   std::vector<http::Route> routes;
   routes.push_back({.pattern = "/healthz", .handler = http::HealthHandler(std::move(alive)), .probe = true});
   routes.push_back({.pattern = "/readyz",
-                    .handler = http::ReadyHandler([ready] { return ready->load(); }, "starting"),
+                    .handler =
+                        [not_ready = std::move(not_ready)](const http::Request&) {
+                          const std::string reason = not_ready();
+                          if (reason.empty()) return http::Response{.content_type = "text/plain", .body = "ready\n"};
+                          return http::Response{.status = 503, .content_type = "text/plain", .body = reason + "\n"};
+                        },
                     .probe = true});
   routes.push_back({.pattern = "/metrics", .handler = [dispatcher, resource_manager](const http::Request&) {
                       std::vector<v1::JobStatus> jobs = dispatcher->List();

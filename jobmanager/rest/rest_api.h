@@ -53,9 +53,10 @@ std::string RenderMetrics(const std::vector<TaskManagerRecord>& taskmanagers,
                           const std::vector<v1::JobStatus>& jobs,
                           const std::map<std::string, v1::ListCheckpointsResponse>& checkpoints);
 
-// The routes above. `ready` turns true once the JobManager serves; `alive`
-// is false while its membership loop is stuck.
+// The routes above. `not_ready` is "" once the JobManager serves as the
+// leader, else why not (/readyz answers 503 with it: "starting", "standby;
+// leader HOST:PORT"); `alive` is false while its membership loop is stuck.
 std::vector<http::Route> Routes(const Dispatcher* dispatcher, const ResourceManager* resource_manager,
-                                const std::atomic<bool>* ready, std::function<bool()> alive);
+                                std::function<std::string()> not_ready, std::function<bool()> alive);
 
 }  // namespace weir::jobmanager::rest
