@@ -315,5 +315,61 @@ TEST_F(JobManagerFailoverTest, JobManagerWaitsForAnUnreachableEtcd) {
   EXPECT_FALSE(Weir(0, {"list"}).is_null()) << last_error_;
 }
 
+// The leader loses etcd: it steps down (the job's master stopped, the job
+// not marked ended in the store), and once etcd is back it leads again and
+// the job runs from its checkpoint.
+TEST_F(JobManagerFailoverTest, LeaderThatLosesEtcdStepsDownAndLeadsAgainWhenItReturns) {
+  auto server = testing::ScriptServer::Start("etcd.sh");
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string etcd = (*server)->address();
+  AddSeats(1);
+  StartJobManager(0, etcd);
+  ASSERT_TRUE(WaitFor([&] { return Readyz(0).status == 200; }, kDeadline)) << Logs();
+  StartTaskManager("tm-1", 0, etcd);
+  StartTaskManager("tm-2", 0, etcd);
+  nlohmann::json submitted = Weir(0, {"submit", std::string(WEIR_JOBS_DIR) + "/test/timed_numbers.so", "-p", "2",
+                                      "-Dexecution.checkpointing.interval=200ms"});
+  ASSERT_FALSE(submitted.is_null()) << last_error_ << Logs();
+  const std::string job = submitted["job_id"];
+  int64_t newest = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        nlohmann::json status = Rest(0, absl::StrCat("/jobs/", job));
+        nlohmann::json checkpoints = Rest(0, absl::StrCat("/jobs/", job, "/checkpoints"));
+        if (status.is_null() || checkpoints.is_null() || status["state"] != "RUNNING") return false;
+        if (checkpoints["latest"]["completed"].is_null()) return false;
+        newest = checkpoints["latest"]["completed"]["id"];
+        return newest >= 2;
+      },
+      kDeadline))
+      << Logs();
+
+  ASSERT_TRUE((*server)->Stop().ok());
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(jms_[0].process->Log(), "is a standby of cluster"); },
+                      kDeadline))
+      << Logs();
+  const std::filesystem::path job_dir = std::filesystem::path(dir_) / "ha" / "jobs" / job;
+  EXPECT_TRUE(absl::StrContains(jms_[0].process->Log(), "lost the leadership of cluster")) << Logs();
+  EXPECT_EQ(Readyz(0).status, 503);
+  EXPECT_FALSE(std::filesystem::exists(job_dir / "final")) << "a step-down must not end the job";
+  // The job's master stopped: the standby lists no job.
+  EXPECT_EQ(HttpGet(jms_[0].rest_port, absl::StrCat("/jobs/", job)).status, 404);
+
+  ASSERT_TRUE((*server)->Restart().ok());
+  nlohmann::json restored;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        nlohmann::json status = Rest(0, absl::StrCat("/jobs/", job));
+        if (status.is_null() || status["state"] != "RUNNING") return false;
+        restored = Rest(0, absl::StrCat("/jobs/", job, "/checkpoints"))["latest"]["restored"];
+        return true;
+      },
+      kDeadline))
+      << Logs();
+  ASSERT_FALSE(restored.is_null());
+  EXPECT_GE(restored["id"].get<int64_t>(), newest);
+  EXPECT_FALSE(std::filesystem::exists(job_dir / "final"));
+}
+
 }  // namespace
 }  // namespace weir

@@ -73,6 +73,37 @@ TEST_F(JobStoreTest, ASecondJobStoreOnTheDirectoryIsRefused) {
   EXPECT_THAT(std::string(second.status().message()), HasSubstr(dir_));
 }
 
+// Under an election: no lock (every JobManager opens the directory), and
+// no write while fenced (a standby, or a leader after Revoked).
+TEST_F(JobStoreTest, ASharedStoreWritesOnlyWhileUnfenced) {
+  auto leader = JobStore::OpenShared(dir_);
+  ASSERT_TRUE(leader.ok()) << leader.status();
+  auto standby = JobStore::OpenShared(dir_);
+  ASSERT_TRUE(standby.ok()) << standby.status();
+  v1::SubmitJobRequest request;
+  request.mutable_graph()->set_name("copy");
+  absl::Status fenced = (*leader)->SaveSubmission("aaaa", request);
+  EXPECT_EQ(fenced.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(fenced.message()), HasSubstr("does not lead"));
+
+  (*leader)->Unfence();
+  ASSERT_TRUE((*leader)->SaveSubmission("aaaa", request).ok());
+  ASSERT_TRUE((*leader)->SaveAttempt("aaaa", 1).ok());
+  (*leader)->Fence();
+  EXPECT_EQ((*leader)->SaveAttempt("aaaa", 2).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*leader)->SaveFinal("aaaa", v1::JobStatus()).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*leader)->Remove("aaaa").code(), absl::StatusCode::kFailedPrecondition);
+
+  // What the next leader reads: the job as it was at the fence.
+  std::vector<std::string> problems;
+  std::vector<StoredJob> jobs = (*standby)->Load(&problems);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0].last_attempt, 1);
+  EXPECT_FALSE(jobs[0].final_status.has_value());
+  // An exclusive JobManager is still kept off a directory in use by none.
+  EXPECT_TRUE(JobStore::Open(dir_).ok()) << "OpenShared takes no lock";
+}
+
 TEST_F(JobStoreTest, AnUnreadableJobIsReportedAndTheOthersLoad) {
   auto store = JobStore::Open(dir_);
   ASSERT_TRUE(store.ok());

@@ -232,5 +232,40 @@ TEST(ResourceManagerTest, CheckpointMessagesGoOnlyToSessionsThatTakeThem) {
   EXPECT_EQ(rm.CheckpointMessageSession("tm-new", "127.0.0.1:1"), nullptr);
 }
 
+// A JobManager that loses its leadership: every session closed, its
+// members forgotten without telling the loss listeners (the jobs are the
+// next leader's), registrations refused until it leads again, then with
+// the new epoch.
+TEST(ResourceManagerTest, SteppingDownClosesEverySessionAndRefusesRegistrationsUntilItLeadsAgain) {
+  ResourceManager rm(absl::Seconds(30), "jm-test", /*clock=*/nullptr, /*leader_epoch=*/7);
+  int losses = 0;
+  rm.AddLossListener([&](const v1::TaskManagerInfo&, LossReason) { ++losses; });
+  auto a = NewSession();
+  auto b = NewSession();
+  absl::StatusOr<uint64_t> epoch_a = rm.Register(Registration("tm-a", 2), a);
+  ASSERT_TRUE(epoch_a.ok());
+  ASSERT_TRUE(rm.Register(Registration("tm-b", 2), b).ok());
+  ASSERT_TRUE(rm.AllocateSlots("job-1", 3).ok());
+
+  rm.StepDown("leadership lost");
+  EXPECT_FALSE(rm.leading());
+  EXPECT_TRUE(a->closed());
+  EXPECT_TRUE(b->closed());
+  EXPECT_TRUE(rm.List().empty());
+  EXPECT_EQ(losses, 0);
+  EXPECT_EQ(rm.Heartbeat("tm-a", *epoch_a, v1::SlotReport()).code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<uint64_t> refused = rm.Register(Registration("tm-c", 1), NewSession());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("standby"));
+  EXPECT_EQ(rm.AllocateSlots("job-2", 1).status().code(), absl::StatusCode::kResourceExhausted);
+
+  rm.Lead(12);
+  EXPECT_TRUE(rm.leading());
+  EXPECT_EQ(rm.leader_epoch(), 12);
+  ASSERT_TRUE(rm.Register(Registration("tm-a", 2), NewSession()).ok());
+  EXPECT_EQ(rm.List().size(), 1u);
+  EXPECT_EQ(rm.List()[0].free_slots(), 2) << "the old leadership's allocations are gone";
+}
+
 }  // namespace
 }  // namespace weir::jobmanager
