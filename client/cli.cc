@@ -207,23 +207,19 @@ namespace {
 // named may be a standby: it refuses every call with the leader's address
 // in the trailing metadata weir-leader, and the command goes there instead.
 // One cheap call finds out (a status request for no job, which the leader
-// answers NOT_FOUND). A JobManager that cannot be reached is reported here
-// (the exit code returned); any other answer leaves the command to run.
-std::optional<int> FollowLeader(Options* options, std::ostream& err) {
+// answers NOT_FOUND). Any other answer, a failure included, leaves the
+// command to run and report it as usual.
+void FollowLeader(Options* options) {
   grpc::ClientContext context;
   SetDeadline(&context);
   v1::GetJobRequest request;
   v1::JobStatus response;
   const grpc::Status status = v1::JobService::NewStub(JobManagerChannel(*options))->Get(&context, request, &response);
-  if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
-    const auto& trailers = context.GetServerTrailingMetadata();
-    if (auto leader = trailers.find("weir-leader"); leader != trailers.end()) {
-      options->jobmanager = std::string(leader->second.data(), leader->second.size());
-    }
-    return std::nullopt;
+  if (status.error_code() != grpc::StatusCode::FAILED_PRECONDITION) return;
+  const auto& trailers = context.GetServerTrailingMetadata();
+  if (auto leader = trailers.find("weir-leader"); leader != trailers.end() && !leader->second.empty()) {
+    options->jobmanager = std::string(leader->second.data(), leader->second.size());
   }
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) return Fail(err, DescribeRpcError(*options, status));
-  return std::nullopt;
 }
 
 int RunCommandLine(const std::vector<std::string>& args, std::ostream& out, std::ostream& err, bool* json) {
@@ -310,13 +306,13 @@ int RunCommandLine(const std::vector<std::string>& args, std::ostream& out, std:
       err << "weir: 'cluster' takes no arguments, got '" << options.command_args[0] << "'\n";
       return 2;
     }
-    if (std::optional<int> failed = FollowLeader(&options, err)) return *failed;
+    FollowLeader(&options);
     return RunCluster(options, out, err);
   }
   static constexpr absl::string_view kJobCommands[] = {"submit", "list",        "status", "cancel",
                                                         "savepoint", "stop", "checkpoints"};
   if (std::find(std::begin(kJobCommands), std::end(kJobCommands), options.command) != std::end(kJobCommands)) {
-    if (std::optional<int> failed = FollowLeader(&options, err)) return *failed;
+    FollowLeader(&options);
   }
   if (options.command == "submit") return RunSubmit(options, out, err);
   if (options.command == "list") return RunList(options, out, err);

@@ -106,8 +106,12 @@ void ResourceManager::StepDown(absl::string_view reason) {
     // longer this JobManager's to run.
     members_.clear();
   }
-  log_->info("JobManager {} refuses registrations from now on ({}); closing the sessions of {} TaskManagers: {}",
-             session_id_, reason, ids.size(), absl::StrJoin(ids, ", "));
+  if (ids.empty()) {
+    log_->info("JobManager {} refuses registrations from now on ({})", session_id_, reason);
+  } else {
+    log_->info("JobManager {} refuses registrations from now on ({}); closing the sessions of {} TaskManagers: {}",
+               session_id_, reason, ids.size(), absl::StrJoin(ids, ", "));
+  }
   // Without the lock, as in Stop.
   for (const auto& session : sessions) session->Close();
 }

@@ -286,6 +286,23 @@ TEST_F(JobManagerFailoverTest, StandbyTakesOverTheJobWhenTheLeaderIsKilled) {
   // The job ran on the whole time: nothing ended it.
   nlohmann::json status = Rest(leader, absl::StrCat("/jobs/", job));
   EXPECT_EQ(status["state"], "RUNNING");
+
+  // A leader stopped with SIGTERM leaves the election (its lease revoked):
+  // the standby takes over, and the job goes on there.
+  const int standby = 1 - leader;
+  const absl::Time stopped = absl::Now();
+  jms_[leader].process->Signal(SIGTERM);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        nlohmann::json job_status = Rest(standby, absl::StrCat("/jobs/", job));
+        return !job_status.is_null() && job_status["state"] == "RUNNING";
+      },
+      kDeadline, absl::Milliseconds(20)))
+      << Logs();
+  std::cout << "leader SIGTERM -> job RUNNING under the new leader: "
+            << absl::StrFormat("%.2f", absl::ToDoubleSeconds(absl::Now() - stopped)) << " s\n";
+  EXPECT_EQ(jms_[leader].process->Wait(absl::Seconds(30)), 0);
+  EXPECT_TRUE(absl::StrContains(jms_[leader].process->Log(), "gives up leadership")) << jms_[leader].process->Log();
 }
 
 // etcd is down when the JobManager starts: it serves as a standby, says why
