@@ -1,5 +1,6 @@
 #include "jobmanager/jobmanager.h"
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 #include "common/fs/file_system_registry.h"
 #include "common/logging/logging.h"
 #include "common/config/options.h"
+#include "common/etcd/etcd_settings.h"
 #include "common/etcd/leader_retrieval.h"
 #include "common/random_id.h"
 #include "common/rpc/auth.h"
@@ -21,6 +23,20 @@
 #include "jobmanager/rest/rest_api.h"
 
 namespace weir::jobmanager {
+namespace {
+
+// The leader's address under `leader_key` in etcd, "" when none leads or
+// etcd cannot be asked. Short: a standby answers its callers while it looks.
+std::function<std::string()> FindLeaderIn(std::shared_ptr<etcd::EtcdClient> etcd, std::string leader_key) {
+  return [etcd = std::move(etcd), leader_key = std::move(leader_key)]() -> std::string {
+    absl::StatusOr<std::optional<std::string>> leader =
+        etcd::ReadLeaderAddress(*etcd, leader_key, absl::Now() + absl::Seconds(1));
+    return leader.ok() && leader->has_value() ? **leader : std::string();
+  };
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Configuration& config) {
   namespace k = config::keys;
   std::unique_ptr<JobManager> jm(new JobManager());
@@ -39,8 +55,13 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
     // The election decides who acts on the directory: no lock, and the
     // store refuses writes until this JobManager leads.
     ASSIGN_OR_RETURN(jm->store_, JobStore::OpenShared(storage_dir));
-    jm->gate_ = std::make_unique<LeadershipGate>();
     jm->cluster_id_ = config.GetString(k::kHaClusterId);
+    ASSIGN_OR_RETURN(etcd::EtcdClientOptions etcd_options, etcd::EtcdClientOptionsFromConfig(config));
+    ASSIGN_OR_RETURN(std::unique_ptr<etcd::EtcdClient> client, etcd::EtcdClient::Create(std::move(etcd_options)));
+    jm->etcd_ = std::move(client);
+    // Before it serves: a standby names the leader from its first call on.
+    jm->gate_ = std::make_unique<LeadershipGate>();
+    jm->gate_->Configure("", FindLeaderIn(jm->etcd_, etcd::LeaderKey(jm->cluster_id_)));
   } else {
     // First: a second JobManager on this directory stops here.
     ASSIGN_OR_RETURN(jm->store_, JobStore::Open(storage_dir));
@@ -141,17 +162,9 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
 
 absl::Status JobManager::StartElection(const config::Configuration& config, const std::string& address) {
   ASSIGN_OR_RETURN(ha::EtcdHaSettings settings, ha::EtcdHaSettingsFromConfig(config, address));
-  ASSIGN_OR_RETURN(std::unique_ptr<etcd::EtcdClient> client, etcd::EtcdClient::Create(settings.client));
-  etcd_ = std::move(client);
   ASSIGN_OR_RETURN(std::unique_ptr<ha::EtcdLeaderElection> election,
                    ha::EtcdLeaderElection::Create(etcd_, settings.election));
-  const std::string leader_key = election->leader_key();
-  gate_->Configure(address, [etcd = etcd_, leader_key]() -> std::string {
-    // Short: a standby answers its callers while it looks.
-    absl::StatusOr<std::optional<std::string>> leader =
-        etcd::ReadLeaderAddress(*etcd, leader_key, absl::Now() + absl::Seconds(1));
-    return leader.ok() && leader->has_value() ? **leader : std::string();
-  });
+  gate_->Configure(address, FindLeaderIn(etcd_, election->leader_key()));
   election_ = std::move(election);
   log_->info("JobManager {} campaigns for the leadership of cluster {} as {} (etcd {}, lease {})", session_id(),
              cluster_id_, address, absl::StrJoin(settings.client.endpoints, ","),

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "absl/strings/numbers.h"
+#include "tests/kafka/kafka_io.h"
+#include "tests/kafka/test_kafka.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/process.h"
 #include "tests/testing/script_server.h"
@@ -386,6 +390,85 @@ TEST_F(JobManagerFailoverTest, LeaderThatLosesEtcdStepsDownAndLeadsAgainWhenItRe
   ASSERT_FALSE(restored.is_null());
   EXPECT_GE(restored["id"].get<int64_t>(), newest);
   EXPECT_FALSE(std::filesystem::exists(job_dir / "final"));
+}
+
+// keyed_count from Kafka to Kafka at parallelism 2, checkpoints every
+// 300 ms; records arrive before and after the leader is SIGKILLed. The
+// standby takes the job over, and the keyed state is exact: the last count
+// written for every key is the true number of records with that key (the
+// output itself is at-least-once). Registered in ctest as
+// jobmanager_failover_kafka_test, with the Kafka fixture too.
+TEST_F(JobManagerFailoverTest, KafkaKeyedCountStaysExactAcrossALeaderKill) {
+  if (std::getenv("WEIR_TEST_KAFKA_DIR") == nullptr) {
+    GTEST_SKIP() << "needs the Kafka fixture: ctest runs it as jobmanager_failover_kafka_test";
+  }
+  const std::string bootstrap = test::TestKafkaBootstrap();
+  ASSERT_FALSE(bootstrap.empty());
+  const std::string etcd = SharedEtcd();
+  ASSERT_FALSE(etcd.empty());
+  const std::string in = test::UniqueTopicName("ha-in"), out = test::UniqueTopicName("ha-out");
+  ASSERT_TRUE(test::CreateTopic(bootstrap, in, 4).ok());
+  ASSERT_TRUE(test::CreateTopic(bootstrap, out, 4).ok());
+  AddSeats(2);
+  StartJobManager(0, etcd);
+  ASSERT_TRUE(WaitFor([&] { return Readyz(0).status == 200; }, kDeadline)) << Logs();
+  StartJobManager(1, etcd);
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(Readyz(1).body, jms_[0].address()); }, kDeadline)) << Logs();
+  StartTaskManager("tm-1", 1, etcd);
+  StartTaskManager("tm-2", 1, etcd);
+  nlohmann::json submitted =
+      Weir(1, {"submit", std::string(WEIR_JOBS_DIR) + "/keyed_count.so", "-p", "2",
+               "-Dexecution.checkpointing.interval=300ms", "--", "--brokers", bootstrap, "--input-topic", in,
+               "--output-topic", out});
+  ASSERT_FALSE(submitted.is_null()) << last_error_ << Logs();
+  const std::string job = submitted["job_id"];
+  auto running_with_checkpoint = [&](int jm) {
+    nlohmann::json status = Rest(jm, absl::StrCat("/jobs/", job));
+    nlohmann::json checkpoints = Rest(jm, absl::StrCat("/jobs/", job, "/checkpoints"));
+    return !status.is_null() && status["state"] == "RUNNING" && !checkpoints.is_null() &&
+           !checkpoints["latest"]["completed"].is_null();
+  };
+  ASSERT_TRUE(WaitFor([&] { return running_with_checkpoint(0); }, kDeadline)) << Logs();
+
+  std::map<std::string, int64_t> truth;
+  auto batch = [&](int first, int n) {
+    std::vector<test::KafkaMessage> messages;
+    for (int i = first; i < first + n; ++i) {
+      std::string value = absl::StrCat("value-", i % 300);
+      messages.push_back({absl::StrCat("id-", i), value});
+      ++truth[value];
+    }
+    return messages;
+  };
+  ASSERT_TRUE(test::ProduceMessages(bootstrap, in, batch(0, 6000)).ok());
+  // Some of it counted and checkpointed before the kill.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        absl::StatusOr<std::vector<test::KafkaMessage>> output = test::ReadTopic(bootstrap, out);
+        return output.ok() && !output->empty();
+      },
+      kDeadline))
+      << Logs();
+  jms_[0].process->Signal(SIGKILL);
+  ASSERT_TRUE(test::ProduceMessages(bootstrap, in, batch(6000, 6000)).ok());
+  ASSERT_TRUE(WaitFor([&] { return running_with_checkpoint(1); }, kDeadline)) << Logs();
+
+  auto last_counts = [&] {
+    std::map<std::string, int64_t> last;
+    absl::StatusOr<std::vector<test::KafkaMessage>> output = test::ReadTopic(bootstrap, out);
+    if (!output.ok()) return last;
+    std::vector<test::KafkaMessage> messages = *std::move(output);
+    test::SortByPosition(&messages);
+    for (const test::KafkaMessage& m : messages) {
+      int64_t count = 0;
+      if (m.key.has_value() && absl::SimpleAtoi(m.value, &count)) last[*m.key] = count;
+    }
+    return last;
+  };
+  EXPECT_TRUE(WaitFor([&] { return last_counts() == truth; }, absl::Seconds(90), absl::Seconds(1))) << Logs();
+  nlohmann::json checkpoints = Rest(1, absl::StrCat("/jobs/", job, "/checkpoints"));
+  ASSERT_FALSE(checkpoints.is_null());
+  EXPECT_FALSE(checkpoints["latest"]["restored"].is_null()) << "the new leader restored a checkpoint";
 }
 
 }  // namespace
