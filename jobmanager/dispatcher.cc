@@ -39,6 +39,14 @@ Dispatcher::Dispatcher(DispatcherOptions options, ResourceManager* resource_mana
     }
     for (const auto& master : masters) master->OnTaskManagerLost(info, LossReasonName(reason));
   });
+  resource_manager_->AddSlotsListener([this] {
+    std::vector<std::shared_ptr<JobMaster>> masters;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const auto& [id, master] : jobs_) masters.push_back(master);
+    }
+    for (const auto& master : masters) master->OnSlotsOffered();
+  });
 }
 
 absl::Duration Dispatcher::LockHeldFor() {

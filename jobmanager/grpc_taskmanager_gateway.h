@@ -38,7 +38,7 @@ class GrpcTaskManagerGateway : public TaskManagerGateway {
   using CheckpointSessionFor =
       std::function<std::shared_ptr<MembershipSession>(const std::string& taskmanager_id, const std::string& address)>;
 
-  static constexpr absl::Duration kDeployTimeout = absl::Seconds(30);
+  static constexpr absl::Duration kDeployTimeout = jobmanager::kDeployTimeout;
   static constexpr absl::Duration kCancelTimeout = absl::Seconds(5);
   static constexpr absl::Duration kTriggerTimeout = absl::Seconds(5);
   static constexpr absl::Duration kNotifyTimeout = absl::Seconds(2);

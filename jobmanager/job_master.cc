@@ -132,25 +132,127 @@ JobMaster::JobMaster(std::string job_id, v1::SubmitJobRequest request, Execution
       on_terminal_(std::move(on_terminal)),
       submitted_at_(settings_.submitted_at == absl::InfinitePast() ? clock_.Now() : settings_.submitted_at),
       log_(logging::Get("jobmaster")),
-      restart_strategy_(RestartStrategy::Create(settings_.restart)) {
-  absl::MutexLock lock(&mu_);
-  slots_ = std::move(slots);
-  attempt_ = std::max(1, settings_.first_attempt);
+      executor_(absl::StrCat("job ", job_id_, " master"), clock_, settings_.liveness),
+      calls_(absl::StrCat("job ", job_id_, " master calls"), time::Clock::Real(), settings_.liveness,
+             kLivenessTickBound) {
+  // Nothing runs on the executor before Start: the fields are this thread's.
+  [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    restart_strategy_ = RestartStrategy::Create(settings_.restart);
+    slots_ = std::move(slots);
+    attempt_ = std::max(1, settings_.first_attempt);
+  }();
 }
 
 JobMaster::~JobMaster() {
-  {
-    absl::MutexLock lock(&mu_);
-    shutting_down_ = true;
-  }
+  executor_.Shutdown();
+  calls_.Shutdown();
+  executor_.Join();
+  calls_.Join();
   if (coordinator_ != nullptr) coordinator_->Stop();
-  if (worker_.joinable()) worker_.join();
 }
 
 void JobMaster::Start() {
   if (coordinator_ != nullptr) coordinator_->Start();
-  worker_ = std::thread([this] { Run(); });
+  executor_.Start();
+  calls_.Start();
+  PostEvent([this] { HandleStart(); });
 }
+
+void JobMaster::PostEvent(absl::AnyInvocable<void()> handler) {
+  executor_.Post([this, handler = std::move(handler)]() mutable {
+    if (revoked_.load()) return;
+    handler();
+  });
+}
+
+// ---------------------------------------------------------------------------
+// What other threads tell the JobMaster: events for the executor.
+
+void JobMaster::PostEventAndWait(absl::AnyInvocable<void()> handler) {
+  if (executor_.InExecutor()) {
+    if (!revoked_.load()) handler();
+    return;
+  }
+  executor_.PostAndWait([this, handler = std::move(handler)]() mutable {
+    if (revoked_.load()) return;
+    handler();
+  });
+}
+
+void JobMaster::OnTaskStateUpdate(const v1::TaskStateUpdate& update) {
+  PostEventAndWait([this, &update] {
+    executor_.AssertInExecutor();
+    HandleTaskStateUpdate(update);
+  });
+}
+
+void JobMaster::OnTaskManagerReport(const v1::ReportTaskMetricsRequest& report) {
+  PostEvent([this, report] {
+    executor_.AssertInExecutor();
+    HandleTaskManagerReport(report);
+  });
+}
+
+void JobMaster::OnTaskManagerLost(const v1::TaskManagerInfo& info, absl::string_view reason) {
+  PostEventAndWait([this, &info, reason = std::string(reason)] {
+    executor_.AssertInExecutor();
+    HandleTaskManagerLost(info, reason);
+  });
+}
+
+void JobMaster::OnSlotsOffered() {
+  PostEvent([this] {
+    executor_.AssertInExecutor();
+    HandleSlotsOffered();
+  });
+}
+
+void JobMaster::FailJob(const std::string& reason) {
+  PostEvent([this, reason] {
+    executor_.AssertInExecutor();
+    HandleCheckpointFailure(reason);
+  });
+}
+
+absl::Status JobMaster::Cancel() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (IsTerminal(state_)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", job_id_, " has already ended: ", v1::JobState_Name(state_)));
+    }
+  }
+  absl::Status status = absl::UnavailableError(
+      absl::StrCat("job ", job_id_, " is no longer run by this JobManager (leadership revoked)"));
+  const bool taken = executor_.PostAndWait([this, &status] {
+    executor_.AssertInExecutor();
+    if (!revoked_.load()) status = HandleCancelRequested();
+  });
+  if (!taken && !revoked_.load()) {
+    absl::MutexLock lock(&mu_);
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id_, " has already ended: ", v1::JobState_Name(state_)));
+  }
+  return status;
+}
+
+void JobMaster::RevokeLeadership() {
+  if (revoked_.exchange(true)) return;
+  log_->warn("job {}: leadership revoked; its job master stops deciding (no checkpoint, notification, write or "
+             "deployment from now on), and leaves the job to the next leader",
+             job_id_);
+  // At once, whatever the executor is doing: the coordinator's thread acts
+  // on its own.
+  if (coordinator_ != nullptr) coordinator_->Revoke();
+  calls_.Shutdown();  // a deployment not sent yet is never sent
+  executor_.Post([this] {
+    executor_.AssertInExecutor();
+    HandleLeadershipRevoked();
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Helpers over the attempt's tasks.
 
 std::string JobMaster::TaskLabel(const TaskRecord& task) const {
   const Chain& chain = graph_.chains[task.chain];
@@ -163,13 +265,7 @@ JobMaster::TaskRecord* JobMaster::FindTaskLocked(const std::string& task_id) {
   return it == task_index_.end() ? nullptr : &tasks_[it->second];
 }
 
-bool JobMaster::AllTasksTerminalLocked() const { return terminal_tasks_ == tasks_.size(); }
-
-std::vector<std::string> JobMaster::AttemptAddressesLocked() const {
-  std::set<std::string> addresses;
-  for (const TaskManagerAddress& taskmanager : attempt_taskmanagers_) addresses.insert(taskmanager.address);
-  return {addresses.begin(), addresses.end()};
-}
+bool JobMaster::AllTasksTerminal() const { return terminal_tasks_ == task_index_.size(); }
 
 void JobMaster::SetTaskStateLocked(TaskRecord& task, v1::TaskState state) {
   if (task.state == state) return;
@@ -194,6 +290,634 @@ void JobMaster::FailLocked(const std::string& error) {
   last_failure_ = error;
   cancel_requested_ = true;
   cancel_reason_ = absl::StrCat("job failing: ", error);
+}
+
+std::shared_ptr<const JobMaster::AttemptRoutes> JobMaster::routes() const {
+  absl::MutexLock lock(&routes_mu_);
+  return routes_;
+}
+
+// ---------------------------------------------------------------------------
+// The attempt's life, event by event.
+
+void JobMaster::HandleStart() {
+  log_->info("job {} '{}' starting: {} tasks in {} slots, checkpoints {}, restart strategy {}", job_id_,
+             graph_.spec.name(), [&] {
+               int n = 0;
+               for (const Chain& c : graph_.chains) n += c.parallelism;
+               return n;
+             }(),
+             graph_.slots_needed,
+             coordinator_ == nullptr ? std::string("off")
+                                     : absl::StrCat("every ", config::FormatDuration(settings_.checkpoint.interval),
+                                                    " into ", settings_.checkpoint_dir),
+             restart_strategy_->Describe());
+  if (settings_.recovered) {
+    // Taken over from a JobManager that stopped: its TaskManagers come back
+    // and re-register (cancelling what they ran for it); then the job goes
+    // on from its newest checkpoint.
+    recovering_ = true;
+    {
+      absl::MutexLock lock(&mu_);
+      state_ = v1::RESTARTING;
+    }
+    WaitForSlots();
+    return;
+  }
+  if (settings_.savepoint.has_value()) {
+    restore_ = settings_.savepoint;
+    {
+      absl::MutexLock lock(&mu_);
+      restored_from_savepoint_ = true;
+      NoteRestoreLocked(restore_);
+    }
+    if (coordinator_ != nullptr) coordinator_->SetNextCheckpointId(restore_->checkpoint_id() + 1);
+    log_->info("job {}: starting from the savepoint {} (checkpoint {})", job_id_, settings_.savepoint_checkpoint_dir,
+               restore_->checkpoint_id());
+  }
+  StartAttempt();
+}
+
+void JobMaster::StartAttempt() {
+  int attempt = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    attempt = attempt_;
+  }
+  if (settings_.on_attempt && !revoked_.load()) {
+    Liveness::Loop::Busy busy(live());  // the job store's write
+    settings_.on_attempt(attempt);
+  }
+  // Every descriptor first: one that cannot be built (e.g. the restored
+  // checkpoint holds no state for a task) fails the attempt before any
+  // task runs.
+  std::vector<DeployTasksCall> batches;
+  std::vector<std::vector<size_t>> batch_tasks;  // per batch: indexes into tasks_, in request order
+  std::vector<size_t> batch_bytes;               // per batch: of the descriptors in its request
+  auto routes = std::make_shared<AttemptRoutes>();
+  routes->attempt = attempt;
+  absl::Status described;
+  {
+    absl::MutexLock lock(&mu_);
+    tasks_.clear();
+    task_index_.clear();
+    tasks_of_taskmanager_.clear();
+    first_task_of_chain_.clear();
+    running_tasks_ = terminal_tasks_ = 0;
+    for (const Chain& chain : graph_.chains) {
+      first_task_of_chain_.push_back(tasks_.size());
+      for (int s = 0; s < chain.parallelism; ++s) {
+        TaskRecord task;
+        task.task_id = ExecutionGraph::TaskId(job_id_, attempt_, chain.index, s);
+        task.chain = chain.index;
+        task.subtask = s;
+        task.slot = slots_.at(s);
+        task.state = v1::TASK_DEPLOYING;
+        task_index_[task.task_id] = tasks_.size();
+        tasks_of_taskmanager_[task.slot.taskmanager_id].push_back(tasks_.size());
+        routes->task_at[task.task_id] = {task.slot.taskmanager_id, task.slot.address};
+        tasks_.push_back(std::move(task));
+      }
+    }
+    std::set<std::pair<std::string, std::string>> taskmanagers;
+    for (const TaskRecord& t : tasks_) taskmanagers.emplace(t.slot.taskmanager_id, t.slot.address);
+    attempt_taskmanagers_.clear();
+    for (const auto& [id, address] : taskmanagers) attempt_taskmanagers_.push_back({id, address});
+    routes->taskmanagers = attempt_taskmanagers_;
+    // One call per TaskManager (more when its descriptors are large), so
+    // that no message comes near the TaskManager's receive limit.
+    constexpr size_t kMaxBatchBytes = rpc::kControlPlaneMaxMessageBytes / 4;
+    std::map<std::string, size_t> open_batch;  // address -> index in batches
+    // Where each operator's state lies in the restored checkpoint.
+    const absl::StatusOr<checkpoint::OperatorIndex> restore_index =
+        restore_.has_value() ? checkpoint::IndexOperators(*restore_) : checkpoint::OperatorIndex{};
+    for (size_t i = 0; i < tasks_.size() && described.ok(); ++i) {
+      TaskRecord& task = tasks_[i];
+      absl::StatusOr<v1::TaskDeploymentDescriptor> tdd =
+          restore_index.ok() ? Describe(task, restore_, &*restore_index) : restore_index.status();
+      if (!tdd.ok()) {
+        described = tdd.status();
+        break;
+      }
+      const size_t bytes = tdd->ByteSizeLong();
+      auto open = open_batch.find(task.slot.address);
+      if (open == open_batch.end() || batch_bytes[open->second] + bytes > kMaxBatchBytes) {
+        batches.push_back({task.slot.address, {}});
+        batch_tasks.emplace_back();
+        batch_bytes.push_back(0);
+        open = open_batch.insert_or_assign(task.slot.address, batches.size() - 1).first;
+      }
+      batch_bytes[open->second] += bytes;
+      task.finished_on_restore = tdd->finished_on_restore();
+      *batches[open->second].request.add_tasks() = *std::move(tdd);
+      batch_tasks[open->second].push_back(i);
+    }
+    if (!described.ok()) {
+      for (TaskRecord& t : tasks_) SetTaskStateLocked(t, v1::TASK_CANCELED);
+      FailLocked(std::string(described.message()));
+    }
+  }
+  {
+    absl::MutexLock lock(&routes_mu_);
+    routes_ = std::move(routes);
+  }
+  phase_ = Phase::kRunning;
+  if (!described.ok()) {
+    Step();  // every task ended: the attempt failed
+    return;
+  }
+  phase_ = Phase::kDeploying;
+  deployment_ = ++deployments_;
+  const uint64_t deployment = deployment_;
+  const size_t task_count = task_index_.size();
+  // On the calls thread: the deadline starts as the call goes out, and the
+  // answer comes back as an event; a timeout that fires first fails the
+  // attempt, and the late answer is then ignored.
+  calls_.Post([this, deployment, task_count, batches = std::move(batches),
+               batch_tasks = std::move(batch_tasks)]() mutable {
+    Liveness::Loop::Busy busy(calls_.liveness_loop());  // up to the deployment deadline
+    const time::TimerHandle timeout = executor_.PostAt(clock_.Now() + settings_.deploy_timeout, [this, deployment] {
+      if (revoked_.load()) return;
+      executor_.AssertInExecutor();
+      HandleDeploymentTimedOut(deployment);
+    });
+    const std::vector<std::vector<absl::Status>> results = taskmanagers_->DeployTasks(batches);
+    executor_.CancelTimer(timeout);
+    DeploymentAnswer answer;
+    answer.deployment = deployment;
+    answer.outcome.assign(task_count, absl::OkStatus());
+    for (size_t b = 0; b < batches.size(); ++b) {
+      for (size_t k = 0; k < batch_tasks[b].size(); ++k) answer.outcome[batch_tasks[b][k]] = results[b].at(k);
+    }
+    PostEvent([this, answer = std::move(answer)]() mutable {
+      executor_.AssertInExecutor();
+      HandleDeploymentAnswered(std::move(answer));
+    });
+  });
+  Step();  // a cancellation that came meanwhile goes out after the deployment
+}
+
+void JobMaster::HandleDeploymentAnswered(DeploymentAnswer answer) {
+  if (!InAttempt() || answer.deployment != deployment_) {
+    log_->debug("job {}: ignoring the answer to deployment {}, which is no longer awaited", job_id_,
+                answer.deployment);
+    return;
+  }
+  TakeDeploymentOutcome(answer.outcome);
+}
+
+void JobMaster::HandleDeploymentTimedOut(uint64_t deployment) {
+  if (!InAttempt() || deployment != deployment_) return;
+  std::set<std::string> unique;
+  for (const TaskManagerAddress& taskmanager : attempt_taskmanagers_) unique.insert(taskmanager.address);
+  {
+    absl::MutexLock lock(&mu_);
+    FailLocked(absl::StrCat("deploying attempt ", attempt_, ": no answer within ",
+                            config::FormatDuration(settings_.deploy_timeout), " from the TaskManagers at ",
+                            absl::StrJoin(unique, ", ")));
+  }
+  // Tasks may have started all the same: the cancellation goes to every
+  // TaskManager of the attempt, after the deployment call (calls_ keeps the
+  // order), even when no task is known to run.
+  phase_ = Phase::kCancelling;
+  SendCancellation(cancel_reason_);
+  // Every task counts as not deployed (kAborted: no failure of its own).
+  TakeDeploymentOutcome(std::vector<absl::Status>(
+      task_index_.size(), absl::AbortedError("no answer to the deployment")));
+}
+
+void JobMaster::TakeDeploymentOutcome(const std::vector<absl::Status>& outcome) {
+  deployment_ = 0;
+  if (phase_ == Phase::kDeploying) phase_ = Phase::kRunning;
+  std::vector<std::string> deployed;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_.Now();
+    std::optional<std::string> failure;
+    for (size_t i = 0; i < tasks_.size(); ++i) {
+      TaskRecord& task = tasks_[i];
+      if (outcome[i].ok()) {
+        task.deployed = true;
+        task.deployed_at = now;
+        deployed.push_back(absl::StrCat("job ", job_id_, ": deployed task ", task.task_id, " ", TaskLabel(task),
+                                        " to ", task.slot.address, " slot ", task.slot.slot_index));
+        continue;
+      }
+      // Tasks no TaskManager has will never report: they are done as far
+      // as this attempt is concerned. (A deployment that got no answer may
+      // still have started: the cancellation of the attempt, sent to every
+      // TaskManager it used after the deployment, stops it.)
+      if (task.state == v1::TASK_DEPLOYING) SetTaskStateLocked(task, v1::TASK_CANCELED);
+      if (!failure.has_value() && !absl::IsAborted(outcome[i])) {
+        failure = absl::StrCat("deploying task ", TaskLabel(task), " at ", task.slot.address, ": ",
+                               outcome[i].message());
+      }
+    }
+    if (failure.has_value()) FailLocked(*failure);
+  }
+  for (const std::string& line : deployed) log_->info("{}", line);
+  Step();
+}
+
+void JobMaster::HandleTaskStateUpdate(const v1::TaskStateUpdate& update) {
+  if (!InAttempt()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    OnTaskStateUpdateLocked(update);
+  }
+  Step();
+}
+
+void JobMaster::HandleTaskManagerLost(const v1::TaskManagerInfo& info, const std::string& reason) {
+  if (!InAttempt()) return;
+  auto lost = tasks_of_taskmanager_.find(info.taskmanager_id());
+  if (lost == tasks_of_taskmanager_.end()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    std::string first;
+    for (size_t index : lost->second) {
+      TaskRecord& t = tasks_[index];
+      if (IsTerminal(t.state)) continue;
+      SetTaskStateLocked(t, v1::TASK_FAILED);
+      t.error = absl::StrCat("TaskManager ", info.taskmanager_id(), " at ", info.address(), " lost: ", reason);
+      if (first.empty()) first = TaskLabel(t);
+    }
+    if (first.empty()) return;
+    FailLocked(absl::StrCat("TaskManager ", info.taskmanager_id(), " at ", info.address(), " lost (", reason,
+                            ") while running task ", first,
+                            "; if its process died, its log says why (e.g. a crash in user code)"));
+  }
+  Step();
+}
+
+void JobMaster::HandleCheckpointFailure(const std::string& reason) {
+  if (!InAttempt()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    FailLocked(reason);
+  }
+  Step();
+}
+
+absl::Status JobMaster::HandleCancelRequested() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (IsTerminal(state_)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", job_id_, " has already ended: ", v1::JobState_Name(state_)));
+    }
+    if (state_ == v1::CANCELING) return absl::OkStatus();
+    log_->info("job {} CANCELING (requested by a client)", job_id_);
+    state_ = v1::CANCELING;
+  }
+  if (InAttempt()) {
+    cancel_requested_ = true;
+    cancel_reason_ = "canceled by a client";
+    Step();
+  } else if (phase_ == Phase::kWaitingToRestart || phase_ == Phase::kWaitingForSlots) {
+    // Nothing runs: the job ends here.
+    Finish(v1::CANCELED);
+  }
+  return absl::OkStatus();
+}
+
+void JobMaster::SendCancellation(const std::string& reason) {
+  cancel_sent_ = true;
+  // task.cancellation.timeout 0: wait for the TaskManagers however long.
+  // Declared once the clock has passed the timeout, not when it reaches it.
+  if (settings_.cancel_timeout > absl::ZeroDuration()) {
+    const uint64_t cancellation = ++cancellations_;
+    cancel_timer_ = executor_.PostAt(clock_.Now() + settings_.cancel_timeout + absl::Nanoseconds(1),
+                                     [this, cancellation] {
+                                       if (revoked_.load()) return;
+                                       executor_.AssertInExecutor();
+                                       HandleCancellationTimedOut(cancellation);
+                                     });
+  }
+  v1::CancelJobTasksRequest request;
+  {
+    absl::MutexLock lock(&mu_);
+    request.set_attempt(attempt_);
+  }
+  request.set_job_id(job_id_);
+  request.set_reason(reason);
+  std::set<std::string> unique;
+  for (const TaskManagerAddress& taskmanager : attempt_taskmanagers_) unique.insert(taskmanager.address);
+  std::vector<std::string> addresses(unique.begin(), unique.end());
+  calls_.Post([this, addresses = std::move(addresses), request = std::move(request)] {
+    Liveness::Loop::Busy busy(calls_.liveness_loop());  // up to 5 s
+    const std::vector<absl::Status> results = taskmanagers_->CancelJobTasks(addresses, request);
+    for (size_t i = 0; i < addresses.size(); ++i) {
+      if (!results[i].ok()) {
+        log_->warn("job {}: cannot cancel its tasks at {}: {}", job_id_, addresses[i], results[i].message());
+      }
+    }
+  });
+}
+
+void JobMaster::HandleCancellationTimedOut(uint64_t cancellation) {
+  if (phase_ != Phase::kCancelling || cancellation != cancellations_) return;
+  {
+    absl::MutexLock lock(&mu_);
+    for (TaskRecord& t : tasks_) {
+      if (IsTerminal(t.state)) continue;
+      log_->warn("job {}: task {} did not acknowledge cancellation within {}; declaring it canceled", job_id_,
+                 TaskLabel(t), absl::FormatDuration(settings_.cancel_timeout));
+      SetTaskStateLocked(t, v1::TASK_CANCELED);
+    }
+  }
+  Step();
+}
+
+void JobMaster::Step() {
+  if (!InAttempt()) return;
+  std::vector<std::pair<std::string, v1::TaskStateHandle>> finished;
+  std::vector<std::string> sources, all;
+  std::vector<std::pair<std::string, v1::TaskStateHandle>> finished_already;
+  int attempt = 0;
+  const bool start_checkpoints = start_checkpoints_ && !attempt_failed_ && coordinator_ != nullptr;
+  const bool request_final_checkpoint = final_checkpoint_wanted_ && !attempt_failed_;
+  start_checkpoints_ = final_checkpoint_wanted_ = false;
+  std::optional<AttemptEnd> end;
+  {
+    absl::MutexLock lock(&mu_);
+    attempt = attempt_;
+    for (const std::string& task_id : finished_tasks_) {
+      if (const TaskRecord* task = FindTaskLocked(task_id)) finished.emplace_back(task_id, Identity(*task));
+    }
+    // The end of the attempt; a deployment still out is waited for, as the
+    // tasks it deploys must hear of the cancellation after it.
+    if (AllTasksTerminal() && deployment_ == 0) {
+      bool all_finished = true;
+      for (const TaskRecord& t : tasks_) all_finished = all_finished && t.state == v1::TASK_FINISHED;
+      if (state_ == v1::CANCELING) {
+        end = AttemptEnd::kCanceled;
+      } else if (attempt_failed_) {
+        end = AttemptEnd::kFailed;
+      } else if (!all_finished) {
+        FailLocked("tasks ended without finishing");
+        end = AttemptEnd::kFailed;
+      } else {
+        end = AttemptEnd::kFinished;
+      }
+    } else if (start_checkpoints) {
+      for (const TaskRecord& t : tasks_) {
+        all.push_back(t.task_id);
+        if (graph_.chains[t.chain].input_edge < 0) sources.push_back(t.task_id);
+        if (t.finished_on_restore || t.state == v1::TASK_FINISHED) finished_already.emplace_back(t.task_id, Identity(t));
+      }
+    }
+  }
+  finished_tasks_.clear();
+  if (end.has_value()) {
+    EndAttempt(*end);
+    return;
+  }
+  if (coordinator_ != nullptr) {
+    if (request_final_checkpoint) {
+      log_->info("job {}: a source reached the end of its input; triggering a checkpoint soon, after which it "
+                 "ends", job_id_);
+      coordinator_->RequestTriggerSoon();
+    }
+    if (start_checkpoints) {
+      Liveness::Loop::Busy busy(live());  // may wait for a metadata write
+      coordinator_->SetTasks(attempt, std::move(sources), std::move(all));
+      // Before any trigger: a task restored as finished takes none (it
+      // runs no operator), and one that ended is gone.
+      for (const auto& [task_id, identity] : finished_already) {
+        coordinator_->OnTaskFinished(attempt, task_id, identity);
+      }
+      coordinator_->Resume();
+    }
+    for (const auto& [task_id, identity] : finished) coordinator_->OnTaskFinished(attempt, task_id, identity);
+  }
+  if (cancel_requested_ && !cancel_sent_) {
+    // No checkpoint may complete with a failing attempt's tasks.
+    if (coordinator_ != nullptr) {
+      Liveness::Loop::Busy busy(live());  // may wait for a metadata write
+      coordinator_->Suspend();
+    }
+    phase_ = Phase::kCancelling;
+    SendCancellation(cancel_reason_);
+  }
+}
+
+void JobMaster::EndAttempt(AttemptEnd end) {
+  executor_.CancelTimer(cancel_timer_);
+  if (end == AttemptEnd::kFinished) {
+    Finish(v1::FINISHED);
+    return;
+  }
+  if (end == AttemptEnd::kCanceled) {
+    Finish(v1::CANCELED);
+    return;
+  }
+  // The attempt failed; every task of it has ended.
+  if (coordinator_ != nullptr) {
+    Liveness::Loop::Busy busy(live());  // may wait for a metadata write
+    coordinator_->Suspend();
+  }
+  slot_provider_.release();
+  std::string failure;
+  int attempt = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    failure = last_failure_;
+    attempt = attempt_;
+  }
+  if (!unrecoverable_.empty()) {
+    {
+      absl::MutexLock lock(&mu_);
+      error_ = absl::StrCat(unrecoverable_, " (not restarted: a restart cannot fix this failure)");
+      log_->error("job {} FAILED without a restart: {}", job_id_, error_);
+    }
+    Finish(v1::FAILED);
+    return;
+  }
+  const absl::Time failed_at = clock_.Now();
+  const std::optional<absl::Duration> delay = restart_strategy_->OnFailure(failed_at);
+  if (!delay.has_value()) {
+    {
+      absl::MutexLock lock(&mu_);
+      error_ = failure;
+      if (restarts_ > 0 || settings_.restart.type != RestartStrategyOptions::Type::kNone) {
+        absl::StrAppend(&error_, " (restart strategy ", restart_strategy_->Describe(), ": no more restarts)");
+      }
+    }
+    Finish(v1::FAILED);
+    return;
+  }
+  // From the failure, fixed before the job shows RESTARTING.
+  phase_ = Phase::kWaitingToRestart;
+  restart_timer_ = executor_.PostAt(failed_at + *delay, [this] {
+    if (revoked_.load()) return;
+    executor_.AssertInExecutor();
+    HandleRestartDelayElapsed();
+  });
+  int restarts = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != v1::CANCELING) state_ = v1::RESTARTING;
+    restarts = ++restarts_;
+  }
+  log_->warn("job {} RESTARTING in {} (restart {}, strategy {}) after attempt {} failed: {}", job_id_,
+             config::FormatDuration(*delay), restarts, restart_strategy_->Describe(), attempt, failure);
+}
+
+void JobMaster::HandleRestartDelayElapsed() {
+  if (phase_ != Phase::kWaitingToRestart) return;
+  WaitForSlots();
+}
+
+void JobMaster::WaitForSlots() {
+  phase_ = Phase::kWaitingForSlots;
+  slot_deadline_ = clock_.Now() + settings_.slot_request_timeout;
+  slot_refusal_ = absl::OkStatus();
+  slot_refusal_logged_ = false;
+  // Local recovery: subtask s back on the TaskManager that ran it, which
+  // keeps its last snapshot.
+  preferred_.clear();
+  if (settings_.local_recovery) {
+    for (const SlotAssignment& slot : slots_) preferred_.push_back(slot.taskmanager_id);
+  }
+  slot_timer_ = executor_.PostAt(slot_deadline_, [this] {
+    if (revoked_.load()) return;
+    executor_.AssertInExecutor();
+    HandleSlotRequestTimedOut();
+  });
+  RequestSlots(/*last=*/false);
+}
+
+void JobMaster::HandleSlotsOffered() {
+  if (phase_ != Phase::kWaitingForSlots) return;
+  RequestSlots(/*last=*/false);
+}
+
+void JobMaster::HandleSlotRequestTimedOut() {
+  if (phase_ != Phase::kWaitingForSlots) return;
+  RequestSlots(/*last=*/true);
+}
+
+void JobMaster::RequestSlots(bool last) {
+  absl::StatusOr<std::vector<SlotAssignment>> slots = slot_provider_.allocate(graph_.slots_needed, preferred_);
+  if (slots.ok()) {
+    executor_.CancelTimer(slot_timer_);
+    slots_ = *std::move(slots);
+    AfterSlots(absl::OkStatus());
+    return;
+  }
+  slot_refusal_ = slots.status();
+  if (!slot_refusal_logged_) {
+    log_->warn("job {}: waiting up to {} for slots to restart: {}", job_id_,
+               absl::FormatDuration(settings_.slot_request_timeout), slot_refusal_.message());
+    slot_refusal_logged_ = true;
+  }
+  // Slots come with SlotsOffered; until the timeout, nothing else to do.
+  if (!last && clock_.Now() < slot_deadline_) return;
+  executor_.CancelTimer(slot_timer_);
+  AfterSlots(absl::ResourceExhaustedError(absl::StrCat("no slots to restart within ",
+                                                        config::FormatDuration(settings_.slot_request_timeout),
+                                                        " (slot.request.timeout): ", slot_refusal_.message())));
+}
+
+void JobMaster::AfterSlots(absl::Status slots) {
+  absl::StatusOr<std::optional<v1::CheckpointMetadata>> chosen =
+      slots.ok() ? ChooseRestore() : absl::StatusOr<std::optional<v1::CheckpointMetadata>>(slots);
+  if (recovering_) {
+    recovering_ = false;
+    if (!chosen.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        error_ = absl::StrCat("recovering the job after a JobManager restart failed: ", chosen.status().message());
+      }
+      Finish(v1::FAILED);
+      return;
+    }
+    restore_ = *std::move(chosen);
+    absl::MutexLock lock(&mu_);
+    NoteRestoreLocked(restore_);
+    log_->info("job {} recovered after a JobManager restart: attempt {} starting from {}", job_id_, attempt_,
+               restore_.has_value() ? absl::StrCat("checkpoint ", restore_->checkpoint_id())
+                                    : std::string("no checkpoint (none had completed)"));
+  } else {
+    if (!chosen.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        error_ = absl::StrCat(last_failure_, "; restarting failed: ", chosen.status().message());
+      }
+      Finish(v1::FAILED);
+      return;
+    }
+    restore_ = *std::move(chosen);
+    attempt_failed_ = false;
+    final_checkpoint_wanted_ = false;
+    start_checkpoints_ = false;
+    cancel_requested_ = false;
+    cancel_sent_ = false;
+    cancel_reason_.clear();
+    unrecoverable_.clear();
+    finished_tasks_.clear();
+    absl::MutexLock lock(&mu_);
+    NoteRestoreLocked(restore_);
+    ++attempt_;
+    log_->info("job {} attempt {} starting from {}", job_id_, attempt_,
+               restore_.has_value() ? absl::StrCat("checkpoint ", restore_->checkpoint_id())
+                                    : std::string("no checkpoint"));
+  }
+  StartAttempt();
+}
+
+void JobMaster::Finish(v1::JobState final_state) {
+  phase_ = Phase::kEnded;
+  executor_.CancelTimer(restart_timer_);
+  executor_.CancelTimer(slot_timer_);
+  executor_.CancelTimer(cancel_timer_);
+  {
+    Liveness::Loop::Busy busy(live());  // the end's storage work
+    if (coordinator_ != nullptr) coordinator_->Stop();
+    const bool keep = KeepsCheckpoints(final_state);
+    const std::string retained = keep ? NewestKeptCheckpoint() : "";
+    {
+      absl::MutexLock lock(&mu_);
+      state_ = final_state;
+      ended_at_ = clock_.Now();
+      if (final_state == v1::FAILED) {
+        if (error_.empty()) error_ = last_failure_;
+        if (!retained.empty()) absl::StrAppend(&error_, "; its last checkpoint is kept: resubmit with -s ", retained);
+        log_->error("job {} FAILED: {}", job_id_, error_);
+      } else {
+        log_->info("job {} {}", job_id_, v1::JobState_Name(final_state));
+      }
+    }
+    if (!revoked_.load()) {
+      on_terminal_(job_id_, final_state);
+      // Only once the final state is stored: a JobManager that dies before
+      // would resume the job, and needs its checkpoints.
+      if (!keep) DeleteCheckpoints(final_state);
+    }
+  }
+  // Nothing more to decide: the threads end (the calls thread once the
+  // cancellations it holds went out).
+  calls_.Shutdown(/*drain=*/true);
+  executor_.Shutdown();
+}
+
+void JobMaster::HandleLeadershipRevoked() {
+  const Phase was = phase_;
+  phase_ = Phase::kRevoked;
+  executor_.CancelTimer(restart_timer_);
+  executor_.CancelTimer(slot_timer_);
+  executor_.CancelTimer(cancel_timer_);
+  int attempt = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    attempt = attempt_;
+  }
+  log_->warn("job {} attempt {}: job master stopped (leadership revoked{})", job_id_, attempt,
+             was == Phase::kWaitingToRestart ? ", while waiting to restart"
+             : was == Phase::kWaitingForSlots ? ", while waiting for slots"
+                                              : "");
+  executor_.Shutdown();
 }
 
 absl::Status JobMaster::DescribeRestore(const TaskRecord& task, const v1::CheckpointMetadata& restore,
@@ -324,283 +1048,7 @@ absl::StatusOr<v1::TaskDeploymentDescriptor> JobMaster::Describe(
   return tdd;
 }
 
-absl::Status JobMaster::DeployAttempt(const std::optional<v1::CheckpointMetadata>& restore) {
-  // Every descriptor first: one that cannot be built (e.g. the restored
-  // checkpoint holds no state for a task) fails the attempt before any
-  // task runs.
-  std::vector<DeployTasksCall> batches;
-  std::vector<std::vector<size_t>> batch_tasks;  // per batch: indexes into tasks_, in request order
-  std::vector<size_t> batch_bytes;               // per batch: of the descriptors in its request
-  std::vector<std::string> labels;
-  {
-    absl::MutexLock lock(&mu_);
-    tasks_.clear();
-    task_index_.clear();
-    tasks_of_taskmanager_.clear();
-    first_task_of_chain_.clear();
-    running_tasks_ = terminal_tasks_ = 0;
-    for (const Chain& chain : graph_.chains) {
-      first_task_of_chain_.push_back(tasks_.size());
-      for (int s = 0; s < chain.parallelism; ++s) {
-        TaskRecord task;
-        task.task_id = ExecutionGraph::TaskId(job_id_, attempt_, chain.index, s);
-        task.chain = chain.index;
-        task.subtask = s;
-        task.slot = slots_.at(s);
-        task.state = v1::TASK_DEPLOYING;
-        task_index_[task.task_id] = tasks_.size();
-        tasks_of_taskmanager_[task.slot.taskmanager_id].push_back(tasks_.size());
-        tasks_.push_back(std::move(task));
-      }
-    }
-    std::set<std::pair<std::string, std::string>> taskmanagers;
-    for (const TaskRecord& t : tasks_) taskmanagers.emplace(t.slot.taskmanager_id, t.slot.address);
-    attempt_taskmanagers_.clear();
-    for (const auto& [id, address] : taskmanagers) attempt_taskmanagers_.push_back({id, address});
-    // One call per TaskManager (more when its descriptors are large), so
-    // that no message comes near the TaskManager's receive limit.
-    constexpr size_t kMaxBatchBytes = rpc::kControlPlaneMaxMessageBytes / 4;
-    std::map<std::string, size_t> open_batch;  // address -> index in batches
-    // Where each operator's state lies in the restored checkpoint.
-    const absl::StatusOr<checkpoint::OperatorIndex> restore_index =
-        restore.has_value() ? checkpoint::IndexOperators(*restore) : checkpoint::OperatorIndex{};
-    for (size_t i = 0; i < tasks_.size(); ++i) {
-      TaskRecord& task = tasks_[i];
-      absl::StatusOr<v1::TaskDeploymentDescriptor> tdd =
-          restore_index.ok() ? Describe(task, restore, &*restore_index) : restore_index.status();
-      if (!tdd.ok()) {
-        for (TaskRecord& t : tasks_) SetTaskStateLocked(t, v1::TASK_CANCELED);
-        return tdd.status();
-      }
-      const size_t bytes = tdd->ByteSizeLong();
-      auto open = open_batch.find(task.slot.address);
-      if (open == open_batch.end() || batch_bytes[open->second] + bytes > kMaxBatchBytes) {
-        batches.push_back({task.slot.address, {}});
-        batch_tasks.emplace_back();
-        batch_bytes.push_back(0);
-        open = open_batch.insert_or_assign(task.slot.address, batches.size() - 1).first;
-      }
-      batch_bytes[open->second] += bytes;
-      task.finished_on_restore = tdd->finished_on_restore();
-      *batches[open->second].request.add_tasks() = *std::move(tdd);
-      batch_tasks[open->second].push_back(i);
-      labels.push_back(TaskLabel(task));
-    }
-    if (cancel_requested_ || shutting_down_) {
-      for (TaskRecord& t : tasks_) SetTaskStateLocked(t, v1::TASK_CANCELED);
-      return absl::OkStatus();
-    }
-  }
-  Tick();
-  Liveness::Loop::Busy busy(live_.get());  // up to the deployment deadline
-  const std::vector<std::vector<absl::Status>> results = taskmanagers_->DeployTasks(batches);
-  // Which tasks were deployed, and the first failure in task order.
-  std::vector<absl::Status> outcome(labels.size(), absl::OkStatus());
-  for (size_t b = 0; b < batches.size(); ++b) {
-    for (size_t k = 0; k < batch_tasks[b].size(); ++k) outcome[batch_tasks[b][k]] = results[b].at(k);
-  }
-  std::optional<absl::Status> failure;
-  std::vector<SlotAssignment> deployed_to(labels.size());
-  std::vector<std::string> task_ids(labels.size());
-  const absl::Time now = clock_.Now();
-  {
-    absl::MutexLock lock(&mu_);
-    for (size_t i = 0; i < tasks_.size(); ++i) {
-      TaskRecord& task = tasks_[i];
-      if (outcome[i].ok()) {
-        task.deployed = true;
-        task.deployed_at = now;
-        deployed_to[i] = task.slot;
-        task_ids[i] = task.task_id;
-        continue;
-      }
-      // Tasks no TaskManager has will never report: they are done as far
-      // as this attempt is concerned. (A deployment whose call timed out
-      // may still have started: the cancellation of the attempt, sent to
-      // every TaskManager it used, stops it.)
-      if (task.state == v1::TASK_DEPLOYING) SetTaskStateLocked(task, v1::TASK_CANCELED);
-      if (!failure.has_value() && !absl::IsAborted(outcome[i])) {
-        failure = absl::Status(outcome[i].code(), absl::StrCat("deploying task ", labels[i], " at ",
-                                                               task.slot.address, ": ", outcome[i].message()));
-      }
-    }
-  }
-  for (size_t i = 0; i < labels.size(); ++i) {
-    if (!outcome[i].ok()) continue;
-    log_->info("job {}: deployed task {} {} to {} slot {}", job_id_, task_ids[i], labels[i], deployed_to[i].address,
-               deployed_to[i].slot_index);
-  }
-  return failure.value_or(absl::OkStatus());
-}
-
-void JobMaster::CancelTasksOnTaskManagers(const std::string& reason) {
-  Liveness::Loop::Busy busy(live_.get());  // up to 5 s
-  std::vector<std::string> addresses;
-  v1::CancelJobTasksRequest request;
-  {
-    absl::MutexLock lock(&mu_);
-    if (shutting_down_) return;
-    addresses = AttemptAddressesLocked();
-    request.set_attempt(attempt_);
-  }
-  request.set_job_id(job_id_);
-  request.set_reason(reason);
-  const std::vector<absl::Status> results = taskmanagers_->CancelJobTasks(addresses, request);
-  for (size_t i = 0; i < addresses.size(); ++i) {
-    if (!results[i].ok()) {
-      log_->warn("job {}: cannot cancel its tasks at {}: {}", job_id_, addresses[i], results[i].message());
-    }
-  }
-}
-
-JobMaster::AttemptEnd JobMaster::WaitForAttempt() {
-  bool cancel_sent = false;
-  absl::Time cancel_deadline = absl::InfiniteFuture();
-  while (true) {
-    Tick();
-    std::string reason;
-    bool start_checkpoints = false;
-    std::vector<std::pair<std::string, v1::TaskStateHandle>> finished;
-    int attempt = 0;
-    bool request_final_checkpoint = false;
-    {
-      absl::MutexLock lock(&mu_);
-      auto wake = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return shutting_down_ || AllTasksTerminalLocked() || (cancel_requested_ && !cancel_sent) ||
-               start_checkpoints_ || !finished_tasks_.empty() || final_checkpoint_wanted_;
-      };
-      // Every second at least: the liveness tick and the cancellation timeout.
-      clock_.AwaitWithTimeout(&mu_, absl::Condition(&wake), absl::Seconds(1));
-      if (shutting_down_) return AttemptEnd::kShutdown;
-      attempt = attempt_;
-      start_checkpoints = start_checkpoints_ && !attempt_failed_;
-      start_checkpoints_ = false;
-      request_final_checkpoint = final_checkpoint_wanted_ && !attempt_failed_;
-      final_checkpoint_wanted_ = false;
-      for (const std::string& task_id : finished_tasks_) {
-        if (const TaskRecord* task = FindTaskLocked(task_id)) finished.emplace_back(task_id, IdentityLocked(*task));
-      }
-      finished_tasks_.clear();
-      if (AllTasksTerminalLocked()) {
-        bool all_finished = true;
-        for (const TaskRecord& t : tasks_) all_finished = all_finished && t.state == v1::TASK_FINISHED;
-        if (state_ == v1::CANCELING) return AttemptEnd::kCanceled;
-        if (attempt_failed_) return AttemptEnd::kFailed;
-        if (!all_finished) {
-          FailLocked("tasks ended without finishing");
-          return AttemptEnd::kFailed;
-        }
-        return AttemptEnd::kFinished;
-      }
-      // task.cancellation.timeout 0: wait for the TaskManagers however long.
-      if (cancel_sent && settings_.cancel_timeout > absl::ZeroDuration() && clock_.Now() > cancel_deadline) {
-        for (TaskRecord& t : tasks_) {
-          if (IsTerminal(t.state)) continue;
-          log_->warn("job {}: task {} did not acknowledge cancellation within {}; declaring it canceled", job_id_,
-                     TaskLabel(t), absl::FormatDuration(settings_.cancel_timeout));
-          SetTaskStateLocked(t, v1::TASK_CANCELED);
-        }
-        continue;
-      }
-      if (cancel_requested_ && !cancel_sent) reason = cancel_reason_;
-    }
-    if (coordinator_ != nullptr) {
-      if (request_final_checkpoint) {
-        log_->info("job {}: a source reached the end of its input; triggering a checkpoint soon, after which it "
-                   "ends", job_id_);
-        coordinator_->RequestTriggerSoon();
-      }
-      if (start_checkpoints) {
-        std::vector<std::string> sources, all;
-        std::vector<std::pair<std::string, v1::TaskStateHandle>> finished_already;
-        {
-          absl::MutexLock lock(&mu_);
-          for (const TaskRecord& t : tasks_) {
-            all.push_back(t.task_id);
-            if (graph_.chains[t.chain].input_edge < 0) sources.push_back(t.task_id);
-            if (t.finished_on_restore || t.state == v1::TASK_FINISHED) {
-              finished_already.emplace_back(t.task_id, IdentityLocked(t));
-            }
-          }
-        }
-        Liveness::Loop::Busy busy(live_.get());  // may wait for a metadata write
-        coordinator_->SetTasks(attempt, std::move(sources), std::move(all));
-        // Before any trigger: a task restored as finished takes none (it
-        // runs no operator), and one that ended is gone.
-        for (const auto& [task_id, identity] : finished_already) {
-          coordinator_->OnTaskFinished(attempt, task_id, identity);
-        }
-        coordinator_->Resume();
-      }
-      for (const auto& [task_id, identity] : finished) coordinator_->OnTaskFinished(attempt, task_id, identity);
-    }
-    if (!reason.empty()) {
-      // No checkpoint may complete with a failing attempt's tasks.
-      if (coordinator_ != nullptr) {
-        Liveness::Loop::Busy busy(live_.get());  // may wait for a metadata write
-        coordinator_->Suspend();
-      }
-      CancelTasksOnTaskManagers(reason);
-      cancel_sent = true;
-      cancel_deadline = clock_.Now() + settings_.cancel_timeout;
-    }
-  }
-}
-
-bool JobMaster::WaitRestartDelay(absl::Time restart_at) {
-  absl::MutexLock lock(&mu_);
-  auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_ || state_ == v1::CANCELING; };
-  // In pieces, to show the thread is alive through a long backoff.
-  for (absl::Time now = clock_.Now(); now < restart_at; now = clock_.Now()) {
-    Tick();
-    if (clock_.AwaitWithDeadline(&mu_, absl::Condition(&stop), std::min(restart_at, now + kLivenessTickBound))) {
-      return false;
-    }
-  }
-  return !stop();
-}
-
-absl::Status JobMaster::WaitForSlots() {
-  const absl::Time deadline = clock_.Now() + settings_.slot_request_timeout;
-  absl::Status last;
-  bool logged = false;
-  // Local recovery: subtask s back on the TaskManager that ran it, which
-  // keeps its last snapshot.
-  std::vector<std::string> preferred;
-  if (settings_.local_recovery) {
-    absl::MutexLock lock(&mu_);
-    for (const SlotAssignment& slot : slots_) preferred.push_back(slot.taskmanager_id);
-  }
-  while (true) {
-    Tick();
-    absl::StatusOr<std::vector<SlotAssignment>> slots = slot_provider_.allocate(graph_.slots_needed, preferred);
-    if (slots.ok()) {
-      absl::MutexLock lock(&mu_);
-      slots_ = std::move(*slots);
-      return absl::OkStatus();
-    }
-    last = slots.status();
-    if (!logged) {
-      log_->warn("job {}: waiting up to {} for slots to restart: {}", job_id_,
-                 absl::FormatDuration(settings_.slot_request_timeout), last.message());
-      logged = true;
-    }
-    if (clock_.Now() >= deadline) {
-      return absl::ResourceExhaustedError(absl::StrCat("no slots to restart within ",
-                                                       config::FormatDuration(settings_.slot_request_timeout),
-                                                       " (slot.request.timeout): ", last.message()));
-    }
-    absl::MutexLock lock(&mu_);
-    auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_ || state_ == v1::CANCELING; };
-    // A poll of the slot provider, which tells no one when slots free up:
-    // real time, whatever the clock (only the deadline is the clock's).
-    if (mu_.AwaitWithTimeout(absl::Condition(&stop), absl::Milliseconds(200))) {
-      return absl::CancelledError("canceled while waiting for slots");
-    }
-  }
-}
-
-v1::TaskStateHandle JobMaster::IdentityLocked(const TaskRecord& task) const {
+v1::TaskStateHandle JobMaster::Identity(const TaskRecord& task) const {
   const Chain& chain = graph_.chains[task.chain];
   v1::TaskStateHandle identity;
   for (int v : chain.vertices) {
@@ -671,11 +1119,10 @@ absl::StatusOr<std::pair<std::string, int64_t>> JobMaster::TakeSavepoint(const s
   }
   const absl::Time deadline = clock_.Now() + settings_.checkpoint.timeout + absl::Seconds(10);
   absl::StatusOr<int64_t> triggered = coordinator_->TriggerNow(stop);
-  // A periodic checkpoint in progress (max-concurrent-checkpoints): wait
-  // for it to end, then take ours. The polls here go by real time, whatever
-  // the clock: the coordinator tells no one when a checkpoint ends.
+  // A periodic checkpoint in progress (max-concurrent-checkpoints): once it
+  // ended (the coordinator tells), ours.
   while (absl::IsResourceExhausted(triggered.status()) && clock_.Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
+    coordinator_->AwaitCapacity(deadline);
     triggered = coordinator_->TriggerNow(stop);
   }
   if (!triggered.ok()) return Annotate(triggered.status(), "triggering the savepoint's checkpoint");
@@ -692,37 +1139,34 @@ absl::StatusOr<std::pair<std::string, int64_t>> JobMaster::TakeSavepoint(const s
     return status;
   };
   while (true) {
-    for (const checkpoint::CheckpointRecord& record : coordinator_->History()) {
-      if (record.id != id) continue;
-      if (record.status == checkpoint::CheckpointStatus::kFailed) {
-        return absl::AbortedError(absl::StrCat("the savepoint's checkpoint ", id, " failed: ", record.failure_reason));
-      }
-      if (record.status == checkpoint::CheckpointStatus::kCompleted) {
-        absl::StatusOr<std::string> path = checkpoint::WriteSavepoint(coordinator_->storage(), id, target, job_id_);
-        if (!path.ok()) return give_up(path.status());
-        log_->info("job {}: savepoint written to {} (checkpoint {})", job_id_, *path, id);
-        return std::make_pair(*std::move(path), id);
-      }
+    // Returns when the checkpoint ended (completed or failed), or at the
+    // deadline.
+    const std::optional<checkpoint::CheckpointRecord> record = coordinator_->AwaitEnd(id, deadline);
+    if (record.has_value() && record->status == checkpoint::CheckpointStatus::kFailed) {
+      return absl::AbortedError(absl::StrCat("the savepoint's checkpoint ", id, " failed: ", record->failure_reason));
     }
-    if (clock_.Now() > deadline) {
+    if (record.has_value() && record->status == checkpoint::CheckpointStatus::kCompleted) {
+      absl::StatusOr<std::string> path = checkpoint::WriteSavepoint(coordinator_->storage(), id, target, job_id_);
+      if (!path.ok()) return give_up(path.status());
+      log_->info("job {}: savepoint written to {} (checkpoint {})", job_id_, *path, id);
+      return std::make_pair(*std::move(path), id);
+    }
+    if (clock_.Now() >= deadline || !record.has_value()) {
       // The coordinator expires it by then; a stop resumes when it does.
       return give_up(
           absl::DeadlineExceededError(absl::StrCat("the savepoint's checkpoint ", id, " did not complete in time")));
     }
-    absl::SleepFor(absl::Milliseconds(20));
   }
 }
-
-absl::StatusOr<std::optional<v1::CheckpointMetadata>> JobMaster::ChooseRestoreBusy() {
-  Liveness::Loop::Busy busy(live_.get());  // reads and checks checkpoints in storage
-  return ChooseRestore();
-}
-
 absl::StatusOr<std::optional<v1::CheckpointMetadata>> JobMaster::ChooseRestore() {
+  Liveness::Loop::Busy busy(live());  // reads and checks checkpoints in storage
   ASSIGN_OR_RETURN(std::optional<v1::CheckpointMetadata> chosen, ChooseCheckpoint());
-  absl::MutexLock lock(&mu_);
-  restored_from_savepoint_ = !chosen.has_value() && settings_.savepoint.has_value();
-  if (restored_from_savepoint_) {
+  bool from_savepoint = false;
+  {
+    absl::MutexLock lock(&mu_);
+    restored_from_savepoint_ = from_savepoint = !chosen.has_value() && settings_.savepoint.has_value();
+  }
+  if (from_savepoint) {
     chosen = settings_.savepoint;
     log_->info("job {}: restoring from the savepoint it was submitted from (checkpoint {}, {})", job_id_,
                chosen->checkpoint_id(), settings_.savepoint_checkpoint_dir);
@@ -754,202 +1198,6 @@ absl::StatusOr<std::optional<v1::CheckpointMetadata>> JobMaster::ChooseCheckpoin
     log_->info("job {}: no checkpoint completed yet; restarting without state", job_id_);
   }
   return chosen;
-}
-
-void JobMaster::Run() {
-  if (settings_.liveness != nullptr) live_ = settings_.liveness->Register(absl::StrCat("job ", job_id_, " master"));
-  struct Unregister {
-    std::unique_ptr<Liveness::Loop>* loop;
-    ~Unregister() { loop->reset(); }
-  } unregister{&live_};
-  log_->info("job {} '{}' starting: {} tasks in {} slots, checkpoints {}, restart strategy {}", job_id_,
-             graph_.spec.name(), [&] {
-               int n = 0;
-               for (const Chain& c : graph_.chains) n += c.parallelism;
-               return n;
-             }(),
-             graph_.slots_needed,
-             coordinator_ == nullptr ? std::string("off")
-                                     : absl::StrCat("every ", config::FormatDuration(settings_.checkpoint.interval),
-                                                    " into ", settings_.checkpoint_dir),
-             restart_strategy_->Describe());
-  std::optional<v1::CheckpointMetadata> restore;
-  v1::JobState final_state = v1::FAILED;
-  if (settings_.recovered) {
-    // Taken over from a JobManager that stopped: its TaskManagers come back
-    // and re-register (cancelling what they ran for it); then the job goes
-    // on from its newest checkpoint.
-    {
-      absl::MutexLock lock(&mu_);
-      state_ = v1::RESTARTING;
-    }
-    absl::Status slots = WaitForSlots();
-    absl::StatusOr<std::optional<v1::CheckpointMetadata>> chosen =
-        slots.ok() ? ChooseRestoreBusy() : absl::StatusOr<std::optional<v1::CheckpointMetadata>>(slots);
-    std::optional<v1::JobState> ended;
-    {
-      absl::MutexLock lock(&mu_);
-      if (shutting_down_) return;
-      if (!chosen.ok() || state_ == v1::CANCELING) {
-        if (state_ != v1::CANCELING) {
-          error_ = absl::StrCat("recovering the job after a JobManager restart failed: ", chosen.status().message());
-        }
-        state_ = state_ == v1::CANCELING ? v1::CANCELED : v1::FAILED;
-        ended_at_ = clock_.Now();
-        log_->error("job {} {}: {}", job_id_, v1::JobState_Name(state_), error_);
-        ended = state_;
-      }
-    }
-    if (ended.has_value()) {
-      live_.reset();  // the end's storage work runs once, not in a loop
-      if (coordinator_ != nullptr) coordinator_->Stop();
-      const bool keep = KeepsCheckpoints(*ended);
-      if (keep && *ended == v1::FAILED) {
-        const std::string retained = NewestKeptCheckpoint();
-        absl::MutexLock lock(&mu_);
-        if (!retained.empty()) absl::StrAppend(&error_, "; its last checkpoint is kept: resubmit with -s ", retained);
-      }
-      on_terminal_(job_id_, *ended);
-      if (!keep) DeleteCheckpoints(*ended);
-      return;
-    }
-    absl::MutexLock lock(&mu_);
-    restore = *chosen;
-    NoteRestoreLocked(restore);
-    log_->info("job {} recovered after a JobManager restart: attempt {} starting from {}", job_id_, attempt_,
-               restore.has_value() ? absl::StrCat("checkpoint ", restore->checkpoint_id())
-                                   : std::string("no checkpoint (none had completed)"));
-  }
-  if (!settings_.recovered && settings_.savepoint.has_value()) {
-    absl::MutexLock lock(&mu_);
-    restore = settings_.savepoint;
-    restored_from_savepoint_ = true;
-    NoteRestoreLocked(restore);
-    if (coordinator_ != nullptr) coordinator_->SetNextCheckpointId(restore->checkpoint_id() + 1);
-    log_->info("job {}: starting from the savepoint {} (checkpoint {})", job_id_, settings_.savepoint_checkpoint_dir,
-               restore->checkpoint_id());
-  }
-  while (true) {
-    if (settings_.on_attempt) {
-      int attempt = 0;
-      {
-        absl::MutexLock lock(&mu_);
-        attempt = attempt_;
-      }
-      settings_.on_attempt(attempt);
-    }
-    absl::Status deployed = DeployAttempt(restore);
-    if (!deployed.ok()) {
-      absl::MutexLock lock(&mu_);
-      FailLocked(std::string(deployed.message()));
-    }
-    const AttemptEnd end = WaitForAttempt();
-    if (end == AttemptEnd::kShutdown) return;
-    if (end == AttemptEnd::kFinished) {
-      final_state = v1::FINISHED;
-      break;
-    }
-    if (end == AttemptEnd::kCanceled) {
-      final_state = v1::CANCELED;
-      break;
-    }
-    // The attempt failed; every task of it has ended.
-    if (coordinator_ != nullptr) {
-      Liveness::Loop::Busy busy(live_.get());  // may wait for a metadata write
-      coordinator_->Suspend();
-    }
-    slot_provider_.release();
-    std::string failure;
-    std::string unrecoverable;  // a task threw weir::UnrecoverableError
-    int attempt = 0;
-    int restarts = 0;
-    {
-      absl::MutexLock lock(&mu_);
-      failure = last_failure_;
-      attempt = attempt_;
-      restarts = restarts_ + 1;
-      unrecoverable = unrecoverable_;
-    }
-    if (!unrecoverable.empty()) {
-      absl::MutexLock lock(&mu_);
-      error_ = absl::StrCat(unrecoverable, " (not restarted: a restart cannot fix this failure)");
-      log_->error("job {} FAILED without a restart: {}", job_id_, error_);
-      final_state = v1::FAILED;
-      break;
-    }
-    const absl::Time failed_at = clock_.Now();
-    const std::optional<absl::Duration> delay = restart_strategy_->OnFailure(failed_at);
-    if (!delay.has_value()) {
-      absl::MutexLock lock(&mu_);
-      error_ = failure;
-      if (restarts_ > 0 || settings_.restart.type != RestartStrategyOptions::Type::kNone) {
-        absl::StrAppend(&error_, " (restart strategy ", restart_strategy_->Describe(), ": no more restarts)");
-      }
-      final_state = v1::FAILED;
-      break;
-    }
-    {
-      absl::MutexLock lock(&mu_);
-      if (state_ != v1::CANCELING) state_ = v1::RESTARTING;
-      ++restarts_;
-    }
-    log_->warn("job {} RESTARTING in {} (restart {}, strategy {}) after attempt {} failed: {}", job_id_,
-               config::FormatDuration(*delay), restarts, restart_strategy_->Describe(), attempt, failure);
-    // From the failure, fixed before the job shows RESTARTING, so that the
-    // wait ends at the same time however late this thread gets to it.
-    if (!WaitRestartDelay(failed_at + *delay)) {
-      absl::MutexLock lock(&mu_);
-      if (shutting_down_) return;
-      final_state = v1::CANCELED;
-      break;
-    }
-    absl::Status slots = WaitForSlots();
-    absl::StatusOr<std::optional<v1::CheckpointMetadata>> chosen =
-        slots.ok() ? ChooseRestoreBusy() : absl::StatusOr<std::optional<v1::CheckpointMetadata>>(slots);
-    {
-      absl::MutexLock lock(&mu_);
-      if (shutting_down_) return;
-      if (state_ == v1::CANCELING) {
-        final_state = v1::CANCELED;
-        break;
-      }
-      if (!chosen.ok()) {
-        error_ = absl::StrCat(failure, "; restarting failed: ", chosen.status().message());
-        final_state = v1::FAILED;
-        break;
-      }
-      restore = *chosen;
-      NoteRestoreLocked(restore);
-      ++attempt_;
-      attempt_failed_ = false;
-      final_checkpoint_wanted_ = false;
-      cancel_requested_ = false;
-      cancel_reason_.clear();
-      log_->info("job {} attempt {} starting from {}", job_id_, attempt_,
-                 restore.has_value() ? absl::StrCat("checkpoint ", restore->checkpoint_id())
-                                     : std::string("no checkpoint"));
-    }
-  }
-  live_.reset();  // the end's storage work runs once, not in a loop
-  if (coordinator_ != nullptr) coordinator_->Stop();
-  const bool keep = KeepsCheckpoints(final_state);
-  const std::string retained = keep ? NewestKeptCheckpoint() : "";
-  {
-    absl::MutexLock lock(&mu_);
-    state_ = final_state;
-    ended_at_ = clock_.Now();
-    if (final_state == v1::FAILED) {
-      if (error_.empty()) error_ = last_failure_;
-      if (!retained.empty()) absl::StrAppend(&error_, "; its last checkpoint is kept: resubmit with -s ", retained);
-      log_->error("job {} FAILED: {}", job_id_, error_);
-    } else {
-      log_->info("job {} {}", job_id_, v1::JobState_Name(final_state));
-    }
-  }
-  on_terminal_(job_id_, final_state);
-  // Only once the final state is stored: a JobManager that dies before
-  // would resume the job, and needs its checkpoints.
-  if (!keep) DeleteCheckpoints(final_state);
 }
 
 bool JobMaster::KeepsCheckpoints(v1::JobState final_state) const {
@@ -989,11 +1237,6 @@ void JobMaster::DeleteCheckpoints(v1::JobState final_state) {
   log_->info("job {}: checkpoints deleted ({} and retention {})", job_id_, v1::JobState_Name(final_state),
              settings_.retention == JobSettings::Retention::kNever ? "NO_EXTERNALIZED_CHECKPOINTS"
                                                                   : "DELETE_ON_CANCELLATION");
-}
-
-void JobMaster::OnTaskStateUpdate(const v1::TaskStateUpdate& update) {
-  absl::MutexLock lock(&mu_);
-  OnTaskStateUpdateLocked(update);
 }
 
 void JobMaster::OnTaskStateUpdateLocked(const v1::TaskStateUpdate& update) {
@@ -1057,7 +1300,9 @@ void JobMaster::OnTaskStateUpdateLocked(const v1::TaskStateUpdate& update) {
   }
 }
 
-void JobMaster::OnTaskManagerReport(const v1::ReportTaskMetricsRequest& report) {
+void JobMaster::HandleTaskManagerReport(const v1::ReportTaskMetricsRequest& report) {
+  if (!InAttempt()) return;
+  {
   absl::MutexLock lock(&mu_);
   const std::string& taskmanager_id = report.taskmanager_id();
   auto mine = tasks_of_taskmanager_.find(taskmanager_id);
@@ -1109,26 +1354,9 @@ void JobMaster::OnTaskManagerReport(const v1::ReportTaskMetricsRequest& report) 
                task.task_id, TaskLabel(task), task.error, task.missed_reports);
     FailLocked(absl::StrCat("task ", TaskLabel(task), " failed: ", task.error));
   }
-}
-void JobMaster::OnTaskManagerLost(const v1::TaskManagerInfo& info, absl::string_view reason) {
-  absl::MutexLock lock(&mu_);
-  if (IsTerminal(state_)) return;
-  auto lost = tasks_of_taskmanager_.find(info.taskmanager_id());
-  if (lost == tasks_of_taskmanager_.end()) return;
-  std::string first;
-  for (size_t index : lost->second) {
-    TaskRecord& t = tasks_[index];
-    if (IsTerminal(t.state)) continue;
-    SetTaskStateLocked(t, v1::TASK_FAILED);
-    t.error = absl::StrCat("TaskManager ", info.taskmanager_id(), " at ", info.address(), " lost: ", reason);
-    if (first.empty()) first = TaskLabel(t);
   }
-  if (first.empty()) return;
-  FailLocked(absl::StrCat("TaskManager ", info.taskmanager_id(), " at ", info.address(), " lost (", reason,
-                          ") while running task ", first,
-                          "; if its process died, its log says why (e.g. a crash in user code)"));
+  Step();
 }
-
 void JobMaster::OnCheckpointAcknowledged(const v1::AcknowledgeCheckpointRequest& ack) {
   if (coordinator_ != nullptr) coordinator_->OnAcknowledge(ack);
 }
@@ -1143,17 +1371,20 @@ void JobMaster::OnCheckpointDeclined(const v1::DeclineCheckpointRequest& decline
 
 absl::Status JobMaster::TriggerCheckpoints(int attempt, const std::vector<std::string>& task_ids, int64_t id,
                                            int64_t timestamp_unix_ms, bool stop) {
+  if (revoked_.load()) {
+    return absl::UnavailableError(absl::StrCat("not triggering checkpoint ", id, ": leadership revoked"));
+  }
+  const std::shared_ptr<const AttemptRoutes> routes = this->routes();
   std::map<std::string, v1::TriggerCheckpointsRequest> by_address;
   std::map<std::string, std::string> taskmanager_at;  // address -> id
-  {
-    absl::MutexLock lock(&mu_);
-    for (const std::string& task_id : task_ids) {
-      TaskRecord* task = attempt == attempt_ ? FindTaskLocked(task_id) : nullptr;
-      if (task == nullptr) return absl::NotFoundError(absl::StrCat("triggering source task ", task_id,
-                                                                   " failed: it is not running"));
-      by_address[task->slot.address].add_task_ids(task_id);
-      taskmanager_at[task->slot.address] = task->slot.taskmanager_id;
+  for (const std::string& task_id : task_ids) {
+    const bool current = routes != nullptr && routes->attempt == attempt;
+    auto at = current ? routes->task_at.find(task_id) : routes->task_at.end();
+    if (!current || at == routes->task_at.end()) {
+      return absl::NotFoundError(absl::StrCat("triggering source task ", task_id, " failed: it is not running"));
     }
+    by_address[at->second.address].add_task_ids(task_id);
+    taskmanager_at[at->second.address] = at->second.taskmanager_id;
   }
   std::vector<TriggerCheckpointsCall> calls;
   calls.reserve(by_address.size());
@@ -1191,12 +1422,11 @@ void JobMaster::FinishStop(int attempt, int64_t id, bool end_input) {
 }
 
 void JobMaster::SendNotification(int attempt, int64_t id, v1::NotifyCheckpointRequest request) {
-  std::vector<TaskManagerAddress> taskmanagers;
-  {
-    absl::MutexLock lock(&mu_);
-    if (attempt != attempt_) return;
-    taskmanagers = attempt_taskmanagers_;
-  }
+  // A deposed leader's word would make sinks commit: never sent.
+  if (revoked_.load()) return;
+  const std::shared_ptr<const AttemptRoutes> routes = this->routes();
+  if (routes == nullptr || routes->attempt != attempt) return;
+  const std::vector<TaskManagerAddress>& taskmanagers = routes->taskmanagers;
   request.set_job_id(job_id_);
   request.set_attempt(attempt);
   request.set_checkpoint_id(id);
@@ -1210,25 +1440,6 @@ void JobMaster::SendNotification(int attempt, int64_t id, v1::NotifyCheckpointRe
                  id, what, results[i].message());
     }
   }
-}
-
-void JobMaster::FailJob(const std::string& reason) {
-  absl::MutexLock lock(&mu_);
-  FailLocked(reason);
-}
-
-absl::Status JobMaster::Cancel() {
-  absl::MutexLock lock(&mu_);
-  if (IsTerminal(state_)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job ", job_id_, " has already ended: ", v1::JobState_Name(state_)));
-  }
-  if (state_ == v1::CANCELING) return absl::OkStatus();
-  log_->info("job {} CANCELING (requested by a client)", job_id_);
-  state_ = v1::CANCELING;
-  cancel_requested_ = true;
-  cancel_reason_ = "canceled by a client";
-  return absl::OkStatus();
 }
 
 v1::JobStatus JobMaster::Status() const {

@@ -17,19 +17,34 @@
 // Everything it sends to TaskManagers goes through its TaskManagerGateway
 // (gRPC in the daemon, in memory in tests).
 //
-// Thread-safety: thread-safe. A worker thread owned by the JobMaster runs the
-// attempts and makes the deployment and cancellation calls; the checkpoint
-// coordinator's thread makes the checkpoint calls (CheckpointTaskGateway);
-// the other methods are called from gRPC threads and the ResourceManager's
-// loss listener.
+// Its decisions are made on one SerialExecutor, its own: every input is an
+// event posted there (a task's state, a TaskManager's report or loss, a
+// deployment's answer, a client's cancellation, slots offered, a timer of
+// the clock: restart delay, deployment, cancellation and slot request
+// timeouts, leadership revoked), and the attempt's phase (deploying,
+// running, cancelling, waiting to restart, waiting for slots) decides what
+// each event does. docs/architecture.md, "The JobMaster", tells the phases.
+// Deployments and cancellations travel on a second thread of its own, so
+// that the executor never waits for a TaskManager; their answers come back
+// as events.
+//
+// Thread-safety: thread-safe. The On* methods, Cancel and RevokeLeadership
+// post to the executor; OnTaskStateUpdate, OnTaskManagerLost and Cancel
+// return once it took the event (so that the status shows it), the others
+// at once;
+// Status and Checkpoints read what the executor publishes under mu_. The
+// checkpoint coordinator's thread makes the checkpoint calls
+// (CheckpointTaskGateway) through a per-attempt routing table, and posts a
+// job failure to the executor. The savepoint calls block their (RPC)
+// thread while the coordinator takes the checkpoint.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -37,6 +52,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "absl/time/time.h"
+#include "common/executor/serial_executor.h"
 #include "common/logging/logging.h"
 #include "common/process/liveness.h"
 #include "common/time/clock.h"
@@ -56,6 +72,10 @@ struct JobSettings {
   int max_parallelism = 128;
   absl::Duration cancel_timeout = absl::Minutes(3);
   absl::Duration slot_request_timeout = absl::Minutes(5);
+  // How long the JobMaster waits, on its clock, for the answer to an
+  // attempt's deployment before it takes the tasks not answered for
+  // undeployed and fails the attempt: the gRPC gateway's deadline.
+  absl::Duration deploy_timeout = kDeployTimeout;
   // state.backend.type: "rocksdb" or "hashmap".
   std::string state_backend = "rocksdb";
   // execution.checkpointing.incremental (rocksdb backend).
@@ -79,9 +99,9 @@ struct JobSettings {
   int first_attempt = 1;
   // When the job was submitted (kept across JobManager restarts).
   absl::Time submitted_at = absl::InfinitePast();
-  // Called on the worker thread as each attempt starts (persistence).
+  // Called on the JobMaster's executor as each attempt starts (persistence).
   std::function<void(int attempt)> on_attempt;
-  // Where the worker thread's loop shows it is alive (the JobManager's
+  // Where the JobMaster's executor shows it is alive (the JobManager's
   // watchdog); null: nowhere.
   Liveness* liveness = nullptr;
   // The time the JobMaster and its checkpoint coordinator decide by (restart
@@ -110,7 +130,7 @@ struct SlotProvider {
 
 class JobMaster : private checkpoint::CheckpointTaskGateway {
  public:
-  // Called once, from the worker thread, when the job reaches a terminal state.
+  // Called once, on the executor, when the job reaches a terminal state.
   using TerminalCallback = std::function<void(const std::string& job_id, v1::JobState state)>;
 
   // Opens the job's checkpoint directory when checkpoints are on.
@@ -123,24 +143,37 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
                                                            TerminalCallback on_terminal);
   ~JobMaster() override;
 
-  // Starts the first attempt on the worker thread.
+  // Starts the executor, which starts the first attempt.
   void Start();
 
-  void OnTaskStateUpdate(const v1::TaskStateUpdate& update) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnTaskStateUpdate(const v1::TaskStateUpdate& update);
   // A TaskManager's periodic report of every task it holds: metrics; the
   // final state of a task whose own report did not arrive; and a task of
   // this attempt deployed there that kMissedReportsForLost reports in a row
   // (after kReportGrace) left out has ended unreported, and is failed.
-  void OnTaskManagerReport(const v1::ReportTaskMetricsRequest& report) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnTaskManagerReport(const v1::ReportTaskMetricsRequest& report);
   static constexpr int kMissedReportsForLost = 3;
   static constexpr absl::Duration kReportGrace = absl::Seconds(10);
-  void OnTaskManagerLost(const v1::TaskManagerInfo& info, absl::string_view reason) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnTaskManagerLost(const v1::TaskManagerInfo& info, absl::string_view reason);
+  // Free slots may be enough now (ResourceManager::AddSlotsListener): a
+  // restart waiting for slots asks for them again.
+  void OnSlotsOffered();
   void OnCheckpointAcknowledged(const v1::AcknowledgeCheckpointRequest& ack);
   void OnCheckpointsAcknowledged(absl::Span<const v1::AcknowledgeCheckpointRequest* const> acks);
   void OnCheckpointDeclined(const v1::DeclineCheckpointRequest& decline);
 
-  // Cancels the job; kFailedPrecondition if it already ended.
+  // Cancels the job; kFailedPrecondition if it already ended, kUnavailable
+  // once its leadership was revoked. Returns once the executor took it (the
+  // status shows CANCELING).
   absl::Status Cancel() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // This JobManager no longer leads: from the return on, the JobMaster
+  // triggers no checkpoint, tells no task of one (so sinks commit nothing on
+  // its word), writes nothing (no attempt, no end, no checkpoint metadata,
+  // no deletions) and deploys nothing; its executor ends after the event in
+  // hand. The job is not ended: the TaskManagers' tasks are left to the new
+  // leader, which recovers the job from the store. Idempotent.
+  void RevokeLeadership();
 
   // Triggers a checkpoint, waits for it to complete and copies it into a
   // new savepoint directory under `target` (already checked to be inside
@@ -191,32 +224,100 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
     absl::Time deployed_at = absl::InfinitePast();
     int missed_reports = 0;
   };
+  // Where an attempt stands; each event's handler acts by it.
+  enum class Phase {
+    kCreated,           // Start not called yet
+    kWaitingForSlots,   // a restart (or a recovery) asks for slots until slot.request.timeout
+    kDeploying,         // the deployment is out; tasks may report already
+    kRunning,           // deployed; follows the tasks (RUNNING once every task runs)
+    kCancelling,        // cancellations sent (failure or weir cancel); waits for every task to end
+    kWaitingToRestart,  // the attempt failed; the restart delay runs on the clock
+    kEnded,             // terminal state reached; the executor ends
+    kRevoked,           // leadership revoked; the executor ends
+  };
   // How an attempt ended.
-  enum class AttemptEnd { kFinished, kCanceled, kFailed, kShutdown };
+  enum class AttemptEnd { kFinished, kCanceled, kFailed };
+  // A deployment's answer: per task (in tasks_ order) OK or why not.
+  struct DeploymentAnswer {
+    uint64_t deployment = 0;
+    std::vector<absl::Status> outcome;
+  };
+  // Which TaskManager runs each task of an attempt, for the coordinator's
+  // calls (its thread reads it; the executor replaces it per attempt).
+  struct AttemptRoutes {
+    int attempt = 0;
+    absl::flat_hash_map<std::string, TaskManagerAddress> task_at;
+    std::vector<TaskManagerAddress> taskmanagers;  // sorted by (id, address)
+  };
 
   JobMaster(std::string job_id, v1::SubmitJobRequest request, ExecutionGraph graph, std::vector<SlotAssignment> slots,
             JobSettings settings, SlotProvider slot_provider, std::shared_ptr<TaskManagerGateway> taskmanagers,
             TerminalCallback on_terminal);
 
-  void Run();
-  // Builds the attempt's tasks on `slots_` and deploys them.
-  absl::Status DeployAttempt(const std::optional<v1::CheckpointMetadata>& restore) ABSL_LOCKS_EXCLUDED(mu_);
-  // Follows the attempt until every task is terminal: sends cancellations when
-  // asked, declares unresponsive tasks canceled, starts checkpointing once all
-  // tasks run.
-  AttemptEnd WaitForAttempt() ABSL_LOCKS_EXCLUDED(mu_);
-  // Waits until the clock reaches `restart_at`; false when the job was
-  // canceled or is shutting down meanwhile.
-  bool WaitRestartDelay(absl::Time restart_at) ABSL_LOCKS_EXCLUDED(mu_);
-  // Allocates slots for the next attempt, waiting up to slot_request_timeout.
-  absl::Status WaitForSlots() ABSL_LOCKS_EXCLUDED(mu_);
+  // Posts `handler` to the executor as an event: it runs there unless the
+  // leadership was revoked before it came up.
+  void PostEvent(absl::AnyInvocable<void()> handler);
+  // The same, and returns once it ran (or was dropped: the executor ended);
+  // from the executor itself, runs it at once.
+  void PostEventAndWait(absl::AnyInvocable<void()> handler);
+
+  // The events (executor only).
+  void HandleStart() ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_) ABSL_LOCKS_EXCLUDED(mu_);
+  void HandleTaskStateUpdate(const v1::TaskStateUpdate& update) ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void HandleTaskManagerReport(const v1::ReportTaskMetricsRequest& report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void HandleTaskManagerLost(const v1::TaskManagerInfo& info, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_) ABSL_LOCKS_EXCLUDED(mu_);
+  void HandleDeploymentAnswered(DeploymentAnswer answer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void HandleDeploymentTimedOut(uint64_t deployment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status HandleCancelRequested() ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_) ABSL_LOCKS_EXCLUDED(mu_);
+  void HandleCancellationTimedOut(uint64_t cancellation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void HandleRestartDelayElapsed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_) ABSL_LOCKS_EXCLUDED(mu_);
+  void HandleSlotsOffered() ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_) ABSL_LOCKS_EXCLUDED(mu_);
+  void HandleSlotRequestTimedOut() ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_) ABSL_LOCKS_EXCLUDED(mu_);
+  void HandleCheckpointFailure(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void HandleLeadershipRevoked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_) ABSL_LOCKS_EXCLUDED(mu_);
+
+  bool InAttempt() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_) {
+    return phase_ == Phase::kDeploying || phase_ == Phase::kRunning || phase_ == Phase::kCancelling;
+  }
+  // After every event of an attempt: hands a running attempt to the
+  // coordinator, sends the cancellations a failure or weir cancel asked for,
+  // declares the end of an attempt whose tasks all ended.
+  void Step() ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_) ABSL_LOCKS_EXCLUDED(mu_);
+  // Builds the attempt's tasks on `slots_` and sends their deployment.
+  void StartAttempt() ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes a deployment's per-task outcome into the task records.
+  void TakeDeploymentOutcome(const std::vector<absl::Status>& outcome) ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void EndAttempt(AttemptEnd end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_) ABSL_LOCKS_EXCLUDED(mu_);
+  // Asks for slots up to slot_request_timeout; then restores and deploys.
+  void WaitForSlots() ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_) ABSL_LOCKS_EXCLUDED(mu_);
+  // One request to the slot provider; `last`: the timeout has come.
+  void RequestSlots(bool last) ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_) ABSL_LOCKS_EXCLUDED(mu_);
+  // With slots (or why there are none): restores and starts the next attempt.
+  void AfterSlots(absl::Status slots) ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the job in `final_state`: stops the coordinator, applies the
+  // retention, tells on_terminal_, and ends the executor.
+  void Finish(v1::JobState final_state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_) ABSL_LOCKS_EXCLUDED(mu_);
+  // Sends the cancellation of the current attempt to every TaskManager it
+  // used (on the calls thread) and starts the cancellation timeout.
+  void SendCancellation(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // A Busy step of the executor's liveness (storage, coordinator waits).
+  Liveness::Loop* live() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_) { return executor_.liveness_loop(); }
+
   // The newest intact complete checkpoint, or nullopt; logs every one skipped.
   absl::StatusOr<std::optional<v1::CheckpointMetadata>> ChooseCheckpoint();
   // ChooseCheckpoint, else the savepoint the job was submitted from; sets
   // restored_from_savepoint_.
-  absl::StatusOr<std::optional<v1::CheckpointMetadata>> ChooseRestore() ABSL_LOCKS_EXCLUDED(mu_);
-  // ChooseRestore inside a Liveness busy step (worker thread).
-  absl::StatusOr<std::optional<v1::CheckpointMetadata>> ChooseRestoreBusy() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::optional<v1::CheckpointMetadata>> ChooseRestore() ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // TriggerSavepoint and StopWithSavepoint: returns the savepoint's directory
   // and the checkpoint it copies.
   absl::StatusOr<std::pair<std::string, int64_t>> TakeSavepoint(const std::string& target, bool stop)
@@ -225,51 +326,50 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   bool HasExactlyOnceSink() const;
   // What the coordinator records for `task` once it finished: its chain's
   // vertices and operator ids, its subtask and the chain's parallelism.
-  v1::TaskStateHandle IdentityLocked(const TaskRecord& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::TaskStateHandle Identity(const TaskRecord& task) const;
   // Checkpoint retention when the job ends in `final_state`
   // (execution.checkpointing.externalized-checkpoint-retention): whether
   // its checkpoints stay; the newest kept one's directory (logged) or "";
-  // deleting them all. Worker thread, once the coordinator stopped.
+  // deleting them all. On the executor, once the coordinator stopped.
   bool KeepsCheckpoints(v1::JobState final_state) const;
-  std::string NewestKeptCheckpoint() ABSL_LOCKS_EXCLUDED(mu_);
-  void DeleteCheckpoints(v1::JobState final_state) ABSL_LOCKS_EXCLUDED(mu_);
+  std::string NewestKeptCheckpoint();
+  void DeleteCheckpoints(v1::JobState final_state);
   // `restore_index`: IndexOperators of `restore`, when set.
   absl::StatusOr<v1::TaskDeploymentDescriptor> Describe(const TaskRecord& task,
                                                         const std::optional<v1::CheckpointMetadata>& restore,
                                                         const checkpoint::OperatorIndex* restore_index) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_, mu_);
   // Where `task`'s operators' state comes from in `restore` (by operator
   // id), into `tdd`; or that it is finished there.
   absl::Status DescribeRestore(const TaskRecord& task, const v1::CheckpointMetadata& restore,
                                const checkpoint::OperatorIndex& index, v1::TaskDeploymentDescriptor* tdd) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Cancels the current attempt's tasks on every TaskManager it deployed to.
-  void CancelTasksOnTaskManagers(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
-  void OnTaskStateUpdateLocked(const v1::TaskStateUpdate& update) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_, mu_);
+  void OnTaskStateUpdateLocked(const v1::TaskStateUpdate& update) ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_, mu_);
   // Every change of a task's state goes through here: it keeps the counts
   // that tell in O(1) whether all tasks run or ended.
-  void SetTaskStateLocked(TaskRecord& task, v1::TaskState state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetTaskStateLocked(TaskRecord& task, v1::TaskState state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_, mu_);
   // Marks a source task's input as ended (once).
-  void SetInputEndedLocked(TaskRecord& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetInputEndedLocked(TaskRecord& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_, mu_);
   // Fails the current attempt with `error` unless the job is already ending.
-  void FailLocked(const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool AllTasksTerminalLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  TaskRecord* FindTaskLocked(const std::string& task_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailLocked(const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_, mu_);
+  bool AllTasksTerminal() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_);
+  TaskRecord* FindTaskLocked(const std::string& task_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_, mu_);
   std::string TaskLabel(const TaskRecord& task) const;
-  // The addresses of attempt_taskmanagers_, sorted.
-  std::vector<std::string> AttemptAddressesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets restored_checkpoint_id_ for an attempt starting from `restore`.
+  void NoteRestoreLocked(const std::optional<v1::CheckpointMetadata>& restore) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // CheckpointTaskGateway (the coordinator's thread). Triggers go out as one
   // TriggerCheckpoints call per TaskManager, to all of them at once.
   absl::Status TriggerCheckpoints(int attempt, const std::vector<std::string>& task_ids, int64_t id,
-                                  int64_t timestamp_unix_ms, bool stop) override ABSL_LOCKS_EXCLUDED(mu_);
-  void FinishStop(int attempt, int64_t id, bool end_input) override ABSL_LOCKS_EXCLUDED(mu_);
-  void NotifyCheckpoint(int attempt, int64_t id, bool completed, const std::string& reason) override
-      ABSL_LOCKS_EXCLUDED(mu_);
-  void FailJob(const std::string& reason) override ABSL_LOCKS_EXCLUDED(mu_);
+                                  int64_t timestamp_unix_ms, bool stop) override ABSL_LOCKS_EXCLUDED(routes_mu_);
+  void FinishStop(int attempt, int64_t id, bool end_input) override;
+  void NotifyCheckpoint(int attempt, int64_t id, bool completed, const std::string& reason) override;
+  void FailJob(const std::string& reason) override;
   // Sends `request` (job, attempt and id filled in) to every TaskManager of
   // `attempt`, to all at once; a no-op for another attempt.
-  void SendNotification(int attempt, int64_t id, v1::NotifyCheckpointRequest request) ABSL_LOCKS_EXCLUDED(mu_);
+  void SendNotification(int attempt, int64_t id, v1::NotifyCheckpointRequest request)
+      ABSL_LOCKS_EXCLUDED(routes_mu_);
+  std::shared_ptr<const AttemptRoutes> routes() const ABSL_LOCKS_EXCLUDED(routes_mu_);
 
   const std::string job_id_;
   const v1::SubmitJobRequest request_;
@@ -281,12 +381,68 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   const TerminalCallback on_terminal_;
   const absl::Time submitted_at_;
   std::shared_ptr<spdlog::logger> log_;
-  // Null when checkpoints are off. Its calls into this object take mu_, so
-  // SetTasks/Suspend/Stop are called without mu_ held.
+  // Null when checkpoints are off. Its calls into this object take no lock
+  // of the JobMaster's but routes_mu_.
   std::unique_ptr<checkpoint::CheckpointCoordinator> coordinator_;
-  // Worker thread only.
-  std::unique_ptr<RestartStrategy> restart_strategy_;
+  // Set first thing by RevokeLeadership; read by every thread before it
+  // acts for the job.
+  std::atomic<bool> revoked_{false};
 
+  // The decisions: made on executor_ only, so they need no lock.
+  mutable SerialExecutor executor_;
+  // Deployments and cancellations, in the order sent; its tasks post their
+  // answers to executor_.
+  SerialExecutor calls_;
+  std::unique_ptr<RestartStrategy> restart_strategy_ ABSL_GUARDED_BY(executor_);
+  Phase phase_ ABSL_GUARDED_BY(executor_) = Phase::kCreated;
+  std::vector<SlotAssignment> slots_ ABSL_GUARDED_BY(executor_);
+  // The checkpoint the current (or next) attempt restores.
+  std::optional<v1::CheckpointMetadata> restore_ ABSL_GUARDED_BY(executor_);
+  // Indexes into tasks_, built with it by StartAttempt: a report or state
+  // update costs the tasks it names, not all the job's tasks.
+  absl::flat_hash_map<std::string, size_t> task_index_ ABSL_GUARDED_BY(executor_);
+  absl::flat_hash_map<std::string, std::vector<size_t>> tasks_of_taskmanager_ ABSL_GUARDED_BY(executor_);
+  // The TaskManagers of the attempt, sorted by (id, address).
+  std::vector<TaskManagerAddress> attempt_taskmanagers_ ABSL_GUARDED_BY(executor_);
+  // Counts over tasks_ kept by SetTaskStateLocked.
+  size_t running_tasks_ ABSL_GUARDED_BY(executor_) = 0;
+  size_t terminal_tasks_ ABSL_GUARDED_BY(executor_) = 0;
+  // Where each chain's tasks start in tasks_ (chain by chain, by subtask).
+  std::vector<size_t> first_task_of_chain_ ABSL_GUARDED_BY(executor_);
+  // The current attempt failed (its tasks are being canceled).
+  bool attempt_failed_ ABSL_GUARDED_BY(executor_) = false;
+  // A source task reported the end of its input since the coordinator was
+  // last asked for a checkpoint soon (the final one of that task).
+  bool final_checkpoint_wanted_ ABSL_GUARDED_BY(executor_) = false;
+  // A task of this attempt failed with weir::UnrecoverableError: no restart.
+  std::string unrecoverable_ ABSL_GUARDED_BY(executor_);
+  // Set when cancellations must go out (failure or weir cancel), and once
+  // they did.
+  bool cancel_requested_ ABSL_GUARDED_BY(executor_) = false;
+  std::string cancel_reason_ ABSL_GUARDED_BY(executor_);
+  bool cancel_sent_ ABSL_GUARDED_BY(executor_) = false;
+  // Every task of the attempt runs: Step hands them to the coordinator.
+  bool start_checkpoints_ ABSL_GUARDED_BY(executor_) = false;
+  std::vector<std::string> finished_tasks_ ABSL_GUARDED_BY(executor_);
+  // The deployment in flight (0: none) and the last one's number; the
+  // cancellation whose timeout runs.
+  uint64_t deployment_ ABSL_GUARDED_BY(executor_) = 0;
+  uint64_t deployments_ ABSL_GUARDED_BY(executor_) = 0;
+  uint64_t cancellations_ ABSL_GUARDED_BY(executor_) = 0;
+  // The first attempt of a job taken over from a JobManager that stopped.
+  bool recovering_ ABSL_GUARDED_BY(executor_) = false;
+  // While waiting for slots: until when, the last refusal, whether it was
+  // logged, the preferred TaskManagers (local recovery).
+  absl::Time slot_deadline_ ABSL_GUARDED_BY(executor_);
+  absl::Status slot_refusal_ ABSL_GUARDED_BY(executor_);
+  bool slot_refusal_logged_ ABSL_GUARDED_BY(executor_) = false;
+  std::vector<std::string> preferred_ ABSL_GUARDED_BY(executor_);
+  // The clock's timers of the current phase.
+  time::TimerHandle restart_timer_ ABSL_GUARDED_BY(executor_);
+  time::TimerHandle slot_timer_ ABSL_GUARDED_BY(executor_);
+  time::TimerHandle cancel_timer_ ABSL_GUARDED_BY(executor_);
+
+  // What Status and Checkpoints show: changed on the executor with mu_ held.
   mutable absl::Mutex mu_;
   v1::JobState state_ ABSL_GUARDED_BY(mu_) = v1::CREATED;
   std::string error_ ABSL_GUARDED_BY(mu_);
@@ -301,44 +457,10 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   // one did (REST /jobs/{id}/checkpoints).
   int64_t restored_count_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time restored_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  // Sets restored_checkpoint_id_ for an attempt starting from `restore`.
-  void NoteRestoreLocked(const std::optional<v1::CheckpointMetadata>& restore) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<SlotAssignment> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<TaskRecord> tasks_ ABSL_GUARDED_BY(mu_);
-  // Indexes into tasks_, built with it by DeployAttempt: a report or state
-  // update costs the tasks it names, not all the job's tasks.
-  absl::flat_hash_map<std::string, size_t> task_index_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::vector<size_t>> tasks_of_taskmanager_ ABSL_GUARDED_BY(mu_);
-  // The TaskManagers of the attempt, sorted by (id, address).
-  std::vector<TaskManagerAddress> attempt_taskmanagers_ ABSL_GUARDED_BY(mu_);
-  // Counts over tasks_ kept by SetTaskStateLocked.
-  size_t running_tasks_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t terminal_tasks_ ABSL_GUARDED_BY(mu_) = 0;
-  // Where each chain's tasks start in tasks_ (chain by chain, by subtask).
-  std::vector<size_t> first_task_of_chain_ ABSL_GUARDED_BY(mu_);
-  // The current attempt failed (its tasks are being canceled).
-  bool attempt_failed_ ABSL_GUARDED_BY(mu_) = false;
-  // A source task reported the end of its input since the coordinator was
-  // last asked for a checkpoint soon (the final one of that task).
-  bool final_checkpoint_wanted_ ABSL_GUARDED_BY(mu_) = false;
-  // A task of this attempt failed with weir::UnrecoverableError: no restart.
-  std::string unrecoverable_ ABSL_GUARDED_BY(mu_);
-  // Set when the worker must send cancellations (failure or weir cancel).
-  bool cancel_requested_ ABSL_GUARDED_BY(mu_) = false;
-  std::string cancel_reason_ ABSL_GUARDED_BY(mu_);
-  // Every task of the attempt runs: the worker hands them to the coordinator.
-  bool start_checkpoints_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::string> finished_tasks_ ABSL_GUARDED_BY(mu_);
-  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 
-  std::thread worker_;
-  // The worker thread's registration with settings_.liveness (null
-  // without one); worker thread only.
-  std::unique_ptr<Liveness::Loop> live_;
-  // Shows the worker thread came round (Liveness); worker thread only.
-  void Tick() {
-    if (live_ != nullptr) live_->Tick();
-  }
+  mutable absl::Mutex routes_mu_;
+  std::shared_ptr<const AttemptRoutes> routes_ ABSL_GUARDED_BY(routes_mu_);
 };
 
 bool IsTerminal(v1::TaskState state);

@@ -171,6 +171,7 @@ absl::StatusOr<uint64_t> ResourceManager::Register(const v1::RegisterTaskManager
              info.taskmanager_id(), info.address(), info.slots_total(), info.hostname(), info.pid(),
              info.version(), info.rest_port(),
              request.takes_checkpoint_messages() ? "" : "; checkpoint triggers and notifications go to it as calls");
+  NotifySlots();
   return epoch;
 }
 
@@ -278,20 +279,40 @@ absl::StatusOr<std::vector<SlotAssignment>> ResourceManager::AllocateSlots(const
 }
 
 void ResourceManager::ReleaseSlots(const std::string& job_id) {
-  absl::MutexLock lock(&mu_);
-  for (auto& [id, entry] : members_) {
-    for (std::string& job : entry.record.slot_jobs) {
-      if (job == job_id) {
-        job.clear();
-        ++entry.free;
+  bool released = false;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, entry] : members_) {
+      for (std::string& job : entry.record.slot_jobs) {
+        if (job == job_id) {
+          job.clear();
+          ++entry.free;
+          released = true;
+        }
       }
     }
   }
+  if (released) NotifySlots();
 }
 
 void ResourceManager::AddLossListener(LossListener listener) {
   absl::MutexLock lock(&mu_);
   listeners_.push_back(std::move(listener));
+}
+
+void ResourceManager::AddSlotsListener(SlotsListener listener) {
+  absl::MutexLock lock(&mu_);
+  slots_listeners_.push_back(std::move(listener));
+}
+
+void ResourceManager::NotifySlots() {
+  std::vector<SlotsListener> listeners;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    listeners = slots_listeners_;
+  }
+  for (const SlotsListener& listener : listeners) listener();
 }
 
 v1::TaskManagerInfo ResourceManager::RemoveLocked(const std::string& id) {

@@ -4,7 +4,9 @@
 // until the session closes (process death, deregistration) or it sends no
 // heartbeat for heartbeat.timeout. Every join and loss is logged with the
 // TaskManager's id, address and reason, and reported to listeners (the job
-// masters use that to fail over the tasks that ran there).
+// masters use that to fail over the tasks that ran there). Slots that became
+// free (a registration, a job's slots given back) are reported to the slots
+// listeners, so that a job waiting for slots asks again at once.
 //
 // Thread-safety: all public methods are thread-safe. Listeners are called
 // without the lock held, from the thread that noticed the change.
@@ -74,6 +76,7 @@ absl::string_view LossReasonName(LossReason reason);
 class ResourceManager {
  public:
   using LossListener = std::function<void(const v1::TaskManagerInfo&, LossReason)>;
+  using SlotsListener = std::function<void()>;
 
   // `clock`: the time heartbeats are stamped with and timeouts declared by;
   // null: time::Clock::Real(). Must outlive this object.
@@ -139,6 +142,9 @@ class ResourceManager {
   void ReleaseSlots(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
 
   void AddLossListener(LossListener listener) ABSL_LOCKS_EXCLUDED(mu_);
+  // Called, without the lock, after a TaskManager registered and after a
+  // job's slots were released: free slots may now be enough for a job.
+  void AddSlotsListener(SlotsListener listener) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string& session_id() const { return session_id_; }
   int64_t leader_epoch() const { return leader_epoch_.load(); }
@@ -160,6 +166,7 @@ class ResourceManager {
   // Removes `id` and returns its info; REQUIRES: mu_ held.
   v1::TaskManagerInfo RemoveLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NotifyLoss(const v1::TaskManagerInfo& info, LossReason reason) ABSL_LOCKS_EXCLUDED(mu_);
+  void NotifySlots() ABSL_LOCKS_EXCLUDED(mu_);
 
   const absl::Duration heartbeat_timeout_;
   const std::string session_id_;
@@ -172,6 +179,7 @@ class ResourceManager {
   absl::flat_hash_map<std::string, Entry> members_ ABSL_GUARDED_BY(mu_);
   uint64_t next_epoch_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<LossListener> listeners_ ABSL_GUARDED_BY(mu_);
+  std::vector<SlotsListener> slots_listeners_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool leading_ ABSL_GUARDED_BY(mu_) = true;
 

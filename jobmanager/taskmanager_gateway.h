@@ -9,7 +9,8 @@
 // the calls given, as absl::Status (kDeadlineExceeded: no answer in time).
 //
 // Thread-safety: implementations are thread-safe. A JobMaster calls
-// DeployTasks and CancelJobTasks from its worker thread, and
+// DeployTasks and CancelJobTasks from a thread of its own (one at a time,
+// in order), and
 // TriggerCheckpoints and NotifyCheckpoint from its checkpoint
 // coordinator's thread, possibly at the same time; one gateway may serve
 // many JobMasters. Calls block; no lock may be held across them.
@@ -20,10 +21,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "weir/v1/cluster.pb.h"
 
 namespace weir::jobmanager {
+
+// The deadline of a deployment: the gRPC gateway's, and the time a JobMaster
+// waits for a deployment's answer (JobSettings::deploy_timeout).
+inline constexpr absl::Duration kDeployTimeout = absl::Seconds(30);
 
 // A TaskManager as the JobMaster knows it from its slots.
 struct TaskManagerAddress {

@@ -154,6 +154,21 @@ void CheckpointCoordinator::Stop() {
   log_->info("job {} checkpoint coordinator stopped", job_id_);
 }
 
+void CheckpointCoordinator::Revoke() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (revoked_) return;
+    revoked_ = true;
+    stopping_ = true;
+    // A _metadata write in progress finishes (it cannot be taken back);
+    // after it, nothing is completed.
+    mu_.Await(absl::Condition(this, &CheckpointCoordinator::NoMetadataWriteLocked));
+  }
+  log_->warn("job {} checkpoint coordinator revoked: no trigger, completion, notification or file change from "
+             "now on",
+             job_id_);
+}
+
 void CheckpointCoordinator::SetTasks(int attempt, std::vector<std::string> source_task_ids,
                                      std::vector<std::string> all_task_ids) {
   // Every task once, sources included, in the order given.
@@ -216,6 +231,27 @@ absl::StatusOr<int64_t> CheckpointCoordinator::TriggerNow(bool stop) {
   return request->result;
 }
 
+bool CheckpointCoordinator::AwaitCapacity(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || pending_.size() < static_cast<size_t>(options_.max_concurrent);
+  };
+  clock_.AwaitWithDeadline(&mu_, absl::Condition(&room), deadline);
+  return !stopping_ && pending_.size() < static_cast<size_t>(options_.max_concurrent);
+}
+
+std::optional<CheckpointRecord> CheckpointCoordinator::AwaitEnd(int64_t id, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto ended = [this, id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const CheckpointRecord* record = RecordLocked(id);
+    return stopping_ || record == nullptr || record->status != CheckpointStatus::kInProgress;
+  };
+  clock_.AwaitWithDeadline(&mu_, absl::Condition(&ended), deadline);
+  const CheckpointRecord* record = RecordLocked(id);
+  if (record == nullptr) return std::nullopt;
+  return *record;
+}
+
 void CheckpointCoordinator::FinishStop(int64_t id, bool end_input) {
   absl::MutexLock lock(&mu_);
   if (stop_checkpoint_ != id) return;
@@ -234,6 +270,7 @@ void CheckpointCoordinator::OnAcknowledgeBatch(absl::Span<const v1::AcknowledgeC
   // overhead is what the coordinator spends.
   const absl::Duration cpu_start = ThreadCpuNow();
   absl::MutexLock lock(&mu_);
+  if (revoked_) return;
   // The checkpoints this batch acknowledged for, and how many acks each.
   absl::flat_hash_map<int64_t, int> touched;
   for (const v1::AcknowledgeCheckpointRequest* ack : acks) {
@@ -322,6 +359,7 @@ void CheckpointCoordinator::OnDecline(const v1::DeclineCheckpointRequest& declin
   const int64_t id = decline.checkpoint_id();
   const std::string& task = decline.task_id();
   absl::MutexLock lock(&mu_);
+  if (revoked_) return;
   if (decline.job_id() != job_id_ || !tasks_set_ || decline.attempt() != attempt_) {
     log_->debug("job {} checkpoint {}: ignored a decline from task {} of job {} attempt {} (current attempt {})",
                 job_id_, id, task, decline.job_id(), decline.attempt(), attempt_);
@@ -463,6 +501,11 @@ void CheckpointCoordinator::Run() {
   std::vector<AbortAction> actions;
   {
     absl::MutexLock lock(&mu_);
+    if (revoked_) {
+      // Left as they are: the next leader's coordinator decides about them.
+      pending_.clear();
+      actions_.clear();
+    }
     AbortAllLocked("the checkpoint coordinator stopped", AbortKind::kSilent);
     for (const std::shared_ptr<ManualTrigger>& request : manual_triggers_) {
       request->result = absl::CancelledError(
@@ -596,6 +639,16 @@ void CheckpointCoordinator::ExecuteTrigger(TriggerPlan plan) {
     plan.manual->result = id;
     plan.manual->done = true;
   };
+  {
+    absl::MutexLock lock(&mu_);
+    if (revoked_) {
+      if (plan.manual != nullptr) {
+        plan.manual->result = absl::CancelledError(absl::StrCat("job ", job_id_, ": leadership revoked"));
+        plan.manual->done = true;
+      }
+      return;
+    }
+  }
   const absl::Status created = storage_.CreateCheckpointDir(id);
   {
     absl::MutexLock lock(&mu_);
@@ -653,8 +706,9 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
   {
     absl::MutexLock lock(&mu_);
     auto it = pending_.find(id);
-    // Aborted since it was queued (SetTasks, Suspend, a task finished).
-    if (it == pending_.end() || it->second.phase != Phase::kAllAcknowledged) return;
+    // Aborted since it was queued (SetTasks, Suspend, a task finished), or
+    // this JobManager no longer leads.
+    if (revoked_ || it == pending_.end() || it->second.phase != Phase::kAllAcknowledged) return;
     Pending& pending = it->second;
     pending.phase = Phase::kWritingMetadata;
     writing_metadata_ = true;
@@ -745,6 +799,12 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
                longest_async_ms, absl::ToInt64Milliseconds(end - metadata_start));
   }
   fault::MaybeCrash(fault::Point::kJobManagerBeforeNotify, id);
+  {
+    absl::MutexLock lock(&mu_);
+    // Revoked while its _metadata was written: complete, but the tasks hear
+    // of it from the next leader (which restores it), not from this one.
+    if (revoked_) return;
+  }
   const absl::Time notify_start = clock_.Now();
   gateway_->NotifyCheckpoint(attempt, id, /*completed=*/true, "");
   {
@@ -761,6 +821,10 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
 }
 
 void CheckpointCoordinator::RunAbortAction(const AbortAction& action, bool stopping) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (revoked_) return;
+  }
   {
     logging::ScopedFields fields({{"event", "checkpoint_aborted"},
                                   {"job", job_id_},
@@ -794,6 +858,10 @@ void CheckpointCoordinator::Unpin(int64_t id) {
 }
 
 void CheckpointCoordinator::Retain(int64_t newest_completed) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (revoked_) return;
+  }
   const std::vector<int64_t> ids = storage_.ListCheckpointIds();
   int kept = 1;  // newest_completed itself
   for (auto it = ids.rbegin(); it != ids.rend(); ++it) {

@@ -7,7 +7,9 @@
 //
 // The JobMaster owns one per job and feeds it: the tasks of each execution
 // attempt (SetTasks), acknowledgements and declines from the JobMasterService,
-// and finished tasks. It reaches the tasks through a CheckpointTaskGateway.
+// and finished tasks. It reaches the tasks through a CheckpointTaskGateway;
+// its decisions about the job (fail it: too many failed checkpoints) go
+// there too, and the JobMaster posts them to its executor.
 //
 // Thread-safety: all public methods are thread-safe. The coordinator owns one
 // thread (started by Start) that makes every gateway call and every file
@@ -181,6 +183,14 @@ class CheckpointCoordinator {
   // finishes first. Idempotent; the coordinator cannot be started again.
   // Called from a gateway call, it only tells the thread to stop.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_, join_mu_);
+  // This JobManager no longer leads. From the return on, the coordinator
+  // triggers nothing, ignores acknowledgements and declines, completes no
+  // checkpoint, and tells the gateway nothing; it writes and deletes no file
+  // (pending checkpoints keep their directories, for the next leader's
+  // retention); a _metadata write already in progress finishes first (that
+  // checkpoint is complete, and no task is told). The thread ends; Stop
+  // still joins it. Idempotent; not from a gateway call.
+  void Revoke() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The tasks of execution attempt `attempt` (every source task id is also in
   // `all_task_ids`). Aborts every pending checkpoint ("job restarting";
@@ -214,6 +224,14 @@ class CheckpointCoordinator {
   // stop emitting after its barrier, and no other checkpoint is triggered
   // until it is aborted or FinishStop(id, false) resumes the job.
   absl::StatusOr<int64_t> TriggerNow(bool stop = false) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits, on the clock, until fewer than max_concurrent checkpoints are in
+  // progress (TriggerNow would not say kResourceExhausted), the coordinator
+  // stops, or `deadline`; whether there is room.
+  bool AwaitCapacity(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits, on the clock, until checkpoint `id` completed or failed, the
+  // coordinator stops, or `deadline`; returns its record then (nullopt when
+  // History no longer holds it).
+  std::optional<CheckpointRecord> AwaitEnd(int64_t id, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Triggers a checkpoint as soon as one may be (none pending beyond
   // max_concurrent), without waiting for the interval: the final checkpoint
@@ -383,6 +401,8 @@ class CheckpointCoordinator {
   mutable absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Revoke was called (implies stopping_).
+  bool revoked_ ABSL_GUARDED_BY(mu_) = false;
   // Set by calls that change when the thread must act next.
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   // RequestTriggerSoon was called and no checkpoint was triggered since.

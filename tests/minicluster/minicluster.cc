@@ -40,10 +40,20 @@ MiniCluster::MiniCluster(MiniClusterOptions options)
   resource_manager_.AddLossListener([this](const v1::TaskManagerInfo& info, LossReason reason) {
     if (master_ != nullptr) master_->OnTaskManagerLost(info, jobmanager::LossReasonName(reason));
   });
+  // Also as the Dispatcher wires it; called on the thread that registers a
+  // TaskManager (the test's) or releases slots (the JobMaster's).
+  resource_manager_.AddSlotsListener([this] {
+    absl::MutexLock lock(&offer_mu_);
+    if (offer_to_ != nullptr) offer_to_->OnSlotsOffered();
+  });
   for (int i = 0; i < options_.taskmanagers; ++i) AddTaskManager(options_.slots_per_taskmanager);
 }
 
 MiniCluster::~MiniCluster() {
+  {
+    absl::MutexLock lock(&offer_mu_);
+    offer_to_ = nullptr;
+  }
   master_.reset();
   resource_manager_.Stop();
   std::error_code ec;
@@ -134,6 +144,10 @@ absl::Status MiniCluster::StartJob(v1::SubmitJobRequest request, JobSettings set
                         });
   if (!master.ok()) return master.status();
   master_ = *std::move(master);
+  {
+    absl::MutexLock lock(&offer_mu_);
+    offer_to_ = master_.get();
+  }
   master_->Start();
   return absl::OkStatus();
 }

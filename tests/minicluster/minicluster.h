@@ -5,8 +5,8 @@
 //
 // The JobManager side is the daemon's own code: the JobMaster with its
 // CheckpointCoordinator, and a ResourceManager the stand-ins register with,
-// which hands out their slots and reports their loss to the JobMaster as the
-// Dispatcher wires it. What would cross the network goes through an
+// which hands out their slots and reports their loss and slots that came
+// free to the JobMaster as the Dispatcher wires it. What would cross the network goes through an
 // InMemoryTaskManagerGateway, and time is a SimulatedClock (or the real
 // clock, for tests that want it).
 //
@@ -165,6 +165,10 @@ class MiniCluster {
   int allocations_ ABSL_GUARDED_BY(mu_) = 0;
   int failed_allocations_ ABSL_GUARDED_BY(mu_) = 0;
   int releases_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // The JobMaster the slots listener tells (null once it is going).
+  absl::Mutex offer_mu_;
+  jobmanager::JobMaster* offer_to_ ABSL_GUARDED_BY(offer_mu_) = nullptr;
 
   // Last: the loss listener reads it, and it goes first.
   std::shared_ptr<jobmanager::JobMaster> master_;

@@ -9,15 +9,11 @@
 // restart delay counts from the failure, fixed before the job shows the
 // restart, so the test waits for the restart count first.
 //
-// Not here, because today's JobMaster cannot do it (step 4 of
-// docs/design/jobmanager-leadership.md):
-//   - a deployment that times out on the JobMaster's clock: the deadline of
-//     a DeployTasks call belongs to the gateway (the gRPC one's, on real
-//     time); the in-memory gateway answers at once, and "no answer" is the
-//     error the gRPC gateway gives once its deadline passed;
-//   - a leadership change: the JobMaster has no place to stop (revocation
-//     needs the executor of step 4), and takes no job store or election.
-// Nor the failure-rate restart strategy, which Weir does not have.
+// A leadership change is here as far as the JobMaster goes (it is revoked,
+// and does nothing after); a new leader recovering the job needs a whole
+// JobManager with its job store and election, which the MiniCluster does
+// not run yet. Nor the failure-rate restart strategy, which Weir does not
+// have.
 #include "tests/minicluster/minicluster.h"
 
 #include <filesystem>
@@ -27,6 +23,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -265,14 +262,15 @@ TEST_F(MiniClusterTest, ALostTaskManagerWithoutSlotsToSpareFailsTheJobAtTheSlotR
   ASSERT_TRUE(AwaitRestarts(1));
   ASSERT_TRUE(cluster_->clock().WaitUntilParked(1, kPatience));
   cluster_->clock().Advance(absl::Seconds(10));
-  // The slot provider said no; the JobMaster asks again and again (on real
-  // time: slots come with no notice), until the clock passes the timeout.
+  // The slot provider said no; the JobMaster asks again whenever slots are
+  // offered, until the clock reaches the timeout.
   ASSERT_TRUE(cluster_->AwaitFailedAllocations(1));
   cluster_->clock().Advance(absl::Minutes(5) - absl::Seconds(1));
-  // A request after the advance saw the timeout still ahead and was followed
-  // by another.
+  // Slots offered just before the timeout (still too few) are asked for,
+  // and the restart goes on waiting.
   const int failed = cluster_->failed_allocations();
-  ASSERT_TRUE(cluster_->AwaitFailedAllocations(failed + 2));
+  cluster_->job().OnSlotsOffered();
+  ASSERT_TRUE(cluster_->AwaitFailedAllocations(failed + 1));
   EXPECT_EQ(Status().state(), v1::RESTARTING);
 
   cluster_->clock().Advance(absl::Seconds(1));
@@ -478,6 +476,130 @@ TEST_F(MiniClusterTest, TheNextAttemptRestoresTheNewestCompletedCheckpoint) {
   }
   Run(2);
   EXPECT_EQ(Status().restored_checkpoint_id(), 1);
+}
+
+// The JobMaster waits for a deployment's answer up to deploy_timeout on its
+// own clock (the gRPC gateway's deadline, 30 s): a TaskManager that does not
+// answer fails the attempt when the clock reaches it, not before; the
+// cancellation follows the deployment call, and the late answer changes
+// nothing.
+TEST_F(MiniClusterTest, ADeploymentUnansweredUntilTheDeployTimeoutOnTheClockFailsTheAttempt) {
+  absl::Notification called;   // tm-2 got attempt 1's deployment
+  absl::Notification answer;   // and may answer it now
+  cluster_->gateway().SetDeployAnswer(
+      [&](const jobmanager::DeployTasksCall& call) -> absl::StatusOr<v1::DeployTasksResponse> {
+        if (call.address == kAddress2 && call.request.tasks(0).attempt() == 1) {
+          called.Notify();
+          answer.WaitForNotification();
+        }
+        return InMemoryTaskManagerGateway::AllDeployed(call);
+      });
+  Start(FixedDelay(/*attempts=*/1, absl::Seconds(10)));
+  ASSERT_TRUE(called.WaitForNotificationWithTimeout(kPatience));
+
+  cluster_->clock().Advance(absl::Seconds(30) - absl::Milliseconds(1));
+  ASSERT_TRUE(cluster_->clock().WaitUntilParked(1, kPatience));
+  EXPECT_EQ(Status().state(), v1::CREATED);
+  EXPECT_EQ(Status().restarts(), 0);
+
+  cluster_->clock().Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(AwaitRestarts(1));
+  EXPECT_THAT(Status().last_failure(),
+              HasSubstr(absl::StrCat("deploying attempt 1: no answer within 30 s from the TaskManagers at ", kAddress1,
+                                     ", ", kAddress2)));
+  // The cancellation goes out after the deployment call, which still waits.
+  EXPECT_THAT(cluster_->gateway().cancels(), SizeIs(0));
+  answer.Notify();
+  ASSERT_TRUE(cluster_->gateway().AwaitCancels(2, kPatience));
+  for (const InMemoryTaskManagerGateway::CancelCall& cancel : cluster_->gateway().cancels()) {
+    EXPECT_EQ(cancel.request.attempt(), 1);
+  }
+  ExpectRestartAfter(absl::Seconds(10));
+  EXPECT_EQ(cluster_->DeployedTasks(2, 4), Layout(2, kAddress1, kAddress2));
+  Run(2);
+  EXPECT_EQ(Status().restarts(), 1);
+}
+
+// Leadership revoked while a checkpoint is in flight: the acknowledgement
+// that would complete it is ignored, and nothing after the revocation
+// completes, expires, triggers or notifies a checkpoint, stores an attempt
+// or an end, cancels or deploys: the JobMaster's threads end and leave the
+// job, still RUNNING, to the next leader.
+TEST_F(MiniClusterTest, AfterLeadershipIsRevokedNoCheckpointCompletesAndNothingIsToldOrStored) {
+  absl::Mutex mu;
+  std::vector<int> stored_attempts;
+  JobSettings settings = FixedDelay(/*attempts=*/3, absl::Seconds(10));
+  settings.checkpoint.interval = absl::Minutes(1);
+  settings.checkpoint.timeout = absl::Minutes(10);
+  settings.on_attempt = [&](int attempt) {
+    absl::MutexLock lock(&mu);
+    stored_attempts.push_back(attempt);
+  };
+  Start(std::move(settings));
+  Run(1);
+  AwaitTrigger(1, absl::Minutes(1));
+  cluster_->Acknowledge(1, 0, 0, 1);
+  cluster_->Acknowledge(1, 0, 1, 1);
+  cluster_->Acknowledge(1, 1, 0, 1);
+
+  cluster_->job().RevokeLeadership();
+  cluster_->Acknowledge(1, 1, 1, 1);
+  ASSERT_TRUE(Checkpoint(1).has_value());
+  EXPECT_EQ(Checkpoint(1)->acknowledged_tasks(), 3);
+  // What would complete, fail, expire and trigger checkpoints, and restart.
+  cluster_->Report(1, 1, 1, v1::TASK_FAILED, "boom");
+  cluster_->clock().Advance(absl::Minutes(20));
+  // The JobMaster's executor and its coordinator end (alive, each would wait
+  // on the clock again).
+  ASSERT_TRUE(WaitFor([&] { return cluster_->clock().parked() == 0; }, kPatience, absl::Milliseconds(1)));
+
+  EXPECT_THAT(cluster_->gateway().notifications(), SizeIs(0));
+  EXPECT_THAT(cluster_->gateway().triggers(), SizeIs(2));
+  EXPECT_THAT(cluster_->gateway().cancels(), SizeIs(0));
+  EXPECT_THAT(cluster_->gateway().deploys(), SizeIs(2));
+  EXPECT_EQ(Checkpoint(1)->status(), "IN_PROGRESS");
+  EXPECT_EQ(cluster_->job().Checkpoints().completed_count(), 0);
+  EXPECT_FALSE(std::filesystem::exists(cluster_->checkpoint_dir() + "/chk-1/_metadata"));
+  // Not discarded either: the next leader's coordinator decides.
+  EXPECT_TRUE(std::filesystem::exists(cluster_->checkpoint_dir() + "/chk-1"));
+  EXPECT_THAT(cluster_->terminal(), SizeIs(0));
+  EXPECT_EQ(Status().state(), v1::RUNNING);
+  EXPECT_EQ(Status().restarts(), 0);
+  EXPECT_TRUE(absl::IsUnavailable(cluster_->job().Cancel()));
+  absl::MutexLock lock(&mu);
+  EXPECT_THAT(stored_attempts, ElementsAre(1));
+}
+
+// Leadership revoked while the job waits out its restart delay: the delay
+// passes and slots are offered, and no attempt is stored or deployed.
+TEST_F(MiniClusterTest, AfterLeadershipIsRevokedWhileWaitingToRestartNothingIsDeployed) {
+  absl::Mutex mu;
+  std::vector<int> stored_attempts;
+  JobSettings settings = FixedDelay(/*attempts=*/3, absl::Seconds(10));
+  settings.on_attempt = [&](int attempt) {
+    absl::MutexLock lock(&mu);
+    stored_attempts.push_back(attempt);
+  };
+  Start(std::move(settings));
+  Run(1);
+  FailAttempt(1, "boom");
+  ASSERT_TRUE(AwaitRestarts(1));
+  ASSERT_TRUE(cluster_->clock().WaitUntilParked(1, kPatience));
+
+  cluster_->job().RevokeLeadership();
+  cluster_->clock().Advance(absl::Seconds(10));
+  EXPECT_EQ(cluster_->AddTaskManager(1), 3);
+  cluster_->job().OnSlotsOffered();
+  ASSERT_TRUE(WaitFor([&] { return cluster_->clock().parked() == 0; }, kPatience, absl::Milliseconds(1)));
+
+  EXPECT_THAT(cluster_->gateway().deploys(), SizeIs(2));
+  EXPECT_EQ(cluster_->allocations(), 0);
+  EXPECT_EQ(cluster_->clock().pending_timers(), 0u);
+  EXPECT_THAT(cluster_->terminal(), SizeIs(0));
+  EXPECT_EQ(Status().state(), v1::RESTARTING);
+  EXPECT_EQ(Status().attempt(), 1);
+  absl::MutexLock lock(&mu);
+  EXPECT_THAT(stored_attempts, ElementsAre(1));
 }
 
 }  // namespace
