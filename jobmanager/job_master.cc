@@ -155,7 +155,10 @@ void JobMaster::Start() {
   if (coordinator_ != nullptr) coordinator_->Start();
   executor_.Start();
   calls_.Start();
-  PostEvent([this] { HandleStart(); });
+  PostEvent([this] {
+    executor_.AssertInExecutor();
+    HandleStart();
+  });
 }
 
 void JobMaster::PostEvent(absl::AnyInvocable<void()> handler) {
