@@ -190,6 +190,10 @@ void JobMaster::OnTaskStateUpdate(const v1::TaskStateUpdate& update) {
 }
 
 void JobMaster::OnTaskManagerReport(const v1::ReportTaskMetricsRequest& report) {
+  // Every JobMaster hears every TaskManager's report each second: only one
+  // that runs a task of the current attempt is an event.
+  const std::shared_ptr<const AttemptRoutes> routes = this->routes();
+  if (routes == nullptr || !routes->taskmanager_ids.contains(report.taskmanager_id())) return;
   PostEvent([this, report] {
     executor_.AssertInExecutor();
     HandleTaskManagerReport(report);
@@ -387,6 +391,9 @@ void JobMaster::StartAttempt() {
     attempt_taskmanagers_.clear();
     for (const auto& [id, address] : taskmanagers) attempt_taskmanagers_.push_back({id, address});
     routes->taskmanagers = attempt_taskmanagers_;
+    for (const TaskManagerAddress& taskmanager : attempt_taskmanagers_) {
+      routes->taskmanager_ids.insert(taskmanager.taskmanager_id);
+    }
     // One call per TaskManager (more when its descriptors are large), so
     // that no message comes near the TaskManager's receive limit.
     constexpr size_t kMaxBatchBytes = rpc::kControlPlaneMaxMessageBytes / 4;

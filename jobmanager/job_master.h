@@ -49,6 +49,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "absl/time/time.h"
@@ -248,6 +249,7 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
     int attempt = 0;
     absl::flat_hash_map<std::string, TaskManagerAddress> task_at;
     std::vector<TaskManagerAddress> taskmanagers;  // sorted by (id, address)
+    absl::flat_hash_set<std::string> taskmanager_ids;
   };
 
   JobMaster(std::string job_id, v1::SubmitJobRequest request, ExecutionGraph graph, std::vector<SlotAssignment> slots,

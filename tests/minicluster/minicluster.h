@@ -6,9 +6,9 @@
 // The JobManager side is the daemon's own code: the JobMaster with its
 // CheckpointCoordinator, and a ResourceManager the stand-ins register with,
 // which hands out their slots and reports their loss and slots that came
-// free to the JobMaster as the Dispatcher wires it. What would cross the network goes through an
-// InMemoryTaskManagerGateway, and time is a SimulatedClock (or the real
-// clock, for tests that want it).
+// free to the JobMaster as the Dispatcher wires it. What would cross the
+// network goes through an InMemoryTaskManagerGateway, and time is a
+// SimulatedClock (or the real clock, for tests that want it).
 //
 // A TaskManager stand-in is not a process: it is an id (tm-<n>), an address
 // nobody dials (127.0.0.1:<n>) and slots in the ResourceManager. The test

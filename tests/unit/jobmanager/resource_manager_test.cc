@@ -178,6 +178,24 @@ TEST(ResourceManagerTest, AllocationSpreadsAndHonoursPreferredTaskManagers) {
   EXPECT_EQ((*full)[1].taskmanager_id, "tm-c");
 }
 
+// Slots listeners hear of every registration and of every release that
+// freed a slot (a job waiting for slots asks again), not of a release that
+// freed none.
+TEST(ResourceManagerTest, SlotsListenersHearOfRegistrationsAndReleases) {
+  ResourceManager rm(absl::Seconds(30), "jm-test");
+  int offers = 0;
+  rm.AddSlotsListener([&] { ++offers; });
+  auto a = NewSession();
+  ASSERT_TRUE(rm.Register(Registration("tm-a", 2), a).ok());
+  EXPECT_EQ(offers, 1);
+  ASSERT_TRUE(rm.AllocateSlots("job-1", 2).ok());
+  EXPECT_EQ(offers, 1);
+  rm.ReleaseSlots("job-2");
+  EXPECT_EQ(offers, 1);
+  rm.ReleaseSlots("job-1");
+  EXPECT_EQ(offers, 2);
+}
+
 // At fleet size: 10 000 slots over 500 TaskManagers land evenly (most free
 // first), never one slot twice, and the free counts stay right through a
 // release.
