@@ -1148,25 +1148,25 @@ absl::StatusOr<std::pair<std::string, int64_t>> JobMaster::TakeSavepoint(const s
     if (stop) coordinator_->FinishStop(id, /*end_input=*/false);
     return status;
   };
-  while (true) {
-    // Returns when the checkpoint ended (completed or failed), or at the
-    // deadline.
-    const std::optional<checkpoint::CheckpointRecord> record = coordinator_->AwaitEnd(id, deadline);
-    if (record.has_value() && record->status == checkpoint::CheckpointStatus::kFailed) {
-      return absl::AbortedError(absl::StrCat("the savepoint's checkpoint ", id, " failed: ", record->failure_reason));
-    }
-    if (record.has_value() && record->status == checkpoint::CheckpointStatus::kCompleted) {
-      absl::StatusOr<std::string> path = checkpoint::WriteSavepoint(coordinator_->storage(), id, target, job_id_);
-      if (!path.ok()) return give_up(path.status());
-      log_->info("job {}: savepoint written to {} (checkpoint {})", job_id_, *path, id);
-      return std::make_pair(*std::move(path), id);
-    }
-    if (clock_.Now() >= deadline || !record.has_value()) {
-      // The coordinator expires it by then; a stop resumes when it does.
-      return give_up(
-          absl::DeadlineExceededError(absl::StrCat("the savepoint's checkpoint ", id, " did not complete in time")));
-    }
+  // Returns when the checkpoint ended (completed or failed), the
+  // coordinator stopped, or at the deadline.
+  const std::optional<checkpoint::CheckpointRecord> record = coordinator_->AwaitEnd(id, deadline);
+  if (record.has_value() && record->status == checkpoint::CheckpointStatus::kFailed) {
+    return absl::AbortedError(absl::StrCat("the savepoint's checkpoint ", id, " failed: ", record->failure_reason));
   }
+  if (record.has_value() && record->status == checkpoint::CheckpointStatus::kCompleted) {
+    absl::StatusOr<std::string> path = checkpoint::WriteSavepoint(coordinator_->storage(), id, target, job_id_);
+    if (!path.ok()) return give_up(path.status());
+    log_->info("job {}: savepoint written to {} (checkpoint {})", job_id_, *path, id);
+    return std::make_pair(*std::move(path), id);
+  }
+  if (clock_.Now() < deadline) {
+    return absl::AbortedError(
+        absl::StrCat("the savepoint's checkpoint ", id, " was given up: job ", job_id_, " stopped checkpointing"));
+  }
+  // The coordinator expires it by then; a stop resumes when it does.
+  return give_up(
+      absl::DeadlineExceededError(absl::StrCat("the savepoint's checkpoint ", id, " did not complete in time")));
 }
 absl::StatusOr<std::optional<v1::CheckpointMetadata>> JobMaster::ChooseRestore() {
   Liveness::Loop::Busy busy(live());  // reads and checks checkpoints in storage

@@ -892,5 +892,40 @@ TEST_F(CheckpointCoordinatorTest, AbortedOrGivenUpStopLetsCheckpointsGoOn) {
   EXPECT_EQ(CompleteOne(coordinator), 4);
 }
 
+// Revoke (leadership lost): the acknowledgement that would complete a
+// pending checkpoint is ignored; nothing more is triggered, completed,
+// notified or written, and the pending checkpoint keeps its directory
+// through Stop (the next leader's coordinator decides). AwaitEnd does not
+// wait for a checkpoint that will never end.
+TEST_F(CheckpointCoordinatorTest, ARevokedCoordinatorCompletesNotifiesTriggersAndDeletesNothing) {
+  CheckpointCoordinator& coordinator = StartCoordinator(Options());
+  const int64_t first = CompleteOne(coordinator);
+  absl::StatusOr<int64_t> id = coordinator.TriggerNow();
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_TRUE(gateway_->WaitForTriggers(*id, kSources));
+  coordinator.OnAcknowledge(Ack("src-0", *id));
+  coordinator.OnAcknowledge(Ack("src-1", *id));
+
+  coordinator.Revoke();
+  coordinator.OnAcknowledge(Ack("sink-0", *id));
+  ASSERT_TRUE(RecordOf(coordinator, *id).has_value());
+  EXPECT_EQ(RecordOf(coordinator, *id)->acknowledged_tasks, 2);
+  EXPECT_TRUE(absl::IsFailedPrecondition(coordinator.TriggerNow().status()));
+  const std::optional<CheckpointRecord> record = coordinator.AwaitEnd(*id, absl::InfiniteFuture());
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->status, CheckpointStatus::kInProgress);
+  // Joins the thread: whatever it was to do is done.
+  coordinator.Stop();
+
+  const FakeGateway::Calls calls = gateway_->calls();
+  ASSERT_EQ(calls.notices.size(), 1u);
+  EXPECT_EQ(calls.notices[0].id, first);
+  EXPECT_EQ(calls.triggers.size(), 2 * kSources.size());
+  EXPECT_THAT(calls.fail_job, IsEmpty());
+  EXPECT_EQ(coordinator.completed_count(), 1);
+  EXPECT_FALSE(fs::exists(storage_->CheckpointDir(*id) + "/_metadata"));
+  EXPECT_TRUE(fs::exists(storage_->CheckpointDir(*id)));
+}
+
 }  // namespace
 }  // namespace weir::jobmanager::checkpoint
