@@ -201,7 +201,9 @@ void JobMaster::OnTaskManagerReport(const v1::ReportTaskMetricsRequest& report) 
 }
 
 void JobMaster::OnTaskManagerLost(const v1::TaskManagerInfo& info, absl::string_view reason) {
-  PostEventAndWait([this, &info, reason = std::string(reason)] {
+  // Posted only: the ResourceManager may call from a gRPC callback thread,
+  // which must not wait.
+  PostEvent([this, info, reason = std::string(reason)] {
     executor_.AssertInExecutor();
     HandleTaskManagerLost(info, reason);
   });

@@ -23,15 +23,15 @@
 // the clock: restart delay, deployment, cancellation and slot request
 // timeouts, leadership revoked), and the attempt's phase (deploying,
 // running, cancelling, waiting to restart, waiting for slots) decides what
-// each event does. docs/architecture.md, "The JobMaster", tells the phases.
+// each event does (docs/architecture.md, "From `weir submit` to running
+// tasks", step 5, has the table).
 // Deployments and cancellations travel on a second thread of its own, so
 // that the executor never waits for a TaskManager; their answers come back
 // as events.
 //
 // Thread-safety: thread-safe. The On* methods, Cancel and RevokeLeadership
-// post to the executor; OnTaskStateUpdate, OnTaskManagerLost and Cancel
-// return once it took the event (so that the status shows it), the others
-// at once;
+// post to the executor; OnTaskStateUpdate and Cancel return once it took
+// the event (so that the status shows it), the others at once;
 // Status and Checkpoints read what the executor publishes under mu_. The
 // checkpoint coordinator's thread makes the checkpoint calls
 // (CheckpointTaskGateway) through a per-attempt routing table, and posts a
@@ -393,7 +393,7 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   // The decisions: made on executor_ only, so they need no lock.
   mutable SerialExecutor executor_;
   // Deployments and cancellations, in the order sent; its tasks post their
-  // answers to executor_.
+  // answers to executor_. It decides nothing, and idles on real time.
   SerialExecutor calls_;
   std::unique_ptr<RestartStrategy> restart_strategy_ ABSL_GUARDED_BY(executor_);
   Phase phase_ ABSL_GUARDED_BY(executor_) = Phase::kCreated;
