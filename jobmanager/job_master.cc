@@ -176,14 +176,19 @@ void JobMaster::PostEventAndWait(absl::AnyInvocable<void()> handler) {
     if (!revoked_.load()) handler();
     return;
   }
-  executor_.PostAndWait([this, handler = std::move(handler)]() mutable {
-    if (revoked_.load()) return;
-    handler();
-  });
+  // Not past kMaxEventWait: the caller is an RPC with a deadline of its
+  // own, and the executor may be in a long step (a metadata write, a scan
+  // of checkpoints); the event is then taken when it gets there.
+  executor_.PostAndWait(
+      [this, handler = std::move(handler)]() mutable {
+        if (revoked_.load()) return;
+        handler();
+      },
+      kMaxEventWait);
 }
 
 void JobMaster::OnTaskStateUpdate(const v1::TaskStateUpdate& update) {
-  PostEventAndWait([this, &update] {
+  PostEventAndWait([this, update] {
     executor_.AssertInExecutor();
     HandleTaskStateUpdate(update);
   });

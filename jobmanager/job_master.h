@@ -259,9 +259,11 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   // Posts `handler` to the executor as an event: it runs there unless the
   // leadership was revoked before it came up.
   void PostEvent(absl::AnyInvocable<void()> handler);
-  // The same, and returns once it ran (or was dropped: the executor ended);
-  // from the executor itself, runs it at once.
+  // The same, and returns once it ran (or was dropped: the executor ended),
+  // or after kMaxEventWait of real time (it runs later); from the executor
+  // itself, runs it at once.
   void PostEventAndWait(absl::AnyInvocable<void()> handler);
+  static constexpr absl::Duration kMaxEventWait = absl::Seconds(1);
 
   // The events (executor only).
   void HandleStart() ABSL_EXCLUSIVE_LOCKS_REQUIRED(executor_) ABSL_LOCKS_EXCLUDED(mu_);

@@ -30,7 +30,7 @@ bool SerialExecutor::Queue::Push(absl::AnyInvocable<void()> task) {
 
 bool SerialExecutor::Post(absl::AnyInvocable<void()> task) { return queue_->Push(std::move(task)); }
 
-bool SerialExecutor::PostAndWait(absl::AnyInvocable<void()> task) {
+bool SerialExecutor::PostAndWait(absl::AnyInvocable<void()> task, absl::Duration max_wait) {
   WEIR_CHECK(!InExecutor(), "SerialExecutor " + name_ + ": PostAndWait from its own thread would never return");
   struct Outcome {
     absl::Mutex mu;
@@ -56,7 +56,7 @@ bool SerialExecutor::PostAndWait(absl::AnyInvocable<void()> task) {
     finish.outcome->ran = true;
   });
   absl::MutexLock lock(&outcome->mu);
-  outcome->mu.Await(absl::Condition(&outcome->finished));
+  outcome->mu.AwaitWithTimeout(absl::Condition(&outcome->finished), max_wait);
   return outcome->ran;
 }
 

@@ -55,8 +55,9 @@ class ABSL_LOCKABLE SerialExecutor {
   // Queues `task`; false (and `task` is destroyed) after Shutdown.
   bool Post(absl::AnyInvocable<void()> task);
   // Posts `task`, and returns once it ran (true) or was dropped by a
-  // Shutdown (false). Not from the executor itself.
-  bool PostAndWait(absl::AnyInvocable<void()> task);
+  // Shutdown (false), or after `max_wait` of real time (false; the task
+  // stays queued). Not from the executor itself.
+  bool PostAndWait(absl::AnyInvocable<void()> task, absl::Duration max_wait = absl::InfiniteDuration());
   // Posts `task` once the clock reaches `when`. The timer is withdrawn by
   // CancelTimer or Shutdown.
   time::TimerHandle PostAt(absl::Time when, absl::AnyInvocable<void()> task);
