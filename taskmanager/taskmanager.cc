@@ -362,6 +362,26 @@ absl::Status TaskManager::Deploy(const v1::TaskDeploymentDescriptor& tdd) {
     return absl::InvalidArgumentError(absl::StrCat("slot ", tdd.slot_index(), " does not exist on TaskManager ", id()));
   }
   absl::MutexLock lock(&tasks_mu_);
+  // Two attempts of one job never run side by side here: a task of an
+  // earlier attempt still ending (canceled with the attempt, or when this
+  // TaskManager registered anew) would read the same input as the new one
+  // (an at-most-once source twice). Its end is no event under this lock:
+  // looked at again every kEarlierAttemptPoll, up to kEarlierAttemptWait.
+  auto earlier_ended = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tasks_mu_) {
+    for (const auto& [task_id, task] : tasks_) {
+      if (task->job_id() == tdd.job_id() && task->attempt() < tdd.attempt() && !task->done()) return false;
+    }
+    return true;
+  };
+  const absl::Time wait_until = absl::Now() + kEarlierAttemptWait;
+  while (!earlier_ended() && !stopping_ && absl::Now() < wait_until) {
+    tasks_mu_.AwaitWithTimeout(absl::Condition(&earlier_ended), kEarlierAttemptPoll);
+  }
+  if (!earlier_ended()) {
+    return absl::UnavailableError(absl::StrCat("a task of an earlier attempt of job ", tdd.job_id(),
+                                               " has not ended on TaskManager ", id(), " within ",
+                                               absl::FormatDuration(kEarlierAttemptWait)));
+  }
   if (stopping_) return absl::UnavailableError(absl::StrCat("TaskManager ", id(), " is shutting down"));
   if (tasks_.count(tdd.task_id()) > 0) {
     return absl::AlreadyExistsError(absl::StrCat("task ", tdd.task_id(), " is already deployed"));

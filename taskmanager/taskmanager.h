@@ -52,7 +52,11 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   class Service;
   TaskManager() = default;
 
+  // Waits (up to kEarlierAttemptWait) for the tasks of earlier attempts of
+  // the same job on this TaskManager to end first.
   absl::Status Deploy(const v1::TaskDeploymentDescriptor& tdd) ABSL_LOCKS_EXCLUDED(tasks_mu_);
+  static constexpr absl::Duration kEarlierAttemptWait = absl::Seconds(10);
+  static constexpr absl::Duration kEarlierAttemptPoll = absl::Milliseconds(5);
   void CancelJob(const std::string& job_id, int attempt, const std::string& reason) ABSL_LOCKS_EXCLUDED(tasks_mu_);
   // Hands a checkpoint trigger to a source task (kNotFound: no such task).
   absl::Status TriggerCheckpoint(const v1::TriggerCheckpointRequest& request) ABSL_LOCKS_EXCLUDED(tasks_mu_);
