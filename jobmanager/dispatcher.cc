@@ -382,8 +382,13 @@ void Dispatcher::StepDown() {
   }
   log_->info("stepping down: stopping the JobMasters of {} jobs; they stay in the store for the next leader",
              jobs.size());
-  // A JobMaster stops when it is destroyed (its worker and its checkpoint
-  // coordinator joined); each may wait for a call under way, so all at once.
+  // First, at once and for every one: from here on no JobMaster triggers,
+  // completes or notifies a checkpoint, deploys, or writes to the store,
+  // whatever call it is in the middle of. Then each is destroyed (its
+  // executor and checkpoint coordinator joined); each may wait for a call
+  // under way, so all at once.
+  for (auto& [id, master] : jobs) master->RevokeLeadership();
+  for (auto& master : retired) master->RevokeLeadership();
   std::vector<std::thread> stoppers;
   for (auto& [id, master] : jobs) {
     stoppers.emplace_back([master = std::move(master)]() mutable { master.reset(); });
