@@ -119,6 +119,17 @@ class JobManagerFailoverTest : public ::testing::Test {
 
   testing::HttpResult Readyz(int i) const { return HttpGet(jms_[i].rest_port, "/readyz"); }
 
+  // Until the leader, asked through JobManager `via`, has `n` TaskManagers:
+  // a submission checks the free slots at once.
+  bool WaitForTaskManagers(int via, size_t n) {
+    return WaitFor(
+        [&] {
+          nlohmann::json cluster = Weir(via, {"cluster"});
+          return !cluster.is_null() && cluster["taskmanagers"].size() == n;
+        },
+        kDeadline);
+  }
+
   // The seat whose JobManager answers /readyz 200, or -1.
   int Leader() const {
     for (size_t i = 0; i < jms_.size(); ++i) {
@@ -348,6 +359,7 @@ TEST_F(JobManagerFailoverTest, LeaderThatLosesEtcdStepsDownAndLeadsAgainWhenItRe
   ASSERT_TRUE(WaitFor([&] { return Readyz(0).status == 200; }, kDeadline)) << Logs();
   StartTaskManager("tm-1", 0, etcd);
   StartTaskManager("tm-2", 0, etcd);
+  ASSERT_TRUE(WaitForTaskManagers(0, 2)) << last_error_ << Logs();
   nlohmann::json submitted = Weir(0, {"submit", std::string(WEIR_JOBS_DIR) + "/test/timed_numbers.so", "-p", "2",
                                       "-Dexecution.checkpointing.interval=200ms"});
   ASSERT_FALSE(submitted.is_null()) << last_error_ << Logs();
@@ -416,6 +428,7 @@ TEST_F(JobManagerFailoverTest, KafkaKeyedCountStaysExactAcrossALeaderKill) {
   ASSERT_TRUE(WaitFor([&] { return absl::StrContains(Readyz(1).body, jms_[0].address()); }, kDeadline)) << Logs();
   StartTaskManager("tm-1", 1, etcd);
   StartTaskManager("tm-2", 1, etcd);
+  ASSERT_TRUE(WaitForTaskManagers(1, 2)) << last_error_ << Logs();
   nlohmann::json submitted =
       Weir(1, {"submit", std::string(WEIR_JOBS_DIR) + "/keyed_count.so", "-p", "2",
                "-Dexecution.checkpointing.interval=300ms", "--", "--brokers", bootstrap, "--input-topic", in,
