@@ -161,6 +161,19 @@ inline int CountSeenTwiceLive(const std::map<int, int>& live_counts) {
   return live_duplicated;
 }
 
+// Records "id-<i>" -> "value-<i % distinct>" for i in [first, first + n),
+// each counted per value into *truth: the counts keyed_count must end with.
+inline std::vector<test::KafkaMessage> KeyedCountBatch(int first, int n, int distinct,
+                                                       std::map<std::string, int64_t>* truth) {
+  std::vector<test::KafkaMessage> batch;
+  for (int i = first; i < first + n; ++i) {
+    std::string value = absl::StrCat("value-", i % distinct);
+    batch.push_back({absl::StrCat("id-", i), value});
+    ++(*truth)[value];
+  }
+  return batch;
+}
+
 class ClusterJobTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -172,6 +185,22 @@ class ClusterJobTest : public ::testing::Test {
   void StartCluster(int taskmanagers) {
     cluster_ = std::make_unique<LocalCluster>(LocalCluster::Options{taskmanagers, 1, {}, ""});
     cluster_->Start();
+  }
+
+  // For every key of `out`: the count it was last written with (offset order
+  // within its partition; a key always goes to one partition).
+  std::map<std::string, int64_t> LastCounts(const std::string& out) {
+    std::map<std::string, int64_t> last;
+    auto output = test::ReadTopic(bootstrap_, out);
+    EXPECT_TRUE(output.ok()) << output.status();
+    if (!output.ok()) return last;
+    std::vector<test::KafkaMessage> messages = *output;
+    test::SortByPosition(&messages);
+    for (const test::KafkaMessage& m : messages) {
+      int64_t c = 0;
+      if (m.key.has_value() && absl::SimpleAtoi(m.value, &c)) last[*m.key] = c;
+    }
+    return last;
   }
 
   // A new topic of 4 partitions.

@@ -25,6 +25,7 @@ namespace weir {
 namespace {
 
 using test::KafkaMessage;
+using testing::KeyedCountBatch;
 using testing::LocalCluster;
 using testing::ReadUntil;
 using testing::WaitFor;
@@ -44,33 +45,7 @@ class RecoveryTest : public testing::ClusterJobTest {
     return job;
   }
 
-  // For every key of `out`: the count it was last written with (offset order
-  // within its partition; a key always goes to one partition).
-  std::map<std::string, int64_t> LastCounts(const std::string& out) {
-    std::map<std::string, int64_t> last;
-    auto output = test::ReadTopic(bootstrap_, out);
-    EXPECT_TRUE(output.ok()) << output.status();
-    if (!output.ok()) return last;
-    std::vector<KafkaMessage> messages = *output;
-    test::SortByPosition(&messages);
-    for (const KafkaMessage& m : messages) {
-      int64_t c = 0;
-      if (m.key.has_value() && absl::SimpleAtoi(m.value, &c)) last[*m.key] = c;
-    }
-    return last;
-  }
-
 };
-
-std::vector<KafkaMessage> Batch(int first, int n, int distinct, std::map<std::string, int64_t>* truth) {
-  std::vector<KafkaMessage> batch;
-  for (int i = first; i < first + n; ++i) {
-    std::string value = absl::StrCat("value-", i % distinct);
-    batch.push_back({absl::StrCat("id-", i), value});
-    ++(*truth)[value];
-  }
-  return batch;
-}
 
 // The acceptance test: keyed_count at parallelism 2 on three
 // TaskManagers with checkpoints every 300 ms; while records keep arriving, a
@@ -93,7 +68,7 @@ TEST_F(RecoveryTest, KeyedStateIsExactlyOnceAcrossTaskManagerKills) {
   constexpr int kBatch = 8000, kDistinct = 500, kKills = 3;
   int produced = 0;
   for (int kill = 0; kill < kKills; ++kill) {
-    ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(produced, kBatch, kDistinct, &truth)).ok());
+    ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(produced, kBatch, kDistinct, &truth)).ok());
     produced += kBatch;
     ASSERT_TRUE(WaitForCompletedCheckpoint(job, kill + 1)) << cluster_->Logs();
     // A random moment while the job works through the batch.
@@ -103,7 +78,7 @@ TEST_F(RecoveryTest, KeyedStateIsExactlyOnceAcrossTaskManagerKills) {
     cluster_->StartTaskManager();
     ASSERT_TRUE(WaitUntilRunning(job, kill + 2)) << cluster_->Logs();
   }
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(produced, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(produced, kBatch, kDistinct, &truth)).ok());
 
   std::map<std::string, int64_t> last;
   const bool caught_up = WaitFor([&] {
@@ -147,7 +122,7 @@ TEST_F(RecoveryTest, LocalRecoveryRestoresOnTheSameTaskManagerFromItsDisk) {
   ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
   std::map<std::string, int64_t> truth;
   constexpr int kBatch = 6000, kDistinct = 400;
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(0, kBatch, kDistinct, &truth)).ok());
   ASSERT_TRUE(WaitFor([&] { return LastCounts(out) == truth; }, absl::Seconds(60))) << cluster_->Logs();
   ASSERT_TRUE(WaitForCompletedCheckpoint(job, 1)) << cluster_->Logs();
   // Where each subtask of the keyed operator runs.
@@ -169,7 +144,7 @@ TEST_F(RecoveryTest, LocalRecoveryRestoresOnTheSameTaskManagerFromItsDisk) {
   ASSERT_TRUE(WaitUntilRunning(job, 2)) << cluster_->Logs();
   EXPECT_EQ(placement().at(1), before.at(1)) << "subtask 1 went back to its TaskManager";
 
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(kBatch, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(kBatch, kBatch, kDistinct, &truth)).ok());
   EXPECT_TRUE(WaitFor([&] { return LastCounts(out) == truth; }, absl::Seconds(60), absl::Seconds(1)))
       << cluster_->Logs();
   const std::string survivor_log = cluster_->taskmanager(survivor).Log();
@@ -188,7 +163,7 @@ TEST_F(RecoveryTest, ASavepointCarriesStateIntoANewJob) {
   ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
   std::map<std::string, int64_t> truth;
   constexpr int kBatch = 6000, kDistinct = 300;
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(0, kBatch, kDistinct, &truth)).ok());
   ASSERT_TRUE(WaitFor([&] { return LastCounts(out) == truth; }, absl::Seconds(60))) << cluster_->Logs();
 
   nlohmann::json saved = cluster_->WeirJson({"savepoint", job});
@@ -215,7 +190,7 @@ TEST_F(RecoveryTest, ASavepointCarriesStateIntoANewJob) {
   // savepoint's counts.
   const std::string resumed = Submit({"-p", "2", "-Dexecution.checkpointing.interval=300ms", "-s", path}, in, out);
   ASSERT_TRUE(WaitUntilRunning(resumed)) << cluster_->Logs();
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(kBatch, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(kBatch, kBatch, kDistinct, &truth)).ok());
   std::map<std::string, int64_t> last;
   const bool caught_up = WaitFor([&] {
     last = LastCounts(out);
@@ -289,7 +264,7 @@ TEST_F(RecoveryTest, StopWithSavepointAndRescaleKeepCountsExactlyOnce) {
     const std::string job = submit(parallelism, savepoint);
     ASSERT_FALSE(job.empty());
     ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
-    ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(produced, kBatch, kDistinct, &truth)).ok());
+    ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(produced, kBatch, kDistinct, &truth)).ok());
     produced += kBatch;
     ASSERT_TRUE(WaitFor([&] { return records_read(job) >= kBatch; }, absl::Seconds(60))) << cluster_->Logs();
     // Stopping commits everything up to the savepoint: the committed
@@ -416,7 +391,7 @@ TEST_F(RecoveryTest, IncrementalCheckpointsWriteLittleAndKeepOnlyWhatRetainedOne
   ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
   std::map<std::string, int64_t> truth;
   constexpr int kKeys = 1000000;
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, kKeys, kKeys, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(0, kKeys, kKeys, &truth)).ok());
   auto records_read = [&] { return SourceRecordsIn(cluster_->WeirJson({"status", job})); };
   auto completed = [&] {
     std::map<int64_t, int64_t> sizes;  // id -> bytes written
@@ -445,7 +420,7 @@ TEST_F(RecoveryTest, IncrementalCheckpointsWriteLittleAndKeepOnlyWhatRetainedOne
       << "no checkpoint after the load wrote less than " << kLittle << " bytes\n" << cluster_->Logs();
   const int64_t trickle_from = completed().rbegin()->first;
   for (int i = 0; i < 25; ++i) {  // a few keys change per interval
-    ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(kKeys + i * 100, 100, 50, &truth)).ok());
+    ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(kKeys + i * 100, 100, 50, &truth)).ok());
     absl::SleepFor(absl::Milliseconds(200));
   }
   nlohmann::json stopped = cluster_->WeirJson({"stop", job});
@@ -493,7 +468,7 @@ TEST_F(RecoveryTest, IncrementalCheckpointsWriteLittleAndKeepOnlyWhatRetainedOne
   const std::string resumed = Submit({"-p", "1", "-Dexecution.checkpointing.interval=300ms", "-s", job_dir}, in, out);
   ASSERT_FALSE(resumed.empty());
   ASSERT_TRUE(WaitUntilRunning(resumed)) << cluster_->Logs();
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(kKeys + 2500, 2000, 500, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(kKeys + 2500, 2000, 500, &truth)).ok());
   EXPECT_TRUE(WaitFor([&] { return LastCounts(out) == truth; }, absl::Seconds(60), absl::Seconds(1)))
       << cluster_->Logs();
   nlohmann::json status = cluster_->WeirJson({"status", resumed});
@@ -553,10 +528,10 @@ TEST_F(RecoveryTest, KeyedCountGoesOnAcrossAJobManagerKill) {
   EXPECT_EQ(listed(), "RUNNING");
   std::map<std::string, int64_t> truth;
   constexpr int kBatch = 6000, kDistinct = 300;
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(0, kBatch, kDistinct, &truth)).ok());
   ASSERT_TRUE(WaitForCompletedCheckpoint(job, 1)) << cluster_->Logs();
   cluster_->RestartJobManager();
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(kBatch, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(kBatch, kBatch, kDistinct, &truth)).ok());
   EXPECT_TRUE(WaitFor([&] { return LastCounts(out) == truth; }, absl::Seconds(90), absl::Seconds(1)))
       << cluster_->Logs();
   EXPECT_EQ(listed(), "RUNNING");
@@ -576,7 +551,7 @@ TEST_F(RecoveryTest, BadSavepointsAreRefusedAndChangeNothing) {
   const std::string job = Submit({"-p", "2", "-Dexecution.checkpointing.interval=300ms"}, in, out);
   ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
   std::map<std::string, int64_t> truth;
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, 2000, 100, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(0, 2000, 100, &truth)).ok());
   ASSERT_TRUE(WaitFor([&] { return LastCounts(out) == truth; }, absl::Seconds(60))) << cluster_->Logs();
   nlohmann::json stopped = cluster_->WeirJson({"stop", job});
   ASSERT_FALSE(stopped.is_null()) << cluster_->Logs();
@@ -676,7 +651,7 @@ TEST_F(RecoveryTest, CorruptNewestCheckpointFallsBackToThePreviousOne) {
   ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
   // Checkpoints that hold the counts of a first batch.
   std::map<std::string, int64_t> truth;
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, 2000, 100, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(0, 2000, 100, &truth)).ok());
   ASSERT_TRUE(WaitFor([&] { return LastCounts(out) == truth; }, absl::Seconds(60), absl::Milliseconds(500)))
       << cluster_->Logs();
   nlohmann::json before = cluster_->WeirJson({"checkpoints", job});
@@ -734,7 +709,7 @@ TEST_F(RecoveryTest, CorruptNewestCheckpointFallsBackToThePreviousOne) {
   EXPECT_TRUE(absl::StrContains(log, absl::StrCat("NOT restoring from checkpoint ", second))) << log;
   EXPECT_TRUE(absl::StrContains(log, absl::StrCat(truncated, " has "))) << log;
   // The state is right: the counts go on from the first batch's.
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(2000, 2000, 100, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(2000, 2000, 100, &truth)).ok());
   std::map<std::string, int64_t> last;
   EXPECT_TRUE(WaitFor([&] {
     last = LastCounts(out);
@@ -769,7 +744,7 @@ TEST_F(RecoveryTest, AFullCheckpointDirectoryFailsCheckpointsUntilThereIsRoom) {
   const std::string filler = mount + "/filler";
   std::system(absl::StrCat("dd if=/dev/zero of=", filler, " bs=64k 2>/dev/null").c_str());
   std::map<std::string, int64_t> truth;
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, 2000, 100, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(0, 2000, 100, &truth)).ok());
   ASSERT_TRUE(WaitFor([&] { return absl::StrContains(cluster_->Logs(), "No space left on device"); },
                       absl::Seconds(60), absl::Milliseconds(200)))
       << cluster_->Logs();

@@ -26,6 +26,7 @@ namespace weir {
 namespace {
 
 using test::KafkaMessage;
+using testing::KeyedCountBatch;
 using testing::LocalCluster;
 using testing::ScriptServer;
 using testing::WaitFor;
@@ -33,16 +34,6 @@ using testing::WaitFor;
 const std::string kJobs = WEIR_JOBS_DIR;
 constexpr char kAccessKey[] = "weir-test-access-key";
 constexpr char kSecretKey[] = "weir-test-secret-key";
-
-std::vector<KafkaMessage> Batch(int first, int n, int distinct, std::map<std::string, int64_t>* truth) {
-  std::vector<KafkaMessage> batch;
-  for (int i = first; i < first + n; ++i) {
-    std::string value = absl::StrCat("value-", i % distinct);
-    batch.push_back({absl::StrCat("id-", i), value});
-    ++(*truth)[value];
-  }
-  return batch;
-}
 
 class S3ClusterTest : public testing::ClusterJobTest {
  protected:
@@ -98,20 +89,6 @@ class S3ClusterTest : public testing::ClusterJobTest {
     return job;
   }
 
-  std::map<std::string, int64_t> LastCounts(const std::string& out) {
-    std::map<std::string, int64_t> last;
-    auto output = test::ReadTopic(bootstrap_, out);
-    EXPECT_TRUE(output.ok()) << output.status();
-    if (!output.ok()) return last;
-    std::vector<KafkaMessage> messages = *output;
-    test::SortByPosition(&messages);
-    for (const KafkaMessage& m : messages) {
-      int64_t c = 0;
-      if (m.key.has_value() && absl::SimpleAtoi(m.value, &c)) last[*m.key] = c;
-    }
-    return last;
-  }
-
   bool CaughtUp(const std::string& out, const std::map<std::string, int64_t>& truth) {
     std::map<std::string, int64_t> last;
     const bool ok = WaitFor([&] {
@@ -162,13 +139,13 @@ TEST_F(S3ClusterTest, KilledTaskManagerRestoresFromACheckpointInS3) {
   std::mt19937 random(std::random_device{}());
   std::map<std::string, int64_t> truth;
   constexpr int kBatch = 8000, kDistinct = 500;
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(0, kBatch, kDistinct, &truth)).ok());
   ASSERT_TRUE(WaitForCompletedCheckpoint(job, 1)) << cluster_->Logs();
   absl::SleepFor(absl::Milliseconds(std::uniform_int_distribution<int>(0, 800)(random)));
   cluster_->KillTaskManager(BusyTaskManager(job, random));
   cluster_->StartTaskManager();
   ASSERT_TRUE(WaitUntilRunning(job, 2)) << cluster_->Logs();
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(kBatch, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(kBatch, kBatch, kDistinct, &truth)).ok());
   EXPECT_TRUE(CaughtUp(out, truth)) << cluster_->Logs();
 
   nlohmann::json status = cluster_->WeirJson({"status", job});
@@ -200,10 +177,10 @@ TEST_F(S3ClusterTest, ARestartedJobManagerResumesFromItsCheckpointInS3) {
   ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
   std::map<std::string, int64_t> truth;
   constexpr int kBatch = 6000, kDistinct = 300;
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(0, kBatch, kDistinct, &truth)).ok());
   ASSERT_TRUE(WaitForCompletedCheckpoint(job, 1)) << cluster_->Logs();
   cluster_->RestartJobManager();
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(kBatch, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(kBatch, kBatch, kDistinct, &truth)).ok());
   EXPECT_TRUE(CaughtUp(out, truth)) << cluster_->Logs();
   const nlohmann::json status = cluster_->WeirJson({"status", job});
   EXPECT_GT(status["attempt"].get<int>(), 1) << status.dump(2);
@@ -220,7 +197,7 @@ TEST_F(S3ClusterTest, ASavepointInS3CarriesStateIntoANewJob) {
   ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
   std::map<std::string, int64_t> truth;
   constexpr int kBatch = 6000, kDistinct = 300;
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(0, kBatch, kDistinct, &truth)).ok());
   ASSERT_TRUE(CaughtUp(out, truth)) << cluster_->Logs();
   nlohmann::json saved = cluster_->WeirJson({"savepoint", job});
   ASSERT_FALSE(saved.is_null()) << cluster_->Logs();
@@ -235,7 +212,7 @@ TEST_F(S3ClusterTest, ASavepointInS3CarriesStateIntoANewJob) {
   const std::string resumed = Submit({"-p", "2", "-Dexecution.checkpointing.interval=300ms", "-s", path}, in, out);
   ASSERT_FALSE(resumed.empty());
   ASSERT_TRUE(WaitUntilRunning(resumed)) << cluster_->Logs();
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(kBatch, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(kBatch, kBatch, kDistinct, &truth)).ok());
   EXPECT_TRUE(CaughtUp(out, truth)) << cluster_->Logs();
   nlohmann::json status = cluster_->WeirJson({"status", resumed});
   EXPECT_GT(status["restored_checkpoint_id"].get<int64_t>(), 0) << status.dump(2);
@@ -281,11 +258,11 @@ TEST_F(S3ClusterTest, AnS3OutageFailsCheckpointsNotTheJob) {
   ASSERT_TRUE(WaitUntilRunning(job)) << cluster_->Logs();
   std::map<std::string, int64_t> truth;
   constexpr int kBatch = 5000, kDistinct = 300;
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(0, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(0, kBatch, kDistinct, &truth)).ok());
   ASSERT_TRUE(WaitForCompletedCheckpoint(job, 1)) << cluster_->Logs();
 
   ASSERT_TRUE(s3_->Stop().ok());
-  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, Batch(kBatch, kBatch, kDistinct, &truth)).ok());
+  ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(kBatch, kBatch, kDistinct, &truth)).ok());
   int64_t failed_id = 0;
   std::string reason;
   ASSERT_TRUE(WaitFor([&] {
