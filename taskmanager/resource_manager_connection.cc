@@ -1,6 +1,7 @@
 #include "taskmanager/resource_manager_connection.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "common/config/configuration.h"
@@ -51,6 +52,10 @@ void ResourceManagerConnection::Start() {
     // waits, so that two standbys naming each other (an election under
     // way) do not make a busy loop.
     int redirects = 0;
+    // A standby that knows no leader yet is asked every kStandbyPoll: during
+    // an election, or for as long as etcd is out. Say so every 10 s, not at
+    // every ask.
+    logging::RateLimiter standby_log(std::chrono::seconds(10));
     while (true) {
       ++attempt;
       const std::string address = NextAddress(redirect.empty() ? options_.jobmanager_address : redirect);
@@ -85,8 +90,12 @@ void ResourceManagerConnection::Start() {
         }
         wait = backoff.Next();
       }
-      log_->warn("TaskManager {}: cannot register with the JobManager at {} (attempt {}): {}; retrying in {}",
-                 info_.taskmanager_id(), address, attempt, error, config::FormatDuration(wait));
+      int64_t suppressed = 0;
+      if (!standby.has_value() || standby_log.ShouldLog(&suppressed)) {
+        log_->warn("TaskManager {}: cannot register with the JobManager at {} (attempt {}): {}; retrying in {}{}",
+                   info_.taskmanager_id(), address, attempt, error, config::FormatDuration(wait),
+                   suppressed > 0 ? absl::StrCat(" (", suppressed, " such retries not logged)") : "");
+      }
       if (WaitBeforeRetry(wait, address)) return;
     }
   });
