@@ -103,6 +103,32 @@ absl::Status ValidateTaskFileName(absl::string_view file) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// What a task handle says of itself, checked before its files are looked
+// up: a finished subtask names no file (and never has one to restore); any
+// other names a plain file, not named by another handle of the checkpoint.
+// Returns whether the handle has a file to look up.
+absl::StatusOr<bool> CheckHandleNames(int64_t id, const v1::TaskStateHandle& handle,
+                                      absl::flat_hash_set<absl::string_view>& seen) {
+  if (handle.finished()) {
+    if (!handle.file().empty() || handle.shared_files_size() > 0) {
+      return absl::DataLossError(absl::StrCat("checkpoint ", id, " records subtask ", handle.subtask_index(),
+                                              " as finished but names a file for it"));
+    }
+    return false;
+  }
+  if (absl::Status name = ValidateTaskFileName(handle.file()); !name.ok()) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", id, " lists an unusable task file: ", name.message()));
+  }
+  if (!seen.insert(handle.file()).second) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", id, " lists the task file ", handle.file(), " twice"));
+  }
+  return true;
+}
+
+}  // namespace
+
 absl::StatusOr<CheckpointStorage> CheckpointStorage::Open(std::string job_dir) {
   if (job_dir.empty()) {
     return absl::InvalidArgumentError("the checkpoint directory is empty; check state.checkpoints.dir");
@@ -287,20 +313,8 @@ absl::Status CheckpointStorage::VerifyTaskFiles(const v1::CheckpointMetadata& me
   absl::flat_hash_set<absl::string_view> seen;
   seen.reserve(metadata.tasks_size());
   for (const v1::TaskStateHandle& handle : metadata.tasks()) {
-    if (handle.finished()) {
-      // A subtask that had finished: no file, and never one to restore.
-      if (!handle.file().empty() || handle.shared_files_size() > 0) {
-        return absl::DataLossError(absl::StrCat("checkpoint ", id, " records subtask ", handle.subtask_index(),
-                                                " as finished but names a file for it"));
-      }
-      continue;
-    }
-    if (absl::Status name = ValidateTaskFileName(handle.file()); !name.ok()) {
-      return absl::DataLossError(absl::StrCat("checkpoint ", id, " lists an unusable task file: ", name.message()));
-    }
-    if (!seen.insert(handle.file()).second) {
-      return absl::DataLossError(absl::StrCat("checkpoint ", id, " lists the task file ", handle.file(), " twice"));
-    }
+    ASSIGN_OR_RETURN(bool has_file, CheckHandleNames(id, handle, seen));
+    if (!has_file) continue;
     struct stat st;
     if (fstatat(dir_fd, handle.file().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       const int err = errno;
@@ -493,19 +507,8 @@ absl::Status CheckpointStorage::VerifyRemoteTaskFiles(const v1::CheckpointMetada
   const std::string shared_prefix = absl::StrCat(remote_.Child(kSharedDirName), "/");
   absl::flat_hash_set<absl::string_view> seen;
   for (const v1::TaskStateHandle& handle : metadata.tasks()) {
-    if (handle.finished()) {
-      if (!handle.file().empty() || handle.shared_files_size() > 0) {
-        return absl::DataLossError(absl::StrCat("checkpoint ", id, " records subtask ", handle.subtask_index(),
-                                                " as finished but names a file for it"));
-      }
-      continue;
-    }
-    if (absl::Status name = ValidateTaskFileName(handle.file()); !name.ok()) {
-      return absl::DataLossError(absl::StrCat("checkpoint ", id, " lists an unusable task file: ", name.message()));
-    }
-    if (!seen.insert(handle.file()).second) {
-      return absl::DataLossError(absl::StrCat("checkpoint ", id, " lists the task file ", handle.file(), " twice"));
-    }
+    ASSIGN_OR_RETURN(bool has_file, CheckHandleNames(id, handle, seen));
+    if (!has_file) continue;
     auto found = sizes.find(handle.file());
     if (found == sizes.end()) {
       return absl::DataLossError(absl::StrCat("task file ", dir, "/", handle.file(), " is missing"));

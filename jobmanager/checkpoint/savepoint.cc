@@ -260,52 +260,74 @@ absl::StatusOr<Savepoint> ReadSavepoint(const std::string& path) {
 
 namespace {
 
+// The three forms a restore path takes, shared by local directories and
+// object-store URIs once the form is known.
+
+RestorePoint FromSavepoint(const std::string& path, Savepoint savepoint) {
+  RestorePoint point;
+  point.path = path;
+  point.checkpoint_dir = savepoint.storage.CheckpointDir(savepoint.metadata.checkpoint_id());
+  point.metadata = std::move(savepoint.metadata);
+  point.is_savepoint = true;
+  return point;
+}
+
+// One retained checkpoint: <parent>/chk-<id>.
+absl::StatusOr<RestorePoint> FromRetainedCheckpoint(const std::string& path, const std::string& parent,
+                                                    int64_t id) {
+  ASSIGN_OR_RETURN(CheckpointStorage storage, CheckpointStorage::OpenExisting(parent));
+  absl::StatusOr<v1::CheckpointMetadata> metadata = storage.ReadMetadata(id);
+  if (absl::IsNotFound(metadata.status())) {
+    return absl::NotFoundError(absl::StrCat("checkpoint ", id, " in ", path,
+                                            " never completed (it has no _metadata); restore a complete one"));
+  }
+  if (!metadata.ok()) return metadata.status();
+  RETURN_IF_ERROR(storage.VerifyTaskFiles(*metadata));
+  RestorePoint point;
+  point.path = path;
+  point.checkpoint_dir = storage.CheckpointDir(id);
+  point.metadata = *std::move(metadata);
+  return point;
+}
+
+// A job's checkpoint directory: its newest intact checkpoint.
+absl::StatusOr<RestorePoint> FromNewestCheckpoint(const std::string& path, const CheckpointStorage& storage) {
+  if (storage.ListCheckpointIds().empty()) {
+    return absl::NotFoundError(absl::StrCat(path, " is neither a savepoint (no ", kMarker, " file) nor a checkpoint "
+                                            "(chk-<n>) nor a job's checkpoint directory (no chk-<n> in it)"));
+  }
+  RestorePoint point;
+  point.path = path;
+  ASSIGN_OR_RETURN(std::optional<v1::CheckpointMetadata> latest, storage.LatestValid(&point.skipped));
+  if (!latest.has_value()) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint in ", path, " is complete and intact",
+                                            point.skipped.empty() ? "" : ": ", absl::StrJoin(point.skipped, "; ")));
+  }
+  point.checkpoint_dir = storage.CheckpointDir(latest->checkpoint_id());
+  point.metadata = *std::move(latest);
+  return point;
+}
+
 // ReadRestorePoint for an object-store URI: the same three forms.
 absl::StatusOr<RestorePoint> ReadRemoteRestorePoint(const std::string& path) {
   ASSIGN_OR_RETURN(weir::fs::ObjectStorePath place, PlaceOf(path));
   ASSIGN_OR_RETURN(bool marked, place.fs->Exists(place.Child(kMarker)));
   std::string normal = path;
   while (!normal.empty() && normal.back() == '/') normal.pop_back();
-  RestorePoint point;
-  point.path = path;
   if (marked) {
     ASSIGN_OR_RETURN(Savepoint savepoint, ReadSavepoint(normal));
-    point.checkpoint_dir = savepoint.storage.CheckpointDir(savepoint.metadata.checkpoint_id());
-    point.metadata = std::move(savepoint.metadata);
-    point.is_savepoint = true;
-    return point;
+    return FromSavepoint(path, std::move(savepoint));
   }
   const auto [parent, last] = SplitLast(normal);
   if (std::optional<int64_t> id = ParseCheckpointDirName(last); id.has_value()) {
-    ASSIGN_OR_RETURN(CheckpointStorage storage, CheckpointStorage::OpenExisting(parent));
-    absl::StatusOr<v1::CheckpointMetadata> metadata = storage.ReadMetadata(*id);
-    if (absl::IsNotFound(metadata.status())) {
-      return absl::NotFoundError(absl::StrCat("checkpoint ", *id, " in ", path,
-                                              " never completed (it has no _metadata); restore a complete one"));
-    }
-    if (!metadata.ok()) return metadata.status();
-    RETURN_IF_ERROR(storage.VerifyTaskFiles(*metadata));
-    point.checkpoint_dir = storage.CheckpointDir(*id);
-    point.metadata = *std::move(metadata);
-    return point;
+    return FromRetainedCheckpoint(path, std::string(parent), *id);
   }
   absl::StatusOr<CheckpointStorage> storage = CheckpointStorage::OpenExisting(normal);
   if (!storage.ok() && absl::IsNotFound(storage.status())) {
     return absl::NotFoundError(absl::StrCat(path, " does not exist (nothing is stored under it)"));
   }
   if (!storage.ok()) return storage.status();
-  if (storage->ListCheckpointIds().empty()) {
-    return absl::NotFoundError(absl::StrCat(path, " is neither a savepoint (no ", kMarker, " file) nor a checkpoint "
-                                            "(chk-<n>) nor a job's checkpoint directory (no chk-<n> in it)"));
-  }
-  ASSIGN_OR_RETURN(std::optional<v1::CheckpointMetadata> latest, storage->LatestValid(&point.skipped));
-  if (!latest.has_value()) {
-    return absl::NotFoundError(absl::StrCat("no checkpoint in ", path, " is complete and intact",
-                                            point.skipped.empty() ? "" : ": ", absl::StrJoin(point.skipped, "; ")));
-  }
-  point.checkpoint_dir = storage->CheckpointDir(latest->checkpoint_id());
-  point.metadata = *std::move(latest);
-  return point;
+  return FromNewestCheckpoint(path, *storage);
 }
 
 }  // namespace
@@ -315,49 +337,18 @@ absl::StatusOr<RestorePoint> ReadRestorePoint(const std::string& path) {
   std::error_code ec;
   if (stdfs::exists(absl::StrCat(path, "/", kMarker), ec)) {
     ASSIGN_OR_RETURN(Savepoint savepoint, ReadSavepoint(path));
-    RestorePoint point;
-    point.path = path;
-    point.checkpoint_dir = savepoint.storage.CheckpointDir(savepoint.metadata.checkpoint_id());
-    point.metadata = std::move(savepoint.metadata);
-    point.is_savepoint = true;
-    return point;
+    return FromSavepoint(path, std::move(savepoint));
   }
   if (!stdfs::is_directory(path, ec)) {
     return absl::NotFoundError(absl::StrCat(path, " does not exist (or is not a directory)"));
   }
   stdfs::path normal = stdfs::path(path).lexically_normal();
   if (normal.filename().empty()) normal = normal.parent_path();  // "chk-3/" -> "chk-3"
-  RestorePoint point;
-  point.path = path;
   if (std::optional<int64_t> id = ParseCheckpointDirName(normal.filename().string()); id.has_value()) {
-    // One retained checkpoint.
-    ASSIGN_OR_RETURN(CheckpointStorage storage, CheckpointStorage::OpenExisting(normal.parent_path().string()));
-    absl::StatusOr<v1::CheckpointMetadata> metadata = storage.ReadMetadata(*id);
-    if (absl::IsNotFound(metadata.status())) {
-      return absl::NotFoundError(absl::StrCat("checkpoint ", *id, " in ", path,
-                                              " never completed (it has no _metadata); restore a complete one"));
-    }
-    if (!metadata.ok()) return metadata.status();
-    RETURN_IF_ERROR(storage.VerifyTaskFiles(*metadata));
-    point.checkpoint_dir = storage.CheckpointDir(*id);
-    point.metadata = *std::move(metadata);
-    return point;
+    return FromRetainedCheckpoint(path, normal.parent_path().string(), *id);
   }
-  // A job's checkpoint directory: its newest intact checkpoint.
   ASSIGN_OR_RETURN(CheckpointStorage storage, CheckpointStorage::OpenExisting(normal.string()));
-  if (storage.ListCheckpointIds().empty()) {
-    return absl::NotFoundError(absl::StrCat(path, " is neither a savepoint (no ", kMarker, " file) nor a checkpoint "
-                                            "(chk-<n>) nor a job's checkpoint directory (no chk-<n> in it)"));
-  }
-  ASSIGN_OR_RETURN(std::optional<v1::CheckpointMetadata> latest, storage.LatestValid(&point.skipped));
-  if (!latest.has_value()) {
-    return absl::NotFoundError(absl::StrCat("no checkpoint in ", path, " is complete and intact",
-                                            point.skipped.empty() ? "" : ": ",
-                                            absl::StrJoin(point.skipped, "; ")));
-  }
-  point.checkpoint_dir = storage.CheckpointDir(latest->checkpoint_id());
-  point.metadata = *std::move(latest);
-  return point;
+  return FromNewestCheckpoint(path, storage);
 }
 
 }  // namespace weir::jobmanager::checkpoint
