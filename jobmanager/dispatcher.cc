@@ -140,12 +140,17 @@ absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& reque
   for (const Chain& chain : graph.chains) tasks += chain.parallelism;
   RETURN_IF_ERROR(limits::CheckCount("parallel tasks in the job", tasks, limits::kMaxTasksPerJob));
 
+  std::vector<std::string> config_notices;
+  RETURN_IF_ERROR(CheckJobConfigKeys(request.config(), &config_notices));
   std::string job_id = RandomId();
   ASSIGN_OR_RETURN(JobSettings settings, ResolveJobSettings(options_.cluster_config, request.config(), job_id));
   RETURN_IF_ERROR(CheckConnectorsForJob(request.graph(), settings));
   RETURN_IF_ERROR(CheckExclusiveNamesUnused(request.graph()));
   RETURN_IF_ERROR(ApplySavepoint(request, graph, &settings));
-  if (notices != nullptr) *notices = settings.savepoint_notices;
+  if (notices != nullptr) {
+    *notices = std::move(config_notices);
+    notices->insert(notices->end(), settings.savepoint_notices.begin(), settings.savepoint_notices.end());
+  }
   ASSIGN_OR_RETURN(std::vector<SlotAssignment> slots, resource_manager_->AllocateSlots(job_id, graph.slots_needed));
   log_->info("job {} '{}' submitted: {} vertices, {} chains, parallelism {}, binary {}", job_id,
              request.graph().name(), request.graph().vertices_size(), graph.chains.size(), parallelism,

@@ -40,14 +40,42 @@ bool IsJobLevelKey(absl::string_view key) {
 
 }  // namespace
 
+absl::Status CheckJobConfigKeys(const google::protobuf::Map<std::string, std::string>& job_config,
+                                std::vector<std::string>* notices) {
+  // Sorted, so that errors and notices do not depend on the map's order.
+  std::vector<std::string> keys;
+  for (const auto& entry : job_config) keys.push_back(entry.first);
+  std::sort(keys.begin(), keys.end());
+  for (const std::string& key : keys) {
+    if (config::FindOption(config::CanonicalKey(key)) != nullptr) continue;
+    if (config::IsFlinkKeyWeirIgnores(key)) {
+      notices->push_back(absl::StrCat("ignored: -D ", key, " is a Flink setting Weir has no use for"));
+      continue;
+    }
+    if (std::optional<absl::string_view> nearest = config::NearestKey(key); nearest.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat("-D ", key, " is not a setting Weir knows; did you mean '",
+                                                     *nearest, "'? See docs/configuration.md"));
+    }
+    if (config::InWeirNamespace(key)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "-D ", key, " is not a setting Weir knows (docs/configuration.md lists them). A job's own settings "
+          "may not start with '", key.substr(0, key.find('.')), "', which Weir's keys use: rename it"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<JobSettings> ResolveJobSettings(const config::Configuration& cluster,
                                                const google::protobuf::Map<std::string, std::string>& job_config,
                                                const std::string& job_id) {
   config::Configuration config = cluster;
   for (const auto& [key, value] : job_config) {
-    const config::OptionSpec* spec = config::FindOption(key);
-    if (spec == nullptr) continue;  // the job's own setting (OperatorContext::JobConfig)
-    if (!IsJobLevelKey(key)) {
+    // Flink's names for Weir's keys count as those keys.
+    const config::OptionSpec* spec = config::FindOption(config::CanonicalKey(key));
+    // The job's own setting (OperatorContext::JobConfig), or one that
+    // CheckJobConfigKeys refused at submission.
+    if (spec == nullptr) continue;
+    if (!IsJobLevelKey(spec->key)) {
       return absl::InvalidArgumentError(absl::StrCat("-D ", key, " is a cluster setting and cannot be set per job; "
                                                      "set it in the JobManager's configuration"));
     }

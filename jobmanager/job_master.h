@@ -470,9 +470,19 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
 bool IsTerminal(v1::TaskState state);
 bool IsTerminal(v1::JobState state);
 
+// The keys a submission sets with -D, checked as the daemons check theirs:
+// a Weir key (or Flink's name for one) passes; a Flink setting Weir has no
+// use for passes with a notice; a misspelling of a Weir key, or any other
+// key in a namespace Weir's keys use, is refused naming the nearest key.
+// Other keys are the job's own settings (OperatorContext::JobConfig).
+// Only submission checks: a stored job is recovered as it was accepted.
+absl::Status CheckJobConfigKeys(const google::protobuf::Map<std::string, std::string>& job_config,
+                                std::vector<std::string>* notices);
+
 // The settings of a job: the cluster's configuration, overridden by the
 // job-level keys the submission sets with -D (execution.checkpointing.*,
-// restart-strategy.*, state.checkpoints.num-retained, slot.request.timeout).
+// restart-strategy.*, state.checkpoints.num-retained, slot.request.timeout),
+// under their Weir names or Flink's (config::CanonicalKey).
 // kInvalidArgument for a bad value or a cluster-only key set per job.
 absl::StatusOr<JobSettings> ResolveJobSettings(const config::Configuration& cluster,
                                                const google::protobuf::Map<std::string, std::string>& job_config,

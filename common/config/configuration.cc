@@ -60,9 +60,11 @@ absl::string_view SourceName(ValueSource source) {
 }
 
 absl::Status UnknownKey(absl::string_view key) {
+  const std::optional<absl::string_view> nearest = NearestKey(key);
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown configuration key '", key,
-      "'; see docs/configuration.md for the keys Weir understands"));
+      "unknown configuration key '", key, "'",
+      nearest.has_value() ? absl::StrCat("; did you mean '", *nearest, "'?") : std::string(),
+      " See docs/configuration.md for the keys Weir understands"));
 }
 
 // One value of the file, flattened: "a.b.c" for a: {b: {c: ...}}.
@@ -285,11 +287,20 @@ Configuration::Configuration() {
 }
 
 absl::Status Configuration::Set(absl::string_view key, absl::string_view value, ValueSource source) {
-  const OptionSpec* spec = FindOption(key);
+  const OptionSpec* spec = FindOption(CanonicalKey(key));
   if (spec == nullptr) return UnknownKey(key);
   RETURN_IF_ERROR(ValidateValue(*spec, value));
-  values_[key] = {std::string(value), source};
+  values_[spec->key] = {std::string(value), source};
   return absl::OkStatus();
+}
+
+absl::Status Configuration::SetOrIgnoreFlinkKey(absl::string_view key, absl::string_view value,
+                                                ValueSource source) {
+  if (IsFlinkKeyWeirIgnores(key)) {
+    ignored_flink_keys_.emplace_back(key);
+    return absl::OkStatus();
+  }
+  return Set(key, value, source);
 }
 
 absl::StatusOr<Configuration> Configuration::Load(const std::optional<std::string>& file,
@@ -304,7 +315,8 @@ absl::StatusOr<Configuration> Configuration::Load(const std::optional<std::strin
     }
     if (!entries.ok()) return absl::InvalidArgumentError(absl::StrCat(*file, ":", entries.status().message()));
     for (const FileEntry& entry : *entries) {
-      if (absl::Status status = config.Set(entry.key, entry.value, ValueSource::kFile); !status.ok()) {
+      if (absl::Status status = config.SetOrIgnoreFlinkKey(entry.key, entry.value, ValueSource::kFile);
+          !status.ok()) {
         return absl::InvalidArgumentError(absl::StrCat(*file, ":", entry.line, ": ", status.message()));
       }
     }
@@ -315,7 +327,7 @@ absl::StatusOr<Configuration> Configuration::Load(const std::optional<std::strin
       return absl::InvalidArgumentError(
           absl::StrCat("bad override '-D", o, "': expected -Dkey=value"));
     }
-    RETURN_IF_ERROR(config.Set(o.substr(0, eq), o.substr(eq + 1), ValueSource::kCommandLine));
+    RETURN_IF_ERROR(config.SetOrIgnoreFlinkKey(o.substr(0, eq), o.substr(eq + 1), ValueSource::kCommandLine));
   }
   RETURN_IF_ERROR(config.CheckCombinations());
   return config;

@@ -69,6 +69,13 @@ class Configuration {
 
   // Sets one value after validating it against the schema.
   absl::Status Set(absl::string_view key, absl::string_view value, ValueSource source);
+  // Set, except that a Flink key Weir has no use for
+  // (IsFlinkKeyWeirIgnores) is only remembered, in ignored_flink_keys().
+  absl::Status SetOrIgnoreFlinkKey(absl::string_view key, absl::string_view value, ValueSource source);
+
+  // The Flink keys that Load met and ignored, in the order met: daemons
+  // name them in one warning at start.
+  const std::vector<std::string>& ignored_flink_keys() const { return ignored_flink_keys_; }
 
   std::string GetString(absl::string_view key) const;
   int64_t GetInt(absl::string_view key) const;
@@ -95,6 +102,7 @@ class Configuration {
   // The file the values came from ("" = none).
   std::string file_;
   absl::flat_hash_map<std::string, std::pair<std::string, ValueSource>> values_;
+  std::vector<std::string> ignored_flink_keys_;
 };
 
 // Where installed daemons look for their configuration without --config.

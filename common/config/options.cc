@@ -1,7 +1,12 @@
 #include "absl/strings/string_view.h"
 #include "common/config/options.h"
 
+#include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <vector>
+
+#include "absl/strings/match.h"
 
 namespace weir::config {
 namespace {
@@ -729,6 +734,138 @@ const OptionSpec* FindOption(absl::string_view key) {
     if (spec.key == key) return &spec;
   }
   return nullptr;
+}
+
+namespace {
+
+// Flink's other names for settings Weir has: the keys Flink 1.x used and
+// Flink 2.x still reads (state.backend, restart-strategy), and the names
+// Flink 2.x gave keys Weir keeps in their 1.x form.
+struct KeyAlias {
+  absl::string_view alias;
+  absl::string_view key;
+};
+constexpr KeyAlias kAliases[] = {
+    {"restart-strategy", keys::kRestartStrategyType},
+    {"state.backend", keys::kStateBackendType},
+    {"state.backend.incremental", keys::kCheckpointIncremental},
+    {"execution.checkpointing.dir", keys::kCheckpointsDir},
+    {"state.backend.fs.checkpointdir", keys::kCheckpointsDir},
+    {"execution.checkpointing.savepoint-dir", keys::kSavepointsDir},
+    {"execution.checkpointing.num-retained", keys::kCheckpointsRetained},
+    {"execution.state-recovery.from-local", keys::kLocalRecovery},
+    {"execution.checkpointing.local-backup.dirs", keys::kStateLocalRootDirs},
+};
+
+// Flink settings that mean nothing to Weir (the JVM's memory, its web UI
+// and class loading, other deployment targets), so that a Flink
+// config.yaml can be reused: whole families by prefix, and single keys.
+constexpr absl::string_view kFlinkPrefixes[] = {
+    "akka.",        "pekko.",          "env.",      "blob.",           "classloader.",      "web.",
+    "historyserver.", "kubernetes.",   "yarn.",     "table.",          "sql-gateway.",      "python.",
+    "zookeeper.",   "high-availability.zookeeper.", "high-availability.kubernetes.",       "metrics.reporter.",
+    "security.kerberos.", "security.ssl.rest.truststore", "security.ssl.internal.keystore",
+    "security.ssl.internal.truststore", "fs.",   "state.backend.rocksdb.", "state.backend.changelog.",
+    "state.changelog.", "state.storage.fs.", "taskmanager.memory.", "jobmanager.memory.",
+    "jobmanager.adaptive-scheduler.", "execution.checkpointing.unaligned", "query.",
+    "rest.flamegraph.", "restart-strategy.failure-rate.",
+};
+constexpr absl::string_view kFlinkKeys[] = {
+    "state.backend.async",
+    "state.checkpoint-storage",
+    "execution.checkpointing.storage",
+    "execution.checkpointing.aligned-checkpoint-timeout",
+    "execution.checkpointing.checkpoints-after-tasks-finish",
+    "execution.checkpointing.cleaner.parallel-mode",
+    "execution.checkpointing.local-backup.enabled",
+    "execution.checkpointing.file-merging.enabled",
+    "execution.runtime-mode",
+    "jobmanager.execution.failover-strategy",
+    "jobmanager.scheduler",
+    "jobmanager.archive.fs.dir",
+    "pipeline.name",
+    "pipeline.jars",
+    "pipeline.classpaths",
+    "pipeline.object-reuse",
+    "pipeline.generic-types",
+    "pipeline.operator-chaining.enabled",
+    "rest.bind-address",
+    "rest.bind-port",
+    "taskmanager.data.port",
+    "taskmanager.cpu.cores",
+    "taskmanager.jvm-exit-on-oom",
+    "metrics.reporters",
+    "high-availability.jobmanager.port",
+    "cluster.evenly-spread-out-slots",
+};
+
+// Levenshtein distance, bounded: gives up (returns limit + 1) once every
+// path through a row exceeds `limit`.
+int EditDistance(absl::string_view a, absl::string_view b, int limit) {
+  if (std::abs(static_cast<int>(a.size()) - static_cast<int>(b.size())) > limit) return limit + 1;
+  std::vector<int> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    int diagonal = row[0];
+    row[0] = static_cast<int>(i);
+    int best = row[0];
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const int above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+      best = std::min(best, row[j]);
+    }
+    if (best > limit) return limit + 1;
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+absl::string_view CanonicalKey(absl::string_view key) {
+  for (const KeyAlias& alias : kAliases) {
+    if (alias.alias == key) return alias.key;
+  }
+  return key;
+}
+
+bool IsFlinkKeyWeirIgnores(absl::string_view key) {
+  if (FindOption(CanonicalKey(key)) != nullptr) return false;
+  for (absl::string_view flink : kFlinkKeys) {
+    if (flink == key) return true;
+  }
+  for (absl::string_view prefix : kFlinkPrefixes) {
+    if (absl::StartsWith(key, prefix)) return true;
+  }
+  return false;
+}
+
+std::optional<absl::string_view> NearestKey(absl::string_view key) {
+  // A misspelling: a few edits, fewer than a fifth of the key.
+  const int limit = std::max(1, std::min(3, static_cast<int>(key.size()) / 5));
+  std::optional<absl::string_view> nearest;
+  int best = limit + 1;
+  auto consider = [&](absl::string_view candidate) {
+    const int d = EditDistance(key, candidate, limit);
+    if (d < best) {
+      best = d;
+      nearest = candidate;
+    }
+  };
+  for (const OptionSpec& spec : kOptions) consider(spec.key);
+  for (const KeyAlias& alias : kAliases) consider(alias.alias);
+  return nearest;
+}
+
+bool InWeirNamespace(absl::string_view key) {
+  const absl::string_view first = key.substr(0, key.find('.'));
+  for (const OptionSpec& spec : kOptions) {
+    if (spec.key.substr(0, spec.key.find('.')) == first) return true;
+  }
+  for (const KeyAlias& alias : kAliases) {
+    if (alias.alias.substr(0, alias.alias.find('.')) == first) return true;
+  }
+  return false;
 }
 
 }  // namespace weir::config

@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -61,6 +62,25 @@ std::span<const OptionSpec> AllOptions();
 
 // The spec of `key`, or nullptr when Weir has no such key.
 const OptionSpec* FindOption(absl::string_view key);
+
+// The Weir key that `key` stands for when it is another name Flink gives
+// the same setting ("restart-strategy" for restart-strategy.type,
+// "execution.checkpointing.dir" for state.checkpoints.dir); else `key`.
+absl::string_view CanonicalKey(absl::string_view key);
+
+// Whether `key` is a Flink setting that Weir has no use for
+// (taskmanager.memory.process.size, env.java.opts.all, web.*): accepted with
+// a warning, so that a Flink configuration file can be reused.
+bool IsFlinkKeyWeirIgnores(absl::string_view key);
+
+// The Weir key (or Flink name of one) that `key` is a misspelling of: the
+// nearest by edit distance, when within a few edits.
+std::optional<absl::string_view> NearestKey(absl::string_view key);
+
+// Whether `key` starts with the first segment of a Weir key ("execution.",
+// "state.", "restart-strategy"): a job's own settings must not, so that a
+// misspelt Weir key is refused rather than taken for one of them.
+bool InWeirNamespace(absl::string_view key);
 
 // Keys, as constants, so that a typo is a compile error.
 namespace keys {

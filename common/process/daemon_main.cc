@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/logging/logging.h"
 #include "common/rpc/auth.h"
 #include "common/rpc/tls.h"
@@ -94,6 +95,10 @@ int DaemonMain(int argc, char** argv, const char* program, const char* component
       return 2;
     }
     for (const std::string& line : checked->StartupLines(scope)) std::printf("%s\n", line.c_str());
+    if (!checked->ignored_flink_keys().empty()) {
+      std::printf("ignored (Flink settings Weir has no use for): %s\n",
+                  absl::StrJoin(checked->ignored_flink_keys(), ", ").c_str());
+    }
     std::printf("%s: configuration OK\n", program);
     return 0;
   }
@@ -130,6 +135,10 @@ int DaemonMain(int argc, char** argv, const char* program, const char* component
   log->info("{} {} starting, pid {}, file mode mask {:04o}", program, kWeirVersion, getpid(),
             static_cast<unsigned>(inherited_mask | 027));
   for (const std::string& line : config->StartupLines(scope)) log->info("{}", line);
+  if (!config->ignored_flink_keys().empty()) {
+    log->warn("ignored {} Flink setting(s) Weir has no use for: {}", config->ignored_flink_keys().size(),
+              absl::StrJoin(config->ignored_flink_keys(), ", "));
+  }
   if (tls->enabled) {
     log->info("TLS on for every RPC (mutual): certificate {}, CA {}, files re-read every {}", tls->files.cert_file,
               tls->files.ca_file, config::FormatDuration(tls->reload_interval));

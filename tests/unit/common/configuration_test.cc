@@ -124,6 +124,51 @@ TEST(ConfigurationTest, UnknownKeyOnCommandLine) {
               "unknown configuration key 'taskmanager.slots'");
 }
 
+TEST(ConfigurationTest, AMisspeltKeyNamesTheNearestOne) {
+  ExpectError(Configuration::Load(std::nullopt, {"execution.checkpointing.intervall=1s"}).status(),
+              "unknown configuration key 'execution.checkpointing.intervall'; did you mean "
+              "'execution.checkpointing.interval'?");
+  ExpectError(Configuration::Load(WriteFile("heartbeat.timout: 5 s\n"), {}).status(),
+              "did you mean 'heartbeat.timeout'?");
+  // Nothing near: no guess.
+  absl::Status far = Configuration::Load(std::nullopt, {"no.such.key=1"}).status();
+  ExpectError(far, "unknown configuration key 'no.such.key'");
+  EXPECT_FALSE(absl::StrContains(far.message(), "did you mean")) << far;
+}
+
+// A Flink config.yaml can be reused: Flink's names for Weir's settings set
+// them, and Flink settings Weir has no use for are remembered for one
+// warning instead of stopping the daemon.
+TEST(ConfigurationTest, FlinkNamesSetWeirKeysAndFlinkOnlyKeysAreSetAside) {
+  std::string path = WriteFile(
+      "state.backend: hashmap\n"
+      "restart-strategy: fixed-delay\n"
+      "execution.checkpointing.dir: /data/checkpoints\n"
+      "execution.checkpointing.savepoint-dir: /data/savepoints\n"
+      "execution.checkpointing.num-retained: 3\n"
+      "taskmanager.memory.process.size: 1728m\n"
+      "jobmanager.memory.process.size: 1600m\n"
+      "env.java.opts.all: -Xss2m\n"
+      "taskmanager.numberOfTaskSlots: 2\n");
+  auto config = Configuration::Load(path, {"web.submit.enable=false"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->GetString(k::kStateBackendType), "hashmap");
+  EXPECT_EQ(config->GetString(k::kRestartStrategyType), "fixed-delay");
+  EXPECT_EQ(config->GetString(k::kCheckpointsDir), "/data/checkpoints");
+  EXPECT_EQ(config->GetString(k::kSavepointsDir), "/data/savepoints");
+  EXPECT_EQ(config->GetInt(k::kCheckpointsRetained), 3);
+  EXPECT_EQ(config->GetInt(k::kTaskManagerSlots), 2);
+  EXPECT_THAT(config->ignored_flink_keys(),
+              ::testing::ElementsAre("taskmanager.memory.process.size", "jobmanager.memory.process.size",
+                                     "env.java.opts.all", "web.submit.enable"));
+  // A Flink name still gets Weir's value check.
+  ExpectError(Configuration::Load(std::nullopt, {"state.backend=filesystem"}).status(),
+              "bad value 'filesystem' for 'state.backend.type'");
+  // Weir's own keys under a Flink family stay Weir's.
+  EXPECT_FALSE(IsFlinkKeyWeirIgnores(k::kSegmentSize));
+  EXPECT_FALSE(IsFlinkKeyWeirIgnores(k::kRocksDbWriteBuffer));
+}
+
 TEST(ConfigurationTest, BadValuesNameTheKeyAndWhatWasExpected) {
   ExpectError(Configuration::Load(std::nullopt, {"jobmanager.rpc.port=http"}).status(),
               "bad value 'http' for 'jobmanager.rpc.port': expected an integer");

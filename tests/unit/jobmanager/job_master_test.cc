@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -319,6 +320,65 @@ TEST_F(JobMasterTest, CheckpointTriggersReachTheSourceTasksThroughTheGateway) {
   ReportAll(1, v1::TASK_CANCELED);
   ASSERT_TRUE(AwaitState(v1::CANCELED));
   EXPECT_EQ(gateway_->triggers().size(), 2u);
+}
+
+}  // namespace
+}  // namespace weir::jobmanager
+
+namespace weir::jobmanager {
+namespace {
+
+google::protobuf::Map<std::string, std::string> JobConfig(
+    std::initializer_list<std::pair<const std::string, std::string>> entries) {
+  google::protobuf::Map<std::string, std::string> map;
+  for (const auto& [key, value] : entries) map[key] = value;
+  return map;
+}
+
+// -D at submission is checked as the daemons' keys are: what Weir knows is
+// honoured under its name or Flink's, a misspelling is refused naming the
+// key meant, Flink's other settings pass with a notice, and the job's own
+// settings pass as they are.
+TEST(JobConfigKeysTest, MisspeltKeysAreRefusedNamingTheNearest) {
+  std::vector<std::string> notices;
+  absl::Status typo =
+      CheckJobConfigKeys(JobConfig({{"execution.checkpointing.intervall", "1s"}}), &notices);
+  EXPECT_TRUE(absl::IsInvalidArgument(typo)) << typo;
+  EXPECT_TRUE(absl::StrContains(typo.message(), "did you mean 'execution.checkpointing.interval'")) << typo;
+
+  absl::Status in_namespace = CheckJobConfigKeys(JobConfig({{"state.whatever", "1"}}), &notices);
+  EXPECT_TRUE(absl::IsInvalidArgument(in_namespace)) << in_namespace;
+  EXPECT_TRUE(absl::StrContains(in_namespace.message(), "may not start with 'state'")) << in_namespace;
+  EXPECT_TRUE(notices.empty());
+}
+
+TEST(JobConfigKeysTest, FlinkOnlyKeysPassWithANoticeAndOwnKeysPassSilently) {
+  std::vector<std::string> notices;
+  ASSERT_TRUE(CheckJobConfigKeys(JobConfig({{"pipeline.object-reuse", "true"},
+                                            {"input.topic", "clicks"},
+                                            {"restart-strategy", "none"},
+                                            {"execution.checkpointing.interval", "1s"}}),
+                                 &notices)
+                  .ok());
+  EXPECT_THAT(notices, ::testing::ElementsAre(
+                           "ignored: -D pipeline.object-reuse is a Flink setting Weir has no use for"));
+}
+
+TEST(JobConfigKeysTest, FlinkNamesOfJobLevelKeysAreHonoured) {
+  config::Configuration cluster;
+  // Checkpoints on: the default strategy would be exponential-delay.
+  absl::StatusOr<JobSettings> settings = ResolveJobSettings(
+      cluster,
+      JobConfig({{"execution.checkpointing.interval", "1s"}, {"restart-strategy", "none"},
+                 {"state.backend", "hashmap"}}),
+      "job1");
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  EXPECT_EQ(settings->restart.type, RestartStrategyOptions::Type::kNone);
+  EXPECT_EQ(settings->state_backend, "hashmap");
+  // A cluster setting under a Flink name is still a cluster setting.
+  absl::StatusOr<JobSettings> cluster_only =
+      ResolveJobSettings(cluster, JobConfig({{"execution.checkpointing.dir", "/elsewhere"}}), "job2");
+  EXPECT_TRUE(absl::IsInvalidArgument(cluster_only.status())) << cluster_only.status();
 }
 
 }  // namespace
