@@ -37,7 +37,7 @@ constexpr char kUsage[] =
     "  cluster                      list the TaskManagers with their slots\n"
     "  submit JOB_BINARY [-p N] [-Dkey=value ...] [-s SAVEPOINT [--allow-non-restored-state]] [-- JOB ARGS]\n"
     "                               upload a job binary and run it (from a savepoint); prints the job id\n"
-    "  list                         list the jobs\n"
+    "  list [-r|-a]                 list the jobs (-r: only those not ended; -a: all, the default)\n"
     "  status JOB_ID                a job's state and its tasks\n"
     "  cancel JOB_ID                cancel a job\n"
     "  savepoint JOB_ID [DIR]       take a savepoint (DIR inside state.savepoints.dir); prints its path\n"

@@ -1,5 +1,6 @@
 #include "client/job_commands.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -187,11 +188,33 @@ int RunSubmit(const Options& options, std::ostream& out, std::ostream& err) {
 }
 
 int RunList(const Options& options, std::ostream& out, std::ostream& err) {
+  // Flink's `list -r` (running: every job not ended) and `-a` (all, the
+  // default here); anything else is refused rather than ignored.
+  bool running_only = false;
+  for (const std::string& arg : options.command_args) {
+    if (arg == "-r" || arg == "--running") {
+      running_only = true;
+    } else if (arg == "-a" || arg == "--all") {
+      running_only = false;
+    } else {
+      return Fail(err, absl::StrCat("list: unknown argument '", arg,
+                                    "'; usage: weir list [-r|--running | -a|--all]"), 2);
+    }
+  }
   grpc::ClientContext context;
   SetDeadline(&context);
   v1::ListJobsResponse response;
   grpc::Status status = JobStub(options)->List(&context, v1::ListJobsRequest(), &response);
   if (!status.ok()) return Fail(err, DescribeRpcError(options, status));
+  if (running_only) {
+    auto* jobs = response.mutable_jobs();
+    jobs->erase(std::remove_if(jobs->begin(), jobs->end(),
+                               [](const v1::JobStatus& job) {
+                                 return job.state() == v1::FINISHED || job.state() == v1::CANCELED ||
+                                        job.state() == v1::FAILED;
+                               }),
+                jobs->end());
+  }
   if (options.json) {
     nlohmann::json jobs = nlohmann::json::array();
     for (const v1::JobStatus& job : response.jobs()) {

@@ -34,7 +34,7 @@ absl::StatusOr<std::shared_ptr<JobLibrary>> JobLibrary::Load(const std::string& 
   if (!LooksLikeElf(path)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "'", path, "' is not a job binary: not a shared library (ELF). Build the job with "
-        "add_library(<name> MODULE ...) against Weir's job API"));
+        "weir_add_job(<name> <sources>) in CMake (docs/job-authoring.md) and submit the .so it makes"));
   }
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {

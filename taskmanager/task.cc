@@ -22,6 +22,9 @@ namespace {
 // How long an idle source waits before it is polled again (mails and
 // cancellation end the wait at once).
 constexpr absl::Duration kIdleSourceWait = absl::Milliseconds(10);
+// How long a task whose input was released waits for its own cancel before
+// it reports a failure (see Run).
+constexpr absl::Duration kCancelAfterReleasedInputGrace = absl::Seconds(2);
 
 }  // namespace
 
@@ -628,6 +631,15 @@ void Task::Run() {
   }
   // No mail runs after this point; pending ones are dropped.
   mailbox_.Close();
+  // A cancel (or a restart) reaches every task of the job, but the tasks
+  // upstream stop first and release their partitions, so a task downstream
+  // usually finds its input gone a moment before its own cancel arrives.
+  // That is a cancellation, not a failure: wait briefly for the cancel.
+  if (final_state == v1::TASK_FAILED && input_released &&
+      cancel_requested_.WaitForNotificationWithTimeout(kCancelAfterReleasedInputGrace)) {
+    final_state = v1::TASK_CANCELED;
+    error.clear();
+  }
   if (final_state == v1::TASK_FAILED && input_released) {
     // What a cancel or a failover does to every task downstream of one that
     // stopped first; not a failure of this task's own.

@@ -834,6 +834,7 @@ TEST_F(JobPipelineTest, ListStatusAndCancel) {
   ASSERT_EQ(list["jobs"].size(), 1u);
   EXPECT_EQ(list["jobs"][0]["job_id"], job);
   EXPECT_EQ(list["jobs"][0]["name"], "kafka_copy");
+  EXPECT_EQ(cluster_->WeirJson({"list", "-r"})["jobs"].size(), 1u);
 
   auto text = cluster_->Weir({"status", job});
   EXPECT_EQ(text.exit_code, 0);
@@ -845,6 +846,11 @@ TEST_F(JobPipelineTest, ListStatusAndCancel) {
   auto again = cluster_->Weir({"cancel", job});
   EXPECT_EQ(again.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(again.err, "already ended")) << again.err;
+  // Flink's `list -r`: only the jobs not ended; -a (the default) all.
+  nlohmann::json running = cluster_->WeirJson({"list", "-r"});
+  ASSERT_FALSE(running.is_null());
+  EXPECT_TRUE(running["jobs"].empty()) << running.dump();
+  EXPECT_EQ(cluster_->WeirJson({"list", "-a"})["jobs"].size(), 1u);
   auto unknown = cluster_->Weir({"status", "0123456789abcdef"});
   EXPECT_EQ(unknown.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(unknown.err, "no job 0123456789abcdef")) << unknown.err;

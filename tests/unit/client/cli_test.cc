@@ -133,5 +133,14 @@ TEST(CliTest, WithJsonErrorsAreJsonToo) {
   EXPECT_THAT(err3.str(), HasSubstr("weir: unknown command 'frobnicate'"));
 }
 
+// No flag is ignored without a word: `list` takes Flink's -r and -a, and
+// refuses anything else before it asks the JobManager.
+TEST(CliTest, ListRefusesArgumentsItDoesNotTake) {
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCli({"--jobmanager", "127.0.0.1:1", "list", "--runing"}, out, err), 2);
+  EXPECT_THAT(err.str(), HasSubstr("weir: list: unknown argument '--runing'; usage: weir list [-r|--running"));
+  EXPECT_TRUE(out.str().empty());
+}
+
 }  // namespace
 }  // namespace weir::client
