@@ -21,6 +21,20 @@
 namespace weir::client {
 namespace {
 
+// `weir submit -s PATH`: a relative path is the user's, from where they run
+// weir, as for any command-line tool, so it is made absolute when it names
+// something here. A path that names nothing here (a savepoint's name alone,
+// "savepoint-<job>-<random>") goes as it is: the JobManager looks it up
+// under state.savepoints.dir, and state.checkpoints.dir. Either way the
+// JobManager takes only paths inside those two.
+std::string SavepointPathFromHere(const std::string& path) {
+  if (path.empty() || path[0] == '/' || path.find("://") != std::string::npos) return path;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return path;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  return ec ? path : absolute.lexically_normal().string();
+}
+
 std::string StateName(v1::JobState s) { return v1::JobState_Name(s); }
 std::string StateName(v1::TaskState s) {
   std::string name = v1::TaskState_Name(s);
@@ -90,7 +104,7 @@ int RunSubmit(const Options& options, std::ostream& out, std::ostream& err) {
       ++i;
     } else if (a == "-s" || a == "--from-savepoint") {
       if (i + 1 >= args.size() || args[i + 1].empty()) return Fail(err, absl::StrCat(a, " needs a savepoint path"), 2);
-      request.set_savepoint_path(args[++i]);
+      request.set_savepoint_path(SavepointPathFromHere(args[++i]));
     } else if (a == "--allow-non-restored-state") {
       request.set_allow_non_restored_state(true);
     } else if (a.rfind("-D", 0) == 0) {

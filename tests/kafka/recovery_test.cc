@@ -187,8 +187,12 @@ TEST_F(RecoveryTest, ASavepointCarriesStateIntoANewJob) {
   EXPECT_TRUE(absl::StrContains(error, "neither inside state.savepoints.dir")) << error;
 
   // The new job reads the topic from the savepoint's offsets on, with the
-  // savepoint's counts.
-  const std::string resumed = Submit({"-p", "2", "-Dexecution.checkpointing.interval=300ms", "-s", path}, in, out);
+  // savepoint's counts. The path is given relative to where weir runs, as
+  // a user in a shell would: the client resolves it from there.
+  const std::string relative = std::filesystem::relative(path).string();
+  ASSERT_FALSE(relative.empty() || relative[0] == '/') << relative;
+  const std::string resumed =
+      Submit({"-p", "2", "-Dexecution.checkpointing.interval=300ms", "-s", relative}, in, out);
   ASSERT_TRUE(WaitUntilRunning(resumed)) << cluster_->Logs();
   ASSERT_TRUE(test::ProduceMessages(bootstrap_, in, KeyedCountBatch(kBatch, kBatch, kDistinct, &truth)).ok());
   std::map<std::string, int64_t> last;
