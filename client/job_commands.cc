@@ -76,6 +76,7 @@ nlohmann::json JobJson(const v1::JobStatus& job) {
           {"restarts", job.restarts()},
           {"restored_checkpoint_id", job.restored_checkpoint_id()},
           {"last_failure", job.last_failure()},
+          {"waiting_for", job.waiting_for()},
           {"checkpointing", job.checkpointing()},
           {"tasks", tasks}};
 }
@@ -267,6 +268,7 @@ int RunStatus(const Options& options, std::ostream& out, std::ostream& err) {
                                                             : std::string("no checkpoint"));
   }
   if (!job.last_failure().empty() && job.error().empty()) out << "last failure: " << job.last_failure() << "\n";
+  if (!job.waiting_for().empty()) out << "waiting for " << job.waiting_for() << "\n";
   out << absl::StrFormat("%-12s %-40s %-9s %-14s %12s %12s %s\n", "TASK", "NAME", "STATE", "TASKMANAGER",
                          "RECORDS IN", "RECORDS OUT", "WATERMARK");
   for (const v1::TaskStatus& t : job.tasks()) {

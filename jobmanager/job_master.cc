@@ -804,6 +804,8 @@ void JobMaster::EndAttempt(AttemptEnd end) {
     absl::MutexLock lock(&mu_);
     if (state_ != v1::CANCELING) state_ = v1::RESTARTING;
     restarts = ++restarts_;
+    waiting_for_ = absl::StrCat("the restart delay of ", config::FormatDuration(*delay), " (restart strategy ",
+                                restart_strategy_->Describe(), ")");
   }
   log_->warn("job {} RESTARTING in {} (restart {}, strategy {}) after attempt {} failed: {}", job_id_,
              config::FormatDuration(*delay), restarts, restart_strategy_->Describe(), attempt, failure);
@@ -852,6 +854,11 @@ void JobMaster::RequestSlots(bool last) {
     return;
   }
   slot_refusal_ = slots.status();
+  {
+    absl::MutexLock lock(&mu_);
+    waiting_for_ = absl::StrCat("slots, until ", config::FormatDuration(slot_deadline_ - clock_.Now()),
+                                " from now (slot.request.timeout): ", slot_refusal_.message());
+  }
   if (!slot_refusal_logged_) {
     log_->warn("job {}: waiting up to {} for slots to restart: {}", job_id_,
                absl::FormatDuration(settings_.slot_request_timeout), slot_refusal_.message());
@@ -866,6 +873,10 @@ void JobMaster::RequestSlots(bool last) {
 }
 
 void JobMaster::AfterSlots(absl::Status slots) {
+  {
+    absl::MutexLock lock(&mu_);
+    waiting_for_.clear();
+  }
   absl::StatusOr<std::optional<v1::CheckpointMetadata>> chosen =
       slots.ok() ? ChooseRestore() : absl::StatusOr<std::optional<v1::CheckpointMetadata>>(slots);
   if (recovering_) {
@@ -1503,6 +1514,7 @@ v1::JobStatus JobMaster::Status() const {
   status.set_restored_checkpoint_id(restored_checkpoint_id_);
   status.set_last_failure(last_failure_);
   status.set_checkpointing(coordinator_ != nullptr);
+  if (state_ == v1::RESTARTING) status.set_waiting_for(waiting_for_);
   for (const TaskRecord& t : tasks_) {
     v1::TaskStatus* ts = status.add_tasks();
     ts->set_task_id(t.task_id);

@@ -451,6 +451,8 @@ class JobMaster : private checkpoint::CheckpointTaskGateway {
   v1::JobState state_ ABSL_GUARDED_BY(mu_) = v1::CREATED;
   std::string error_ ABSL_GUARDED_BY(mu_);
   std::string last_failure_ ABSL_GUARDED_BY(mu_);
+  // What the job waits for while RESTARTING (JobStatus.waiting_for).
+  std::string waiting_for_ ABSL_GUARDED_BY(mu_);
   absl::Time ended_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   int attempt_ ABSL_GUARDED_BY(mu_) = 1;
   int restarts_ ABSL_GUARDED_BY(mu_) = 0;

@@ -265,6 +265,7 @@ json RenderJob(const v1::JobStatus& job, absl::Time now) {
   document["attempt"] = job.attempt();
   document["restarts"] = job.restarts();
   document["restored-checkpoint-id"] = job.restored_checkpoint_id();
+  if (!job.waiting_for().empty()) document["waiting-for"] = job.waiting_for();
   document["checkpointing"] = job.checkpointing();
   document["artifact-sha256"] = job.artifact_sha256();
   return document;

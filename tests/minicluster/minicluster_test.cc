@@ -260,11 +260,15 @@ TEST_F(MiniClusterTest, ALostTaskManagerWithoutSlotsToSpareFailsTheJobAtTheSlotR
   ASSERT_TRUE(cluster_->gateway().AwaitCancels(2, kPatience));
   cluster_->ReportAllOn(1, 1, v1::TASK_CANCELED);
   ASSERT_TRUE(AwaitRestarts(1));
+  // What the RESTARTING job waits for is in its status, not only the log.
+  EXPECT_THAT(Status().waiting_for(), HasSubstr("the restart delay of 10 s"));
   ASSERT_TRUE(cluster_->clock().WaitUntilParked(1, kPatience));
   cluster_->clock().Advance(absl::Seconds(10));
   // The slot provider said no; the JobMaster asks again whenever slots are
   // offered, until the clock reaches the timeout.
   ASSERT_TRUE(cluster_->AwaitFailedAllocations(1));
+  EXPECT_THAT(Status().waiting_for(), HasSubstr("slots, until 5 min from now (slot.request.timeout)"));
+  EXPECT_THAT(Status().waiting_for(), HasSubstr("the job needs 2 slots but the cluster has 1 free"));
   cluster_->clock().Advance(absl::Minutes(5) - absl::Seconds(1));
   // Slots offered just before the timeout (still too few) are asked for,
   // and the restart goes on waiting.
@@ -300,6 +304,7 @@ TEST_F(MiniClusterTest, ARestartWaitingForSlotsDeploysOnATaskManagerThatJoins) {
   ASSERT_TRUE(cluster_->gateway().AwaitDeploys(4, kPatience));
   EXPECT_EQ(cluster_->DeployedTasks(2, 4), Layout(2, kAddress1, kAddress3));
   Run(2);
+  EXPECT_EQ(Status().waiting_for(), "");
 }
 
 // A deployment a TaskManager refuses, and one it never answers, each fail
