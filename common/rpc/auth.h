@@ -2,10 +2,13 @@
 //
 // When security.auth.token-file is set, every process of the cluster reads
 // the same secret from it: channels made by rpc::CreateChannel send it as
-// "authorization: Bearer <secret>" on every call, and every server handler
-// starts with Authorize(), which rejects calls without it
-// (UNAUTHENTICATED). A daemon that listens beyond loopback refuses to start
-// without a token, because job submission runs code.
+// "authorization: Bearer <secret>" on every call. Every server made by
+// rpc::StartServer checks it when a call's metadata arrives and refuses a
+// call without it (UNAUTHENTICATED) before gRPC reads its message, so such
+// a call cannot make the server hold a message's worth of memory; every
+// handler also starts with Authorize(). A daemon that listens beyond
+// loopback refuses to start without a token, because job submission runs
+// code.
 //
 // Without TLS the secret crosses the network in the clear: it keeps out
 // anyone who cannot read the cluster's traffic, not an eavesdropper.

@@ -18,6 +18,8 @@
 #include "common/io/atomic_file.h"
 #include "common/rpc/auth.h"
 #include "common/status_macros.h"
+#include "grpc/grpc.h"
+#include "grpc/grpc_security.h"
 #include "grpcpp/security/auth_metadata_processor.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_certificate_verifier.h"
@@ -87,8 +89,8 @@ TlsState& State() {
 }
 
 // Checks the cluster's token when a call's metadata arrives, before gRPC
-// reads its message (only under TLS: gRPC runs processors on secure
-// transports only). Handlers still check too.
+// reads its message, on TLS connections (PlaintextServerCredentials does
+// the same without TLS). Handlers still check too.
 class TokenMetadataProcessor final : public grpc::AuthMetadataProcessor {
  public:
   bool IsBlocking() const override { return false; }
@@ -104,6 +106,50 @@ class TokenMetadataProcessor final : public grpc::AuthMetadataProcessor {
       return std::string("a peer");
     });
   }
+};
+
+// Plaintext, with the cluster's token checked when a call's metadata
+// arrives, as under TLS. gRPC's C++ InsecureServerCredentials() takes no
+// metadata processor; its core credentials do, so this wraps those. A call
+// without the token is refused before gRPC reads its message: its stream
+// cannot hold a message's worth of memory on this server.
+class PlaintextServerCredentials final : public grpc::ServerCredentials {
+ public:
+  PlaintextServerCredentials() : credentials_(grpc_insecure_server_credentials_create()) {
+    grpc_server_credentials_set_auth_metadata_processor(credentials_, {&Process, nullptr, nullptr});
+  }
+  ~PlaintextServerCredentials() override { grpc_server_credentials_release(credentials_); }
+
+  void SetAuthMetadataProcessor(const std::shared_ptr<grpc::AuthMetadataProcessor>&) override {
+    // The token check is built in; nothing else is set on Weir's servers.
+  }
+
+ private:
+  int AddPortToServer(const std::string& address, grpc_server* server) override {
+    return grpc_server_add_http2_port(server, address.c_str(), credentials_);
+  }
+
+  // Runs on a gRPC thread for every call; never blocks.
+  static void Process(void*, grpc_auth_context*, const grpc_metadata* metadata, size_t count,
+                      grpc_process_auth_metadata_done_cb done, void* user_data) {
+    std::multimap<grpc::string_ref, grpc::string_ref> map;
+    for (size_t i = 0; i < count; ++i) {
+      const grpc_slice& key = metadata[i].key;
+      const grpc_slice& value = metadata[i].value;
+      map.emplace(grpc::string_ref(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(key)), GRPC_SLICE_LENGTH(key)),
+                  grpc::string_ref(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(value)),
+                                   GRPC_SLICE_LENGTH(value)));
+    }
+    // On a plaintext connection gRPC gives a metadata processor no peer
+    // address (only the security type and level): the refusal is logged
+    // without one.
+    const grpc::Status status =
+        AuthorizeCall(map, [] { return std::string("a plaintext peer (gRPC names no address before a handler)"); });
+    done(user_data, nullptr, 0, nullptr, 0, static_cast<grpc_status_code>(status.error_code()),
+         status.ok() ? nullptr : status.error_message().c_str());
+  }
+
+  grpc_server_credentials* const credentials_;
 };
 
 }  // namespace
@@ -258,7 +304,10 @@ void SetInternalTls(const InternalTls& tls) {
 std::shared_ptr<grpc::ServerCredentials> ServerCredentialsForCluster() {
   TlsState& state = State();
   absl::MutexLock lock(&state.mu);
-  if (!state.tls.enabled) return grpc::InsecureServerCredentials();
+  if (!state.tls.enabled) {
+    if (AuthEnabled()) return std::make_shared<PlaintextServerCredentials>();
+    return grpc::InsecureServerCredentials();
+  }
   grpc::experimental::TlsServerCredentialsOptions options(state.provider);
   options.watch_root_certs();
   options.watch_identity_key_cert_pairs();

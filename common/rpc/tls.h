@@ -6,8 +6,8 @@
 // certificate chains to that CA: a TaskManager, a client or a data-exchange
 // peer with a certificate from another CA, or with none, fails the handshake
 // before any RPC is read. The token of security.auth.token-file stays a
-// second factor; under TLS it is checked when a call's metadata arrives,
-// before its message is received.
+// second factor; it is checked when a call's metadata arrives, before its
+// message is received, with TLS and without.
 //
 // Certificates are re-read when their files change (every reload-interval),
 // so they can be rotated without a restart; the files are checked at start

@@ -643,10 +643,11 @@ TEST_F(ClusterTest, ListeningBeyondLoopbackRequiresAToken) {
   EXPECT_TRUE(absl::StrContains(tm->Log(), "security.auth.token-file")) << tm->Log();
 }
 
-// A caller without the token cannot make the JobManager receive and parse
-// a big message: anything over the control plane's cap is refused while it
-// arrives, before the handler (and its token check) would run.
-TEST_F(ClusterTest, OversizedUnauthenticatedCallsAreRefusedBeforeParsing) {
+// A caller without the token is refused on its call's metadata, before
+// gRPC reads the message; a caller with it cannot make the JobManager
+// receive and parse a message over the control plane's cap either: that is
+// refused while it arrives, before the handler runs.
+TEST_F(ClusterTest, OversizedCallsAreRefusedBeforeParsing) {
   std::string token = dir_ + "/token";
   std::ofstream(token) << "s3cret-of-the-cluster\n";
   auto jm = StartJobManager({"-Dsecurity.auth.token-file=" + token});
@@ -654,14 +655,20 @@ TEST_F(ClusterTest, OversizedUnauthenticatedCallsAreRefusedBeforeParsing) {
   auto stub = v1::JobService::NewStub(channel);
   v1::SubmitJobRequest big;
   big.add_args(std::string(6 << 20, 'x'));
-  grpc::Status status;
-  ASSERT_TRUE(WaitFor([&] {
+  auto submit = [&](bool with_token) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (with_token) context.AddMetadata("authorization", "Bearer s3cret-of-the-cluster");
     v1::SubmitJobResponse response;
-    status = stub->Submit(&context, big, &response);
+    return stub->Submit(&context, big, &response);
+  };
+  grpc::Status status;
+  ASSERT_TRUE(WaitFor([&] {
+    status = submit(/*with_token=*/false);
     return status.error_code() != grpc::StatusCode::UNAVAILABLE;  // the JobManager is up
   }, absl::Seconds(30))) << jm->Log();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+  status = submit(/*with_token=*/true);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
   // A small call without the token is refused as before.
   grpc::ClientContext context;
@@ -670,9 +677,10 @@ TEST_F(ClusterTest, OversizedUnauthenticatedCallsAreRefusedBeforeParsing) {
   EXPECT_TRUE(jm->running());
 }
 
-// A string field with invalid UTF-8 fails to parse before the token is
-// checked; protobuf says so in the daemon's log, rate-limited, not once per
-// call.
+// A string field with invalid UTF-8 fails to parse before the handler
+// runs; protobuf says so in the daemon's log, rate-limited, not once per
+// call. (The calls carry the token: one without it is refused on its
+// metadata, before its message is parsed.)
 TEST_F(ClusterTest, UndecodableCallsAreLoggedRateLimited) {
   std::string token = dir_ + "/token";
   std::ofstream(token) << "s3cret-of-the-cluster\n";
@@ -684,11 +692,13 @@ TEST_F(ClusterTest, UndecodableCallsAreLoggedRateLimited) {
   int refused = 0;
   ASSERT_TRUE(WaitFor([&] {
     grpc::ClientContext context;
+    context.AddMetadata("authorization", "Bearer s3cret-of-the-cluster");
     v1::SubmitJobResponse response;
     return stub->Submit(&context, bad, &response).error_code() != grpc::StatusCode::UNAVAILABLE;
   }, absl::Seconds(30))) << jm->Log();
   for (int i = 0; i < kCalls; ++i) {
     grpc::ClientContext context;
+    context.AddMetadata("authorization", "Bearer s3cret-of-the-cluster");
     v1::SubmitJobResponse response;
     if (!stub->Submit(&context, bad, &response).ok()) ++refused;
   }
