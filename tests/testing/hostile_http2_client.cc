@@ -164,6 +164,7 @@ void HostileHttp2Client::RunConnection() {
   };
   const int64_t total = 5 + options_.declared_message_bytes - 1;
   std::vector<Stream> streams(options_.streams_per_connection);
+  for (size_t i = 0; i < streams.size(); ++i) streams[i].id = static_cast<uint32_t>(2 * i + 1);
   int64_t connection_window = kDefaultWindow;
   int64_t initial_window = kDefaultWindow;
   int64_t max_frame = 16384;
@@ -179,63 +180,16 @@ void HostileHttp2Client::RunConnection() {
     return index < streams.size() ? &streams[index] : nullptr;
   };
 
-  std::string out = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-  out += FrameHeader(0, kSettings, 0, 0);
-  std::string authority = options_.host + ":" + std::to_string(options_.port);
-  for (size_t i = 0; i < streams.size(); ++i) {
-    Stream& s = streams[i];
-    s.id = static_cast<uint32_t>(2 * i + 1);
-    s.remaining = total;
-    std::string block;
-    AppendLiteralHeader(&block, ":method", "POST");
-    AppendLiteralHeader(&block, ":scheme", "http");
-    AppendLiteralHeader(&block, ":path", options_.path);
-    AppendLiteralHeader(&block, ":authority", authority);
-    AppendLiteralHeader(&block, "content-type", "application/grpc");
-    AppendLiteralHeader(&block, "te", "trailers");
-    if (!options_.authorization.empty()) AppendLiteralHeader(&block, "authorization", options_.authorization);
-    out += FrameHeader(static_cast<uint32_t>(block.size()), kHeaders, kFlagEndHeaders, s.id);
-    out += block;
-  }
-  if (!WriteAll(fd, out)) ended = true;
-  counters_.streams_opened += static_cast<int64_t>(streams.size());
-
   std::string in;
   std::vector<uint8_t> buf(1 << 16);
-  while (!stop_.load() && !ended) {
-    // Send what the windows allow.
-    std::string data;
-    for (Stream& s : streams) {
-      while (!s.dead && s.remaining > 0 && s.window > 0 && connection_window > 0) {
-        const int64_t chunk = std::min({s.remaining, s.window, connection_window, max_frame});
-        data += FrameHeader(static_cast<uint32_t>(chunk), kData, 0, s.id);
-        std::string payload(static_cast<size_t>(chunk), '\0');
-        // The gRPC prefix: not compressed, then the declared length.
-        for (int64_t i = 0; i < chunk; ++i) {
-          const int64_t pos = s.offset + i;
-          if (pos >= 1 && pos <= 4) {
-            payload[i] = static_cast<char>((options_.declared_message_bytes >> (8 * (4 - pos))) & 0xff);
-          }
-        }
-        data += payload;
-        s.offset += chunk;
-        s.remaining -= chunk;
-        s.window -= chunk;
-        connection_window -= chunk;
-        counters_.bytes_sent += chunk;
-        if (s.remaining == 0) {
-          ++counters_.streams_loaded;
-          settle(s);
-        }
-      }
-    }
-    if (!data.empty() && !WriteAll(fd, data)) break;
-
+  bool got_settings = false;
+  // Reads what is there (waiting up to 50 ms) and answers it; false once
+  // the connection is gone.
+  auto read_frames = [&]() -> bool {
     pollfd p{fd, POLLIN, 0};
-    const int ready = poll(&p, 1, 50);
-    if (ready <= 0) continue;
+    if (poll(&p, 1, 50) <= 0) return true;
     const ssize_t n = recv(fd, buf.data(), buf.size(), 0);
-    if (n <= 0) break;
+    if (n <= 0) return false;
     in.append(reinterpret_cast<const char*>(buf.data()), static_cast<size_t>(n));
     std::string reply;
     while (in.size() >= 9) {
@@ -260,6 +214,7 @@ void HostileHttp2Client::RunConnection() {
               }
             }
             reply += FrameHeader(0, kSettings, kFlagAck, 0);
+            got_settings = true;
           }
           break;
         case kPing:
@@ -302,7 +257,68 @@ void HostileHttp2Client::RunConnection() {
       }
       in.erase(0, 9 + length);
     }
-    if (!reply.empty() && !WriteAll(fd, reply)) break;
+    return reply.empty() || WriteAll(fd, reply);
+  };
+
+  // The preface, then the server's SETTINGS acknowledged before any stream,
+  // as a well-behaved client does: the server's bounds (streams per
+  // connection) apply from the first stream on.
+  std::string out = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  out += FrameHeader(0, kSettings, 0, 0);
+  if (!WriteAll(fd, out)) ended = true;
+  while (!stop_.load() && !ended && !got_settings) {
+    if (!read_frames()) ended = true;
+  }
+  out.clear();
+  std::string authority = options_.host + ":" + std::to_string(options_.port);
+  for (size_t i = 0; i < streams.size() && !ended; ++i) {
+    Stream& s = streams[i];
+    s.remaining = total;
+    std::string block;
+    AppendLiteralHeader(&block, ":method", "POST");
+    AppendLiteralHeader(&block, ":scheme", "http");
+    AppendLiteralHeader(&block, ":path", options_.path);
+    AppendLiteralHeader(&block, ":authority", authority);
+    AppendLiteralHeader(&block, "content-type", "application/grpc");
+    AppendLiteralHeader(&block, "te", "trailers");
+    if (!options_.authorization.empty()) AppendLiteralHeader(&block, "authorization", options_.authorization);
+    out += FrameHeader(static_cast<uint32_t>(block.size()), kHeaders, kFlagEndHeaders, s.id);
+    out += block;
+  }
+  if (!ended) {
+    if (!WriteAll(fd, out)) ended = true;
+    counters_.streams_opened += static_cast<int64_t>(streams.size());
+  }
+
+  while (!stop_.load() && !ended) {
+    // Send what the windows allow.
+    std::string data;
+    for (Stream& s : streams) {
+      while (!s.dead && s.remaining > 0 && s.window > 0 && connection_window > 0) {
+        const int64_t chunk = std::min({s.remaining, s.window, connection_window, max_frame});
+        data += FrameHeader(static_cast<uint32_t>(chunk), kData, 0, s.id);
+        std::string payload(static_cast<size_t>(chunk), '\0');
+        // The gRPC prefix: not compressed, then the declared length.
+        for (int64_t i = 0; i < chunk; ++i) {
+          const int64_t pos = s.offset + i;
+          if (pos >= 1 && pos <= 4) {
+            payload[i] = static_cast<char>((options_.declared_message_bytes >> (8 * (4 - pos))) & 0xff);
+          }
+        }
+        data += payload;
+        s.offset += chunk;
+        s.remaining -= chunk;
+        s.window -= chunk;
+        connection_window -= chunk;
+        counters_.bytes_sent += chunk;
+        if (s.remaining == 0) {
+          ++counters_.streams_loaded;
+          settle(s);
+        }
+      }
+    }
+    if (!data.empty() && !WriteAll(fd, data)) break;
+    if (!read_frames()) break;
   }
   if (!stop_.load()) {
     ++counters_.connections_ended;
