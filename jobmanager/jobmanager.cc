@@ -106,22 +106,27 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
                                                                                        : k::kJobManagerBindHost)));
   options.services = {jm->resource_manager_service_.get(), jm->cluster_service_.get(), jm->job_service_.get(),
                       jm->artifact_service_.get(), jm->job_master_service_.get()};
-  // Small messages only, and a bound on what gRPC buffers in all: a caller
-  // without the token cannot make the JobManager hold much before it is
-  // refused.
+  // Small messages only, a bound on what gRPC buffers in all, and on the
+  // calls one connection may hold open (docs/operations.md, "Bounds on the
+  // gRPC endpoints"). A caller without the token is refused on its
+  // metadata, before its message.
   options.max_receive_message_bytes = rpc::kControlPlaneMaxMessageBytes;
-  options.memory_quota_bytes = 256 << 20;
+  options.memory_quota_bytes = config.GetMemorySize(k::kJobManagerRpcMemoryQuota);
+  options.max_concurrent_streams = static_cast<int>(config.GetInt(k::kJobManagerRpcMaxConcurrentStreams));
   auto started = rpc::StartServer(options);
   if (!started.ok()) return Annotate(started.status(), "starting the JobManager's RPC server");
   jm->server_ = std::move(started->server);
   jm->port_ = started->port;
   jm->resource_manager_->Start();
-  jm->log_->info("JobManager {} listening on {} ({}, storage {}, heartbeat interval {}, timeout {})",
+  jm->log_->info("JobManager {} listening on {} ({}, storage {}, heartbeat interval {}, timeout {}; gRPC bounds: "
+                 "messages {} B, memory quota {} B, {} streams per connection, token checked {})",
                  jm->session_id(), rpc::JoinHostPort(options.bind_host, jm->port_),
                  elected ? absl::StrCat("standby of cluster ", jm->cluster_id_, " until elected")
                          : absl::StrCat("leader epoch ", leader_epoch),
                  storage_dir, config::FormatDuration(config.GetDuration(k::kHeartbeatInterval)),
-                 config::FormatDuration(config.GetDuration(k::kHeartbeatTimeout)));
+                 config::FormatDuration(config.GetDuration(k::kHeartbeatTimeout)),
+                 options.max_receive_message_bytes, options.memory_quota_bytes, options.max_concurrent_streams,
+                 rpc::AuthEnabled() ? "on every call's metadata" : "never (no token configured)");
   http::HttpServerOptions http_options;
   http_options.name = "JobManager REST";
   http_options.bind_host = config.GetString(k::kRestAddress);

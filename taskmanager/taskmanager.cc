@@ -178,6 +178,13 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   // data buffers only leave it. Twice the JobManager's cap: a deployment
   // carries a submission's graph and a little more.
   options.max_receive_message_bytes = 2 * rpc::kControlPlaneMaxMessageBytes;
+  // A bound on what gRPC holds for the endpoint in all (docs/operations.md,
+  // "Bounds on the gRPC endpoints"). No bound on streams per connection:
+  // every channel from another TaskManager is a stream of its one
+  // connection to this one, as many as the jobs' parallelism makes, and a
+  // gRPC client would queue those beyond a bound for as long as the
+  // streams before them run, i.e. for ever.
+  options.memory_quota_bytes = config.GetMemorySize(k::kTaskManagerRpcMemoryQuota);
   std::string id = config.GetString(k::kTaskManagerResourceId);
   tm->info_.set_taskmanager_id(id.empty() ? RandomId("tm-") : id);
   tm->info_.set_slots_total(tm->slots_->size());
@@ -269,9 +276,11 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   tm->http_ = *std::move(http);
   tm->info_.set_rest_port(tm->http_->port());
   tm->info_.set_rest_https(tm->http_->https());
-  tm->log_->info("TaskManager {} listening on {} with {} slots ({} network server and {} client threads)", tm->id(),
-                 rpc::JoinHostPort(options.bind_host, started->port), tm->slots_->size(), server_threads,
-                 client_threads);
+  tm->log_->info("TaskManager {} listening on {} with {} slots ({} network server and {} client threads; gRPC "
+                 "bounds: messages {} B, memory quota {} B, token checked {})",
+                 tm->id(), rpc::JoinHostPort(options.bind_host, started->port), tm->slots_->size(), server_threads,
+                 client_threads, options.max_receive_message_bytes, options.memory_quota_bytes,
+                 rpc::AuthEnabled() ? "on every call's metadata" : "never (no token configured)");
   tm->maintenance_ = std::thread([raw = tm.get()] { raw->MaintenanceLoop(); });
   connection.heartbeat_interval = config.GetDuration(k::kHeartbeatInterval);
   connection.heartbeat_timeout = config.GetDuration(k::kHeartbeatTimeout);

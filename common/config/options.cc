@@ -35,6 +35,24 @@ constexpr std::array kOptions = {
                .description = "Address the JobManager binds to; defaults to jobmanager.rpc.address. "
                               "Binding beyond loopback exposes job submission, which runs code.",
                .scope = kJobManager},
+    OptionSpec{.key = keys::kJobManagerRpcMemoryQuota,
+               .type = OptionType::kMemorySize,
+               .default_value = "256 mb",
+               .description = "Memory gRPC itself may hold for the JobManager's endpoint, for every "
+                              "connection and call together (read buffers, calls, messages being "
+                              "received). Near it gRPC shrinks its receive windows, then resets "
+                              "streams. At least four of the largest control-plane message (4 MiB).",
+               .scope = kJobManager,
+               .min_value = 16 << 20},
+    OptionSpec{.key = keys::kJobManagerRpcMaxConcurrentStreams,
+               .type = OptionType::kInt,
+               .default_value = "256",
+               .description = "Calls one connection may have open at once on the JobManager's endpoint; "
+                              "a gRPC client queues calls beyond it. A TaskManager holds its membership "
+                              "stream and its task reports on one connection, a client a few calls.",
+               .scope = kJobManager,
+               .min_value = 16,
+               .max_value = 1 << 20},
     OptionSpec{.key = keys::kTaskManagerHost,
                .type = OptionType::kString,
                .default_value = "127.0.0.1",
@@ -53,6 +71,17 @@ constexpr std::array kOptions = {
                .scope = kTaskManager,
                .min_value = 0,
                .max_value = 65535},
+    OptionSpec{.key = keys::kTaskManagerRpcMemoryQuota,
+               .type = OptionType::kMemorySize,
+               .default_value = "64 mb",
+               .description = "Memory gRPC itself may hold for the TaskManager's endpoint (the "
+                              "JobManager's calls and the data exchange's streams from other "
+                              "TaskManagers), for every connection and call together. What it receives "
+                              "is deployments (at most 8 MiB each), subscriptions and credits; the data "
+                              "exchange's buffers leave through it. At least four of the largest "
+                              "deployment.",
+               .scope = kTaskManager,
+               .min_value = 32 << 20},
     OptionSpec{.key = keys::kRestAddress,
                .type = OptionType::kString,
                .default_value = "",

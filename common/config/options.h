@@ -87,9 +87,12 @@ namespace keys {
 inline constexpr absl::string_view kJobManagerRpcAddress = "jobmanager.rpc.address";
 inline constexpr absl::string_view kJobManagerRpcPort = "jobmanager.rpc.port";
 inline constexpr absl::string_view kJobManagerBindHost = "jobmanager.bind-host";
+inline constexpr absl::string_view kJobManagerRpcMemoryQuota = "jobmanager.rpc.memory-quota";
+inline constexpr absl::string_view kJobManagerRpcMaxConcurrentStreams = "jobmanager.rpc.max-concurrent-streams";
 inline constexpr absl::string_view kTaskManagerHost = "taskmanager.host";
 inline constexpr absl::string_view kTaskManagerBindHost = "taskmanager.bind-host";
 inline constexpr absl::string_view kTaskManagerRpcPort = "taskmanager.rpc.port";
+inline constexpr absl::string_view kTaskManagerRpcMemoryQuota = "taskmanager.rpc.memory-quota";
 inline constexpr absl::string_view kRestAddress = "rest.address";
 inline constexpr absl::string_view kRestPort = "rest.port";
 inline constexpr absl::string_view kTaskManagerRestPort = "taskmanager.rest.port";

@@ -72,6 +72,9 @@ absl::StatusOr<StartedServer> StartServer(const ServerOptions& options) {
     quota.Resize(static_cast<size_t>(options.memory_quota_bytes));
     builder.SetResourceQuota(quota);
   }
+  if (options.max_concurrent_streams > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  }
   // Let clients keep idle streams alive with pings (membership sessions).
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);

@@ -34,11 +34,19 @@ struct ServerOptions {
   int port = 0;
   std::vector<grpc::Service*> services;
   // The largest message the server takes: gRPC refuses a bigger one while
-  // receiving it, before any handler (or the token check) sees it. The
-  // control plane's messages are small (uploads go in 1 MiB chunks).
+  // receiving it, before any handler sees it. The control plane's messages
+  // are small (uploads go in 1 MiB chunks). With a token, a call without it
+  // is refused on its metadata, before its message (see auth.h).
   int max_receive_message_bytes = kControlPlaneMaxMessageBytes;
-  // Caps the memory gRPC itself may use for this server (0: no cap).
+  // Caps the memory gRPC itself may use for this server: connections' read
+  // buffers, calls, messages being received (0: no cap). Near the cap gRPC
+  // shrinks its flow-control windows, then resets streams, whichever
+  // connection they are on.
   int64_t memory_quota_bytes = 0;
+  // Streams one connection may have open at once (HTTP/2
+  // SETTINGS_MAX_CONCURRENT_STREAMS; 0: gRPC's default, no limit). A gRPC
+  // client queues calls beyond it; a peer that opens more has them reset.
+  int max_concurrent_streams = 0;
   // Completion queues for the asynchronous services among `services`.
   int completion_queues = 0;
 };

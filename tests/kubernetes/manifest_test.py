@@ -74,6 +74,14 @@ def substitute_env(arg, env):
     return arg
 
 
+def memory_bytes(text):
+    """'64 mb', '1 gb' (Weir's sizes) and '512Mi', '1Gi' (Kubernetes quantities) in bytes."""
+    units = {"b": 1, "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30}
+    text = text.strip().lower().replace(" ", "")
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    return int(float(number) * units.get(text[len(number):] or "b", 1))
+
+
 def check_pod(where, deployment, config, docs):
     spec = deployment["spec"]["template"]["spec"]
     labels = deployment["spec"]["template"]["metadata"]["labels"]
@@ -221,6 +229,17 @@ def check_rendering(where, docs, work):
           f"{where}: jobmanager.rpc.address is not the Service's name")
 
     check_network_policies(where, docs, jm, tm)
+
+    # What gRPC may hold for each daemon's endpoint fits in half its pod's
+    # memory limit, so a flood that fills the quota does not get the pod
+    # killed for memory.
+    for name, deployment, key in (("JobManager", jm, "jobmanager.rpc.memory-quota"),
+                                  ("TaskManager", tm, "taskmanager.rpc.memory-quota")):
+        limit = deployment["spec"]["template"]["spec"]["containers"][0].get("resources", {}).get("limits", {})
+        check(key in config, f"{where}: {key} is not set; size it to the {name}'s pod")
+        if key in config and "memory" in limit:
+            check(memory_bytes(config[key]) * 2 <= memory_bytes(limit["memory"]),
+                  f"{where}: {key} {config[key]} is more than half the {name}'s memory limit {limit['memory']}")
 
     jm_container, jm_ports, jm_args, _ = check_pod(f"{where} JobManager", jm, config, docs)
     tm_container, tm_ports, tm_args, tm_env = check_pod(f"{where} TaskManager", tm, config, docs)

@@ -1,6 +1,8 @@
 // What counts as loopback decides whether a daemon may listen without a
-// token: only literal loopback addresses and "localhost" do. And a channel
-// keeps waiting for a peer that is slow to take its connection.
+// token: only literal loopback addresses and "localhost" do. A channel
+// keeps waiting for a peer that is slow to take its connection. And what a
+// peer can make a server hold: nothing without the token, a bounded number
+// of streams per connection with it.
 #include "common/rpc/rpc.h"
 
 #include <arpa/inet.h>
@@ -13,7 +15,10 @@
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "common/rpc/auth.h"
 #include "gtest/gtest.h"
+#include "tests/testing/hostile_http2_client.h"
+#include "weir/v1/cluster.grpc.pb.h"
 #include "weir/v1/data.grpc.pb.h"
 
 namespace weir::rpc {
@@ -121,6 +126,68 @@ TEST(CreateChannelTest, WaitsForAPeerThatIsSlowToTakeTheConnection) {
   stream->WritesDone();
   const grpc::Status status = stream->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
+  server->server->Shutdown();
+}
+
+// Sets the process's token for one test and clears it after.
+class WithToken {
+ public:
+  explicit WithToken(std::string token) { SetAuthToken(std::move(token)); }
+  ~WithToken() { SetAuthToken(""); }
+};
+
+// The server's handler is never reached: gRPC would otherwise hold each
+// stream's message until it is complete.
+testing::HostileHttp2Options Flood(int port, std::string authorization) {
+  return {.port = port,
+          .path = "/weir.v1.TaskExecutorService/DeployTask",
+          .connections = 1,
+          .streams_per_connection = 64,
+          .declared_message_bytes = 1 << 20,
+          .authorization = std::move(authorization)};
+}
+
+TEST(StartServerTest, ACallWithoutTheTokenIsRefusedBeforeItsMessage) {
+  WithToken token("s3cret");
+  v1::TaskExecutorService::Service service;
+  absl::StatusOr<StartedServer> server = StartServer({.services = {&service}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  testing::HostileHttp2Client client(Flood(server->port, ""));
+  client.Start();
+  ASSERT_TRUE(client.WaitUntilSettled(absl::Seconds(30)));
+  const testing::HostileHttp2Stats stats = client.stats();
+  // Every stream is refused (UNAUTHENTICATED) on its headers. What the
+  // peer could send before the refusal reached it is dropped; it is a
+  // fraction of the 64 MiB the messages declare (a few may have been sent
+  // whole in the meantime).
+  EXPECT_EQ(stats.streams_answered + stats.streams_reset, 64);
+  EXPECT_LT(stats.streams_loaded, 16);
+  EXPECT_LT(stats.bytes_sent, 16 << 20);
+  client.Stop();
+
+  // With the token the same streams get their messages' worth of window:
+  // the check above is the token's, not a bound on messages.
+  testing::HostileHttp2Client member(Flood(server->port, "Bearer s3cret"));
+  member.Start();
+  ASSERT_TRUE(member.WaitUntilSettled(absl::Seconds(30)));
+  EXPECT_EQ(member.stats().streams_loaded, 64);
+  member.Stop();
+  server->server->Shutdown();
+}
+
+TEST(StartServerTest, StreamsBeyondTheBoundPerConnectionAreRefused) {
+  v1::TaskExecutorService::Service service;
+  absl::StatusOr<StartedServer> server = StartServer({.services = {&service}, .max_concurrent_streams = 16});
+  ASSERT_TRUE(server.ok()) << server.status();
+  testing::HostileHttp2Client client(Flood(server->port, ""));
+  client.Start();
+  ASSERT_TRUE(client.WaitUntilSettled(absl::Seconds(30)));
+  // A peer that opens more than the bound (after acknowledging it) loses
+  // its connection, and with it every stream it held.
+  const testing::HostileHttp2Stats stats = client.stats();
+  EXPECT_EQ(stats.connections_ended, 1);
+  EXPECT_LE(stats.streams_loaded, 16);
+  client.Stop();
   server->server->Shutdown();
 }
 
