@@ -8,6 +8,7 @@
 //   bench/run.sh network [--parallelism 2,16,64] [--records N] [--value-bytes B]
 //                        [--baseline-bin DIR] [--rounds R]
 //                        [--cluster-config -Dk=v,...] [--baseline-config -Dk=v,...]
+//                        [--token SECRET]
 //
 // With --baseline-bin (the bin directory of another build, e.g. the last
 // release) every measurement runs on both builds, interleaved, in the same
@@ -15,7 +16,9 @@
 // build directory (<bin>/../jobs/), since the job API may differ.
 // --cluster-config gives this build's clusters -Dkey=value options, and
 // --baseline-config the baseline's (on this build unless --baseline-bin is
-// given): two settings side by side in one run.
+// given): two settings side by side in one run. --token runs every cluster
+// with that shared secret (security.auth.token-file), as a cluster that
+// listens beyond loopback must.
 #include <signal.h>
 
 #include <algorithm>
@@ -46,6 +49,7 @@ struct Flags {
   int rounds = 1;
   std::vector<std::string> cluster_config;
   std::vector<std::string> baseline_config;
+  std::string token;
 };
 
 struct Result {
@@ -60,7 +64,8 @@ Result RunOnce(const std::string& bin_dir, int parallelism, const Flags& flags,
   setenv("WEIR_BIN_DIR", bin_dir.c_str(), 1);
   Result result;
   const int slots = std::max(1, (parallelism + 1) / 2);
-  weir::testing::LocalCluster cluster({.taskmanagers = 2, .slots_per_taskmanager = slots, .config = config});
+  weir::testing::LocalCluster cluster(
+      {.taskmanagers = 2, .slots_per_taskmanager = slots, .config = config, .auth_token = flags.token});
   cluster.Start();
   const pid_t pids[2] = {cluster.taskmanager(0).pid(), cluster.taskmanager(1).pid()};
   for (int i = 0; i < 2; ++i) result.idle_threads[i] = weir::bench::ProcStatusField(pids[i], "Threads");
@@ -136,6 +141,7 @@ int main(int argc, char** argv) {
   parser.Int("--rounds", &flags.rounds);
   parser.List("--cluster-config", &flags.cluster_config);
   parser.List("--baseline-config", &flags.baseline_config);
+  parser.String("--token", &flags.token);
   if (!parser.Parse(argc, argv)) return 2;
   signal(SIGPIPE, SIG_IGN);
   const char* own = std::getenv("WEIR_BIN_DIR");
