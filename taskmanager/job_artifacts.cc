@@ -7,23 +7,119 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/crypto/sha256.h"
 #include "common/io/private_directory.h"
 #include "common/logging/logging.h"
+#include "common/retry/backoff.h"
 #include "common/rpc/rpc.h"
 #include "common/status_macros.h"
 #include "jobgraph/graph_spec.h"
 
 namespace weir::taskmanager {
 
+namespace {
+
+// The waits between a download's tries.
+constexpr retry::BackoffOptions kDownloadBackoff{
+    .initial = absl::Milliseconds(200), .multiplier = 2.0, .max = absl::Seconds(2), .jitter = 0.5};
+
+// The wall clock, whose waits end when the task is cancelled.
+class CancellableRetryClock final : public retry::RetryClock {
+ public:
+  explicit CancellableRetryClock(Cancellation* cancel) : cancel_(cancel) {}
+  absl::Time Now() override { return absl::Now(); }
+  bool Sleep(absl::Duration duration) override {
+    if (cancel_ == nullptr) {
+      absl::SleepFor(duration);
+      return true;
+    }
+    absl::Notification cancelled;
+    Cancellation::Registration wake = cancel_->OnCancel([&cancelled] { cancelled.Notify(); });
+    return !cancelled.WaitForNotificationWithTimeout(duration);
+  }
+
+ private:
+  Cancellation* const cancel_;
+};
+
+// Errors another try (on the JobManager named then) may not meet: the
+// JobManager was unreachable or died on the way, or could not read its
+// storage for a moment.
+bool WorthAnotherTry(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) || absl::IsAborted(status) ||
+         absl::IsInternal(status);
+}
+
+}  // namespace
+
+JobArtifacts::JobArtifacts(std::string dir, ArtifactServerFinder find_server, int64_t max_bytes,
+                           absl::Duration retry_for)
+    : dir_(std::move(dir)), find_server_(std::move(find_server)), max_bytes_(max_bytes), retry_for_(retry_for) {}
+
 JobArtifacts::JobArtifacts(std::string dir, std::shared_ptr<v1::ArtifactService::Stub> jobmanager)
-    : dir_(std::move(dir)), jobmanager_(std::move(jobmanager)) {}
+    : JobArtifacts(
+          std::move(dir), [jobmanager] { return ArtifactServer{"the JobManager", jobmanager}; },
+          std::numeric_limits<int64_t>::max(), absl::ZeroDuration()) {}
 
 JobArtifacts::~JobArtifacts() {
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
+}
+
+absl::Status JobArtifacts::Download(const ArtifactServer& server, const std::string& sha256, const std::string& temp,
+                                    Cancellation* cancel) {
+  // Created new: never an existing file or a link planted in its place.
+  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::FailedPreconditionError(absl::StrCat("cannot create ", temp, ": ", std::strerror(errno)));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+  // gRPC cancels a call whose context was cancelled before it started.
+  Cancellation::Registration cancel_download;
+  if (cancel != nullptr) cancel_download = cancel->OnCancel([&context] { context.TryCancel(); });
+  v1::DownloadArtifactRequest request;
+  request.set_sha256(sha256);
+  auto reader = server.stub->Download(&context, request);
+  v1::ArtifactChunk chunk;
+  absl::Status local;  // what went wrong on this side
+  int64_t received = 0;
+  while (local.ok() && reader->Read(&chunk)) {
+    const std::string& data = chunk.data();
+    received += static_cast<int64_t>(data.size());
+    if (received > max_bytes_) {
+      local = absl::DataLossError(absl::StrCat("job binary ", sha256, " from the JobManager at ", server.address,
+                                               " is larger than the limit of ", max_bytes_,
+                                               " bytes (jobmanager.artifact.max-size)"));
+      context.TryCancel();
+      break;
+    }
+    for (size_t done = 0; done < data.size();) {
+      const ssize_t n = write(fd, data.data() + done, data.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        local = absl::FailedPreconditionError(absl::StrCat("writing ", temp, ": ", std::strerror(errno)));
+        context.TryCancel();
+        break;
+      }
+      done += static_cast<size_t>(n);
+    }
+  }
+  grpc::Status status = reader->Finish();
+  cancel_download.Reset();
+  const bool closed = close(fd) == 0;
+  if (cancel != nullptr && cancel->cancelled()) {
+    return absl::CancelledError(absl::StrCat("the download of job binary ", sha256, " was cancelled with the task"));
+  }
+  if (!local.ok()) return local;
+  if (!status.ok()) {
+    return Annotate(rpc::FromGrpcStatus(status),
+                    absl::StrCat("downloading job binary ", sha256, " from the JobManager at ", server.address));
+  }
+  if (!closed) return absl::FailedPreconditionError(absl::StrCat("writing ", temp, ": ", std::strerror(errno)));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> JobArtifacts::Fetch(const std::string& sha256, const std::string& job_id,
@@ -43,55 +139,45 @@ absl::StatusOr<std::string> JobArtifacts::Fetch(const std::string& sha256, const
                                       job_id, path);
     std::filesystem::remove(path, ec);
   }
-  // Two jobs may fetch the same binary at once: each into its own file,
-  // created new (never an existing file or a link planted in its place).
-  std::string temp = absl::StrCat(path, ".", job_id, ".part");
-  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot create ", temp, ": ", std::strerror(errno)));
+  // Two jobs may fetch the same binary at once: each into its own file.
+  const std::string temp = absl::StrCat(path, ".", job_id, ".part");
   auto remove_temp = [&] { std::filesystem::remove(temp, ec); };
-  {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
-    // gRPC cancels a call whose context was cancelled before it started.
-    Cancellation::Registration cancel_download;
-    if (cancel != nullptr) cancel_download = cancel->OnCancel([&context] { context.TryCancel(); });
-    v1::DownloadArtifactRequest request;
-    request.set_sha256(sha256);
-    auto reader = jobmanager_->Download(&context, request);
-    v1::ArtifactChunk chunk;
-    bool written = true;
-    while (reader->Read(&chunk)) {
-      const std::string& data = chunk.data();
-      for (size_t done = 0; written && done < data.size();) {
-        const ssize_t n = write(fd, data.data() + done, data.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-          written = false;
-          break;
+  CancellableRetryClock clock(cancel);
+  retry::RetryPolicy policy;
+  policy.backoff = kDownloadBackoff;
+  policy.deadline = absl::Now() + retry_for_;
+  policy.clock = &clock;
+  retry::RetryOutcome outcome = retry::Retry(
+      policy,
+      [&]() -> absl::Status {
+        remove_temp();
+        const ArtifactServer server = find_server_();
+        absl::Status downloaded = Download(server, sha256, temp, cancel);
+        if (downloaded.ok()) {
+          // A corrupt or cut-off object in the cluster's storage ends here,
+          // naming the binary; asking another JobManager reads the same.
+          ASSIGN_OR_RETURN(std::string actual, crypto::Sha256OfFile(temp));
+          if (actual != sha256) {
+            return absl::DataLossError(absl::StrCat("job binary ", sha256, " as the JobManager at ", server.address,
+                                                    " served it has SHA-256 ", actual,
+                                                    ": the stored copy is damaged; submit the job again"));
+          }
         }
-        done += static_cast<size_t>(n);
-      }
-    }
-    grpc::Status status = reader->Finish();
-    cancel_download.Reset();
-    const bool closed = close(fd) == 0;
+        return downloaded;
+      },
+      [&](const absl::Status& status) { return WorthAnotherTry(status) && (cancel == nullptr || !cancel->cancelled()); },
+      [&](const absl::Status& status, absl::Duration wait) {
+        logging::Get("taskmanager")
+            ->warn("job {}: the download of job binary {} failed ({}); trying again in {}", job_id, sha256,
+                   status.ToString(), absl::FormatDuration(wait));
+      });
+  if (!outcome.status.ok()) {
+    remove_temp();
     if (cancel != nullptr && cancel->cancelled()) {
-      remove_temp();
       return absl::CancelledError(absl::StrCat("the download of job binary ", sha256, " was cancelled with the task"));
     }
-    if (!status.ok()) {
-      remove_temp();
-      return Annotate(rpc::FromGrpcStatus(status), absl::StrCat("downloading job binary ", sha256));
-    }
-    if (!written || !closed) {
-      remove_temp();
-      return absl::UnavailableError(absl::StrCat("writing ", temp, ": ", std::strerror(errno)));
-    }
-  }
-  ASSIGN_OR_RETURN(std::string actual, crypto::Sha256OfFile(temp));
-  if (actual != sha256) {
-    remove_temp();
-    return absl::DataLossError(absl::StrCat("downloaded job binary has SHA-256 ", actual, ", expected ", sha256));
+    if (outcome.attempts > 1) return Annotate(outcome.status, outcome.Summary());
+    return outcome.status;
   }
   std::filesystem::rename(temp, path, ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot move ", temp, ": ", ec.message()));

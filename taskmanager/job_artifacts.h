@@ -1,8 +1,14 @@
 // JobArtifacts: the TaskManager's local copies of job binaries and the jobs
 // loaded from them.
 //
-// A binary is downloaded from the JobManager by its SHA-256, verified, and
-// kept under <io.tmp.dirs>/weir-<taskmanager id>/artifacts/. Each job gets
+// A binary is downloaded from a JobManager by its SHA-256 (every JobManager
+// of the cluster serves every stored binary), verified, and kept under
+// <io.tmp.dirs>/weir-<taskmanager id>/artifacts/. A download goes to the
+// JobManager the ArtifactServerFinder names at each try: the leader, with
+// high-availability.type etcd. One that fails on the way (the JobManager
+// died, the connection broke) is tried again from the start, on the
+// JobManager named then, with backoff, for up to 5 minutes (a new leader
+// is elected and found within seconds). Each job gets
 // its own copy of the file and is loaded (dlopen) once, however many of its
 // tasks run here, so two jobs from one binary share no static state. The
 // rebuilt graph must equal the one the JobManager scheduled.
@@ -10,12 +16,14 @@
 // Nothing there is trusted for being there: the directories are created
 // 0700 and must belong to this process's user (else a clear error), a
 // cached binary is used only if it still hashes to its name, downloads go
-// to files created new (O_EXCL|O_NOFOLLOW), and the per-job copy that is
-// loaded is hashed again first.
+// to files created new (O_EXCL|O_NOFOLLOW) and stop at the size limit, and
+// the per-job copy that is loaded is hashed again first.
 //
 // Thread-safety: thread-safe.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,6 +31,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "jobgraph/job_library.h"
 #include "taskmanager/cancellation.h"
 #include "weir/v1/job.grpc.pb.h"
@@ -48,8 +57,21 @@ class JobLoader {
   virtual void Release(const std::string& job_id) = 0;
 };
 
+// The JobManager a download asks, and its address for messages.
+struct ArtifactServer {
+  std::string address;
+  std::shared_ptr<v1::ArtifactService::Stub> stub;
+};
+// Called before every try of a download; must be thread-safe.
+using ArtifactServerFinder = std::function<ArtifactServer()>;
+
 class JobArtifacts final : public JobLoader {
  public:
+  // `max_bytes`: the largest binary accepted (jobmanager.artifact.max-size);
+  // tries start until `retry_for` after the first.
+  JobArtifacts(std::string dir, ArtifactServerFinder find_server, int64_t max_bytes,
+               absl::Duration retry_for = absl::Minutes(5));
+  // Always the one JobManager `jobmanager`, one try (tests).
   JobArtifacts(std::string dir, std::shared_ptr<v1::ArtifactService::Stub> jobmanager);
   ~JobArtifacts() override;
 
@@ -83,9 +105,14 @@ class JobArtifacts final : public JobLoader {
                                                             const std::string& expected_graph_sha256,
                                                             Cancellation* cancel);
   absl::StatusOr<std::string> Fetch(const std::string& sha256, const std::string& job_id, Cancellation* cancel);
+  // One try: the whole binary from `server` into a new file `temp`.
+  absl::Status Download(const ArtifactServer& server, const std::string& sha256, const std::string& temp,
+                        Cancellation* cancel);
 
   const std::string dir_;
-  const std::shared_ptr<v1::ArtifactService::Stub> jobmanager_;
+  const ArtifactServerFinder find_server_;
+  const int64_t max_bytes_;
+  const absl::Duration retry_for_;
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Entry>> jobs_ ABSL_GUARDED_BY(mu_);
 };

@@ -214,8 +214,12 @@ absl::StatusOr<std::unique_ptr<TaskManager>> TaskManager::Start(const config::Co
   // empty list means /tmp).
   const std::vector<std::string> tmp_dirs = config::SplitPathList(config.GetString(k::kIoTmpDirs));
   const std::string tmp_dir = tmp_dirs.empty() ? std::string("/tmp") : tmp_dirs.front();
+  // Job binaries come from the leader (any JobManager serves them; the
+  // leader is the one known to be alive).
+  tm->find_leader_ = connection.find_leader;
   tm->artifacts_ = std::make_unique<JobArtifacts>(absl::StrCat(tmp_dir, "/weir-", tm->id()),
-                                                  v1::ArtifactService::NewStub(jm_channel));
+                                                  [raw = tm.get()] { return raw->ArtifactServerNow(); },
+                                                  config.GetMemorySize(k::kArtifactMaxSize));
   // Checkpoints and savepoints in an object store: the s3.* settings of
   // this TaskManager (its own keys, environment and files).
   fs::ConfigureFileSystems(config);
@@ -634,6 +638,21 @@ absl::Status TaskManager::AdmitLeader(const grpc::ServerContext& context, absl::
   }
   leader_epoch_ = epoch;
   return absl::OkStatus();
+}
+
+ArtifactServer TaskManager::ArtifactServerNow() {
+  std::string address;
+  if (find_leader_) {
+    absl::StatusOr<std::string> leader = find_leader_();
+    if (leader.ok()) address = *std::move(leader);
+  }
+  absl::MutexLock lock(&job_master_mu_);
+  if (address.empty()) address = job_master_address_;
+  if (artifact_server_ == nullptr || address != artifact_server_address_) {
+    artifact_server_ = v1::ArtifactService::NewStub(rpc::CreateChannel(address));
+    artifact_server_address_ = address;
+  }
+  return ArtifactServer{address, artifact_server_};
 }
 
 std::shared_ptr<v1::JobMasterService::Stub> TaskManager::JobMasterStub() const {

@@ -111,6 +111,9 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   // The JobMasterService of the JobManager last registered with (at first,
   // the configured one).
   std::shared_ptr<v1::JobMasterService::Stub> JobMasterStub() const ABSL_LOCKS_EXCLUDED(job_master_mu_);
+  // Where a job binary download goes now: the leader etcd names (with
+  // high-availability.type etcd), else the JobManager last registered with.
+  ArtifactServer ArtifactServerNow() ABSL_LOCKS_EXCLUDED(job_master_mu_);
   // The fence on every call a JobManager makes here (`call` names it for
   // the messages): refuses a call without the leader epoch metadata (unless
   // the JobManager registered with is of a version without epochs: 0), or
@@ -146,6 +149,12 @@ class TaskManager : private TaskStateListener, private CheckpointResponder {
   mutable absl::Mutex job_master_mu_;
   std::shared_ptr<v1::JobMasterService::Stub> job_master_ ABSL_GUARDED_BY(job_master_mu_);
   std::string job_master_address_ ABSL_GUARDED_BY(job_master_mu_);
+  // The JobManager job binaries were last downloaded from.
+  std::shared_ptr<v1::ArtifactService::Stub> artifact_server_ ABSL_GUARDED_BY(job_master_mu_);
+  std::string artifact_server_address_ ABSL_GUARDED_BY(job_master_mu_);
+  // The leader's address from etcd; empty without high-availability.type
+  // etcd. Set before the server starts, then read-only.
+  std::function<absl::StatusOr<std::string>()> find_leader_;
   // The asynchronous part of task snapshots.
   std::unique_ptr<SnapshotUploader> uploader_;
   // Acknowledgements not sent yet, and whether the JobManager lacks

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/crypto/sha256.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -181,6 +182,111 @@ TEST_F(JobArtifactsTest, CancellingATaskEndsItsDownloadAndItsWaitForAnotherLoad)
   third_cancel.Cancel();
   EXPECT_EQ(artifacts.Acquire("job-1", kSha, {}, "", &third_cancel).status().code(), absl::StatusCode::kCancelled);
   server->Shutdown();
+}
+
+// A JobManager that serves `bytes` as every binary; with `cut_after` >= 0 it
+// sends that many bytes and then fails as a JobManager that died would.
+class FixedArtifactService final : public v1::ArtifactService::Service {
+ public:
+  FixedArtifactService(std::string bytes, int cut_after) : bytes_(std::move(bytes)), cut_after_(cut_after) {}
+  grpc::Status Download(grpc::ServerContext*, const v1::DownloadArtifactRequest*,
+                        grpc::ServerWriter<v1::ArtifactChunk>* writer) override {
+    calls_.fetch_add(1);
+    v1::ArtifactChunk chunk;
+    if (cut_after_ < 0) {
+      chunk.set_data(bytes_);
+      writer->Write(chunk);
+      return grpc::Status::OK;
+    }
+    chunk.set_data(bytes_.substr(0, cut_after_));
+    writer->Write(chunk);
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the JobManager went away");
+  }
+  std::atomic<int> calls_{0};
+
+ private:
+  const std::string bytes_;
+  const int cut_after_;
+};
+
+struct RunningServer {
+  explicit RunningServer(grpc::Service* service) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service);
+    server = builder.BuildAndStart();
+  }
+  ~RunningServer() { server->Shutdown(); }
+  ArtifactServer Server() const {
+    const std::string address = absl::StrCat("127.0.0.1:", port);
+    return {address, v1::ArtifactService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))};
+  }
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
+};
+
+std::string Sha256Of(const std::string& bytes) {
+  crypto::Sha256 sha;
+  sha.Update(bytes);
+  return sha.HexDigest();
+}
+
+// A download cut off half-way (the JobManager asked died) starts again at
+// the JobManager named next, and what is kept is the whole binary.
+TEST_F(JobArtifactsTest, ADownloadCutOffStartsAgainAtTheJobManagerNamedNext) {
+  const std::string bytes(3 << 20, 'b');
+  const std::string sha = Sha256Of(bytes);
+  FixedArtifactService dying(bytes, 1 << 20), leader(bytes, -1);
+  RunningServer dying_server(&dying), leader_server(&leader);
+  ASSERT_NE(dying_server.server, nullptr);
+  ASSERT_NE(leader_server.server, nullptr);
+  std::atomic<int> asked{0};
+  JobArtifacts artifacts(
+      dir_, [&] { return asked.fetch_add(1) == 0 ? dying_server.Server() : leader_server.Server(); }, 64 << 20,
+      absl::Seconds(30));
+  // Not a shared library: the load fails, after the download.
+  absl::Status loaded = artifacts.Acquire("job-1", sha, {}, "", nullptr).status();
+  EXPECT_THAT(std::string(loaded.message()), ::testing::Not(HasSubstr("downloading")));
+  EXPECT_EQ(dying.calls_.load(), 1);
+  EXPECT_EQ(leader.calls_.load(), 1);
+  EXPECT_EQ(asked.load(), 2);
+  const fs::path kept = fs::path(dir_) / "artifacts" / absl::StrCat(sha, ".so");
+  ASSERT_TRUE(fs::exists(kept));
+  EXPECT_EQ(fs::file_size(kept), bytes.size());
+  EXPECT_EQ(*crypto::Sha256OfFile(kept.string()), sha);
+}
+
+// A damaged binary in the cluster's storage (other bytes, or cut short) is
+// an error naming the binary; another JobManager would read the same, so
+// it is not asked.
+TEST_F(JobArtifactsTest, ADamagedBinaryIsNamedAndNotTriedAgain) {
+  const std::string bytes = "the job binary as it was uploaded";
+  const std::string sha = Sha256Of(bytes);
+  FixedArtifactService damaged(bytes.substr(0, 10), -1);
+  RunningServer server(&damaged);
+  ASSERT_NE(server.server, nullptr);
+  JobArtifacts artifacts(dir_, [&] { return server.Server(); }, 64 << 20, absl::Seconds(30));
+  absl::Status loaded = artifacts.Acquire("job-1", sha, {}, "", nullptr).status();
+  EXPECT_EQ(loaded.code(), absl::StatusCode::kDataLoss) << loaded;
+  EXPECT_THAT(std::string(loaded.message()), HasSubstr(sha));
+  EXPECT_THAT(std::string(loaded.message()), HasSubstr("damaged"));
+  EXPECT_EQ(damaged.calls_.load(), 1);
+  for (const auto& entry : fs::directory_iterator(fs::path(dir_) / "artifacts")) {
+    ADD_FAILURE() << "left behind: " << entry.path();
+  }
+}
+
+// A JobManager that sends more than the limit is cut off.
+TEST_F(JobArtifactsTest, ADownloadOverTheLimitIsRefused) {
+  const std::string bytes(4096, 'x');
+  FixedArtifactService large(bytes, -1);
+  RunningServer server(&large);
+  ASSERT_NE(server.server, nullptr);
+  JobArtifacts artifacts(dir_, [&] { return server.Server(); }, 1024, absl::Seconds(30));
+  absl::Status loaded = artifacts.Acquire("job-1", Sha256Of(bytes), {}, "", nullptr).status();
+  EXPECT_EQ(loaded.code(), absl::StatusCode::kDataLoss) << loaded;
+  EXPECT_THAT(std::string(loaded.message()), HasSubstr("jobmanager.artifact.max-size"));
+  EXPECT_EQ(large.calls_.load(), 1);
 }
 
 // Cancellation runs callbacks once, at once for late registrations, never
