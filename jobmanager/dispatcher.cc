@@ -125,7 +125,7 @@ absl::StatusOr<std::string> Dispatcher::Submit(const v1::SubmitJobRequest& reque
     if (v.connector().empty()) continue;
     RETURN_IF_ERROR(Annotate(connectors_->Validate(v.connector(), PropertiesOf(v)), VertexText(v)));
   }
-  RETURN_IF_ERROR(artifacts_->PathOf(request.artifact_sha256()).status());
+  RETURN_IF_ERROR(artifacts_->SizeOf(request.artifact_sha256()).status());
   if (request.parallelism() < 0 || request.parallelism() > options_.max_parallelism) {
     return absl::InvalidArgumentError(
         absl::StrCat("parallelism ", request.parallelism(), " is out of range 1..", options_.max_parallelism));

@@ -1,6 +1,6 @@
 #include "jobmanager/job_services.h"
 
-#include <fstream>
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "common/crypto/sha256.h"
@@ -127,16 +127,23 @@ grpc::Status ArtifactServiceImpl::Upload(grpc::ServerContext* context, grpc::Ser
 grpc::Status ArtifactServiceImpl::Download(grpc::ServerContext* context, const v1::DownloadArtifactRequest* request,
                                            grpc::ServerWriter<v1::ArtifactChunk>* writer) {
   WEIR_RPC_AUTHORIZE(context);
-  auto path = store_->PathOf(request->sha256());
-  if (!path.ok()) return rpc::ToGrpcStatus(path.status());
-  std::ifstream in(*path, std::ios::binary);
-  if (!in) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot open artifact " + request->sha256());
-  std::string buf(1 << 20, '\0');
-  while (in.read(buf.data(), buf.size()) || in.gcount() > 0) {
+  // Any JobManager serves, a standby too: the binaries are in the cluster's
+  // storage. One chunk in memory at a time, read from the store as it goes.
+  absl::StatusOr<int64_t> size = store_->SizeOf(request->sha256());
+  if (!size.ok()) return rpc::ToGrpcStatus(size.status());
+  constexpr int64_t kChunk = 1 << 20;
+  for (int64_t offset = 0; offset < *size;) {
+    absl::StatusOr<std::string> data = store_->Read(request->sha256(), offset, std::min(kChunk, *size - offset));
+    if (!data.ok()) return rpc::ToGrpcStatus(data.status());
+    // A stored object shorter than its listing: the TaskManager's hash
+    // check names it; end the stream here rather than loop.
+    if (data->empty()) break;
+    offset += static_cast<int64_t>(data->size());
     v1::ArtifactChunk chunk;
-    chunk.set_data(buf.data(), in.gcount());
-    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "download canceled");
-    if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "download canceled");
+    chunk.set_data(std::move(*data));
+    if (!writer->Write(chunk) || context->IsCancelled()) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "download canceled");
+    }
   }
   return grpc::Status::OK;
 }

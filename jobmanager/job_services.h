@@ -3,8 +3,9 @@
 // JobMasterService (TaskManagers report task states and metrics).
 //
 // With a LeadershipGate (high-availability.type etcd), a standby refuses
-// every call but a TaskManager's download of a job binary (the binaries are
-// in the shared storage) with the leader's address.
+// every call but a TaskManager's download of a job binary with the leader's
+// address: every JobManager serves the binaries of the cluster's storage
+// (high-availability.storageDir), whoever stored them.
 //
 // Thread-safety: called from gRPC's threads; state lives in the thread-safe
 // Dispatcher, ArtifactStore and LeadershipGate.

@@ -45,9 +45,17 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   // Object-store directories: the s3.* settings, and a bucket that is
   // missing or refuses the credentials stops the start, naming both.
   fs::ConfigureFileSystems(config);
-  for (absl::string_view key : {k::kCheckpointsDir, k::kSavepointsDir}) {
+  for (absl::string_view key : {k::kCheckpointsDir, k::kSavepointsDir, k::kHaStorageDir}) {
     const std::string dir = config.GetString(key);
     if (fs::IsObjectStoreUri(dir)) RETURN_IF_ERROR(fs::ProbeObjectStore(dir, key));
+  }
+  if (fs::IsObjectStoreUri(storage_dir)) {
+    // The artifact store reads and writes through the FileSystem; the job
+    // store is a POSIX directory still.
+    return absl::InvalidArgumentError(absl::StrCat(
+        k::kHaStorageDir, " = ", storage_dir,
+        ": the job store cannot live in an object store yet (job binaries can); use a directory every "
+        "JobManager shares"));
   }
   const bool elected = config.GetString(k::kHaType) == "etcd";
   int64_t leader_epoch = 0;
@@ -73,8 +81,12 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   jm->resource_manager_service_ = std::make_unique<ResourceManagerServiceImpl>(
       jm->resource_manager_.get(), config.GetDuration(k::kHeartbeatInterval), jm->gate_.get());
   jm->cluster_service_ = std::make_unique<ClusterServiceImpl>(jm->resource_manager_.get(), jm->gate_.get());
+  // Uploads to an object store are staged on local disk first.
+  const std::vector<std::string> tmp_dirs = config::SplitPathList(config.GetString(k::kIoTmpDirs));
+  const std::string staging_dir =
+      absl::StrCat(tmp_dirs.empty() ? std::string("/tmp") : tmp_dirs.front(), "/weir-jobmanager-artifacts");
   ASSIGN_OR_RETURN(jm->artifacts_, ArtifactStore::Open(storage_dir, config.GetMemorySize(k::kArtifactMaxSize),
-                                                       config.GetMemorySize(k::kArtifactStoreMaxSize)));
+                                                       config.GetMemorySize(k::kArtifactStoreMaxSize), staging_dir));
   DispatcherOptions dispatcher_options;
   dispatcher_options.default_parallelism = static_cast<int>(config.GetInt(k::kParallelismDefault));
   dispatcher_options.max_parallelism = static_cast<int>(config.GetInt(k::kMaxParallelism));

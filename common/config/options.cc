@@ -160,9 +160,11 @@ constexpr std::array kOptions = {
     OptionSpec{.key = keys::kHaStorageDir,
                .type = OptionType::kString,
                .default_value = "weir-ha",
-               .description = "The cluster's shared directory: job binaries (under their SHA-256) and, "
-                              "with checkpoints, job metadata. A relative path is relative to the "
-                              "JobManager's working directory.",
+               .description = "The cluster's shared storage: job binaries (under their SHA-256) and, "
+                              "with checkpoints, job metadata. A directory (a relative path is relative to "
+                              "the JobManager's working directory). The job binaries can live in "
+                              "s3://bucket/prefix, the job store cannot yet: the JobManager refuses an s3:// "
+                              "value for now.",
                .scope = kJobManager},
     OptionSpec{.key = keys::kHaType,
                .type = OptionType::kEnum,
@@ -228,8 +230,8 @@ constexpr std::array kOptions = {
     OptionSpec{.key = keys::kArtifactMaxSize,
                .type = OptionType::kMemorySize,
                .default_value = "256 mb",
-               .description = "Largest job binary the JobManager accepts.",
-               .scope = kJobManager,
+               .description = "Largest job binary the JobManager accepts, and a TaskManager downloads.",
+               .scope = kJobManager | kTaskManager,
                .min_value = 1024},
     OptionSpec{.key = keys::kArtifactStoreMaxSize,
                .type = OptionType::kMemorySize,
@@ -266,10 +268,11 @@ constexpr std::array kOptions = {
     OptionSpec{.key = keys::kIoTmpDirs,
                .type = OptionType::kString,
                .default_value = "/tmp",
-               .description = "Where a TaskManager keeps downloaded job binaries and other local files: a list "
-                              "of directories as in Flink (\"/a:/b\" or \"/a,/b\"), of which Weir uses the "
-                              "first today.",
-               .scope = kTaskManager},
+               .description = "Where a TaskManager keeps downloaded job binaries and other local files, and a "
+                              "JobManager stages job binaries on their way to an object store: a list of "
+                              "directories as in Flink (\"/a:/b\" or \"/a,/b\"), of which Weir uses the first "
+                              "today.",
+               .scope = kJobManager | kTaskManager},
     OptionSpec{.key = keys::kBufferTimeout,
                .type = OptionType::kDuration,
                .default_value = "100 ms",
