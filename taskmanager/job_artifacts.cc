@@ -147,11 +147,13 @@ absl::StatusOr<std::string> JobArtifacts::Fetch(const std::string& sha256, const
   policy.backoff = kDownloadBackoff;
   policy.deadline = absl::Now() + retry_for_;
   policy.clock = &clock;
+  std::string served_by;
   retry::RetryOutcome outcome = retry::Retry(
       policy,
       [&]() -> absl::Status {
         remove_temp();
         const ArtifactServer server = find_server_();
+        served_by = server.address;
         absl::Status downloaded = Download(server, sha256, temp, cancel);
         if (downloaded.ok()) {
           // A corrupt or cut-off object in the cluster's storage ends here,
@@ -181,6 +183,9 @@ absl::StatusOr<std::string> JobArtifacts::Fetch(const std::string& sha256, const
   }
   std::filesystem::rename(temp, path, ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot move ", temp, ": ", ec.message()));
+  logging::Get("taskmanager")
+      ->info("job {}: downloaded job binary {} from the JobManager at {} ({})", job_id, sha256, served_by,
+             outcome.Summary());
   return path;
 }
 
