@@ -88,13 +88,17 @@ absl::StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(const std::st
 absl::StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(std::shared_ptr<fs::FileSystem> fs,
                                                                    std::string prefix, std::string staging_dir,
                                                                    int64_t max_bytes, int64_t quota_bytes) {
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(staging_dir).parent_path(), ec);
-  if (!std::filesystem::is_directory(staging_dir, ec)) {
+  const bool local = dynamic_cast<fs::LocalFileSystem*>(fs.get()) != nullptr;
+  // A staging directory of its own (not the artifacts' directory of a
+  // local store) holds what clients sent: private, as a TaskManager's.
+  const bool beside_artifacts =
+      local && staging_dir == absl::StrCat(fs->Uri(), "/", prefix, prefix.empty() ? "" : "/", "artifacts/sha256");
+  if (!beside_artifacts) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(staging_dir).parent_path(), ec);
     RETURN_IF_ERROR(Annotate(io::EnsurePrivateDirectory(staging_dir, "io.tmp.dirs"),
                              "the JobManager's staging directory of job binaries"));
   }
-  const bool local = dynamic_cast<fs::LocalFileSystem*>(fs.get()) != nullptr;
   std::unique_ptr<ArtifactStore> store(
       new ArtifactStore(std::move(fs), std::move(prefix), std::move(staging_dir), max_bytes, quota_bytes));
   store->cheap_reads_ = local;

@@ -117,6 +117,9 @@ TEST_F(S3ArtifactStoreTest, StoresInTheBucketAndAnyJobManagerServesIt) {
   EXPECT_EQ((*objects)[0].path, absl::StrCat("ha/artifacts/sha256/", sha));
   EXPECT_EQ((*objects)[0].size, static_cast<int64_t>(bytes.size()));
   EXPECT_TRUE(std::filesystem::is_empty(local_ / "leader" / "staging"));
+  // What clients send waits there: private to the JobManager's user.
+  EXPECT_EQ(std::filesystem::status(local_ / "leader" / "staging").permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_all);
 
   std::unique_ptr<ArtifactStore> standby = OpenStore("standby");
   ASSERT_NE(standby, nullptr);
