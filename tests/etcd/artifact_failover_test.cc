@@ -6,10 +6,11 @@
 // io.tmp.dirs and A's address as its jobmanager.rpc.address, runs the job's
 // task under leader B, having downloaded the binary from B.
 //
-// The JobManagers share one local high-availability.storageDir: the job
-// store cannot live in an object store yet, and the same key places the job
-// binaries. s3_artifact_store_test covers the binaries in a bucket, served
-// by a JobManager that did not store them.
+// Twice: with the JobManagers sharing one local high-availability.storageDir,
+// and with high-availability.storageDir in S3 and no directory shared (the S3
+// and etcd fixtures, artifact_failover_s3_test). The job store cannot live in
+// an object store yet and the JobManager refuses an s3:// storageDir until
+// it can: the S3 case skips, saying so, while it does.
 #include <signal.h>
 
 #include <cstdlib>
@@ -22,9 +23,11 @@
 #include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/crypto/sha256.h"
+#include "common/fs/s3/s3_file_system.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/http_get.h"
@@ -78,13 +81,14 @@ class ArtifactFailoverTest : public ::testing::Test {
             absl::StrCat("-Dhigh-availability.cluster-id=", cluster_id_)};
   }
 
-  void StartJobManager(int i, const std::string& etcd) {
+  // `storage`: the high-availability.storageDir and s3.* settings.
+  void StartJobManager(int i, const std::string& etcd, const std::vector<std::string>& storage) {
     JobManagerSeat& jm = jms_[i];
     std::vector<std::string> argv = {BinDir() + "/weir-jobmanager", absl::StrCat("-Djobmanager.rpc.port=", jm.rpc_port),
                                      absl::StrCat("-Drest.port=", jm.rest_port),
-                                     absl::StrCat("-Dhigh-availability.storageDir=", dir_, "/ha"),
                                      // Each its own local files.
                                      absl::StrCat("-Dio.tmp.dirs=", dir_, "/jobmanager-", i, "-tmp")};
+    argv.insert(argv.end(), storage.begin(), storage.end());
     for (std::string& key : HaConfig(etcd)) argv.push_back(std::move(key));
     jm.process = std::make_unique<Subprocess>(argv, absl::StrCat(dir_, "/jobmanager-", i, ".log"));
   }
@@ -97,6 +101,7 @@ class ArtifactFailoverTest : public ::testing::Test {
                                      absl::StrCat("-Dtaskmanager.resource-id=", id),
                                      "-Dtaskmanager.numberOfTaskSlots=1", absl::StrCat("-Dio.tmp.dirs=", TmpDir(id))};
     for (std::string& key : HaConfig(etcd)) argv.push_back(std::move(key));
+    argv.insert(argv.end(), taskmanager_settings_.begin(), taskmanager_settings_.end());
     taskmanagers_.push_back(std::make_unique<Subprocess>(argv, absl::StrCat(dir_, "/", id, ".log")));
     return *taskmanagers_.back();
   }
@@ -139,21 +144,31 @@ class ArtifactFailoverTest : public ::testing::Test {
     return all;
   }
 
+  // The scenario of the file comment, with the JobManagers' `storage`.
+  void NewTaskManagerGetsTheBinaryFromTheNewLeader(const std::vector<std::string>& storage);
+
   std::string dir_;
   std::string cluster_id_;
+  // More settings of every TaskManager (the s3.* keys).
+  std::vector<std::string> taskmanager_settings_;
   std::vector<JobManagerSeat> jms_;
   std::vector<std::unique_ptr<Subprocess>> taskmanagers_;
   std::string last_error_;
 };
 
-TEST_F(ArtifactFailoverTest, ANewTaskManagerGetsTheBinaryFromTheNewLeader) {
+void ArtifactFailoverTest::NewTaskManagerGetsTheBinaryFromTheNewLeader(const std::vector<std::string>& storage) {
   const std::string etcd = SharedEtcd();
   ASSERT_FALSE(etcd.empty()) << "WEIR_TEST_ETCD_DIR is not set: run through ctest (the etcd fixture)";
   jms_.push_back(JobManagerSeat{testing::FreePort(), testing::FreePort()});
   jms_.push_back(JobManagerSeat{testing::FreePort(), testing::FreePort()});
-  StartJobManager(0, etcd);
-  ASSERT_TRUE(WaitFor([&] { return Readyz(0).status == 200; }, kDeadline)) << Logs();
-  StartJobManager(1, etcd);
+  StartJobManager(0, etcd, storage);
+  ASSERT_TRUE(WaitFor([&] { return Readyz(0).status == 200 || !jms_[0].process->running(); }, kDeadline))
+      << Logs();
+  if (absl::StrContains(jms_[0].process->Log(), "the job store cannot live in an object store yet")) {
+    GTEST_SKIP() << "the JobManager refuses high-availability.storageDir in S3 until the job store can live there";
+  }
+  ASSERT_EQ(Readyz(0).status, 200) << Logs();
+  StartJobManager(1, etcd, storage);
   ASSERT_TRUE(WaitFor([&] { return absl::StrContains(Readyz(1).body, jms_[0].address()); }, kDeadline))
       << Readyz(1).body << Logs();
 
@@ -218,6 +233,40 @@ TEST_F(ArtifactFailoverTest, ANewTaskManagerGetsTheBinaryFromTheNewLeader) {
       },
       kDeadline))
       << Logs();
+}
+
+TEST_F(ArtifactFailoverTest, ANewTaskManagerGetsTheBinaryFromTheNewLeader) {
+  NewTaskManagerGetsTheBinaryFromTheNewLeader({absl::StrCat("-Dhigh-availability.storageDir=", dir_, "/ha")});
+}
+
+// The storage in a bucket, and no directory the JobManagers share.
+TEST_F(ArtifactFailoverTest, ANewTaskManagerGetsTheBinaryFromTheNewLeaderWithTheStorageInS3) {
+  const char* s3_dir = std::getenv("WEIR_TEST_S3_DIR");
+  if (s3_dir == nullptr) GTEST_SKIP() << "needs the S3 fixture: ctest runs it as artifact_failover_s3_test";
+  const std::string endpoint =
+      std::string(absl::StripAsciiWhitespace(testing::ReadFile(absl::StrCat(s3_dir, "/address"))));
+  const std::vector<std::string> s3 = {absl::StrCat("-Ds3.endpoint=", endpoint), "-Ds3.path.style.access=true",
+                                       "-Ds3.access-key=weir-test-access-key",
+                                       "-Ds3.secret-key=weir-test-secret-key"};
+  absl::BitGen gen;
+  const std::string bucket = absl::StrFormat("failover-%08x", absl::Uniform<uint32_t>(gen));
+  fs::S3Options options;
+  options.endpoint = endpoint;
+  options.path_style = true;
+  options.access_key = "weir-test-access-key";
+  options.secret_key = "weir-test-secret-key";
+  absl::StatusOr<std::unique_ptr<fs::S3FileSystem>> bucket_fs = fs::S3FileSystem::Open(absl::StrCat("s3://", bucket), options);
+  ASSERT_TRUE(bucket_fs.ok()) << bucket_fs.status();
+  ASSERT_TRUE((*bucket_fs)->CreateBucket().ok());
+  std::vector<std::string> storage = {absl::StrCat("-Dhigh-availability.storageDir=s3://", bucket, "/ha")};
+  storage.insert(storage.end(), s3.begin(), s3.end());
+  taskmanager_settings_ = s3;
+  NewTaskManagerGetsTheBinaryFromTheNewLeader(storage);
+  if (IsSkipped() || HasFailure()) return;
+  absl::StatusOr<std::string> sha =
+      crypto::Sha256OfFile(std::string(WEIR_JOBS_DIR) + "/test/timed_numbers.so");
+  ASSERT_TRUE(sha.ok());
+  EXPECT_TRUE((*bucket_fs)->Stat(absl::StrCat("ha/artifacts/sha256/", *sha)).ok());
 }
 
 }  // namespace
