@@ -19,9 +19,11 @@
 //                                           Close, discarded at Abort), UploadFile
 //   taskmanager/state/ (incremental RocksDB) UploadFile(kCreateNew) of shared SST
 //                                           files, Exists, DownloadFile, ReadRange
-//   jobmanager/artifact_store.cc, taskmanager/job_artifacts.cc
-//                                           UploadFile(kCreateNew) under the content
-//                                           hash, DownloadFile, Stat
+//   jobmanager/artifact_store.cc            (in use) UploadFile(kCreateNew) under
+//                                           the content hash, Stat, ReadRange
+//                                           (downloads), List + Delete (quota,
+//                                           retention); TaskManagers get the
+//                                           binaries over gRPC, not from here
 //
 // Publishing. A file written through this interface is never visible in part:
 // a reader sees no file or the whole one. Local files are written to a
