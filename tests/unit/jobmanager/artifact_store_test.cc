@@ -15,8 +15,19 @@
 namespace weir::jobmanager {
 namespace {
 
+// A directory of its own for a test, removed when the test ends.
+struct TempDir {
+  TempDir() : path(weir::testing::MakeTempDir("weir-artifacts")) {}
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  const std::string path;
+};
+
 TEST(ArtifactStoreTest, StoresUnderTheContentHash) {
-  std::string root = weir::testing::MakeTempDir("weir-artifacts");
+  const TempDir temp;
+  const std::string& root = temp.path;
   auto store = ArtifactStore::Open(root, 1 << 20);
   ASSERT_TRUE(store.ok()) << store.status();
   auto upload = (*store)->BeginUpload();
@@ -40,7 +51,8 @@ TEST(ArtifactStoreTest, StoresUnderTheContentHash) {
 // JobManager of this host go when the store opens, those of a live process
 // or of another host stay.
 TEST(ArtifactStoreTest, StoresOnlyWhatWasAnnouncedAndCleansCrashedUploads) {
-  std::string root = weir::testing::MakeTempDir("weir-artifacts");
+  const TempDir temp;
+  const std::string& root = temp.path;
   auto store = ArtifactStore::Open(root, 1 << 20);
   ASSERT_TRUE(store.ok());
   crypto::Sha256 whole;
@@ -77,7 +89,8 @@ TEST(ArtifactStoreTest, StoresOnlyWhatWasAnnouncedAndCleansCrashedUploads) {
 }
 
 TEST(ArtifactStoreTest, EnforcesTheSizeLimitAndLeavesNothingBehind) {
-  std::string root = weir::testing::MakeTempDir("weir-artifacts");
+  const TempDir temp;
+  const std::string& root = temp.path;
   auto store = ArtifactStore::Open(root, 8);
   ASSERT_TRUE(store.ok());
   {
@@ -96,7 +109,8 @@ TEST(ArtifactStoreTest, EnforcesTheSizeLimitAndLeavesNothingBehind) {
 }
 
 TEST(ArtifactStoreTest, NeverTrustsAClientSuppliedPath) {
-  std::string root = weir::testing::MakeTempDir("weir-artifacts");
+  const TempDir temp;
+  const std::string& root = temp.path;
   auto store = ArtifactStore::Open(root, 1 << 20);
   ASSERT_TRUE(store.ok());
   for (const char* bad : {"../../etc/passwd", "/etc/passwd", "ABCDEF", "",
@@ -112,7 +126,8 @@ TEST(ArtifactStoreTest, NeverTrustsAClientSuppliedPath) {
 }
 
 TEST(ArtifactStoreTest, StorageErrorsDoNotRevealPaths) {
-  std::string root = weir::testing::MakeTempDir("weir-artifacts");
+  const TempDir temp;
+  const std::string& root = temp.path;
   auto store = ArtifactStore::Open(root, 1 << 20);
   ASSERT_TRUE(store.ok());
   // A store whose directory vanished cannot create its staging file.
@@ -125,7 +140,8 @@ TEST(ArtifactStoreTest, StorageErrorsDoNotRevealPaths) {
 }
 
 TEST(ArtifactStoreTest, RejectsAnEmptyUpload) {
-  auto store = ArtifactStore::Open(weir::testing::MakeTempDir("weir-artifacts"), 1 << 20);
+  const TempDir temp;
+  auto store = ArtifactStore::Open(temp.path, 1 << 20);
   auto upload = (*store)->BeginUpload();
   EXPECT_EQ((*upload)->Commit().status().code(), absl::StatusCode::kInvalidArgument);
 }
@@ -148,7 +164,8 @@ std::string Store(ArtifactStore& store, const std::string& bytes) {
 // Binaries no job uses go once older than the retention; the quota counts
 // what is stored, also across a reopen, and frees what was collected.
 TEST(ArtifactStoreTest, CollectsUnusedBinariesAfterTheRetentionAndKeepsWithinItsQuota) {
-  const std::string root = weir::testing::MakeTempDir("weir-artifacts");
+  const TempDir temp;
+  const std::string& root = temp.path;
   auto store = ArtifactStore::Open(root, 1 << 20, /*quota_bytes=*/25);
   ASSERT_TRUE(store.ok());
   const std::string used = Store(**store, "0123456789");
@@ -210,7 +227,8 @@ std::string Sha256Of(const std::string& bytes) {
 // The same binary uploaded twice (two submissions, two clients) is stored
 // once and counted once.
 TEST(ArtifactStoreTest, ADuplicateUploadIsStoredOnce) {
-  const std::string root = weir::testing::MakeTempDir("weir-artifacts");
+  const TempDir temp;
+  const std::string& root = temp.path;
   auto store = ArtifactStore::Open(root, 1 << 20, /*quota_bytes=*/25);
   ASSERT_TRUE(store.ok());
   const std::string sha = Store(**store, "0123456789");
@@ -242,7 +260,8 @@ TEST(ArtifactStoreTest, ADuplicateUploadIsStoredOnce) {
 // An object already under the name is not taken on trust: cut short, or of
 // the right size with other bytes, it is replaced by the upload.
 TEST(ArtifactStoreTest, ADamagedObjectIsReplacedByTheNextUpload) {
-  const std::string root = weir::testing::MakeTempDir("weir-artifacts");
+  const TempDir temp;
+  const std::string& root = temp.path;
   auto store = ArtifactStore::Open(root, 1 << 20);
   ASSERT_TRUE(store.ok());
   const std::string bytes = "the whole job binary";
@@ -264,7 +283,8 @@ TEST(ArtifactStoreTest, ADamagedObjectIsReplacedByTheNextUpload) {
 // Reads go by range, and what one JobManager stored another one on the same
 // storage serves; its Collect counts it into its quota.
 TEST(ArtifactStoreTest, AnyStoreOnTheStorageServesInRanges) {
-  const std::string root = weir::testing::MakeTempDir("weir-artifacts");
+  const TempDir temp;
+  const std::string& root = temp.path;
   auto leader = ArtifactStore::Open(root, 1 << 20);
   auto standby = ArtifactStore::Open(root, 1 << 20);
   ASSERT_TRUE(leader.ok() && standby.ok());
@@ -286,7 +306,8 @@ TEST(ArtifactStoreTest, AnyStoreOnTheStorageServesInRanges) {
 // Retention counts from when a binary was first found unused, and storing
 // it again starts it over.
 TEST(ArtifactStoreTest, StoringABinaryAgainRestartsItsRetention) {
-  const std::string root = weir::testing::MakeTempDir("weir-artifacts");
+  const TempDir temp;
+  const std::string& root = temp.path;
   auto store = ArtifactStore::Open(root, 1 << 20);
   ASSERT_TRUE(store.ok());
   const std::string sha = Store(**store, "0123456789");
