@@ -26,6 +26,9 @@
 // scripts/s3.sh, state.checkpoints.dir=s3://...), R interleaved rounds, in
 // one run: the checkpoints' duration and asynchronous part p50/p99 of each
 // and their ratio (rocksdb, incremental checkpoints as configured).
+// --s3-baseline-config -Dk=v,... adds a third side, S3 with those settings
+// on top (the behaviour before a change), in the same interleaved rounds.
+// --keep-logs DIR keeps every run's daemon logs.
 //
 // --flink-classpath CP (bench/run.sh checkpoint --flink builds it): phase 1
 // also runs the same job on Apache Flink (bench/flink/, a local cluster in
@@ -73,7 +76,28 @@ struct Flags {
   std::vector<std::string> cluster_config;
   // bench/flink's job and its dependencies; empty: no Flink runs.
   std::string flink_classpath;
+  // --phases object-store: -Dk=v settings of a third side, S3 with these
+  // settings on top (e.g. the behaviour before a change), interleaved too.
+  std::vector<std::string> s3_baseline_config;
+  // --keep-logs DIR: every run's daemon logs go to DIR/run-<n>-<daemon>.log.
+  std::string keep_logs;
 };
+
+// Copies the logs of `cluster` into flags.keep_logs (if set), run by run.
+void KeepLogs(const Flags& flags, const LocalCluster& cluster) {
+  if (flags.keep_logs.empty()) return;
+  static int run = 0;
+  ++run;
+  std::error_code ec;
+  std::filesystem::create_directories(flags.keep_logs, ec);
+  for (const auto& entry : std::filesystem::directory_iterator(cluster.dir(), ec)) {
+    if (entry.path().extension() != ".log") continue;
+    std::filesystem::copy_file(
+        entry.path(),
+        std::filesystem::path(flags.keep_logs) / absl::StrCat("run-", run, "-", entry.path().filename().string()),
+        std::filesystem::copy_options::overwrite_existing, ec);
+  }
+}
 
 std::string NewTopic(const std::string& bootstrap, const std::string& prefix, int partitions = 4) {
   std::string topic = weir::test::UniqueTopicName(prefix);
@@ -143,6 +167,7 @@ RunResult RunKeyedCount(const std::string& bootstrap, const std::string& in, con
       result.sizes.push_back(c["size_bytes"].get<int64_t>());
     }
   }
+  KeepLogs(flags, cluster);
   return result;
 }
 
@@ -332,7 +357,10 @@ int RunObjectStorePhase(const std::string& bootstrap, const Flags& flags) {
   std::fprintf(stderr, "bench: producing %lld records over %lld keys\n", static_cast<long long>(flags.records),
                static_cast<long long>(flags.keys));
   Produce(bootstrap, in, 0, flags.records, flags.keys);
-  RunResult local, remote;
+  Flags in_s3_baseline = in_s3;
+  in_s3_baseline.cluster_config.insert(in_s3_baseline.cluster_config.end(), flags.s3_baseline_config.begin(),
+                                       flags.s3_baseline_config.end());
+  RunResult local, remote, baseline;
   auto add = [](RunResult& to, const RunResult& r) {
     to.durations_ms.insert(to.durations_ms.end(), r.durations_ms.begin(), r.durations_ms.end());
     to.async_ms.insert(to.async_ms.end(), r.async_ms.begin(), r.async_ms.end());
@@ -341,14 +369,20 @@ int RunObjectStorePhase(const std::string& bootstrap, const Flags& flags) {
   };
   for (int round = 0; round < flags.rounds; ++round) {
     add(local, RunKeyedCount(bootstrap, in, flags, {"-Dexecution.checkpointing.interval=1s"}));
+    if (!flags.s3_baseline_config.empty()) {
+      add(baseline, RunKeyedCount(bootstrap, in, in_s3_baseline, {"-Dexecution.checkpointing.interval=1s"}));
+    }
     add(remote, RunKeyedCount(bootstrap, in, in_s3, {"-Dexecution.checkpointing.interval=1s"}));
   }
   std::printf("object-store checkpoints: keyed_count, %lld records over %lld keys, parallelism %d, state backend %s, "
               "checkpoints every second, %d interleaved rounds\n",
               static_cast<long long>(flags.records), static_cast<long long>(flags.keys), flags.parallelism,
               flags.state_backend.c_str(), static_cast<int>(flags.rounds));
-  for (const auto& [name, r] : {std::pair<const char*, const RunResult&>{"local directory", local},
-                                {"S3 (local S3Proxy)", remote}}) {
+  std::vector<std::pair<const char*, const RunResult*>> sides = {{"local directory", &local}};
+  if (!flags.s3_baseline_config.empty()) sides.emplace_back("S3, baseline config", &baseline);
+  sides.emplace_back("S3 (local S3Proxy)", &remote);
+  for (const auto& [name, side] : sides) {
+    const RunResult& r = *side;
     std::printf("  %-19s %3zu checkpoints: duration p50 %5.0f ms, p99 %5.0f ms; asynchronous part p50 %5.0f ms, "
                 "p99 %5.0f ms; size p50 %.0f bytes; %.1f s of runs\n",
                 name, r.durations_ms.size(), Percentile(r.durations_ms, 0.5), Percentile(r.durations_ms, 0.99),
@@ -358,9 +392,15 @@ int RunObjectStorePhase(const std::string& bootstrap, const Flags& flags) {
   s3->reset();
   std::error_code ec;
   std::filesystem::remove_all(s3_dir, ec);
-  std::printf("  S3 / local: duration p50 %.2fx, p99 %.2fx\n",
-              Percentile(remote.durations_ms, 0.5) / std::max(1.0, Percentile(local.durations_ms, 0.5)),
-              Percentile(remote.durations_ms, 0.99) / std::max(1.0, Percentile(local.durations_ms, 0.99)));
+  auto ratios = [&](const char* name, const RunResult& r) {
+    std::printf("  %s / local: duration p50 %.2fx, p99 %.2fx; asynchronous part p50 %.2fx, p99 %.2fx\n", name,
+                Percentile(r.durations_ms, 0.5) / std::max(1.0, Percentile(local.durations_ms, 0.5)),
+                Percentile(r.durations_ms, 0.99) / std::max(1.0, Percentile(local.durations_ms, 0.99)),
+                Percentile(r.async_ms, 0.5) / std::max(1.0, Percentile(local.async_ms, 0.5)),
+                Percentile(r.async_ms, 0.99) / std::max(1.0, Percentile(local.async_ms, 0.99)));
+  };
+  if (!flags.s3_baseline_config.empty()) ratios("S3 baseline", baseline);
+  ratios("S3", remote);
   return 0;
 }
 
@@ -379,6 +419,8 @@ int main(int argc, char** argv) {
   parser.String("--phases", &phases);
   parser.List("--cluster-config", &flags.cluster_config);  // "-Dk=v,-Dk=v"
   parser.String("--flink-classpath", &flags.flink_classpath);
+  parser.String("--keep-logs", &flags.keep_logs);
+  parser.List("--s3-baseline-config", &flags.s3_baseline_config);  // "-Dk=v,-Dk=v"
   if (!parser.Parse(argc, argv)) return 2;
   const std::string bootstrap = weir::test::TestKafkaBootstrap();
   if (bootstrap.empty()) return 1;

@@ -728,6 +728,15 @@ constexpr std::array kOptions = {
                .scope = kAllProcesses,
                .min_value = int64_t{5} << 20,
                .max_value = int64_t{5} << 30},
+    OptionSpec{.key = keys::kS3UploadSignPayload,
+               .type = OptionType::kBool,
+               .default_value = "false",
+               .description = "Sign the bodies of uploads into S3 (SigV4 with the body's SHA-256) rather than "
+                              "send them as UNSIGNED-PAYLOAD; either way each upload carries its Content-MD5, "
+                              "which the store checks, refusing a body that arrives different. Signing costs "
+                              "the store a SHA-256 of every body before it writes it; set true for a store that "
+                              "refuses unsigned payloads.",
+               .scope = kAllProcesses},
     OptionSpec{.key = keys::kFaultInjectionPoint,
                .type = OptionType::kEnum,
                .default_value = "none",

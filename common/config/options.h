@@ -175,6 +175,7 @@ inline constexpr absl::string_view kS3AccessKey = "s3.access-key";
 inline constexpr absl::string_view kS3SecretKey = "s3.secret-key";
 inline constexpr absl::string_view kS3PathStyleAccess = "s3.path.style.access";
 inline constexpr absl::string_view kS3UploadPartSize = "s3.upload.part-size";
+inline constexpr absl::string_view kS3UploadSignPayload = "s3.upload.sign-payload";
 inline constexpr absl::string_view kFaultInjectionPoint = "test.fault-injection.point";
 inline constexpr absl::string_view kFaultInjectionCheckpoint = "test.fault-injection.checkpoint";
 inline constexpr absl::string_view kTestDropFinalTaskReports = "test.drop-final-task-reports";

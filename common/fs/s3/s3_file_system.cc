@@ -236,6 +236,7 @@ absl::StatusOr<S3Options> ResolveS3Options(const config::Configuration* config, 
   if (config != nullptr) {
     options.path_style = config->GetBool(config::keys::kS3PathStyleAccess);
     options.part_size = config->GetMemorySize(config::keys::kS3UploadPartSize);
+    options.sign_payload = config->GetBool(config::keys::kS3UploadSignPayload);
   }
 
   std::optional<std::string> key = from_config(config::keys::kS3AccessKey);
@@ -304,6 +305,9 @@ struct S3FileSystem::Impl {
     absl::string_view body;
     int64_t max_response = kMaxErrorBody;
     bool head = false;
+    // An object's contents (PUT, UploadPart): sent with its Content-MD5, and
+    // as UNSIGNED-PAYLOAD unless options.sign_payload.
+    bool object_body = false;
   };
 
   std::string KeyOf(absl::string_view path) const {
@@ -323,7 +327,14 @@ struct S3FileSystem::Impl {
     signing.query = r.query;
     signing.headers = r.headers;
     signing.host = request_host;
-    signing.payload_hash = s3::HexSha256(r.body);
+    if (r.object_body) {
+      // The digest is a signed header: neither it nor the body can change
+      // unnoticed (the store answers BadDigest).
+      signing.headers.emplace_back("Content-MD5", Base64Md5(r.body));
+      signing.payload_hash = options.sign_payload ? s3::HexSha256(r.body) : "UNSIGNED-PAYLOAD";
+    } else {
+      signing.payload_hash = s3::HexSha256(r.body);
+    }
     s3::SigningCredentials credentials{options.access_key, options.secret_key, options.session_token};
     s3::SignedHeaders signed_headers = s3::Sign(signing, credentials, options.region, absl::Now());
 
@@ -399,8 +410,10 @@ struct S3FileSystem::Impl {
                                      ": HTTP ", status);
     if (!code.empty()) absl::StrAppend(&what, " ", code);
     if (!message.empty()) absl::StrAppend(&what, " (", message, ")");
+    // BadDigest: the body arrived other than its Content-MD5 says (it was
+    // computed from the bytes sent), so it was damaged on the way.
     if (status >= 500 || status == 429 || code == "SlowDown" || code == "RequestTimeout" ||
-        code == "InternalError") {
+        code == "InternalError" || code == "BadDigest") {
       return absl::UnavailableError(absl::StrCat(what, "; the store is busy or failing"));
     }
     if (status == 403) {
@@ -462,7 +475,7 @@ struct S3FileSystem::Impl {
   }
 
   absl::Status Put(const std::string& key, absl::string_view body, WriteMode mode) {
-    Request r{.method = "PUT", .key = key, .body = body};
+    Request r{.method = "PUT", .key = key, .body = body, .object_body = true};
     if (mode == WriteMode::kCreateNew) r.headers.emplace_back("If-None-Match", "*");
     return Execute(r).status();
   }
@@ -479,7 +492,7 @@ struct S3FileSystem::Impl {
   absl::StatusOr<std::string> UploadPart(const std::string& key, const std::string& upload_id, int part,
                                          absl::string_view body) {
     Request r{.method = "PUT", .key = key, .query = {{"partNumber", absl::StrCat(part)}, {"uploadId", upload_id}},
-              .body = body};
+              .body = body, .object_body = true};
     ASSIGN_OR_RETURN(HttpResponse response, Execute(r));
     std::string etag = response.Header("etag");
     if (etag.empty()) return absl::InternalError(absl::StrCat("part ", part, " of ", Describe(key), ": no ETag"));

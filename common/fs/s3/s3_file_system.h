@@ -5,7 +5,8 @@
 //   Write / UploadFile / NewWriter  one PUT up to `part_size`; beyond it a
 //                                   multipart upload (parts of `part_size`),
 //                                   aborted on any failure so that no part of
-//                                   a file ever becomes visible
+//                                   a file ever becomes visible; every body
+//                                   with its Content-MD5 (see sign_payload)
 //   WriteMode::kCreateNew           If-None-Match: * on the PUT or on the
 //                                   completion of the multipart upload
 //   ReadFile / ReadRange            GET (bounded) / GET with Range
@@ -57,6 +58,12 @@ struct S3Options {
   bool path_style = false;
   // Size of a multipart upload's parts, and the largest file sent in one PUT.
   int64_t part_size = int64_t{16} << 20;
+  // Object bodies (PUT, UploadPart) go as UNSIGNED-PAYLOAD unless this is
+  // set; they always carry a Content-MD5 (a signed header), so the store
+  // refuses (BadDigest) a body that arrives other than it was sent either
+  // way. Signing also makes the store hash every body with SHA-256 before
+  // it writes it. Other requests are always signed with their body's hash.
+  bool sign_payload = false;
   retry::BackoffOptions backoff{.initial = absl::Milliseconds(100), .max = absl::Seconds(5), .jitter = 0.5};
   int max_attempts = 8;                       // tries of one request
   absl::Duration retry_deadline = absl::Minutes(2);  // no try starts later than this after the first
@@ -81,7 +88,8 @@ EnvLookup ProcessEnvironment();
 //                AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN); the profile
 //                AWS_PROFILE (default "default") of the shared credentials
 //                file (AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/credentials)
-//   path style   s3.path.style.access;  part size  s3.upload.part-size
+//   path style   s3.path.style.access;  part size  s3.upload.part-size;
+//   payload signing  s3.upload.sign-payload
 // `config` may be null (environment and files only). An access key without
 // a secret key (or the other way round) is refused, naming where it came from.
 absl::StatusOr<S3Options> ResolveS3Options(const config::Configuration* config, const EnvLookup& env);

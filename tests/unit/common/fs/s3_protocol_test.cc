@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -201,6 +202,11 @@ class ScriptedHttpServer {
     absl::MutexLock lock(&mu_);
     return request_lines_;
   }
+  // Each request's line and headers, as received.
+  std::vector<std::string> request_heads() {
+    absl::MutexLock lock(&mu_);
+    return request_heads_;
+  }
 
   static std::string Answer(int status, absl::string_view body, absl::string_view extra_headers = "") {
     return absl::StrCat("HTTP/1.1 ", status, " X\r\nContent-Length: ", body.size(), "\r\n", extra_headers,
@@ -232,6 +238,7 @@ class ScriptedHttpServer {
       {
         absl::MutexLock lock(&mu_);
         request_lines_.push_back(in.substr(0, in.find("\r\n")));
+        request_heads_.push_back(in.substr(0, head_end == std::string::npos ? in.size() : head_end));
         answer = answers_[std::min(next_++, answers_.size() - 1)];
       }
       (void)!::write(c, answer.data(), answer.size());
@@ -246,6 +253,7 @@ class ScriptedHttpServer {
   absl::Mutex mu_;
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> request_lines_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> request_heads_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 
@@ -284,6 +292,46 @@ TEST(S3RetryTest, GivesUpAfterMaxAttemptsNamingTheBucketKeyAndCode) {
   EXPECT_THAT(read.status().message(), HasSubstr("HTTP 503 SlowDown"));
   EXPECT_THAT(read.status().message(), HasSubstr("5 tries"));
   EXPECT_EQ(server.requests(), 5);
+}
+
+// MD5 of "data", base64; SHA-256 of "data", hex.
+const char kDataMd5[] = "jXd/OF09/siBXSD3SWAm3A==";
+const char kDataSha256[] = "3a6eb0790f39ac87c94f3856b2dd2c5d110e6811602261a9a923d3bb23adc8b7";
+
+TEST(S3UploadTest, AnObjectBodyGoesUnsignedWithASignedContentMd5) {
+  ScriptedHttpServer server({ScriptedHttpServer::Answer(200, "")});
+  auto fs = S3FileSystem::Open("s3://bucket", FastRetryOptions(server.endpoint()));
+  ASSERT_TRUE(fs.ok()) << fs.status();
+  ASSERT_TRUE((*fs)->Write("k", "data", WriteMode::kOverwrite).ok());
+  ASSERT_EQ(server.request_heads().size(), 1u);
+  const std::string head = absl::AsciiStrToLower(server.request_heads()[0]);
+  EXPECT_THAT(head, HasSubstr("x-amz-content-sha256: unsigned-payload\r\n"));
+  EXPECT_THAT(head, HasSubstr(absl::AsciiStrToLower(absl::StrCat("content-md5: ", kDataMd5, "\r\n"))));
+  // The digest is covered by the signature, so it cannot be swapped with the body.
+  EXPECT_THAT(head, HasSubstr("signedheaders=content-md5;"));
+}
+
+TEST(S3UploadTest, SignPayloadSignsTheBodyAndStillSendsItsMd5) {
+  ScriptedHttpServer server({ScriptedHttpServer::Answer(200, "")});
+  S3Options options = FastRetryOptions(server.endpoint());
+  options.sign_payload = true;
+  auto fs = S3FileSystem::Open("s3://bucket", options);
+  ASSERT_TRUE(fs.ok()) << fs.status();
+  ASSERT_TRUE((*fs)->Write("k", "data", WriteMode::kOverwrite).ok());
+  ASSERT_EQ(server.request_heads().size(), 1u);
+  const std::string head = absl::AsciiStrToLower(server.request_heads()[0]);
+  EXPECT_THAT(head, HasSubstr(absl::StrCat("x-amz-content-sha256: ", kDataSha256, "\r\n")));
+  EXPECT_THAT(head, HasSubstr(absl::AsciiStrToLower(absl::StrCat("content-md5: ", kDataMd5, "\r\n"))));
+}
+
+TEST(S3UploadTest, ABodyTheStoreFoundCorruptIsSentAgain) {
+  ScriptedHttpServer server(
+      {ScriptedHttpServer::Answer(400, "<Error><Code>BadDigest</Code><Message>Bad Request</Message></Error>"),
+       ScriptedHttpServer::Answer(200, "")});
+  auto fs = S3FileSystem::Open("s3://bucket", FastRetryOptions(server.endpoint()));
+  ASSERT_TRUE(fs.ok()) << fs.status();
+  EXPECT_TRUE((*fs)->Write("k", "data", WriteMode::kOverwrite).ok());
+  EXPECT_EQ(server.requests(), 2);
 }
 
 TEST(S3RetryTest, ClientErrorsAreNotRetried) {
