@@ -27,7 +27,8 @@
 // one run: the checkpoints' duration and asynchronous part p50/p99 of each
 // and their ratio (rocksdb, incremental checkpoints as configured).
 // --s3-baseline-config -Dk=v,... adds a third side, S3 with those settings
-// on top (the behaviour before a change), in the same interleaved rounds.
+// on top (the behaviour before a change), in the same interleaved rounds;
+// --s3-baseline-bin DIR runs that side's daemons from DIR (another build).
 // --keep-logs DIR keeps every run's daemon logs.
 //
 // --flink-classpath CP (bench/run.sh checkpoint --flink builds it): phase 1
@@ -40,6 +41,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -79,6 +81,9 @@ struct Flags {
   // --phases object-store: -Dk=v settings of a third side, S3 with these
   // settings on top (e.g. the behaviour before a change), interleaved too.
   std::vector<std::string> s3_baseline_config;
+  // --phases object-store: the daemons of that third side from this
+  // directory (another build), e.g. the build before a change.
+  std::string s3_baseline_bin;
   // --keep-logs DIR: every run's daemon logs go to DIR/run-<n>-<daemon>.log.
   std::string keep_logs;
 };
@@ -361,6 +366,7 @@ int RunObjectStorePhase(const std::string& bootstrap, const Flags& flags) {
   in_s3_baseline.cluster_config.insert(in_s3_baseline.cluster_config.end(), flags.s3_baseline_config.begin(),
                                        flags.s3_baseline_config.end());
   RunResult local, remote, baseline;
+  const bool with_baseline = !flags.s3_baseline_config.empty() || !flags.s3_baseline_bin.empty();
   auto add = [](RunResult& to, const RunResult& r) {
     to.durations_ms.insert(to.durations_ms.end(), r.durations_ms.begin(), r.durations_ms.end());
     to.async_ms.insert(to.async_ms.end(), r.async_ms.begin(), r.async_ms.end());
@@ -369,8 +375,16 @@ int RunObjectStorePhase(const std::string& bootstrap, const Flags& flags) {
   };
   for (int round = 0; round < flags.rounds; ++round) {
     add(local, RunKeyedCount(bootstrap, in, flags, {"-Dexecution.checkpointing.interval=1s"}));
-    if (!flags.s3_baseline_config.empty()) {
+    if (with_baseline) {
+      const char* bin_dir = std::getenv("WEIR_BIN_DIR");
+      const std::string own_bin = bin_dir != nullptr ? bin_dir : "";
+      if (!flags.s3_baseline_bin.empty()) setenv("WEIR_BIN_DIR", flags.s3_baseline_bin.c_str(), 1);
       add(baseline, RunKeyedCount(bootstrap, in, in_s3_baseline, {"-Dexecution.checkpointing.interval=1s"}));
+      if (own_bin.empty()) {
+        unsetenv("WEIR_BIN_DIR");
+      } else {
+        setenv("WEIR_BIN_DIR", own_bin.c_str(), 1);
+      }
     }
     add(remote, RunKeyedCount(bootstrap, in, in_s3, {"-Dexecution.checkpointing.interval=1s"}));
   }
@@ -379,7 +393,7 @@ int RunObjectStorePhase(const std::string& bootstrap, const Flags& flags) {
               static_cast<long long>(flags.records), static_cast<long long>(flags.keys), flags.parallelism,
               flags.state_backend.c_str(), static_cast<int>(flags.rounds));
   std::vector<std::pair<const char*, const RunResult*>> sides = {{"local directory", &local}};
-  if (!flags.s3_baseline_config.empty()) sides.emplace_back("S3, baseline config", &baseline);
+  if (with_baseline) sides.emplace_back("S3, baseline", &baseline);
   sides.emplace_back("S3 (local S3Proxy)", &remote);
   for (const auto& [name, side] : sides) {
     const RunResult& r = *side;
@@ -399,7 +413,7 @@ int RunObjectStorePhase(const std::string& bootstrap, const Flags& flags) {
                 Percentile(r.async_ms, 0.5) / std::max(1.0, Percentile(local.async_ms, 0.5)),
                 Percentile(r.async_ms, 0.99) / std::max(1.0, Percentile(local.async_ms, 0.99)));
   };
-  if (!flags.s3_baseline_config.empty()) ratios("S3 baseline", baseline);
+  if (with_baseline) ratios("S3 baseline", baseline);
   ratios("S3", remote);
   return 0;
 }
@@ -421,6 +435,7 @@ int main(int argc, char** argv) {
   parser.String("--flink-classpath", &flags.flink_classpath);
   parser.String("--keep-logs", &flags.keep_logs);
   parser.List("--s3-baseline-config", &flags.s3_baseline_config);  // "-Dk=v,-Dk=v"
+  parser.String("--s3-baseline-bin", &flags.s3_baseline_bin);
   if (!parser.Parse(argc, argv)) return 2;
   const std::string bootstrap = weir::test::TestKafkaBootstrap();
   if (bootstrap.empty()) return 1;

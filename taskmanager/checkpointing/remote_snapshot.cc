@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/fs/file_system_registry.h"
+#include "common/logging/logging.h"
 #include "common/status_macros.h"
 #include "taskmanager/checkpointing/snapshot_file.h"
 
@@ -60,12 +61,12 @@ void RemoveStaging(const std::string& staged_dir) {
   stdfs::remove_all(top, ec);
 }
 
-absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, const std::string& remote_dir,
-                                             const std::string& last_file) {
+absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, const std::string& remote_dir) {
   ASSIGN_OR_RETURN(fs::ObjectStorePath remote, fs::OpenObjectStorePath(remote_dir));
   ASSIGN_OR_RETURN(fs::ObjectStorePath remote_job, fs::OpenObjectStorePath(ParentOf(remote_dir)));
   struct Upload {
     std::string local, remote;
+    int64_t size = 0;
   };
   std::vector<Upload> uploads;
   std::error_code ec;
@@ -84,10 +85,16 @@ absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, cons
   for (stdfs::recursive_directory_iterator it(staged_dir, ec), end; !ec && it != end; it.increment(ec)) {
     if (!it->is_regular_file()) continue;
     const std::string relative = stdfs::relative(it->path(), staged_dir).generic_string();
-    if (relative == last_file) continue;
     uploads.push_back({it->path().string(), remote.Child(relative)});
   }
   if (ec) return absl::UnavailableError(absl::StrCat("listing ", staged_dir, ": ", ec.message()));
+  // The largest first, so that the small ones fill in beside them rather
+  // than one large upload running alone at the end.
+  for (Upload& upload : uploads) {
+    std::error_code size_ec;
+    upload.size = static_cast<int64_t>(stdfs::file_size(upload.local, size_ec));
+  }
+  std::stable_sort(uploads.begin(), uploads.end(), [](const Upload& a, const Upload& b) { return a.size > b.size; });
 
   // Several at once: each upload waits mostly on the store's answer. The
   // helpers live only for this call; the uploader thread takes a share.
@@ -103,7 +110,12 @@ absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, cons
         if (next == uploads.size() || !first_error.ok()) return;
         i = next++;
       }
+      const absl::Time t0 = absl::Now();
       absl::StatusOr<int64_t> sent = remote.fs->UploadFile(uploads[i].local, uploads[i].remote, fs::WriteMode::kOverwrite);
+      if (sent.ok()) {
+        static const std::shared_ptr<spdlog::logger> log = logging::Get("task");
+        log->debug("uploaded {} ({} bytes) in {} ms", uploads[i].remote, *sent, absl::ToInt64Milliseconds(absl::Now() - t0));
+      }
       absl::MutexLock lock(&mu);
       if (sent.ok()) {
         bytes += *sent;
@@ -117,11 +129,7 @@ absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, cons
   work();
   for (std::thread& t : helpers) t.join();
   RETURN_IF_ERROR(first_error);
-  // Last, once everything it refers to is in.
-  const std::string last = (stdfs::path(staged_dir) / last_file).string();
-  absl::StatusOr<int64_t> sent = remote.fs->UploadFile(last, remote.Child(last_file), fs::WriteMode::kOverwrite);
-  if (!sent.ok()) return Annotate(sent.status(), absl::StrCat("uploading ", last));
-  return bytes + *sent;
+  return bytes;
 }
 
 absl::StatusOr<std::string> DownloadRestoreFiles(const v1::TaskDeploymentDescriptor& tdd, const std::string& root) {

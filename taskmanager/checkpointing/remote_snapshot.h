@@ -30,13 +30,14 @@ std::string StagingCheckpointDir(const std::string& root, const std::string& tas
 
 // Uploads what was staged in `staged_dir` (a chk-<n> directory of
 // StagingCheckpointDir, and the shared directory beside it) to
-// `remote_dir` (the checkpoint's URI) and the shared directory beside that,
-// `last_file` (the task's snapshot file, relative to staged_dir) last, once
-// every other upload succeeded. Up to four uploads run at once, on the
-// calling thread and helpers that live only for the call. Returns the bytes
-// uploaded; on an error, the first.
-absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, const std::string& remote_dir,
-                                             const std::string& last_file);
+// `remote_dir` (the checkpoint's URI) and the shared directory beside that.
+// Up to four uploads run at once, the largest first, on the calling thread
+// and helpers that live only for the call. The task's snapshot file goes
+// with the others, not after them: nothing refers to it before the task
+// acknowledges, which it does only once every upload succeeded (an upload
+// that failed leaves a checkpoint that never completes, whatever else of it
+// arrived). Returns the bytes uploaded; on an error, the first.
+absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, const std::string& remote_dir);
 
 // Removes the staging tree of StagingCheckpointDir (the <task>-c<n>
 // directory); quiet when there is none.

@@ -111,8 +111,9 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
     absl::StatusOr<v1::TaskStateHandle> handle =
         encoded.ok() ? WriteTaskSnapshot(dir, identity, *encoded, files, &batch)
                      : absl::StatusOr<v1::TaskStateHandle>(encoded.status());
+    const absl::Time staged_at = absl::Now();
     if (handle.ok() && !remote_dir.empty()) {
-      absl::StatusOr<int64_t> uploaded = UploadStagedSnapshot(dir, remote_dir, handle->file());
+      absl::StatusOr<int64_t> uploaded = UploadStagedSnapshot(dir, remote_dir);
       if (!uploaded.ok()) handle = Annotate(uploaded.status(), absl::StrCat("uploading to ", remote_dir));
     }
     if (!remote_dir.empty()) RemoveStaging(dir);
@@ -141,8 +142,10 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
     ack.set_pre_barrier_ms(absl::ToInt64Milliseconds(pre_barrier));
     ack.set_async_ms(absl::ToInt64Milliseconds(absl::Now() - async_start));
     static const std::shared_ptr<spdlog::logger> log = logging::Get("task");
-    log->debug("task {}: checkpoint {}: asynchronous part {} ms, after {} ms in the uploader's queue",
-               identity.task_id(), checkpoint_id, ack.async_ms(), absl::ToInt64Milliseconds(async_start - queued_at));
+    log->debug("task {}: checkpoint {}: asynchronous part {} ms (writing {} ms, uploading {} ms), after {} ms in the "
+               "uploader's queue",
+               identity.task_id(), checkpoint_id, ack.async_ms(), absl::ToInt64Milliseconds(staged_at - async_start),
+               absl::ToInt64Milliseconds(absl::Now() - staged_at), absl::ToInt64Milliseconds(async_start - queued_at));
     responder->Acknowledge(ack);
   });
   // Deferred work of the operators (timers waiting since the last snapshot
