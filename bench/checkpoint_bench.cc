@@ -37,6 +37,7 @@
 // over the same input, and prints its rates and checkpoint durations beside
 // Weir's.
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -44,12 +45,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/bench_flags.h"
 #include "bench/flink_job.h"
@@ -336,6 +340,21 @@ BigStateResult MeasureBigState(const std::string& bootstrap, const Flags& flags,
   return result;
 }
 
+// CPU seconds (user + system) process `pid` has used, from /proc; 0 when
+// it cannot be read.
+double ProcessCpuSeconds(const std::string& pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Fields after the command name (which may hold spaces) in parentheses.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::vector<std::string> fields = absl::StrSplit(stat.substr(close + 2), ' ');
+  int64_t utime = 0, stime = 0;
+  // utime and stime are fields 14 and 15 of the line, 12 and 13 after it.
+  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &utime) || !absl::SimpleAtoi(fields[12], &stime)) return 0;
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 // Checkpoints every second into a local directory and into S3, interleaved.
 int RunObjectStorePhase(const std::string& bootstrap, const Flags& flags) {
   absl::StatusOr<std::unique_ptr<weir::testing::ScriptServer>> s3 = weir::testing::ScriptServer::Start("s3.sh");
@@ -366,6 +385,13 @@ int RunObjectStorePhase(const std::string& bootstrap, const Flags& flags) {
   in_s3_baseline.cluster_config.insert(in_s3_baseline.cluster_config.end(), flags.s3_baseline_config.begin(),
                                        flags.s3_baseline_config.end());
   RunResult local, remote, baseline;
+  // The S3 server's CPU over the runs of the S3 side (it shares the cores).
+  std::string s3_pid;
+  {
+    std::ifstream pid_file((*s3)->dir() + "/s3proxy.pid");
+    pid_file >> s3_pid;
+  }
+  double s3_cpu_seconds = 0, s3_baseline_cpu_seconds = 0;
   const bool with_baseline = !flags.s3_baseline_config.empty() || !flags.s3_baseline_bin.empty();
   auto add = [](RunResult& to, const RunResult& r) {
     to.durations_ms.insert(to.durations_ms.end(), r.durations_ms.begin(), r.durations_ms.end());
@@ -379,14 +405,18 @@ int RunObjectStorePhase(const std::string& bootstrap, const Flags& flags) {
       const char* bin_dir = std::getenv("WEIR_BIN_DIR");
       const std::string own_bin = bin_dir != nullptr ? bin_dir : "";
       if (!flags.s3_baseline_bin.empty()) setenv("WEIR_BIN_DIR", flags.s3_baseline_bin.c_str(), 1);
+      const double cpu_before = ProcessCpuSeconds(s3_pid);
       add(baseline, RunKeyedCount(bootstrap, in, in_s3_baseline, {"-Dexecution.checkpointing.interval=1s"}));
+      s3_baseline_cpu_seconds += ProcessCpuSeconds(s3_pid) - cpu_before;
       if (own_bin.empty()) {
         unsetenv("WEIR_BIN_DIR");
       } else {
         setenv("WEIR_BIN_DIR", own_bin.c_str(), 1);
       }
     }
+    const double cpu_before = ProcessCpuSeconds(s3_pid);
     add(remote, RunKeyedCount(bootstrap, in, in_s3, {"-Dexecution.checkpointing.interval=1s"}));
+    s3_cpu_seconds += ProcessCpuSeconds(s3_pid) - cpu_before;
   }
   std::printf("object-store checkpoints: keyed_count, %lld records over %lld keys, parallelism %d, state backend %s, "
               "checkpoints every second, %d interleaved rounds\n",
@@ -402,6 +432,12 @@ int RunObjectStorePhase(const std::string& bootstrap, const Flags& flags) {
                 name, r.durations_ms.size(), Percentile(r.durations_ms, 0.5), Percentile(r.durations_ms, 0.99),
                 Percentile(r.async_ms, 0.5), Percentile(r.async_ms, 0.99), Percentile(r.sizes, 0.5), r.seconds);
   }
+  auto server_cpu = [](const char* side, double cpu, double seconds) {
+    std::printf("  S3Proxy used %.1f CPU-seconds over the %.1f s of the %s runs (%.2f of two cores)\n", cpu, seconds, side,
+                cpu / std::max(1.0, 2 * seconds));
+  };
+  if (with_baseline) server_cpu("S3 baseline", s3_baseline_cpu_seconds, baseline.seconds);
+  server_cpu("S3", s3_cpu_seconds, remote.seconds);
   const std::string s3_dir = (*s3)->dir();
   s3->reset();
   std::error_code ec;
