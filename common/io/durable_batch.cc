@@ -1,6 +1,7 @@
 #include "common/io/durable_batch.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,8 +36,34 @@ DurableBatch::~DurableBatch() {
   for (File& file : to_rename_) unlink(file.path.c_str());
 }
 
+absl::StatusOr<std::optional<int64_t>> DurableBatch::Link(const std::string& from, const std::string& to,
+                                                          int64_t limit) {
+  if (link(from.c_str(), to.c_str()) != 0) {
+    if (errno == EEXIST && unlink(to.c_str()) == 0 && link(from.c_str(), to.c_str()) == 0) {
+      // an earlier try's file of the same name, replaced
+    } else if (errno == EXDEV || errno == EPERM || errno == EMLINK || errno == EOPNOTSUPP) {
+      return std::optional<int64_t>();
+    } else {
+      return ErrnoError(absl::StrCat("linking ", from, " as"), to);
+    }
+  }
+  struct stat st;
+  if (stat(to.c_str(), &st) != 0) return ErrnoError("reading the size of", to);
+  if (limit < 0) return std::optional<int64_t>(static_cast<int64_t>(st.st_size));
+  if (st.st_size < limit) {
+    unlink(to.c_str());
+    return absl::DataLossError(absl::StrCat(from, " has ", st.st_size, " bytes, ", limit, " were expected"));
+  }
+  linked_prefixes_[to] = limit;
+  return std::optional<int64_t>(limit);
+}
+
 absl::StatusOr<int64_t> DurableBatch::Copy(const std::string& from, const std::string& to, int64_t limit) {
   if (!early_.ok()) return early_;  // the batch has failed: Sync says so
+  if (!durable_) {
+    ASSIGN_OR_RETURN(std::optional<int64_t> linked, Link(from, to, limit));
+    if (linked.has_value()) return *linked;
+  }
   const int fd = Create(to);
   if (fd < 0) return ErrnoError("creating", to);
   absl::StatusOr<int64_t> copied = CopyFileInto(from, to, fd, limit);
@@ -51,6 +78,11 @@ absl::StatusOr<int64_t> DurableBatch::Copy(const std::string& from, const std::s
 absl::StatusOr<int64_t> DurableBatch::CopyThenRename(const std::string& from, const std::string& temp,
                                                      const std::string& final_path) {
   if (!early_.ok()) return early_;  // the batch has failed: Sync says so
+  if (!durable_) {
+    // Nobody else writes a staging directory: the final name at once.
+    ASSIGN_OR_RETURN(std::optional<int64_t> linked, Link(from, final_path, -1));
+    if (linked.has_value()) return *linked;
+  }
   const int fd = Create(temp);
   if (fd < 0) return ErrnoError("creating", temp);
   absl::StatusOr<int64_t> copied = CopyFileInto(from, temp, fd, -1);

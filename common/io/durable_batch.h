@@ -21,6 +21,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -36,9 +38,14 @@ class DurableBatch {
   static constexpr size_t kMaxOpenFiles = 64;
 
   DurableBatch() = default;
-  // `durable` false: the same files, renames and limits, but nothing is
-  // synced (a staging copy that is uploaded and removed: its durability is
-  // the store's, remote_snapshot.h).
+  // `durable` false: a staging directory that is uploaded and removed (its
+  // durability is the store's, remote_snapshot.h). Nothing is synced, and
+  // Copy and CopyThenRename hard-link the source under the name rather than
+  // copy it (a copy only where a link cannot be made, e.g. across file
+  // systems): the sources are snapshot files of their own (RocksDB's
+  // checkpoint links), and a link keeps the bytes even after their first
+  // name is deleted (a compaction). A source still appended to (a limit)
+  // is listed in linked_prefixes(): an upload reads it no further.
   explicit DurableBatch(bool durable) : durable_(durable) {}
   ~DurableBatch();
 
@@ -71,6 +78,10 @@ class DurableBatch {
   // and logs.
   int fsyncs() const { return fsyncs_; }
 
+  // Staging only: files linked with a limit (their source is still
+  // appended to), and the bytes of each that belong to the batch.
+  const std::map<std::string, int64_t>& linked_prefixes() const { return linked_prefixes_; }
+
  private:
   struct File {
     int fd = -1;
@@ -81,6 +92,9 @@ class DurableBatch {
   // Keeps `file` open and starts its write-back; past kMaxOpenFiles,
   // finishes the oldest (a failure there is Sync's to return).
   void Keep(File file);
+  // Staging: links `from` as `to`; nullopt where no link can be made there
+  // (the caller copies instead). Returns the bytes the batch holds of it.
+  absl::StatusOr<std::optional<int64_t>> Link(const std::string& from, const std::string& to, int64_t limit);
   // fsyncs and closes `file`; one with a final name waits in to_rename_.
   // On failure its temporary file is removed.
   absl::Status Finish(File& file);
@@ -88,6 +102,7 @@ class DurableBatch {
   std::deque<File> open_;
   std::vector<File> to_rename_;  // synced and closed, renamed in Sync
   std::set<std::string> directories_;
+  std::map<std::string, int64_t> linked_prefixes_;
   absl::Status early_;  // a failure while syncing a file early
   int fsyncs_ = 0;
   const bool durable_ = true;

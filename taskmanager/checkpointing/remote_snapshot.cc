@@ -1,6 +1,13 @@
 #include "taskmanager/checkpointing/remote_snapshot.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <set>
 #include <system_error>
 #include <thread>
@@ -9,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/fs/file_system_registry.h"
+#include "common/io/atomic_file.h"
 #include "common/logging/logging.h"
 #include "common/status_macros.h"
 #include "taskmanager/checkpointing/snapshot_file.h"
@@ -21,6 +29,8 @@ namespace stdfs = std::filesystem;
 constexpr char kSharedDirName[] = "shared";
 // Uploads of one snapshot in flight at once.
 constexpr size_t kParallelUploads = 4;
+// Read size of UploadPrefix.
+constexpr int64_t kPrefixChunk = int64_t{8} << 20;
 
 // A name a snapshot lists, used as one path segment.
 absl::Status CheckPlainName(const std::string& name, absl::string_view what) {
@@ -48,6 +58,36 @@ absl::Status MakeParent(const std::string& local_path) {
   return absl::OkStatus();
 }
 
+// Uploads the first `limit` bytes of `local` (a file still appended to).
+absl::StatusOr<int64_t> UploadPrefix(fs::FileSystem& fs, const std::string& local, int64_t limit,
+                                     const std::string& remote) {
+  const int fd = ::open(local.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return io::ErrnoError("opening", local);
+  absl::StatusOr<std::unique_ptr<fs::FileWriter>> writer = fs.NewWriter(remote, fs::WriteMode::kOverwrite);
+  absl::Status status = writer.status();
+  std::string buffer(static_cast<size_t>(std::min<int64_t>(limit, kPrefixChunk)), '\0');
+  int64_t sent = 0;
+  while (status.ok() && sent < limit) {
+    const ssize_t n = ::read(fd, buffer.data(), static_cast<size_t>(std::min<int64_t>(limit - sent, buffer.size())));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      status = io::ErrnoError("reading", local);
+    } else if (n == 0) {
+      status = absl::DataLossError(absl::StrCat(local, " ended at ", sent, " of the ", limit, " bytes to upload"));
+    } else {
+      status = (*writer)->Append(absl::string_view(buffer.data(), static_cast<size_t>(n)));
+      sent += n;
+    }
+  }
+  ::close(fd);
+  if (status.ok()) status = (*writer)->Close();
+  if (!status.ok()) {
+    if (writer.ok()) (void)(*writer)->Abort();
+    return status;
+  }
+  return sent;
+}
+
 }  // namespace
 
 std::string StagingCheckpointDir(const std::string& root, const std::string& task_id, int64_t checkpoint_id) {
@@ -61,12 +101,14 @@ void RemoveStaging(const std::string& staged_dir) {
   stdfs::remove_all(top, ec);
 }
 
-absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, const std::string& remote_dir) {
+absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, const std::string& remote_dir,
+                                             const std::map<std::string, int64_t>& prefixes) {
   ASSIGN_OR_RETURN(fs::ObjectStorePath remote, fs::OpenObjectStorePath(remote_dir));
   ASSIGN_OR_RETURN(fs::ObjectStorePath remote_job, fs::OpenObjectStorePath(ParentOf(remote_dir)));
   struct Upload {
     std::string local, remote;
     int64_t size = 0;
+    int64_t limit = -1;  // a prefix: this many bytes of it
   };
   std::vector<Upload> uploads;
   std::error_code ec;
@@ -91,6 +133,11 @@ absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, cons
   // The largest first, so that the small ones fill in beside them rather
   // than one large upload running alone at the end.
   for (Upload& upload : uploads) {
+    auto prefix = prefixes.find(upload.local);
+    if (prefix != prefixes.end()) {
+      upload.limit = upload.size = prefix->second;
+      continue;
+    }
     std::error_code size_ec;
     upload.size = static_cast<int64_t>(stdfs::file_size(upload.local, size_ec));
   }
@@ -111,7 +158,10 @@ absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, cons
         i = next++;
       }
       const absl::Time t0 = absl::Now();
-      absl::StatusOr<int64_t> sent = remote.fs->UploadFile(uploads[i].local, uploads[i].remote, fs::WriteMode::kOverwrite);
+      absl::StatusOr<int64_t> sent =
+          uploads[i].limit >= 0
+              ? UploadPrefix(*remote.fs, uploads[i].local, uploads[i].limit, uploads[i].remote)
+              : remote.fs->UploadFile(uploads[i].local, uploads[i].remote, fs::WriteMode::kOverwrite);
       if (sent.ok()) {
         static const std::shared_ptr<spdlog::logger> log = logging::Get("task");
         log->debug("uploaded {} ({} bytes) in {} ms", uploads[i].remote, *sent, absl::ToInt64Milliseconds(absl::Now() - t0));

@@ -3,7 +3,9 @@
 // as into a local checkpoint directory, but into a staging directory on the
 // TaskManager's disk with the same layout (<job>/chk-<n>/..., <job>/shared/
 // for the new files of an incremental snapshot), then uploads what it
-// staged and removes it. The acknowledgement goes out only after every
+// staged and removes it. RocksDB's files are staged as hard links to the
+// snapshot's own links, not copied (io::DurableBatch(false)); those still
+// appended to (the log, MANIFEST) are uploaded up to the snapshot's size. The acknowledgement goes out only after every
 // upload completed, so an upload cut off half-way is never referenced.
 // A restore downloads the files the task's handles name into a local
 // directory of the same layout and reads them from there. RocksDB's
@@ -15,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "absl/status/status.h"
@@ -36,8 +39,11 @@ std::string StagingCheckpointDir(const std::string& root, const std::string& tas
 // with the others, not after them: nothing refers to it before the task
 // acknowledges, which it does only once every upload succeeded (an upload
 // that failed leaves a checkpoint that never completes, whatever else of it
-// arrived). Returns the bytes uploaded; on an error, the first.
-absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, const std::string& remote_dir);
+// arrived). A file in `prefixes` (the staged path: io::DurableBatch's
+// linked_prefixes, links to files still appended to) is uploaded up to the
+// bytes named there. Returns the bytes uploaded; on an error, the first.
+absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, const std::string& remote_dir,
+                                             const std::map<std::string, int64_t>& prefixes = {});
 
 // Removes the staging tree of StagingCheckpointDir (the <task>-c<n>
 // directory); quiet when there is none.

@@ -103,8 +103,9 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
       if (ec) staged = absl::UnavailableError(absl::StrCat("creating the staging directory ", dir, ": ", ec.message()));
     }
     // Everything this task writes for the checkpoint is synced together,
-    // once, at the end (common/io/durable_batch.h); a staging copy is not
-    // synced at all: the store makes the upload durable.
+    // once, at the end (common/io/durable_batch.h); a staging directory is
+    // not synced at all (the store makes the upload durable), and RocksDB's
+    // files are linked into it, not copied.
     io::DurableBatch batch(/*durable=*/remote_dir.empty());
     absl::StatusOr<std::string> encoded =
         staged.ok() ? EncodeTaskSnapshot(identity, snapshot, dir, &files, &batch) : absl::StatusOr<std::string>(staged);
@@ -113,7 +114,7 @@ absl::Status SubtaskCheckpointer::Checkpoint(OperatorChain& chain, int64_t check
                      : absl::StatusOr<v1::TaskStateHandle>(encoded.status());
     const absl::Time staged_at = absl::Now();
     if (handle.ok() && !remote_dir.empty()) {
-      absl::StatusOr<int64_t> uploaded = UploadStagedSnapshot(dir, remote_dir);
+      absl::StatusOr<int64_t> uploaded = UploadStagedSnapshot(dir, remote_dir, batch.linked_prefixes());
       if (!uploaded.ok()) handle = Annotate(uploaded.status(), absl::StrCat("uploading to ", remote_dir));
     }
     if (!remote_dir.empty()) RemoveStaging(dir);

@@ -15,8 +15,9 @@
 // to (the log, MANIFEST). It then asks RocksDB's background threads to
 // flush the memtables, so that the next snapshot's log is about one
 // interval of writes. The asynchronous part copies the files into the
-// shared checkpoint directory (the appended ones up to their listed size)
-// and removes the local links. A restore at the same key-group range copies the files back
+// shared checkpoint directory (the appended ones up to their listed size;
+// for an object store it links them into the staging directory instead,
+// io::DurableBatch(false)) and removes the local links. A restore at the same key-group range copies the files back
 // and opens them; any other range reads the snapshots' keys and keeps those
 // of its own key groups.
 //

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -71,22 +72,39 @@ TEST_F(DurableBatchTest, FinalNamesAppearOnlyAtSyncWithTheirWholeContents) {
   EXPECT_EQ(batch.fsyncs(), 4);
 }
 
-// A staging copy (uploaded, then removed) is written and renamed the same
-// way, without a single fsync.
-TEST_F(DurableBatchTest, AScratchBatchWritesTheSameFilesWithoutSyncing) {
+// A staging directory (uploaded, then removed) gets links to the sources,
+// not copies, and not a single fsync; a source still appended to is listed
+// with the bytes that belong to the batch.
+TEST_F(DurableBatchTest, AStagingBatchLinksTheSourcesWithoutSyncing) {
   const std::string log = Make("log", "0123456789");
   const std::string table = Make("table", std::string(100000, 't'));
   DurableBatch batch(/*durable=*/false);
-  ASSERT_TRUE(batch.Copy(log, Path("out/log"), 4).ok());
-  ASSERT_TRUE(batch.CopyThenRename(table, Path("out/table.tmp-1"), Path("out/table")).ok());
+  absl::StatusOr<int64_t> log_bytes = batch.Copy(log, Path("out/log"), 4);
+  ASSERT_TRUE(log_bytes.ok()) << log_bytes.status();
+  EXPECT_EQ(*log_bytes, 4);
+  absl::StatusOr<int64_t> table_bytes = batch.CopyThenRename(table, Path("out/table.tmp-1"), Path("out/table"));
+  ASSERT_TRUE(table_bytes.ok()) << table_bytes.status();
+  EXPECT_EQ(*table_bytes, 100000);
   ASSERT_TRUE(batch.WriteAtomically(Path("out/snapshot"), "snapshot bytes").ok());
-  EXPECT_EQ(Listing(), (std::vector<std::string>{"log", "snapshot.tmp", "table.tmp-1"}));
+  EXPECT_EQ(Listing(), (std::vector<std::string>{"log", "snapshot.tmp", "table"}));
   ASSERT_TRUE(batch.Sync().ok());
   EXPECT_EQ(Listing(), (std::vector<std::string>{"log", "snapshot", "table"}));
-  EXPECT_EQ(Read("out/log"), "0123");
+  EXPECT_TRUE(fs::equivalent(log, Path("out/log")));
+  EXPECT_TRUE(fs::equivalent(table, Path("out/table")));
+  EXPECT_EQ(batch.linked_prefixes(), (std::map<std::string, int64_t>{{Path("out/log"), 4}}));
+  // The source's first name going (a compaction) leaves the staged bytes.
+  fs::remove(table);
   EXPECT_EQ(Read("out/table"), std::string(100000, 't'));
   EXPECT_EQ(Read("out/snapshot"), "snapshot bytes");
   EXPECT_EQ(batch.fsyncs(), 0);
+}
+
+TEST_F(DurableBatchTest, AStagingBatchRefusesASourceShorterThanItsLimit) {
+  const std::string log = Make("log", "0123");
+  DurableBatch batch(/*durable=*/false);
+  absl::StatusOr<int64_t> linked = batch.Copy(log, Path("out/log"), 10);
+  EXPECT_TRUE(absl::IsDataLoss(linked.status())) << linked.status();
+  EXPECT_TRUE(batch.linked_prefixes().empty());
 }
 
 TEST_F(DurableBatchTest, WriteAtomicallyReplacesAnOldFileOnlyAtSync) {
