@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <thread>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
@@ -498,13 +499,21 @@ absl::Status CheckpointStorage::VerifyRemoteTaskFiles(const v1::CheckpointMetada
   RETURN_IF_ERROR(CheckId(id));
   const std::string dir = CheckpointDir(id);
   // Two listings, not a request per file: a job of thousands of tasks
-  // verifies in a few round trips.
+  // verifies in a few round trips. They run at once: the checkpoint waits
+  // for them.
   const std::string prefix = absl::StrCat(RemoteCheckpointPath(id, ""), "/");
-  ASSIGN_OR_RETURN(std::vector<fs::FileInfo> listed, remote_.fs->List(prefix));
+  const std::string shared_prefix = absl::StrCat(remote_.Child(kSharedDirName), "/");
+  bool refers_to_shared = false;
+  for (const v1::TaskStateHandle& handle : metadata.tasks()) refers_to_shared |= handle.shared_files_size() > 0;
+  absl::StatusOr<std::vector<fs::FileInfo>> shared_listed = std::vector<fs::FileInfo>();
+  std::thread shared_lister;
+  if (refers_to_shared) shared_lister = std::thread([&] { shared_listed = remote_.fs->List(shared_prefix); });
+  absl::StatusOr<std::vector<fs::FileInfo>> checkpoint_listed = remote_.fs->List(prefix);
+  if (shared_lister.joinable()) shared_lister.join();
+  ASSIGN_OR_RETURN(std::vector<fs::FileInfo> listed, std::move(checkpoint_listed));
   absl::flat_hash_map<std::string, int64_t> sizes;
   for (const fs::FileInfo& f : listed) sizes[f.path.substr(prefix.size())] = f.size;
   std::optional<absl::flat_hash_set<std::string>> shared;
-  const std::string shared_prefix = absl::StrCat(remote_.Child(kSharedDirName), "/");
   absl::flat_hash_set<absl::string_view> seen;
   for (const v1::TaskStateHandle& handle : metadata.tasks()) {
     ASSIGN_OR_RETURN(bool has_file, CheckHandleNames(id, handle, seen));
@@ -523,7 +532,7 @@ absl::Status CheckpointStorage::VerifyRemoteTaskFiles(const v1::CheckpointMetada
                                                 valid.message()));
       }
       if (!shared.has_value()) {
-        ASSIGN_OR_RETURN(std::vector<fs::FileInfo> files, remote_.fs->List(shared_prefix));
+        ASSIGN_OR_RETURN(std::vector<fs::FileInfo> files, std::move(shared_listed));
         shared.emplace();
         for (const fs::FileInfo& f : files) shared->insert(f.path.substr(shared_prefix.size()));
       }

@@ -131,6 +131,28 @@ TEST_F(S3CheckpointStorageTest, MetadataIsCreatedOnceAndReadsBack) {
   EXPECT_TRUE(bucket_fs_->List("checkpoints/")->empty());
 }
 
+// Verification lists the checkpoint's files and the shared files at once:
+// a shared file or a task file that is missing, or a task file of another
+// size, keeps the checkpoint from completing.
+TEST_F(S3CheckpointStorageTest, VerificationFindsAMissingSharedFileAndAShortTaskFile) {
+  absl::StatusOr<CheckpointStorage> storage = CheckpointStorage::Open(JobDir());
+  ASSERT_TRUE(storage.ok()) << storage.status();
+  ASSERT_TRUE(storage->CreateCheckpointDir(1).ok());
+  ASSERT_TRUE(bucket_fs_->Write("checkpoints/job-1/chk-1/v1-s0.snapshot", "task", fs::WriteMode::kOverwrite).ok());
+  ASSERT_TRUE(bucket_fs_->Write("checkpoints/job-1/shared/c1-a-1.sst", "sst", fs::WriteMode::kOverwrite).ok());
+  EXPECT_TRUE(storage->VerifyTaskFiles(Metadata(1, {"c1-a-1.sst"})).ok());
+
+  absl::Status missing = storage->VerifyTaskFiles(Metadata(1, {"c1-a-1.sst", "c1-a-2.sst"}));
+  EXPECT_TRUE(absl::IsDataLoss(missing)) << missing;
+  EXPECT_THAT(missing.message(), HasSubstr("shared state file"));
+  EXPECT_THAT(missing.message(), HasSubstr("c1-a-2.sst is missing"));
+
+  ASSERT_TRUE(bucket_fs_->Write("checkpoints/job-1/chk-1/v1-s0.snapshot", "tas", fs::WriteMode::kOverwrite).ok());
+  absl::Status short_file = storage->VerifyTaskFiles(Metadata(1, {"c1-a-1.sst"}));
+  EXPECT_TRUE(absl::IsDataLoss(short_file)) << short_file;
+  EXPECT_THAT(short_file.message(), HasSubstr("has 3 bytes; the checkpoint recorded 4"));
+}
+
 // Shared files go by reference and by the id in their names, never by time:
 // a file of a checkpoint still uploading stays although nothing refers to it.
 TEST_F(S3CheckpointStorageTest, SharedFilesAreCollectedByReference) {
