@@ -433,8 +433,8 @@ int RunObjectStorePhase(const std::string& bootstrap, const Flags& flags) {
                 Percentile(r.async_ms, 0.5), Percentile(r.async_ms, 0.99), Percentile(r.sizes, 0.5), r.seconds);
   }
   auto server_cpu = [](const char* side, double cpu, double seconds) {
-    std::printf("  S3Proxy used %.1f CPU-seconds over the %.1f s of the %s runs (%.2f of two cores)\n", cpu, seconds, side,
-                cpu / std::max(1.0, 2 * seconds));
+    std::printf("  S3Proxy used %.1f CPU-seconds over the %.1f s of the %s runs (%.2f of two cores)\n", cpu, seconds,
+                side, cpu / std::max(1.0, 2 * seconds));
   };
   if (with_baseline) server_cpu("S3 baseline", s3_baseline_cpu_seconds, baseline.seconds);
   server_cpu("S3", s3_cpu_seconds, remote.seconds);

@@ -164,7 +164,8 @@ absl::StatusOr<int64_t> UploadStagedSnapshot(const std::string& staged_dir, cons
               : remote.fs->UploadFile(uploads[i].local, uploads[i].remote, fs::WriteMode::kOverwrite);
       if (sent.ok()) {
         static const std::shared_ptr<spdlog::logger> log = logging::Get("task");
-        log->debug("uploaded {} ({} bytes) in {} ms", uploads[i].remote, *sent, absl::ToInt64Milliseconds(absl::Now() - t0));
+        log->debug("uploaded {} ({} bytes) in {} ms", uploads[i].remote, *sent,
+                   absl::ToInt64Milliseconds(absl::Now() - t0));
       }
       absl::MutexLock lock(&mu);
       if (sent.ok()) {
