@@ -468,7 +468,7 @@ void Dispatcher::Recover() {
     ++resumed;
   }
   if (resumed + ended > 0) {
-    log_->info("recovered {} jobs from {}: {} resumed, {} ended before", resumed + ended, options_.store->jobs_dir(),
+    log_->info("recovered {} jobs from {}: {} resumed, {} ended before", resumed + ended, options_.store->location(),
                resumed, ended);
   }
 }

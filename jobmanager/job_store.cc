@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/fs/file_system_registry.h"
 #include "common/io/atomic_file.h"
 #include "common/status_macros.h"
 
@@ -24,15 +25,64 @@ constexpr char kSubmission[] = "submission";
 constexpr char kAttempt[] = "attempt";
 constexpr char kFinal[] = "final";
 
-// A job id as the Dispatcher makes them: it names a directory.
-bool IsJobId(const std::string& id) {
+}  // namespace
+
+bool IsJobId(absl::string_view id) {
   return !id.empty() && id.size() <= 64 &&
          std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; });
 }
 
-}  // namespace
+void JobStore::Fence() {
+  absl::MutexLock lock(&fence_mu_);  // exclusive: waits for the writes under way
+  fenced_ = true;
+}
 
-absl::StatusOr<int64_t> JobStore::TakeLeaderEpoch() {
+void JobStore::Unfence(int64_t epoch) {
+  absl::MutexLock lock(&fence_mu_);
+  fenced_ = false;
+  epoch_ = epoch;
+}
+
+absl::StatusOr<int64_t> JobStore::CheckNotFencedLocked(absl::string_view what) const {
+  if (!fenced_) return epoch_;
+  return absl::FailedPreconditionError(absl::StrCat("not writing ", what, " to ", location(),
+                                                    ": this JobManager does not lead the cluster (any more)"));
+}
+
+absl::Status JobStore::SaveSubmission(const std::string& job_id, const v1::SubmitJobRequest& request) {
+  if (!IsJobId(job_id)) return absl::InvalidArgumentError(absl::StrCat("bad job id '", job_id, "'"));
+  absl::ReaderMutexLock fence(&fence_mu_);
+  ASSIGN_OR_RETURN(int64_t epoch, CheckNotFencedLocked(absl::StrCat("job ", job_id, "'s submission")));
+  return DoSaveSubmission(epoch, job_id, request);
+}
+
+absl::Status JobStore::SaveAttempt(const std::string& job_id, int attempt) {
+  if (!IsJobId(job_id)) return absl::InvalidArgumentError(absl::StrCat("bad job id '", job_id, "'"));
+  absl::ReaderMutexLock fence(&fence_mu_);
+  ASSIGN_OR_RETURN(int64_t epoch, CheckNotFencedLocked(absl::StrCat("job ", job_id, "'s attempt")));
+  return DoSaveAttempt(epoch, job_id, attempt);
+}
+
+absl::Status JobStore::SaveFinal(const std::string& job_id, const v1::JobStatus& status) {
+  if (!IsJobId(job_id)) return absl::InvalidArgumentError(absl::StrCat("bad job id '", job_id, "'"));
+  absl::ReaderMutexLock fence(&fence_mu_);
+  ASSIGN_OR_RETURN(int64_t epoch, CheckNotFencedLocked(absl::StrCat("job ", job_id, "'s final status")));
+  return DoSaveFinal(epoch, job_id, status);
+}
+
+absl::Status JobStore::Remove(const std::string& job_id) {
+  if (!IsJobId(job_id)) return absl::InvalidArgumentError(absl::StrCat("bad job id '", job_id, "'"));
+  absl::ReaderMutexLock fence(&fence_mu_);
+  ASSIGN_OR_RETURN(int64_t epoch, CheckNotFencedLocked(absl::StrCat("the removal of job ", job_id)));
+  return DoRemove(epoch, job_id);
+}
+
+std::vector<StoredJob> JobStore::Load(std::vector<std::string>* problems) {
+  absl::ReaderMutexLock fence(&fence_mu_);
+  return DoLoad(fenced_ ? std::nullopt : std::optional<int64_t>(epoch_), problems);
+}
+
+absl::StatusOr<int64_t> DirectoryJobStore::TakeLeaderEpoch() {
   const std::string path = absl::StrCat(ha_dir_, "/leader-epoch");
   int64_t last = 0;
   if (std::error_code ec; fs::exists(path, ec)) {
@@ -49,7 +99,10 @@ absl::StatusOr<int64_t> JobStore::TakeLeaderEpoch() {
   return next;
 }
 
-absl::StatusOr<std::string> JobStore::MakeJobsDir(const std::string& ha_dir) {
+namespace {
+
+// Creates <ha_dir>/jobs.
+absl::StatusOr<std::string> MakeJobsDir(const std::string& ha_dir) {
   std::error_code ec;
   std::string jobs = absl::StrCat(ha_dir, "/jobs");
   fs::create_directories(jobs, ec);
@@ -60,12 +113,15 @@ absl::StatusOr<std::string> JobStore::MakeJobsDir(const std::string& ha_dir) {
   return jobs;
 }
 
-absl::StatusOr<std::unique_ptr<JobStore>> JobStore::OpenShared(const std::string& ha_dir) {
-  ASSIGN_OR_RETURN(std::string jobs, MakeJobsDir(ha_dir));
-  return std::unique_ptr<JobStore>(new JobStore(ha_dir, std::move(jobs), -1, /*fenced=*/true));
-}
+}  // namespace
 
-absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& ha_dir) {
+absl::StatusOr<std::unique_ptr<DirectoryJobStore>> DirectoryJobStore::Open(const std::string& ha_dir) {
+  if (::weir::fs::IsObjectStoreUri(ha_dir)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "high-availability.storageDir ", ha_dir, " is in an object store, but with high-availability.type none "
+        "the JobManager locks its directory (flock), which needs a local directory: give a local "
+        "high-availability.storageDir, or use high-availability.type etcd"));
+  }
   ASSIGN_OR_RETURN(std::string jobs, MakeJobsDir(ha_dir));
   const std::string lock = absl::StrCat(ha_dir, "/jobmanager.lock");
   const int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -84,33 +140,14 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& ha_d
   // The holder's pid, for whoever wonders who holds it.
   const std::string pid = absl::StrCat(getpid(), "\n");
   if (ftruncate(fd, 0) == 0) (void)!write(fd, pid.data(), pid.size());
-  return std::unique_ptr<JobStore>(new JobStore(ha_dir, jobs, fd, /*fenced=*/false));
+  return std::unique_ptr<DirectoryJobStore>(new DirectoryJobStore(ha_dir, jobs, fd));
 }
 
-JobStore::~JobStore() {
+DirectoryJobStore::~DirectoryJobStore() {
   if (lock_fd_ >= 0) close(lock_fd_);
 }
 
-void JobStore::Fence() {
-  absl::MutexLock lock(&fence_mu_);  // exclusive: waits for the writes under way
-  fenced_ = true;
-}
-
-void JobStore::Unfence() {
-  absl::MutexLock lock(&fence_mu_);
-  fenced_ = false;
-}
-
-absl::Status JobStore::CheckNotFencedLocked(absl::string_view what) const {
-  if (!fenced_) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "not writing ", what, " to ", jobs_dir_, ": this JobManager does not lead the cluster (any more)"));
-}
-
-absl::Status JobStore::Write(const std::string& job_id, const char* name, const std::string& bytes) {
-  if (!IsJobId(job_id)) return absl::InvalidArgumentError(absl::StrCat("bad job id '", job_id, "'"));
-  absl::ReaderMutexLock fence(&fence_mu_);
-  RETURN_IF_ERROR(CheckNotFencedLocked(absl::StrCat("job ", job_id, "'s ", name)));
+absl::Status DirectoryJobStore::Write(const std::string& job_id, const char* name, const std::string& bytes) {
   const std::string dir = absl::StrCat(jobs_dir_, "/", job_id);
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -118,29 +155,27 @@ absl::Status JobStore::Write(const std::string& job_id, const char* name, const 
   return io::WriteFileAtomically(absl::StrCat(dir, "/", name), bytes);
 }
 
-absl::Status JobStore::SaveSubmission(const std::string& job_id, const v1::SubmitJobRequest& request) {
+absl::Status DirectoryJobStore::DoSaveSubmission(int64_t, const std::string& job_id,
+                                                 const v1::SubmitJobRequest& request) {
   return Write(job_id, kSubmission, request.SerializeAsString());
 }
 
-absl::Status JobStore::SaveAttempt(const std::string& job_id, int attempt) {
+absl::Status DirectoryJobStore::DoSaveAttempt(int64_t, const std::string& job_id, int attempt) {
   return Write(job_id, kAttempt, absl::StrCat(attempt, "\n"));
 }
 
-absl::Status JobStore::SaveFinal(const std::string& job_id, const v1::JobStatus& status) {
+absl::Status DirectoryJobStore::DoSaveFinal(int64_t, const std::string& job_id, const v1::JobStatus& status) {
   return Write(job_id, kFinal, status.SerializeAsString());
 }
 
-absl::Status JobStore::Remove(const std::string& job_id) {
-  if (!IsJobId(job_id)) return absl::InvalidArgumentError(absl::StrCat("bad job id '", job_id, "'"));
-  absl::ReaderMutexLock fence(&fence_mu_);
-  RETURN_IF_ERROR(CheckNotFencedLocked(absl::StrCat("the removal of job ", job_id)));
+absl::Status DirectoryJobStore::DoRemove(int64_t, const std::string& job_id) {
   std::error_code ec;
   fs::remove_all(absl::StrCat(jobs_dir_, "/", job_id), ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot remove job ", job_id, ": ", ec.message()));
   return absl::OkStatus();
 }
 
-std::vector<StoredJob> JobStore::Load(std::vector<std::string>* problems) const {
+std::vector<StoredJob> DirectoryJobStore::DoLoad(std::optional<int64_t>, std::vector<std::string>* problems) {
   std::vector<std::string> ids;
   std::error_code ec;
   for (const fs::directory_entry& entry : fs::directory_iterator(jobs_dir_, ec)) {

@@ -1,28 +1,24 @@
-// JobStore: what a JobManager must not forget when it restarts, kept in
-// high-availability.storageDir:
+// JobStore: what a JobManager must not forget when it restarts or when
+// another JobManager takes over: each job's submission (graph, binary hash,
+// arguments, -D settings), the last attempt started, and the final status
+// once it ended. The pointer to a job's latest completed checkpoint needs no
+// entry of its own: the checkpoint storage under state.checkpoints.dir/<job
+// id> is itself written atomically and is read back on recovery.
 //
-//   <dir>/jobmanager.lock          held (flock) by the one JobManager using <dir>
-//   <dir>/leader-epoch             the epoch the last JobManager on <dir> took
-//   <dir>/jobs/<job id>/submission the SubmitJobRequest (graph, binary hash,
-//                                  arguments, -D settings), as submitted
-//   <dir>/jobs/<job id>/attempt    the last attempt number started
-//   <dir>/jobs/<job id>/final      the job's status once it ended
+// Two implementations:
+//   DirectoryJobStore  high-availability.type none: files in a local
+//                      directory, locked by one JobManager (below).
+//   FencedJobStore     high-availability.type etcd: records written through
+//                      the election's fenced transactions, submissions in a
+//                      FileSystem (fenced_job_store.h).
 //
-// Every file is written atomically (write, fsync, rename, fsync the
-// directory). The pointer to a job's latest completed checkpoint needs no
-// file of its own: the checkpoint storage under state.checkpoints.dir/<job
-// id> is itself written that way and is read back on recovery.
+// Both are fenced inside the process too: while this JobManager does not
+// lead, every write is refused, and Fence returns only once no write is
+// under way, so that nothing is written for a leadership after it was
+// revoked.
 //
-// Two JobManagers pointed at one directory must not both act on it. With
-// high-availability.type none, Open takes an exclusive lock and refuses,
-// naming the directory, when another process holds it. With etcd the
-// election decides who acts (OpenShared, no lock), and the store is fenced
-// while this JobManager does not lead: every write is refused, and Fence
-// returns only once no write is under way, so that nothing is written for a
-// leadership after it was revoked.
-//
-// Thread-safety: thread-safe (each call touches its own files; the fence
-// is taken shared by every write).
+// Thread-safety: thread-safe (the fence is taken shared by every write and
+// by Load, exclusively by Fence and Unfence).
 #pragma once
 
 #include <memory>
@@ -30,9 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "weir/v1/job.pb.h"
@@ -48,21 +44,74 @@ struct StoredJob {
 
 class JobStore {
  public:
-  // Opens (creating) <ha_dir>/jobs and takes <ha_dir>/jobmanager.lock;
-  // kFailedPrecondition when another process holds it.
-  static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& ha_dir);
-  // Opens (creating) <ha_dir>/jobs without the lock, fenced (see Unfence):
-  // for JobManagers that an election keeps from acting at once.
-  static absl::StatusOr<std::unique_ptr<JobStore>> OpenShared(const std::string& ha_dir);
-  ~JobStore();
-
-  // Fence refuses every write from now on (kFailedPrecondition), once the
-  // writes under way have ended; Unfence lets them through again.
-  void Fence() ABSL_LOCKS_EXCLUDED(fence_mu_);
-  void Unfence() ABSL_LOCKS_EXCLUDED(fence_mu_);
-
+  virtual ~JobStore() = default;
   JobStore(const JobStore&) = delete;
   JobStore& operator=(const JobStore&) = delete;
+
+  // Fence refuses every write from now on (kFailedPrecondition), once the
+  // writes under way have ended. Unfence lets them through again, for the
+  // leadership `epoch` (the election's; 0 without an election).
+  void Fence() ABSL_LOCKS_EXCLUDED(fence_mu_);
+  void Unfence(int64_t epoch = 0) ABSL_LOCKS_EXCLUDED(fence_mu_);
+
+  absl::Status SaveSubmission(const std::string& job_id, const v1::SubmitJobRequest& request)
+      ABSL_LOCKS_EXCLUDED(fence_mu_);
+  absl::Status SaveAttempt(const std::string& job_id, int attempt) ABSL_LOCKS_EXCLUDED(fence_mu_);
+  absl::Status SaveFinal(const std::string& job_id, const v1::JobStatus& status) ABSL_LOCKS_EXCLUDED(fence_mu_);
+  // Forgets a job.
+  absl::Status Remove(const std::string& job_id) ABSL_LOCKS_EXCLUDED(fence_mu_);
+
+  // Every stored job, by job id. A job that cannot be read is left out and
+  // described in `problems`.
+  std::vector<StoredJob> Load(std::vector<std::string>* problems) ABSL_LOCKS_EXCLUDED(fence_mu_);
+
+  // Where the store is, for logs.
+  virtual std::string location() const = 0;
+
+ protected:
+  explicit JobStore(bool fenced) : fenced_(fenced) {}
+
+  // The writes and the read, called with the fence held shared and (for
+  // the writes) open; `epoch` is the one Unfence gave. Job ids are checked.
+  virtual absl::Status DoSaveSubmission(int64_t epoch, const std::string& job_id,
+                                        const v1::SubmitJobRequest& request) = 0;
+  virtual absl::Status DoSaveAttempt(int64_t epoch, const std::string& job_id, int attempt) = 0;
+  virtual absl::Status DoSaveFinal(int64_t epoch, const std::string& job_id, const v1::JobStatus& status) = 0;
+  virtual absl::Status DoRemove(int64_t epoch, const std::string& job_id) = 0;
+  // `epoch`: the leadership's while unfenced, nullopt while fenced.
+  virtual std::vector<StoredJob> DoLoad(std::optional<int64_t> epoch, std::vector<std::string>* problems) = 0;
+
+ private:
+  // The epoch to write for; kFailedPrecondition while fenced.
+  absl::StatusOr<int64_t> CheckNotFencedLocked(absl::string_view what) const ABSL_SHARED_LOCKS_REQUIRED(fence_mu_);
+
+  mutable absl::Mutex fence_mu_;
+  bool fenced_ ABSL_GUARDED_BY(fence_mu_);
+  int64_t epoch_ ABSL_GUARDED_BY(fence_mu_) = 0;
+};
+
+// A job id as the Dispatcher makes them (it names a directory and a key).
+bool IsJobId(absl::string_view id);
+
+// The job store of high-availability.type none, in high-availability.storageDir:
+//
+//   <dir>/jobmanager.lock          held (flock) by the one JobManager using <dir>
+//   <dir>/leader-epoch             the epoch the last JobManager on <dir> took
+//   <dir>/jobs/<job id>/submission the SubmitJobRequest, as submitted
+//   <dir>/jobs/<job id>/attempt    the last attempt number started
+//   <dir>/jobs/<job id>/final      the job's status once it ended
+//
+// Every file is written atomically (write, fsync, rename, fsync the
+// directory). Open takes an exclusive lock and refuses, naming the
+// directory, when another process holds it, so that two JobManagers never
+// both act on one directory.
+class DirectoryJobStore final : public JobStore {
+ public:
+  // Opens (creating) <ha_dir>/jobs and takes <ha_dir>/jobmanager.lock;
+  // kFailedPrecondition when another process holds it, and for an object
+  // store URI (s3://: the lock needs a local directory).
+  static absl::StatusOr<std::unique_ptr<DirectoryJobStore>> Open(const std::string& ha_dir);
+  ~DirectoryJobStore() override;
 
   // The next leader epoch: one past the last one taken on this directory
   // (1 on a new one), written before it is returned, so every JobManager
@@ -72,33 +121,24 @@ class JobStore {
   // it, not a reset: a reset would let an earlier JobManager's requests in.
   absl::StatusOr<int64_t> TakeLeaderEpoch();
 
-  absl::Status SaveSubmission(const std::string& job_id, const v1::SubmitJobRequest& request);
-  absl::Status SaveAttempt(const std::string& job_id, int attempt);
-  absl::Status SaveFinal(const std::string& job_id, const v1::JobStatus& status);
-  // Forgets a job (its directory goes).
-  absl::Status Remove(const std::string& job_id);
+  std::string location() const override { return jobs_dir_; }
 
-  // Every stored job, oldest directory name first. A job whose files cannot
-  // be read is left out and described in `problems`.
-  std::vector<StoredJob> Load(std::vector<std::string>* problems) const;
-
-  const std::string& jobs_dir() const { return jobs_dir_; }
+ protected:
+  absl::Status DoSaveSubmission(int64_t epoch, const std::string& job_id,
+                                const v1::SubmitJobRequest& request) override;
+  absl::Status DoSaveAttempt(int64_t epoch, const std::string& job_id, int attempt) override;
+  absl::Status DoSaveFinal(int64_t epoch, const std::string& job_id, const v1::JobStatus& status) override;
+  absl::Status DoRemove(int64_t epoch, const std::string& job_id) override;
+  std::vector<StoredJob> DoLoad(std::optional<int64_t> epoch, std::vector<std::string>* problems) override;
 
  private:
-  JobStore(std::string ha_dir, std::string jobs_dir, int lock_fd, bool fenced)
-      : ha_dir_(std::move(ha_dir)), jobs_dir_(std::move(jobs_dir)), lock_fd_(lock_fd), fenced_(fenced) {}
-  // Creates <ha_dir>/jobs.
-  static absl::StatusOr<std::string> MakeJobsDir(const std::string& ha_dir);
-  absl::Status Write(const std::string& job_id, const char* name, const std::string& bytes)
-      ABSL_LOCKS_EXCLUDED(fence_mu_);
-  // kFailedPrecondition while fenced. REQUIRES: fence_mu_ held (shared).
-  absl::Status CheckNotFencedLocked(absl::string_view what) const ABSL_SHARED_LOCKS_REQUIRED(fence_mu_);
+  DirectoryJobStore(std::string ha_dir, std::string jobs_dir, int lock_fd)
+      : JobStore(/*fenced=*/false), ha_dir_(std::move(ha_dir)), jobs_dir_(std::move(jobs_dir)), lock_fd_(lock_fd) {}
+  absl::Status Write(const std::string& job_id, const char* name, const std::string& bytes);
 
   const std::string ha_dir_;
   const std::string jobs_dir_;
-  const int lock_fd_;  // -1: OpenShared
-  mutable absl::Mutex fence_mu_;
-  bool fenced_ ABSL_GUARDED_BY(fence_mu_);
+  const int lock_fd_;
 };
 
 }  // namespace weir::jobmanager

@@ -1,5 +1,6 @@
 #include "jobmanager/jobmanager.h"
 
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/fs/file_system_registry.h"
+#include "common/fs/local_file_system.h"
 #include "common/logging/logging.h"
 #include "common/config/options.h"
 #include "common/etcd/etcd_settings.h"
@@ -33,6 +35,24 @@ std::function<std::string()> FindLeaderIn(std::shared_ptr<etcd::EtcdClient> etcd
         etcd::ReadLeaderAddress(*etcd, leader_key, absl::Now() + absl::Seconds(1));
     return leader.ok() && leader->has_value() ? **leader : std::string();
   };
+}
+
+// The job store under an election: submissions in high-availability.storageDir
+// (a local directory or s3://bucket/prefix), records in etcd.
+absl::StatusOr<std::unique_ptr<FencedJobStore>> OpenFencedJobStore(const std::string& storage_dir) {
+  if (fs::IsObjectStoreUri(storage_dir)) {
+    RETURN_IF_ERROR(fs::ProbeObjectStore(storage_dir, config::keys::kHaStorageDir));
+    ASSIGN_OR_RETURN(fs::ObjectStorePath location, fs::OpenObjectStorePath(storage_dir));
+    return std::make_unique<FencedJobStore>(location.fs, location.path, storage_dir);
+  }
+  std::error_code ec;
+  const std::string absolute = std::filesystem::absolute(storage_dir, ec).lexically_normal().string();
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("high-availability.storageDir ", storage_dir, " cannot be resolved: ", ec.message()));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<fs::LocalFileSystem> local, fs::LocalFileSystem::Open(absolute));
+  return std::make_unique<FencedJobStore>(std::move(local), "", storage_dir);
 }
 
 }  // namespace
@@ -60,9 +80,11 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   const bool elected = config.GetString(k::kHaType) == "etcd";
   int64_t leader_epoch = 0;
   if (elected) {
-    // The election decides who acts on the directory: no lock, and the
-    // store refuses writes until this JobManager leads.
-    ASSIGN_OR_RETURN(jm->store_, JobStore::OpenShared(storage_dir));
+    // The election decides who acts: no lock, and the store refuses writes
+    // until this JobManager leads, then etcd refuses them once it does not.
+    ASSIGN_OR_RETURN(std::unique_ptr<FencedJobStore> store, OpenFencedJobStore(storage_dir));
+    jm->fenced_store_ = store.get();
+    jm->store_ = std::move(store);
     jm->cluster_id_ = config.GetString(k::kHaClusterId);
     ASSIGN_OR_RETURN(etcd::EtcdClientOptions etcd_options, etcd::EtcdClientOptionsFromConfig(config));
     ASSIGN_OR_RETURN(std::unique_ptr<etcd::EtcdClient> client, etcd::EtcdClient::Create(std::move(etcd_options)));
@@ -72,8 +94,9 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
     jm->gate_->Configure("", FindLeaderIn(jm->etcd_, etcd::LeaderKey(jm->cluster_id_)));
   } else {
     // First: a second JobManager on this directory stops here.
-    ASSIGN_OR_RETURN(jm->store_, JobStore::Open(storage_dir));
-    ASSIGN_OR_RETURN(leader_epoch, jm->store_->TakeLeaderEpoch());
+    ASSIGN_OR_RETURN(std::unique_ptr<DirectoryJobStore> store, DirectoryJobStore::Open(storage_dir));
+    ASSIGN_OR_RETURN(leader_epoch, store->TakeLeaderEpoch());
+    jm->store_ = std::move(store);
   }
   jm->resource_manager_ = std::make_unique<ResourceManager>(config.GetDuration(k::kHeartbeatTimeout),
                                                             RandomId("jm-"), /*clock=*/nullptr, leader_epoch);
@@ -182,6 +205,7 @@ absl::Status JobManager::StartElection(const config::Configuration& config, cons
   ASSIGN_OR_RETURN(std::unique_ptr<ha::EtcdLeaderElection> election,
                    ha::EtcdLeaderElection::Create(etcd_, settings.election));
   gate_->Configure(address, FindLeaderIn(etcd_, election->leader_key()));
+  fenced_store_->SetElection(election.get());
   election_ = std::move(election);
   log_->info("JobManager {} campaigns for the leadership of cluster {} as {} (etcd {}, lease {})", session_id(),
              cluster_id_, address, absl::StrJoin(settings.client.endpoints, ","),
@@ -195,7 +219,7 @@ void JobManager::Granted(ha::Epoch epoch) {
   // TaskManagers may register (and hear the new epoch) from now on; the
   // recovered jobs wait for their slots.
   resource_manager_->Lead(epoch);
-  store_->Unfence();
+  store_->Unfence(epoch);
   dispatcher_->Recover();
   gate_->SetLeading(true);
   ready_ = true;

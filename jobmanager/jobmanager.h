@@ -32,6 +32,7 @@
 #include "jobmanager/artifact_store.h"
 #include "common/etcd/etcd_client.h"
 #include "jobmanager/dispatcher.h"
+#include "jobmanager/fenced_job_store.h"
 #include "jobmanager/ha/leader_election.h"
 #include "jobmanager/job_services.h"
 #include "jobmanager/job_store.h"
@@ -87,6 +88,8 @@ class JobManager : private ha::LeadershipListener {
   // Declared before the dispatcher, which uses them: destroyed after it.
   Liveness liveness_;
   std::unique_ptr<JobStore> store_;
+  // store_ with high-availability.type etcd (null with none).
+  FencedJobStore* fenced_store_ = nullptr;
   std::unique_ptr<ArtifactStore> artifacts_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<JobServiceImpl> job_service_;

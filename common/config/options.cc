@@ -160,11 +160,13 @@ constexpr std::array kOptions = {
     OptionSpec{.key = keys::kHaStorageDir,
                .type = OptionType::kString,
                .default_value = "weir-ha",
-               .description = "The cluster's shared storage: job binaries (under their SHA-256) and, "
-                              "with checkpoints, job metadata. A directory (a relative path is relative to "
-                              "the JobManager's working directory). The job binaries can live in "
-                              "s3://bucket/prefix, the job store cannot yet: the JobManager refuses an s3:// "
-                              "value for now.",
+               .description = "The cluster's durable storage: job binaries (under their SHA-256) and the "
+                              "job store. With high-availability.type none the job store and its lock are "
+                              "files here, so it must be a local directory (a relative path is relative to "
+                              "the JobManager's working directory). With etcd the job store keeps its "
+                              "records in etcd and only the submissions here, and the whole directory may "
+                              "be s3://bucket/prefix (the s3.* keys), so that no two JobManagers share a "
+                              "file system.",
                .scope = kJobManager},
     OptionSpec{.key = keys::kHaType,
                .type = OptionType::kEnum,

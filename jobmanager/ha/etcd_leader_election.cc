@@ -346,4 +346,40 @@ absl::StatusOr<std::optional<std::string>> EtcdLeaderElection::Get(absl::string_
   return std::optional<std::string>(response.kvs(0).value());
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> EtcdLeaderElection::GetPrefix(
+    absl::string_view prefix, size_t max_keys) {
+  // etcd's key range for a prefix: [prefix, prefix with its last byte + 1).
+  // The full key always ends with "store/..." so it is never empty, and its
+  // last byte is never 0xff ('/' or a key's own character).
+  const std::string begin = store_key(prefix);
+  std::string end = begin;
+  end.back() = static_cast<char>(end.back() + 1);
+  const size_t strip = store_key("").size();
+  // In pages, so that no response comes near gRPC's 4 MiB message bound
+  // (job-store values are at most a few hundred KiB), all at one revision.
+  constexpr int64_t kPage = 8;
+  std::vector<std::pair<std::string, std::string>> found;
+  std::string from = begin;
+  int64_t revision = 0;
+  const absl::Time deadline = absl::Now() + options_.write_timeout;
+  while (true) {
+    etcdserverpb::RangeRequest range;
+    range.set_key(from);
+    range.set_range_end(end);
+    range.set_limit(kPage);
+    range.set_revision(revision);
+    ASSIGN_OR_RETURN(etcdserverpb::RangeResponse response, client_->Range(range, deadline));
+    if (revision == 0) revision = response.header().revision();
+    for (const mvccpb::KeyValue& kv : response.kvs()) {
+      if (found.size() == max_keys) {
+        return absl::ResourceExhaustedError(absl::StrCat("more than ", max_keys, " keys under ", begin, " in etcd"));
+      }
+      found.emplace_back(kv.key().substr(strip), kv.value());
+    }
+    if (!response.more() || response.kvs().empty()) break;
+    from = absl::StrCat(response.kvs(response.kvs_size() - 1).key(), std::string(1, '\0'));
+  }
+  return found;
+}
+
 }  // namespace weir::jobmanager::ha

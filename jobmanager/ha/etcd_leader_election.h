@@ -67,6 +67,8 @@ class EtcdLeaderElection : public LeaderElection {
   absl::Status FencedPut(Epoch epoch, absl::string_view key, absl::string_view value) override;
   absl::Status FencedDelete(Epoch epoch, absl::string_view key) override;
   absl::StatusOr<std::optional<std::string>> Get(absl::string_view key) override;
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> GetPrefix(absl::string_view prefix,
+                                                                             size_t max_keys) override;
 
   // Cuts this election off from etcd as a network partition would: no
   // keep-alive, no revoke, no campaign is sent while it is on (fenced writes

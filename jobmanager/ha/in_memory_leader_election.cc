@@ -1,5 +1,6 @@
 #include "jobmanager/ha/in_memory_leader_election.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace weir::jobmanager::ha {
@@ -98,6 +99,19 @@ absl::StatusOr<std::optional<std::string>> InMemoryLeaderElection::Get(absl::str
   auto it = store_.find(key);
   if (it == store_.end()) return std::nullopt;
   return it->second;
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> InMemoryLeaderElection::GetPrefix(
+    absl::string_view prefix, size_t max_keys) {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::pair<std::string, std::string>> found;
+  for (auto it = store_.lower_bound(prefix); it != store_.end() && absl::StartsWith(it->first, prefix); ++it) {
+    if (found.size() == max_keys) {
+      return absl::ResourceExhaustedError(absl::StrCat("more than ", max_keys, " keys under ", prefix));
+    }
+    found.emplace_back(it->first, it->second);
+  }
+  return found;
 }
 
 }  // namespace weir::jobmanager::ha

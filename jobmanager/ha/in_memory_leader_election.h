@@ -26,6 +26,8 @@ class InMemoryLeaderElection : public LeaderElection {
   absl::Status FencedPut(Epoch epoch, absl::string_view key, absl::string_view value) override;
   absl::Status FencedDelete(Epoch epoch, absl::string_view key) override;
   absl::StatusOr<std::optional<std::string>> Get(absl::string_view key) override;
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> GetPrefix(absl::string_view prefix,
+                                                                             size_t max_keys) override;
 
   // Makes this process the leader with a new epoch, above every earlier one,
   // and tells the listener; kFailedPrecondition when not started or already

@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -69,6 +71,12 @@ class LeaderElection {
   virtual absl::Status FencedDelete(Epoch epoch, absl::string_view key) = 0;
   // A store read (not fenced); nullopt when `key` is not set.
   virtual absl::StatusOr<std::optional<std::string>> Get(absl::string_view key) = 0;
+  // Every store key that starts with `prefix`, with its value, sorted by key
+  // (keys as written, relative to the store). Not fenced. kResourceExhausted
+  // when more than `max_keys` match, so that a store grown past what its
+  // reader expects cannot exhaust its memory.
+  virtual absl::StatusOr<std::vector<std::pair<std::string, std::string>>> GetPrefix(absl::string_view prefix,
+                                                                                     size_t max_keys) = 0;
 };
 
 }  // namespace weir::jobmanager::ha

@@ -21,6 +21,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
@@ -178,6 +179,34 @@ TEST_F(EtcdLeaderElectionTest, ThreeElectionsElectExactlyOneLeaderWhomTheOthersS
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->value_or(""), "1");
   for (auto& s : seats) s->election->Stop();
+}
+
+// The job store's prefix read: every key under the prefix, across pages
+// (more keys than one Range returns), sorted, relative to the store; and
+// an error, not a partial answer, past the caller's bound.
+TEST_F(EtcdLeaderElectionTest, PrefixReadReturnsEveryKeyUnderThePrefixUpToItsBound) {
+  auto seat = Seat::Make(NewClient({endpoint_}), cluster_id_, "jm-0:6123");
+  ASSERT_TRUE(seat->election->Start(seat->listener.get()).ok());
+  ASSERT_TRUE(WaitFor([&] { return seat->listener->leading(); }, kDeadline));
+  const Epoch epoch = seat->listener->epoch();
+  for (int i = 0; i < 21; ++i) {
+    ASSERT_TRUE(seat->election->FencedPut(epoch, absl::StrFormat("jobs/k%02d", i), std::string(1000 + i, 'v')).ok());
+  }
+  ASSERT_TRUE(seat->election->FencedPut(epoch, "jobsx", "beside the prefix").ok());
+  ASSERT_TRUE(seat->election->FencedPut(epoch, "job", "before it").ok());
+  auto all = seat->election->GetPrefix("jobs/", 100);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 21u);
+  for (int i = 0; i < 21; ++i) {
+    EXPECT_EQ((*all)[i].first, absl::StrFormat("jobs/k%02d", i));
+    EXPECT_EQ((*all)[i].second.size(), static_cast<size_t>(1000 + i));
+  }
+  auto bounded = seat->election->GetPrefix("jobs/", 20);
+  EXPECT_EQ(bounded.status().code(), absl::StatusCode::kResourceExhausted) << bounded.status();
+  auto none = seat->election->GetPrefix("nothing/", 10);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+  seat->election->Stop();
 }
 
 TEST_F(EtcdLeaderElectionTest, LeaderStopHandsOverToAStandbyWithAHigherEpoch) {

@@ -30,7 +30,7 @@ class JobStoreTest : public ::testing::Test {
 int JobStoreTest::counter_ = 0;
 
 TEST_F(JobStoreTest, RoundTripsSubmissionsAttemptsAndFinalStatus) {
-  auto store = JobStore::Open(dir_);
+  auto store = DirectoryJobStore::Open(dir_);
   ASSERT_TRUE(store.ok()) << store.status();
   v1::SubmitJobRequest a;
   a.mutable_graph()->set_name("copy");
@@ -47,7 +47,7 @@ TEST_F(JobStoreTest, RoundTripsSubmissionsAttemptsAndFinalStatus) {
   ASSERT_TRUE((*store)->SaveFinal("bbbb", ended).ok());
   store->reset();  // releases the lock, as a JobManager that exits does
 
-  auto again = JobStore::Open(dir_);
+  auto again = DirectoryJobStore::Open(dir_);
   ASSERT_TRUE(again.ok()) << again.status();
   std::vector<std::string> problems;
   std::vector<StoredJob> jobs = (*again)->Load(&problems);
@@ -64,48 +64,25 @@ TEST_F(JobStoreTest, RoundTripsSubmissionsAttemptsAndFinalStatus) {
 }
 
 TEST_F(JobStoreTest, ASecondJobStoreOnTheDirectoryIsRefused) {
-  auto first = JobStore::Open(dir_);
+  auto first = DirectoryJobStore::Open(dir_);
   ASSERT_TRUE(first.ok());
-  auto second = JobStore::Open(dir_);
+  auto second = DirectoryJobStore::Open(dir_);
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(second.status().message()), HasSubstr("another JobManager uses"));
   EXPECT_THAT(std::string(second.status().message()), HasSubstr(dir_));
 }
 
-// Under an election: no lock (every JobManager opens the directory), and
-// no write while fenced (a standby, or a leader after Revoked).
-TEST_F(JobStoreTest, ASharedStoreWritesOnlyWhileUnfenced) {
-  auto leader = JobStore::OpenShared(dir_);
-  ASSERT_TRUE(leader.ok()) << leader.status();
-  auto standby = JobStore::OpenShared(dir_);
-  ASSERT_TRUE(standby.ok()) << standby.status();
-  v1::SubmitJobRequest request;
-  request.mutable_graph()->set_name("copy");
-  absl::Status fenced = (*leader)->SaveSubmission("aaaa", request);
-  EXPECT_EQ(fenced.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(fenced.message()), HasSubstr("does not lead"));
-
-  (*leader)->Unfence();
-  ASSERT_TRUE((*leader)->SaveSubmission("aaaa", request).ok());
-  ASSERT_TRUE((*leader)->SaveAttempt("aaaa", 1).ok());
-  (*leader)->Fence();
-  EXPECT_EQ((*leader)->SaveAttempt("aaaa", 2).code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ((*leader)->SaveFinal("aaaa", v1::JobStatus()).code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ((*leader)->Remove("aaaa").code(), absl::StatusCode::kFailedPrecondition);
-
-  // What the next leader reads: the job as it was at the fence.
-  std::vector<std::string> problems;
-  std::vector<StoredJob> jobs = (*standby)->Load(&problems);
-  ASSERT_EQ(jobs.size(), 1u);
-  EXPECT_EQ(jobs[0].last_attempt, 1);
-  EXPECT_FALSE(jobs[0].final_status.has_value());
-  // An exclusive JobManager is still kept off a directory in use by none.
-  EXPECT_TRUE(JobStore::Open(dir_).ok()) << "OpenShared takes no lock";
+TEST_F(JobStoreTest, AnObjectStoreDirectoryIsRefusedWithoutAnElection) {
+  auto store = DirectoryJobStore::Open("s3://bucket/ha");
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("high-availability.type etcd"));
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("local directory"));
 }
 
 TEST_F(JobStoreTest, AnUnreadableJobIsReportedAndTheOthersLoad) {
-  auto store = JobStore::Open(dir_);
+  auto store = DirectoryJobStore::Open(dir_);
   ASSERT_TRUE(store.ok());
   v1::SubmitJobRequest a;
   a.mutable_graph()->set_name("fine");
