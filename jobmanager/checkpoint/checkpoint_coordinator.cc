@@ -160,9 +160,9 @@ void CheckpointCoordinator::Revoke() {
     if (revoked_) return;
     revoked_ = true;
     stopping_ = true;
-    // A _metadata write in progress finishes (it cannot be taken back);
-    // after it, nothing is completed.
-    mu_.Await(absl::Condition(this, &CheckpointCoordinator::NoMetadataWriteLocked));
+    // A _metadata write or a trigger in progress finishes (neither can be
+    // taken back); after them, nothing is triggered or completed.
+    mu_.Await(absl::Condition(this, &CheckpointCoordinator::NothingUnderWayLocked));
   }
   log_->warn("job {} checkpoint coordinator revoked: no trigger, completion, notification or file change from "
              "now on",
@@ -527,6 +527,8 @@ void CheckpointCoordinator::RequestTriggerSoon() {
 
 bool CheckpointCoordinator::NoMetadataWriteLocked() const { return !writing_metadata_; }
 
+bool CheckpointCoordinator::NothingUnderWayLocked() const { return !writing_metadata_ && triggers_under_way_ == 0; }
+
 bool CheckpointCoordinator::HasWorkLocked() const {
   return stopping_ || wake_ || !actions_.empty() || !ready_.empty() || !manual_triggers_.empty() ||
          !stop_finishes_.empty();
@@ -648,10 +650,22 @@ void CheckpointCoordinator::ExecuteTrigger(TriggerPlan plan) {
       }
       return;
     }
+    ++triggers_under_way_;
   }
   const absl::Status created = storage_.CreateCheckpointDir(id);
   {
     absl::MutexLock lock(&mu_);
+    if (revoked_) {
+      // Revoked while the directory was made: no trigger goes out. The
+      // directory stays (a file change after the revocation is what must
+      // not happen), empty; the next leader's checkpoints of this id abort.
+      --triggers_under_way_;
+      if (plan.manual != nullptr) {
+        plan.manual->result = absl::CancelledError(absl::StrCat("job ", job_id_, ": leadership revoked"));
+        plan.manual->done = true;
+      }
+      return;
+    }
     if (!created.ok()) {
       // A directory that already existed is not this checkpoint's to delete.
       AbortLocked(id, absl::StrCat("creating its directory failed: ", created.message()), AbortKind::kFailure,
@@ -659,6 +673,7 @@ void CheckpointCoordinator::ExecuteTrigger(TriggerPlan plan) {
     }
     if (!pending_.contains(id)) {
       // Aborted meanwhile; its fate is in the history.
+      --triggers_under_way_;
       if (plan.manual != nullptr) {
         plan.manual->result = id;
         plan.manual->done = true;
@@ -680,6 +695,7 @@ void CheckpointCoordinator::ExecuteTrigger(TriggerPlan plan) {
                                                           plan.stop);
   {
     absl::MutexLock lock(&mu_);
+    --triggers_under_way_;
     if (CheckpointRecord* record = RecordLocked(id)) {
       record->trigger_fanout = clock_.Now() - fanout_start;
       record->coordinator_cpu += ThreadCpuNow() - cpu_start;

@@ -188,7 +188,10 @@ class CheckpointCoordinator {
   // checkpoint, and tells the gateway nothing; it writes and deletes no file
   // (pending checkpoints keep their directories, for the next leader's
   // retention); a _metadata write already in progress finishes first (that
-  // checkpoint is complete, and no task is told). The thread ends; Stop
+  // checkpoint is complete, and no task is told), and so does a trigger
+  // already past its check (its directory and its fan-out; a revocation
+  // while the directory is made stops it before the fan-out). The thread
+  // ends; Stop
   // still joins it. Idempotent; not from a gateway call.
   void Revoke() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -350,6 +353,8 @@ class CheckpointCoordinator {
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
   bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool NoMetadataWriteLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // No _metadata write and no trigger (its directory, its fan-out) under way.
+  bool NothingUnderWayLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time NextWakeupLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // When the next periodic trigger is due (interval and min_pause).
   absl::Time NextPeriodicTriggerLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -409,6 +414,9 @@ class CheckpointCoordinator {
   bool trigger_soon_ ABSL_GUARDED_BY(mu_) = false;
   bool suspended_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_metadata_ ABSL_GUARDED_BY(mu_) = false;
+  // Triggers past their revocation check and not yet fanned out: Revoke
+  // waits for them, so that none starts after it returned.
+  int triggers_under_way_ ABSL_GUARDED_BY(mu_) = 0;
 
   bool tasks_set_ ABSL_GUARDED_BY(mu_) = false;
   int attempt_ ABSL_GUARDED_BY(mu_) = 0;
