@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "common/crypto/sha256.h"
 #include "common/logging/logging.h"
+#include "common/process/fault_injection.h"
 #include "common/status_macros.h"
 
 namespace weir::jobmanager {
@@ -124,7 +125,11 @@ absl::Status FencedJobStore::DoSaveSubmission(int64_t epoch, const std::string& 
 
 absl::Status FencedJobStore::DoSaveAttempt(int64_t epoch, const std::string& job_id, int attempt) {
   absl::MutexLock lock(&write_mu_);
-  return UpdateLocked(epoch, job_id, "attempt", [attempt](v1::StoredJobRecord* r) { r->set_last_attempt(attempt); });
+  return UpdateLocked(epoch, job_id, "attempt", [attempt](v1::StoredJobRecord* r) {
+    r->set_last_attempt(attempt);
+    // Tests freeze a leader here, with its write about to go to etcd.
+    fault::MaybeStop(fault::Point::kJobManagerStopBeforeStoreWrite);
+  });
 }
 
 absl::Status FencedJobStore::DoSaveFinal(int64_t epoch, const std::string& job_id, const v1::JobStatus& status) {

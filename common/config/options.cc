@@ -744,12 +744,14 @@ constexpr std::array kOptions = {
                .default_value = "none",
                .description = "For tests only: the daemon SIGKILLs itself at this step of the checkpoint "
                               "protocol, or (taskmanager-drop-notify) the TaskManager drops the completion "
-                              "notifications from the checkpoint on (common/process/fault_injection.h). "
-                              "Never set it in production.",
+                              "notifications from the checkpoint on, or (jobmanager-stop-before-store-write) "
+                              "the JobManager stops itself (SIGSTOP) in its first job-store write of an "
+                              "attempt under an election (common/process/fault_injection.h). Never set it in "
+                              "production.",
                .scope = kDaemons,
                .allowed_values = "none,taskmanager-after-pre-commit,taskmanager-before-commit,"
                                  "jobmanager-before-notify,taskmanager-mid-write-ahead-batch,"
-                                 "taskmanager-drop-notify"},
+                                 "taskmanager-drop-notify,jobmanager-stop-before-store-write"},
     OptionSpec{.key = keys::kFaultInjectionCheckpoint,
                .type = OptionType::kInt,
                .default_value = "1",

@@ -20,6 +20,7 @@ const char* Name(Point p) {
     case Point::kJobManagerBeforeNotify: return "jobmanager-before-notify";
     case Point::kTaskManagerMidWriteAheadBatch: return "taskmanager-mid-write-ahead-batch";
     case Point::kTaskManagerDropNotify: return "taskmanager-drop-notify";
+    case Point::kJobManagerStopBeforeStoreWrite: return "jobmanager-stop-before-store-write";
     case Point::kNone: break;
   }
   return "none";
@@ -33,7 +34,7 @@ absl::Status Configure(const config::Configuration& config, const char* daemon) 
   Point p = Point::kNone;
   for (Point candidate : {Point::kTaskManagerAfterPreCommit, Point::kTaskManagerBeforeCommit,
                           Point::kJobManagerBeforeNotify, Point::kTaskManagerMidWriteAheadBatch,
-                          Point::kTaskManagerDropNotify}) {
+                          Point::kTaskManagerDropNotify, Point::kJobManagerStopBeforeStoreWrite}) {
     if (point == Name(candidate)) p = candidate;
   }
   configured_point.store(p);
@@ -44,6 +45,11 @@ absl::Status Configure(const config::Configuration& config, const char* daemon) 
         "('{}'), so its sinks never commit them. It is for tests only; remove test.fault-injection.point from "
         "the configuration",
         daemon, configured_checkpoint.load(), Name(p));
+  } else if (p == Point::kJobManagerStopBeforeStoreWrite) {
+    logging::Get("fault")->warn(
+        "FAULT INJECTION IS ON: this {} will stop itself (SIGSTOP) in its first job-store write of an attempt "
+        "('{}'). It is for tests only; remove test.fault-injection.point from the configuration",
+        daemon, Name(p));
   } else if (p != Point::kNone) {
     logging::Get("fault")->warn(
         "FAULT INJECTION IS ON: this {} will SIGKILL itself at '{}' for checkpoint {} or later. It is for tests "
@@ -59,6 +65,15 @@ void MaybeCrash(Point at, int64_t checkpoint_id) {
                                checkpoint_id);
   logging::Get("fault")->flush();
   raise(SIGKILL);
+}
+
+void MaybeStop(Point at) {
+  static std::atomic<bool> stopped{false};
+  if (at == Point::kNone || configured_point.load() != at || stopped.exchange(true)) return;
+  logging::Get("fault")->error("FAULT INJECTION: stopping this process at '{}' (SIGSTOP); SIGCONT resumes it",
+                               Name(at));
+  logging::Get("fault")->flush();
+  raise(SIGSTOP);
 }
 
 bool ShouldDrop(Point at, int64_t checkpoint_id) {

@@ -23,6 +23,13 @@
 //                                    passing it to its tasks, so sinks keep
 //                                    those checkpoints' transactions
 //                                    pre-committed (ShouldDrop)
+//   jobmanager-stop-before-store-write  no kill: the JobManager stops
+//                                    itself (SIGSTOP) once, in its first
+//                                    job-store write of an attempt under an
+//                                    election, after it read the record and
+//                                    before the fenced write goes to etcd,
+//                                    so that a test can resume it (SIGCONT)
+//                                    once a standby leads (MaybeStop)
 //
 // Thread-safety: Configure once at start, before other threads call
 // MaybeCrash or ShouldDrop; those from any thread.
@@ -42,6 +49,7 @@ enum class Point {
   kJobManagerBeforeNotify,
   kTaskManagerMidWriteAheadBatch,
   kTaskManagerDropNotify,
+  kJobManagerStopBeforeStoreWrite,
 };
 
 // Reads the test.fault-injection.* keys; logs a warning when a point is set.
@@ -50,6 +58,10 @@ absl::Status Configure(const config::Configuration& config, const char* daemon);
 // SIGKILLs this process when `at` is the configured point and
 // `checkpoint_id` >= the configured checkpoint.
 void MaybeCrash(Point at, int64_t checkpoint_id);
+
+// Stops this process (SIGSTOP) the first time it reaches `at` when `at` is
+// the configured point; it goes on when it is sent SIGCONT.
+void MaybeStop(Point at);
 
 // Whether the message at `at` for `checkpoint_id` is to be dropped: `at` is
 // the configured point and `checkpoint_id` >= the configured checkpoint.
