@@ -173,6 +173,7 @@ absl::Status Dispatcher::StartJob(const std::string& job_id, const v1::SubmitJob
   if (!settings.checkpoint_dir.empty()) settings.checkpoint.max_parallelism = options_.max_parallelism;
   settings.liveness = options_.liveness;
   settings.checkpoint.liveness = options_.liveness;
+  settings.checkpoint.leading = options_.leading;
   if (options_.store != nullptr) {
     settings.on_attempt = [this, job_id](int attempt) {
       if (absl::Status s = options_.store->SaveAttempt(job_id, attempt); !s.ok()) {

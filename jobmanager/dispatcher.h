@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -59,6 +60,9 @@ struct DispatcherOptions {
   // Where job masters and checkpoint coordinators show their loops are
   // alive; null: nowhere.
   Liveness* liveness = nullptr;
+  // Whether this JobManager surely still leads (CheckpointCoordinator-
+  // Options::leading); null: always.
+  std::function<bool()> leading;
   // Job binaries no job uses go this long after their upload
   // (jobmanager.artifact.retention).
   absl::Duration artifact_retention = absl::Hours(1);

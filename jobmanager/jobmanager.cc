@@ -123,6 +123,13 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   dispatcher_options.ended_job_expiration = config.GetDuration(k::kJobStoreExpirationTime);
   dispatcher_options.max_ended_jobs = static_cast<int>(config.GetInt(k::kJobStoreMaxCapacity));
   dispatcher_options.liveness = &jm->liveness_;
+  if (elected) {
+    // The election is made later (StartElection), and before its first
+    // Granted; no checkpoint is taken before that.
+    dispatcher_options.leading = [raw = jm.get()] {
+      return raw->election_ != nullptr && absl::Now() < raw->election_->LeadingUntil();
+    };
+  }
   dispatcher_options.artifact_retention = config.GetDuration(k::kArtifactRetention);
   dispatcher_options.connectors =
       std::make_shared<const connectors::ConnectorRegistry>(connectors::BuiltinConnectors(config));

@@ -14,6 +14,10 @@
 namespace weir::jobmanager::checkpoint {
 namespace {
 
+constexpr char kNotSurelyLeading[] =
+    "this JobManager's leadership is not confirmed (its lease was not renewed in time); nothing is triggered "
+    "until it is, or until the leadership is revoked";
+
 // Task names an expiry message lists before it says "and N more".
 constexpr size_t kMaxNamesInReason = 10;
 
@@ -643,9 +647,14 @@ void CheckpointCoordinator::ExecuteTrigger(TriggerPlan plan) {
   };
   {
     absl::MutexLock lock(&mu_);
-    if (revoked_) {
+    if (revoked_ || !Leads()) {
+      // Not leading (any more, or not surely): nothing goes out. Without a
+      // revocation yet (a process just resumed from a freeze), the
+      // checkpoint ends here, its directory not made.
+      if (!revoked_) AbortLocked(id, kNotSurelyLeading, AbortKind::kSilent, /*discard=*/false);
       if (plan.manual != nullptr) {
-        plan.manual->result = absl::CancelledError(absl::StrCat("job ", job_id_, ": leadership revoked"));
+        plan.manual->result = absl::CancelledError(
+            absl::StrCat("job ", job_id_, ": ", revoked_ ? "leadership revoked" : kNotSurelyLeading));
         plan.manual->done = true;
       }
       return;
@@ -655,13 +664,15 @@ void CheckpointCoordinator::ExecuteTrigger(TriggerPlan plan) {
   const absl::Status created = storage_.CreateCheckpointDir(id);
   {
     absl::MutexLock lock(&mu_);
-    if (revoked_) {
+    if (revoked_ || !Leads()) {
+      if (!revoked_) AbortLocked(id, kNotSurelyLeading, AbortKind::kSilent, /*discard=*/false);
       // Revoked while the directory was made: no trigger goes out. The
       // directory stays (a file change after the revocation is what must
       // not happen), empty; the next leader's checkpoints of this id abort.
       --triggers_under_way_;
       if (plan.manual != nullptr) {
-        plan.manual->result = absl::CancelledError(absl::StrCat("job ", job_id_, ": leadership revoked"));
+        plan.manual->result = absl::CancelledError(
+            absl::StrCat("job ", job_id_, ": ", revoked_ ? "leadership revoked" : kNotSurelyLeading));
         plan.manual->done = true;
       }
       return;
@@ -725,6 +736,9 @@ void CheckpointCoordinator::CompleteCheckpoint(int64_t id) {
     // Aborted since it was queued (SetTasks, Suspend, a task finished), or
     // this JobManager no longer leads.
     if (revoked_ || it == pending_.end() || it->second.phase != Phase::kAllAcknowledged) return;
+    // Not surely leading (resumed from a freeze, Revoke not come yet): not
+    // completed now; Revoke or the checkpoint timeout ends it.
+    if (!Leads()) return;
     Pending& pending = it->second;
     pending.phase = Phase::kWritingMetadata;
     writing_metadata_ = true;

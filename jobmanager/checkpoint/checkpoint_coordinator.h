@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -88,6 +89,10 @@ struct CheckpointCoordinatorOptions {
   // Where the coordinator's thread shows it is alive (the JobManager's
   // watchdog); null: nowhere.
   Liveness* liveness = nullptr;
+  // Whether this JobManager surely still leads (its lease is fresh); checked
+  // before each trigger and completion, so that a process resumed after a
+  // freeze acts on nothing before Revoke comes. Null: always.
+  std::function<bool()> leading;
   // The time triggers, timeouts and the history's timestamps go by; null:
   // time::Clock::Real(). Must outlive the coordinator.
   time::Clock* clock = nullptr;
@@ -355,6 +360,8 @@ class CheckpointCoordinator {
   bool NoMetadataWriteLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // No _metadata write and no trigger (its directory, its fan-out) under way.
   bool NothingUnderWayLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // options_.leading says this JobManager surely still leads.
+  bool Leads() const { return !options_.leading || options_.leading(); }
   absl::Time NextWakeupLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // When the next periodic trigger is due (interval and min_pause).
   absl::Time NextPeriodicTriggerLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

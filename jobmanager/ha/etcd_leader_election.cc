@@ -199,10 +199,11 @@ void EtcdLeaderElection::Lead(int64_t lease_id, Epoch epoch, absl::Time lease_se
   }
   Log()->info("leader election of cluster {}: {} granted leadership, epoch {} (lease {:x}, {})", options_.cluster_id,
               options_.address, epoch, lease_id, absl::FormatDuration(ttl_));
-  listener->Granted(epoch);
-
   const absl::Duration renew_every = ttl_ / 3;
   const absl::Duration step_down_after = ttl_ / 2;
+  leading_until_ns_.store(absl::ToUnixNanos(lease_sent + step_down_after));
+  listener->Granted(epoch);
+
   // The server restarted the lease's time after we sent the grant (or the
   // renewal): counting from the send is on the safe side.
   absl::Time renewed = lease_sent;
@@ -224,6 +225,7 @@ void EtcdLeaderElection::Lead(int64_t lease_id, Epoch epoch, absl::Time lease_se
     absl::StatusOr<etcdserverpb::LeaseKeepAliveResponse> kept = client_->KeepAliveOnce(lease_id, step_down_at);
     if (kept.ok() && kept->ttl() > 0) {
       renewed = sent;
+      leading_until_ns_.store(absl::ToUnixNanos(renewed + step_down_after));
       next_try = renewed + renew_every;
     } else if (kept.ok()) {
       reason = "lease expired on the server";
@@ -236,6 +238,7 @@ void EtcdLeaderElection::Lead(int64_t lease_id, Epoch epoch, absl::Time lease_se
   }
   // Revoked before anything else: whatever the leader does next must already
   // know it no longer leads.
+  leading_until_ns_.store(INT64_MIN);
   listener->Revoked();
   if (reason.empty()) {
     Log()->info("leader election of cluster {}: {} gives up leadership, epoch {}", options_.cluster_id,
@@ -380,6 +383,11 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> EtcdLeaderElect
     from = absl::StrCat(response.kvs(response.kvs_size() - 1).key(), std::string(1, '\0'));
   }
   return found;
+}
+
+absl::Time EtcdLeaderElection::LeadingUntil() const {
+  const int64_t until = leading_until_ns_.load();
+  return until == INT64_MIN ? absl::InfinitePast() : absl::FromUnixNanos(until);
 }
 
 }  // namespace weir::jobmanager::ha

@@ -64,6 +64,7 @@ class EtcdLeaderElection : public LeaderElection {
   absl::Status Start(LeadershipListener* listener) override;
   void Stop() override;
   absl::StatusOr<std::optional<LeaderInfo>> GetLeader() override;
+  absl::Time LeadingUntil() const override;
   absl::Status FencedPut(Epoch epoch, absl::string_view key, absl::string_view value) override;
   absl::Status FencedDelete(Epoch epoch, absl::string_view key) override;
   absl::StatusOr<std::optional<std::string>> Get(absl::string_view key) override;
@@ -117,6 +118,9 @@ class EtcdLeaderElection : public LeaderElection {
   // The election thread's own: a lease of an ended leadership that etcd may
   // still hold.
   int64_t unrevoked_lease_ = 0;
+  // LeadingUntil, in Unix nanoseconds (INT64_MIN: not leading); written by
+  // the election thread.
+  std::atomic<int64_t> leading_until_ns_{INT64_MIN};
 };
 
 }  // namespace weir::jobmanager::ha

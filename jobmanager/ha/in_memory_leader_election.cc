@@ -114,4 +114,9 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> InMemoryLeaderE
   return found;
 }
 
+absl::Time InMemoryLeaderElection::LeadingUntil() const {
+  absl::MutexLock lock(&mu_);
+  return leading_ ? absl::InfiniteFuture() : absl::InfinitePast();
+}
+
 }  // namespace weir::jobmanager::ha

@@ -23,6 +23,7 @@ class InMemoryLeaderElection : public LeaderElection {
   absl::Status Start(LeadershipListener* listener) override;
   void Stop() override;
   absl::StatusOr<std::optional<LeaderInfo>> GetLeader() override;
+  absl::Time LeadingUntil() const override;
   absl::Status FencedPut(Epoch epoch, absl::string_view key, absl::string_view value) override;
   absl::Status FencedDelete(Epoch epoch, absl::string_view key) override;
   absl::StatusOr<std::optional<std::string>> Get(absl::string_view key) override;
@@ -44,7 +45,7 @@ class InMemoryLeaderElection : public LeaderElection {
  private:
   const std::string address_;
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   LeadershipListener* listener_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool leading_ ABSL_GUARDED_BY(mu_) = false;
   Epoch last_epoch_ ABSL_GUARDED_BY(mu_) = 0;

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace weir::jobmanager::ha {
 
@@ -56,6 +57,13 @@ class LeaderElection {
   // Leaves the election: a leader gives up at once (Revoked, then the service
   // is told so that a standby takes over without waiting for a timeout).
   virtual void Stop() = 0;
+
+  // Until when this process surely still leads: the time its own lease
+  // check would step it down (InfinitePast while it does not lead). Threads
+  // that act for the leadership check it before they act, so that a process
+  // resumed after a freeze acts on nothing before the election's thread has
+  // revoked it.
+  virtual absl::Time LeadingUntil() const = 0;
 
   // The current leader, as the coordination service knows it now; nullopt
   // when none leads.

@@ -463,28 +463,24 @@ TEST_F(JobManagerFailoverTest, LeaderFrozenPastItsLeaseDoesNothingOnceResumed) {
   ASSERT_TRUE(WaitFor([&] { return absl::StrContains(Readyz(0).body, jms_[1].address()); }, kDeadline))
       << Readyz(0).body;
 
-  // 1. The old leader's log since the freeze: it lost the leadership and
-  //    completed (so notified) no checkpoint. Its coordinator may have sent
-  //    a trigger in the moment between the resume and the revocation (its
-  //    thread and the election's wake together), never after it; such a
-  //    trigger carries the old epoch, and every TaskManager refused it.
+  // 1. The old leader's log since the freeze: it lost the leadership, and
+  //    triggered and completed (so notified) no checkpoint: its threads wake
+  //    with the election's, but every trigger and completion first checks
+  //    that the lease is fresh.
   const std::string resumed_log = log_since_freeze();
-  const size_t revoked_at = resumed_log.find(absl::StrCat("job ", job, " checkpoint coordinator revoked"));
-  ASSERT_NE(revoked_at, std::string::npos) << resumed_log;
   EXPECT_TRUE(absl::StrContains(resumed_log, "lost the leadership of cluster")) << resumed_log;
-  EXPECT_TRUE(CheckpointIdsLogged(resumed_log.substr(revoked_at), job, "triggered").empty()) << resumed_log;
+  EXPECT_TRUE(CheckpointIdsLogged(resumed_log, job, "triggered").empty()) << resumed_log;
   EXPECT_TRUE(CheckpointIdsLogged(resumed_log, job, "completed").empty()) << resumed_log;
-  const std::set<int64_t> sent_after_resume = CheckpointIdsLogged(resumed_log, job, "triggered");
-  if (!sent_after_resume.empty()) {
-    for (size_t i = 0; i < taskmanagers_.size(); ++i) {
-      EXPECT_TRUE(WaitFor(
-          [&] {
-            return absl::StrContains(taskmanagers_[i]->Log().substr(tm_logs_at_resume[i]),
-                                     absl::StrCat("from a JobManager with leader epoch ", old_epoch, ":"));
-          },
-          kDeadline))
-          << "checkpoint " << *sent_after_resume.begin() << " of the old leader, not refused: "
-          << taskmanagers_[i]->Log().substr(tm_logs_at_resume[i]);
+  // And no TaskManager had a checkpoint call of the old epoch to refuse.
+  // (A cancellation can come: the old leader's ResourceManager finds the
+  // TaskManagers silent since the freeze, and its job master cancels their
+  // tasks in the moment before the revocation; the TaskManagers refuse it.)
+  for (size_t i = 0; i < taskmanagers_.size(); ++i) {
+    const std::string since = taskmanagers_[i]->Log().substr(tm_logs_at_resume[i]);
+    for (const char* call : {"a checkpoint trigger", "a checkpoint notification"}) {
+      EXPECT_FALSE(absl::StrContains(since, absl::StrCat("refused ", call, " from a JobManager with leader epoch ",
+                                                         old_epoch, ":")))
+          << since;
     }
   }
 
@@ -552,9 +548,8 @@ TEST_F(JobManagerFailoverTest, LeaderFrozenPastItsLeaseDoesNothingOnceResumed) {
   nlohmann::json status = Rest(1, absl::StrCat("/jobs/", job));
   EXPECT_EQ(status["state"], "RUNNING");
   EXPECT_EQ(status["attempt"], attempt);
-  std::cout << "old leader: " << sent_after_resume.size()
-            << " trigger(s) between its resume and its revocation (refused by the TaskManagers), "
-            << versions_since_grant << " job-store record version(s) since the new grant, all the new leader's\n";
+  std::cout << "old leader: no trigger or completion after its resume; " << versions_since_grant
+            << " job-store record version(s) since the new grant, all the new leader's\n";
 }
 
 // A leader stopped (here by itself, at the fault-injection point) in the

@@ -1,6 +1,7 @@
 #include "jobmanager/checkpoint/checkpoint_coordinator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -925,6 +926,30 @@ TEST_F(CheckpointCoordinatorTest, ARevokedCoordinatorCompletesNotifiesTriggersAn
   EXPECT_EQ(coordinator.completed_count(), 1);
   EXPECT_FALSE(fs::exists(storage_->CheckpointDir(*id) + "/_metadata"));
   EXPECT_TRUE(fs::exists(storage_->CheckpointDir(*id)));
+}
+
+// A JobManager whose lease is not fresh (resumed from a freeze, before its
+// revocation) sends no trigger and makes no directory; once the lease is
+// renewed, checkpoints go on.
+TEST_F(CheckpointCoordinatorTest, NothingIsTriggeredWhileTheLeadershipIsNotConfirmed) {
+  auto leading = std::make_shared<std::atomic<bool>>(true);
+  CheckpointCoordinatorOptions options = Options();
+  options.leading = [leading] { return leading->load(); };
+  CheckpointCoordinator& coordinator = StartCoordinator(options);
+  const int64_t first = CompleteOne(coordinator);
+
+  leading->store(false);
+  absl::StatusOr<int64_t> held = coordinator.TriggerNow();
+  EXPECT_TRUE(absl::IsCancelled(held.status())) << held.status();
+  EXPECT_THAT(std::string(held.status().message()), HasSubstr("not confirmed"));
+  ASSERT_TRUE(RecordOf(coordinator, first + 1).has_value());
+  EXPECT_EQ(RecordOf(coordinator, first + 1)->status, CheckpointStatus::kFailed);
+  EXPECT_FALSE(fs::exists(storage_->CheckpointDir(first + 1)));
+
+  leading->store(true);
+  EXPECT_EQ(CompleteOne(coordinator), first + 2);
+  coordinator.Stop();
+  EXPECT_EQ(gateway_->calls().triggers.size(), 2 * kSources.size()) << "the held trigger was sent";
 }
 
 }  // namespace
