@@ -41,7 +41,7 @@ std::function<std::string()> FindLeaderIn(std::shared_ptr<etcd::EtcdClient> etcd
 // (a local directory or s3://bucket/prefix), records in etcd.
 absl::StatusOr<std::unique_ptr<FencedJobStore>> OpenFencedJobStore(const std::string& storage_dir) {
   if (fs::IsObjectStoreUri(storage_dir)) {
-    RETURN_IF_ERROR(fs::ProbeObjectStore(storage_dir, config::keys::kHaStorageDir));
+    // The bucket was probed at the start (JobManager::Start).
     ASSIGN_OR_RETURN(fs::ObjectStorePath location, fs::OpenObjectStorePath(storage_dir));
     return std::make_unique<FencedJobStore>(location.fs, location.path, storage_dir);
   }
@@ -68,14 +68,6 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Start(const config::Conf
   for (absl::string_view key : {k::kCheckpointsDir, k::kSavepointsDir, k::kHaStorageDir}) {
     const std::string dir = config.GetString(key);
     if (fs::IsObjectStoreUri(dir)) RETURN_IF_ERROR(fs::ProbeObjectStore(dir, key));
-  }
-  if (fs::IsObjectStoreUri(storage_dir)) {
-    // The artifact store reads and writes through the FileSystem; the job
-    // store is a POSIX directory still.
-    return absl::InvalidArgumentError(absl::StrCat(
-        k::kHaStorageDir, " = ", storage_dir,
-        ": the job store cannot live in an object store yet (job binaries can); use a directory every "
-        "JobManager shares"));
   }
   const bool elected = config.GetString(k::kHaType) == "etcd";
   int64_t leader_epoch = 0;

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -267,6 +268,10 @@ TEST_F(MiniClusterTest, ALostTaskManagerWithoutSlotsToSpareFailsTheJobAtTheSlotR
   // The slot provider said no; the JobMaster asks again whenever slots are
   // offered, until the clock reaches the timeout.
   ASSERT_TRUE(cluster_->AwaitFailedAllocations(1));
+  // Set once the refusal is back on the JobMaster's executor.
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(Status().waiting_for(), "slots"); }, kPatience,
+                      absl::Milliseconds(1)))
+      << Status().waiting_for();
   EXPECT_THAT(Status().waiting_for(), HasSubstr("slots, until 5 min from now (slot.request.timeout)"));
   EXPECT_THAT(Status().waiting_for(), HasSubstr("the job needs 2 slots but the cluster has 1 free"));
   cluster_->clock().Advance(absl::Minutes(5) - absl::Seconds(1));

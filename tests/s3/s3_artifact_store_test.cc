@@ -19,6 +19,7 @@
 #include "common/rpc/rpc.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/s3/s3_test_server.h"
 #include "jobmanager/artifact_store.h"
 #include "jobmanager/job_services.h"
 #include "taskmanager/job_artifacts.h"
@@ -27,12 +28,6 @@ namespace weir::jobmanager {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return std::string(absl::StripAsciiWhitespace(text));
-}
 
 std::string Sha256Of(const std::string& bytes) {
   crypto::Sha256 sha;
@@ -43,20 +38,10 @@ std::string Sha256Of(const std::string& bytes) {
 class S3ArtifactStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* dir = std::getenv("WEIR_TEST_S3_DIR");
-    ASSERT_NE(dir, nullptr) << "WEIR_TEST_S3_DIR is not set; run through ctest (fixture s3)";
-    const std::string endpoint = ReadText(absl::StrCat(dir, "/address"));
-    absl::StatusOr<config::Configuration> config = config::Configuration::Load(
-        std::nullopt, {absl::StrCat("s3.endpoint=", endpoint), "s3.path.style.access=true",
-                       "s3.access-key=weir-test-access-key", "s3.secret-key=weir-test-secret-key"});
-    ASSERT_TRUE(config.ok()) << config.status();
-    fs::ConfigureFileSystems(*config);
-    bucket_ = absl::StrFormat("artifacts-%08x", std::random_device()());
-    auto bucket = fs::S3FileSystem::Open(absl::StrCat("s3://", bucket_),
-                                         *fs::ResolveS3Options(&*config, fs::ProcessEnvironment()));
+    absl::StatusOr<testing::S3TestBucket> bucket = testing::CreateS3TestBucket("artifacts");
     ASSERT_TRUE(bucket.ok()) << bucket.status();
-    bucket_fs_ = std::move(*bucket);
-    ASSERT_TRUE(bucket_fs_->CreateBucket().ok());
+    bucket_ = bucket->name;
+    bucket_fs_ = std::move(bucket->fs);
     local_ = std::filesystem::path(::testing::TempDir()) / absl::StrFormat("s3-artifacts-%d", getpid());
     std::filesystem::remove_all(local_);
     std::filesystem::create_directories(local_);

@@ -13,6 +13,7 @@
 #include "common/fs/s3/s3_file_system.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/s3/s3_test_server.h"
 #include "jobmanager/fenced_job_store.h"
 #include "jobmanager/ha/in_memory_leader_election.h"
 
@@ -21,12 +22,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return std::string(absl::StripAsciiWhitespace(text));
-}
 
 class NoListener : public ha::LeadershipListener {
  public:
@@ -37,19 +32,9 @@ class NoListener : public ha::LeadershipListener {
 class S3JobStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* dir = std::getenv("WEIR_TEST_S3_DIR");
-    ASSERT_NE(dir, nullptr) << "WEIR_TEST_S3_DIR is not set; run through ctest (fixture s3)";
-    const std::string endpoint = ReadText(absl::StrCat(dir, "/address"));
-    absl::StatusOr<config::Configuration> config = config::Configuration::Load(
-        std::nullopt, {absl::StrCat("s3.endpoint=", endpoint), "s3.path.style.access=true",
-                       "s3.access-key=weir-test-access-key", "s3.secret-key=weir-test-secret-key"});
-    ASSERT_TRUE(config.ok()) << config.status();
-    fs::ConfigureFileSystems(*config);
-    bucket_ = absl::StrFormat("jobstore-%08x", std::random_device()());
-    fs::S3Options options = *fs::ResolveS3Options(&*config, fs::ProcessEnvironment());
-    auto bucket = fs::S3FileSystem::Open(absl::StrCat("s3://", bucket_), options);
+    absl::StatusOr<testing::S3TestBucket> bucket = testing::CreateS3TestBucket("jobstore");
     ASSERT_TRUE(bucket.ok()) << bucket.status();
-    ASSERT_TRUE((*bucket)->CreateBucket().ok());
+    bucket_ = bucket->name;
     ASSERT_TRUE(election_.Start(&listener_).ok());
   }
 

@@ -19,6 +19,7 @@
 #include "common/fs/s3/s3_file_system.h"
 #include "common/io/durable_batch.h"
 #include "gtest/gtest.h"
+#include "tests/s3/s3_test_server.h"
 #include "taskmanager/checkpointing/remote_snapshot.h"
 #include "taskmanager/state/rocksdb_keyed_state.h"
 
@@ -32,29 +33,13 @@ constexpr int kKeysInFiles = 2000;   // flushed into SST files before the snapsh
 constexpr int kKeysInLog = 1000;     // only in the write-ahead log at the snapshot
 constexpr int kKeysAfter = 3000;     // written after the snapshot: must not come back
 
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return std::string(absl::StripAsciiWhitespace(text));
-}
-
 class S3SnapshotUploadTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* dir = std::getenv("WEIR_TEST_S3_DIR");
-    ASSERT_NE(dir, nullptr) << "WEIR_TEST_S3_DIR is not set; run through ctest (fixture s3)";
-    absl::StatusOr<config::Configuration> config = config::Configuration::Load(
-        std::nullopt, {absl::StrCat("s3.endpoint=", ReadText(absl::StrCat(dir, "/address"))),
-                       "s3.path.style.access=true", "s3.access-key=weir-test-access-key",
-                       "s3.secret-key=weir-test-secret-key"});
-    ASSERT_TRUE(config.ok()) << config.status();
-    fs::ConfigureFileSystems(*config);
-    bucket_ = absl::StrFormat("upload-%08x", std::random_device()());
-    auto bucket = fs::S3FileSystem::Open(absl::StrCat("s3://", bucket_),
-                                         *fs::ResolveS3Options(&*config, fs::ProcessEnvironment()));
+    absl::StatusOr<testing::S3TestBucket> bucket = testing::CreateS3TestBucket("upload");
     ASSERT_TRUE(bucket.ok()) << bucket.status();
-    bucket_fs_ = std::move(*bucket);
-    ASSERT_TRUE(bucket_fs_->CreateBucket().ok());
+    bucket_ = bucket->name;
+    bucket_fs_ = std::move(bucket->fs);
     root_ = stdfs::temp_directory_path() / absl::StrFormat("weir-s3-upload-%08x", std::random_device()());
     stdfs::create_directories(root_);
   }
