@@ -82,7 +82,7 @@ def memory_bytes(text):
     return int(float(number) * units.get(text[len(number):] or "b", 1))
 
 
-def check_pod(where, deployment, config, docs):
+def check_pod(where, deployment, config, docs, elected):
     spec = deployment["spec"]["template"]["spec"]
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     check(matches(deployment["spec"]["selector"]["matchLabels"], labels),
@@ -127,7 +127,19 @@ def check_pod(where, deployment, config, docs):
                 return volumes[m["name"]]
         return None
 
+    if elected:
+        # Nothing durable on a file system: every such directory in the
+        # bucket, no claim mounted, and the S3 credentials from a Secret.
+        for key in ("high-availability.storageDir", "state.checkpoints.dir", "state.savepoints.dir"):
+            check(config[key].startswith("s3://"), f"{where}: {key} ({config[key]}) is not in an object store")
+        for v in volumes.values():
+            check("persistentVolumeClaim" not in v, f"{where}: volume {v['name']} is a claim; nothing is shared")
+        secrets = [e["secretRef"]["name"] for e in container.get("envFrom", []) if "secretRef" in e]
+        check(secrets and not any(k in config for k in ("s3.access-key", "s3.secret-key")),
+              f"{where}: the S3 credentials must come from a Secret (envFrom), not from the ConfigMap")
     for key in ("high-availability.storageDir", "state.checkpoints.dir", "state.savepoints.dir"):
+        if elected:
+            break
         volume = writable(config[key])
         check(volume is not None and "persistentVolumeClaim" in volume,
               f"{where}: {key} ({config[key]}) is not on the shared volume")
@@ -210,14 +222,25 @@ def check_rendering(where, docs, work):
     jm = one(docs, "Deployment", "weir-jobmanager")
     tm = one(docs, "Deployment", "weir-taskmanager")
     pdb = one(docs, "PodDisruptionBudget", "weir-taskmanager")
-    one(docs, "PersistentVolumeClaim", "weir-shared")
     if None in (cm, svc, jm, tm, pdb):
         return
     config_text = cm["data"]["weir.yaml"]
     config = {k: str(v) for k, v in yaml.safe_load(config_text).items()}
+    # With an election (high-availability.type etcd): standby JobManagers and
+    # no shared volume. Without: one JobManager on a ReadWriteMany claim.
+    elected = config.get("high-availability.type", "none") == "etcd"
 
-    check(jm["spec"]["replicas"] == 1, f"{where}: the JobManager must have one replica")
-    check(jm["spec"]["strategy"]["type"] == "Recreate", f"{where}: the JobManager must be replaced, not rolled")
+    if elected:
+        check(jm["spec"]["replicas"] >= 2, f"{where}: an elected JobManager needs a standby (replicas >= 2)")
+        check(not [d for d in docs if d["kind"] == "PersistentVolumeClaim"],
+              f"{where}: a claim is left; with an election nothing is shared on a file system")
+        jm_args = jm["spec"]["template"]["spec"]["containers"][0]["args"]
+        check("-Djobmanager.rpc.address=$(POD_IP)" in jm_args,
+              f"{where}: each JobManager must announce its own address (-Djobmanager.rpc.address=$(POD_IP))")
+    else:
+        one(docs, "PersistentVolumeClaim", "weir-shared")
+        check(jm["spec"]["replicas"] == 1, f"{where}: the JobManager must have one replica")
+        check(jm["spec"]["strategy"]["type"] == "Recreate", f"{where}: the JobManager must be replaced, not rolled")
     jm_labels = jm["spec"]["template"]["metadata"]["labels"]
     tm_labels = tm["spec"]["template"]["metadata"]["labels"]
     check(matches(svc["spec"]["selector"], jm_labels), f"{where}: the Service does not select the JobManager")
@@ -241,8 +264,8 @@ def check_rendering(where, docs, work):
             check(memory_bytes(config[key]) * 2 <= memory_bytes(limit["memory"]),
                   f"{where}: {key} {config[key]} is more than half the {name}'s memory limit {limit['memory']}")
 
-    jm_container, jm_ports, jm_args, _ = check_pod(f"{where} JobManager", jm, config, docs)
-    tm_container, tm_ports, tm_args, tm_env = check_pod(f"{where} TaskManager", tm, config, docs)
+    jm_container, jm_ports, jm_args, jm_env = check_pod(f"{where} JobManager", jm, config, docs, elected)
+    tm_container, tm_ports, tm_args, tm_env = check_pod(f"{where} TaskManager", tm, config, docs, elected)
     svc_ports = {p["name"]: p for p in svc["spec"]["ports"]}
     rpc_port, rest_port = int(config["jobmanager.rpc.port"]), int(config["rest.port"])
     check(svc_ports.get("rpc", {}).get("port") == rpc_port, f"{where}: Service rpc port != jobmanager.rpc.port")
@@ -275,7 +298,7 @@ def check_rendering(where, docs, work):
     with open(config_file, "w") as f:
         f.write(config_text)
     env = {"POD_IP": "10.0.0.7", "POD_NAME": "weir-taskmanager-0"}
-    for e in tm_env.values():
+    for e in list(tm_env.values()) + list(jm_env.values()):
         if "value" in e:
             env[e["name"]] = e["value"]
     for args in (jm_args, tm_args):
@@ -296,6 +319,15 @@ def check_rendering(where, docs, work):
              f"-Dsecurity.auth.token-file={token}", f"-Dhigh-availability.storageDir={work}/ha",
              f"-Dstate.checkpoints.dir={work}/checkpoints", f"-Dstate.savepoints.dir={work}/savepoints",
              f"-Dio.tmp.dirs={work}/local", f"-Dtaskmanager.state.local.root-dirs={work}/local/state"]
+    if elected:
+        # The election on the test's etcd server, in a cluster of its own.
+        etcd_dir = os.environ.get("WEIR_TEST_ETCD_DIR")
+        check(etcd_dir is not None, f"{where}: WEIR_TEST_ETCD_DIR is not set; run through ctest (fixture etcd)")
+        if etcd_dir is None:
+            return
+        endpoint = open(os.path.join(etcd_dir, "address")).read().strip()
+        moved += [f"-Dhigh-availability.etcd.endpoints={endpoint}",
+                  f"-Dhigh-availability.cluster-id=manifest-test-{os.getpid()}-{where.replace(' ', '-')}"]
     logs = [open(os.path.join(work, f"{where}-{n}.log".replace(" ", "_")), "w") for n in ("jm", "tm")]
     procs = [subprocess.Popen([os.path.join(BIN, "weir-jobmanager"), "--config", config_file] + moved,
                               stdout=logs[0], stderr=subprocess.STDOUT)]
