@@ -374,6 +374,9 @@ void KafkaTransactionalSink::Open(OperatorContext& context, RecordOutput* /*outp
 
   // One client for every request of the start to the transaction and group
   // coordinators (it contacts no broker until it is used).
+  // Without a broker, the recovery calls below would each retry for a
+  // minute and then say so less plainly.
+  CheckBrokersReachable();
   const kafka_protocol::TransactionClient recovery = RecoveryClient();
   // First finish what the restored checkpoint pre-committed...
   const absl::flat_hash_map<std::string, int64_t> committed_now = CommitRestored(recovery);
@@ -545,6 +548,27 @@ std::vector<std::string> KafkaTransactionalSink::FindLingering(
   return found;
 }
 
+void KafkaTransactionalSink::CheckBrokersReachable() const {
+  const int timeout_ms = kafka_internal::OpenTimeoutMs(config_.kafka_properties);
+  kafka_protocol::TransactionClientOptions options;
+  options.client_id = "weir-kafka-sink-probe";
+  options.deadline = absl::Milliseconds(timeout_ms);
+  options.request_timeout = std::min(options.request_timeout, absl::Milliseconds(timeout_ms));
+  absl::StatusOr<kafka_protocol::TransactionClient> probe =
+      kafka_protocol::TransactionClient::Create(config_.brokers, options);
+  if (!probe.ok()) throw std::runtime_error(absl::StrCat(client_, ": ", probe.status().message()));
+  // Any request does; the first id of this subtask's pool is one it reads
+  // anyway.
+  absl::StatusOr<kafka_protocol::TransactionDescription> answer =
+      probe->DescribeTransaction(TransactionalId(prefix_, subtask_, 0));
+  if (absl::IsUnavailable(answer.status()) || absl::IsDeadlineExceeded(answer.status())) {
+    throw std::runtime_error(absl::StrCat(
+        client_, ": cannot reach Kafka brokers at ", config_.brokers, " within ",
+        kafka_internal::SecondsText(timeout_ms), " (", answer.status().message(),
+        "); check that the brokers are up and that the sink's brokers name them"));
+  }
+}
+
 kafka_protocol::TransactionClient KafkaTransactionalSink::RecoveryClient() const {
   kafka_protocol::TransactionClientOptions options;
   options.client_id = "weir-kafka-sink-recovery";
@@ -693,6 +717,19 @@ absl::Status KafkaTransactionalSink::Prepare(Slot& slot, InitKind kind, const Id
     }
     const int timeout_ms = kafka_internal::OpenTimeoutMs(config_.kafka_properties);
     std::unique_ptr<RdKafka::Error> init(slot.producer->init_transactions(timeout_ms));
+    if (init && init->code() == RdKafka::ERR__TIMED_OUT) {
+      // No broker answered (or none is the transaction coordinator yet):
+      // said as the at-least-once sink and the source say it.
+      std::string message = absl::StrCat(client_, ": cannot reach Kafka brokers at ", config_.brokers, " within ",
+                                         kafka_internal::SecondsText(timeout_ms),
+                                         " to initialize transactions for transactional id '",
+                                         slot.transactional_id, "'");
+      if (const std::string last = slot.events->last_error(); !last.empty()) {
+        absl::StrAppend(&message, " (last broker error: ", last, ")");
+      }
+      absl::StrAppend(&message, "; check that the brokers are up and that the sink's brokers name them");
+      return absl::UnavailableError(message);
+    }
     if (init) {
       std::string message = absl::StrCat(client_, ": cannot initialize transactions for transactional id '",
                                          slot.transactional_id, "' on brokers ", config_.brokers, ": ", init->str());

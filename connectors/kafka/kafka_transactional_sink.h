@@ -287,6 +287,10 @@ class KafkaTransactionalSink : public weir::StreamOperator {
   // The client a start sends its EndTxn, OffsetFetch and
   // DescribeTransactions requests with; Open makes one and passes it on.
   kafka_protocol::TransactionClient RecoveryClient() const;
+  // Throws, naming the brokers, when none answers within the open timeout
+  // (socket.timeout.ms, as the other Kafka clients wait); a broker that
+  // answers with an error passes (the calls after this one handle it).
+  void CheckBrokersReachable() const;
   // Serves the queues of the producers the task thread holds.
   void PollOwned();
   Slot* NewSlot(int k);

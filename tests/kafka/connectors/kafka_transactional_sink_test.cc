@@ -34,6 +34,8 @@ namespace {
 
 using taskmanager::OperatorStateBackend;
 using taskmanager::OperatorStateSnapshot;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 // An operator context whose operator state starts from a snapshot.
 class RestoringContext : public testing::FakeOperatorContext {
@@ -163,6 +165,22 @@ class TransactionalSinkTest : public ::testing::Test {
 // Rule 1 of the sink: ids are used again (the pool rotates), but never two
 // transactions with records in one producer session, so (id, producer id,
 // epoch) names one transaction across all checkpoints.
+// With no broker to reach, the exactly-once sink says so as the other Kafka
+// clients do, not with librdkafka's "retry call to resume".
+TEST_F(TransactionalSinkTest, UnreachableBrokersFailOpenSayingSo) {
+  bootstrap_ = absl::StrCat("127.0.0.1:", weir::testing::FreePort());
+  RestoringContext context({});
+  std::string error;
+  try {
+    Start(context, {{"socket.timeout.ms", "2000"}});
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  EXPECT_THAT(error, HasSubstr(absl::StrCat("cannot reach Kafka brokers at ", bootstrap_, " within 2 s")));
+  EXPECT_THAT(error, HasSubstr("check that the brokers are up"));
+  EXPECT_THAT(error, Not(HasSubstr("retry call to resume")));
+}
+
 TEST_F(TransactionalSinkTest, EveryTransactionHasItsOwnProducerEpoch) {
   RestoringContext first({});
   auto sink = Start(first);
