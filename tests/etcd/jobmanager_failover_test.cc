@@ -1,7 +1,8 @@
 // JobManager high availability, end to end: real weir-jobmanager processes
 // with high-availability.type etcd against a real etcd (the "etcd" fixture's,
 // or one of the test's own), sharing one high-availability.storageDir, a
-// real TaskManager and the real `weir` client; leaders are SIGKILLed.
+// real TaskManager and the real `weir` client; leaders are SIGKILLed. One
+// case shares nothing: storage in S3, every local directory private.
 #include <signal.h>
 
 #include <algorithm>
@@ -31,6 +32,7 @@
 #include "common/etcd/leader_retrieval.h"
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
+#include "tests/s3/s3_test_server.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/process.h"
 #include "tests/testing/script_server.h"
@@ -802,6 +804,216 @@ TEST_F(JobManagerFailoverTest, KafkaKeyedCountStaysExactAcrossALeaderKill) {
   nlohmann::json checkpoints = Rest(1, absl::StrCat("/jobs/", job, "/checkpoints"));
   ASSERT_FALSE(checkpoints.is_null());
   EXPECT_FALSE(checkpoints["latest"]["restored"].is_null()) << "the new leader restored a checkpoint";
+}
+
+
+// Nothing on a file system shared by two processes: three JobManagers and
+// three TaskManagers, each with local directories of its own, and
+// high-availability.storageDir, state.checkpoints.dir and
+// state.savepoints.dir in a new S3 bucket; etcd elects the leader.
+// keyed_count runs from Kafka to Kafka exactly-once at parallelism 3 (a slot
+// on every TaskManager), checkpoints every 300 ms. Records arrive before the
+// leader is SIGKILLed, after it, and after a TaskManager is SIGKILLed and a
+// new one (new directories) takes its place. The committed output is exact:
+// for every key, read_committed, the counts 1, 2, ..., n once each, n the
+// true number of its records; and no transaction stays open. Registered in
+// ctest as jobmanager_failover_no_shared_dir_test (etcd, S3 and Kafka
+// fixtures).
+TEST_F(JobManagerFailoverTest, NoDirectorySharedKeyedCountExactlyOnceAcrossLeaderAndTaskManagerKills) {
+  if (std::getenv("WEIR_TEST_KAFKA_DIR") == nullptr || std::getenv("WEIR_TEST_S3_DIR") == nullptr) {
+    GTEST_SKIP() << "needs the Kafka and S3 fixtures: ctest runs it as jobmanager_failover_no_shared_dir_test";
+  }
+  const std::string bootstrap = test::TestKafkaBootstrap();
+  ASSERT_FALSE(bootstrap.empty());
+  const std::string etcd = SharedEtcd();
+  ASSERT_FALSE(etcd.empty());
+  absl::StatusOr<std::string> endpoint = testing::S3TestEndpoint();
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  absl::StatusOr<testing::S3TestBucket> bucket = testing::CreateS3TestBucket("noshared");
+  ASSERT_TRUE(bucket.ok()) << bucket.status();
+  const std::vector<std::string> s3 = {absl::StrCat("-Ds3.endpoint=", *endpoint), "-Ds3.path.style.access=true",
+                                       absl::StrCat("-Ds3.access-key=", testing::kS3TestAccessKey),
+                                       absl::StrCat("-Ds3.secret-key=", testing::kS3TestSecretKey)};
+  const std::string root = absl::StrCat("s3://", bucket->name);
+
+  // Every local directory handed to a process, to check that none is
+  // another's.
+  std::vector<std::string> local_dirs;
+  AddSeats(3);
+  auto start_jobmanager = [&](int i) {
+    const std::string tmp = absl::StrCat(dir_, "/jobmanager-", i, "/tmp");
+    local_dirs.push_back(tmp);
+    std::vector<std::string> argv = {BinDir() + "/weir-jobmanager",
+                                     absl::StrCat("-Djobmanager.rpc.port=", jms_[i].rpc_port),
+                                     absl::StrCat("-Drest.port=", jms_[i].rest_port), "-Dlog.format=json",
+                                     absl::StrCat("-Dio.tmp.dirs=", tmp),
+                                     absl::StrCat("-Dhigh-availability.storageDir=", root, "/ha"),
+                                     absl::StrCat("-Dstate.checkpoints.dir=", root, "/checkpoints"),
+                                     absl::StrCat("-Dstate.savepoints.dir=", root, "/savepoints")};
+    for (std::string& key : HaConfig(etcd)) argv.push_back(std::move(key));
+    argv.insert(argv.end(), s3.begin(), s3.end());
+    jms_[i].process =
+        std::make_unique<Subprocess>(argv, absl::StrCat(dir_, "/jobmanager-", i, "-", ++jms_[i].starts, ".log"));
+  };
+  auto start_taskmanager = [&](const std::string& id) {
+    const std::string tmp = absl::StrCat(dir_, "/", id, "/tmp"), state = absl::StrCat(dir_, "/", id, "/state");
+    local_dirs.push_back(tmp);
+    local_dirs.push_back(state);
+    std::vector<std::string> argv = {BinDir() + "/weir-taskmanager",
+                                     absl::StrCat("-Djobmanager.rpc.port=", jms_[0].rpc_port),
+                                     absl::StrCat("-Dtaskmanager.resource-id=", id),
+                                     "-Dtaskmanager.numberOfTaskSlots=1", absl::StrCat("-Dio.tmp.dirs=", tmp),
+                                     absl::StrCat("-Dtaskmanager.state.local.root-dirs=", state)};
+    for (std::string& key : HaConfig(etcd)) argv.push_back(std::move(key));
+    argv.insert(argv.end(), s3.begin(), s3.end());
+    taskmanagers_.push_back(std::make_unique<Subprocess>(argv, absl::StrCat(dir_, "/", id, ".log")));
+  };
+
+  const std::string in = test::UniqueTopicName("noshared-in"), out = test::UniqueTopicName("noshared-out");
+  ASSERT_TRUE(test::CreateTopic(bootstrap, in, 4).ok());
+  ASSERT_TRUE(test::CreateTopic(bootstrap, out, 4).ok());
+  start_jobmanager(0);
+  ASSERT_TRUE(WaitFor([&] { return Readyz(0).status == 200; }, kDeadline)) << Logs();
+  start_jobmanager(1);
+  start_jobmanager(2);
+  for (int i : {1, 2}) {
+    ASSERT_TRUE(WaitFor([&] { return absl::StrContains(Readyz(i).body, jms_[0].address()); }, kDeadline)) << Logs();
+  }
+  for (const char* id : {"tm-1", "tm-2", "tm-3"}) start_taskmanager(id);
+  ASSERT_TRUE(WaitForTaskManagers(0, 3)) << last_error_ << Logs();
+  nlohmann::json submitted =
+      Weir(1, {"submit", std::string(WEIR_JOBS_DIR) + "/keyed_count.so", "-p", "3",
+               "-Dexecution.checkpointing.interval=300ms", "--", "--brokers", bootstrap, "--input-topic", in,
+               "--output-topic", out, "--guarantee", "exactly-once"});
+  ASSERT_FALSE(submitted.is_null()) << last_error_ << Logs();
+  const std::string job = submitted["job_id"];
+  // RUNNING at `jm` with a checkpoint completed after the one it restored.
+  auto running_past_restore = [&](int jm) {
+    nlohmann::json status = Rest(jm, absl::StrCat("/jobs/", job));
+    nlohmann::json checkpoints = Rest(jm, absl::StrCat("/jobs/", job, "/checkpoints"));
+    if (status.is_null() || checkpoints.is_null() || status["state"] != "RUNNING") return false;
+    const nlohmann::json& completed = checkpoints["latest"]["completed"];
+    const nlohmann::json& restored = checkpoints["latest"]["restored"];
+    if (completed.is_null()) return false;
+    return restored.is_null() || completed["id"].get<int64_t>() > restored["id"].get<int64_t>();
+  };
+  ASSERT_TRUE(WaitFor([&] { return running_past_restore(0); }, kDeadline)) << Logs();
+
+  // No process was handed a directory another one has, or one inside it.
+  ASSERT_EQ(local_dirs.size(), 3u + 2u * 3u);
+  for (size_t a = 0; a < local_dirs.size(); ++a) {
+    for (size_t b = 0; b < local_dirs.size(); ++b) {
+      if (a == b) continue;
+      EXPECT_FALSE(absl::StartsWith(absl::StrCat(local_dirs[a], "/"), absl::StrCat(local_dirs[b], "/")))
+          << local_dirs[a] << " is " << local_dirs[b] << " or inside it";
+    }
+  }
+
+  std::map<std::string, int64_t> truth;
+  int produced = 0;
+  auto produce = [&](int n) {
+    std::vector<test::KafkaMessage> messages;
+    for (int i = produced; i < produced + n; ++i) {
+      std::string value = absl::StrCat("value-", i % 300);
+      messages.push_back({absl::StrCat("id-", i), value});
+      ++truth[value];
+    }
+    produced += n;
+    return test::ProduceMessages(bootstrap, in, messages);
+  };
+  // The committed output (read_committed), per key in the order written.
+  auto committed = [&] {
+    std::map<std::string, std::vector<int64_t>> counts;
+    absl::StatusOr<std::vector<test::KafkaMessage>> output = test::ReadTopic(bootstrap, out);
+    if (!output.ok()) return counts;
+    std::vector<test::KafkaMessage> messages = *std::move(output);
+    test::SortByPosition(&messages);
+    for (const test::KafkaMessage& m : messages) {
+      int64_t count = 0;
+      if (m.key.has_value() && absl::SimpleAtoi(m.value, &count)) counts[*m.key].push_back(count);
+    }
+    return counts;
+  };
+  auto records_out = [&] {
+    size_t n = 0;
+    for (const auto& [key, counts] : committed()) n += counts.size();
+    return n;
+  };
+
+  // 1. Counted and committed under the first leader, which is SIGKILLed.
+  ASSERT_TRUE(produce(4000).ok());
+  ASSERT_TRUE(WaitFor([&] { return records_out() > 0; }, kDeadline)) << Logs();
+  jms_[0].process->Signal(SIGKILL);
+  ASSERT_TRUE(jms_[0].process->Wait(absl::Seconds(10)).has_value());
+  ASSERT_TRUE(produce(4000).ok());
+  int leader = -1;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (int i : {1, 2}) {
+          if (Readyz(i).status == 200 && running_past_restore(i)) leader = i;
+        }
+        return leader != -1;
+      },
+      kDeadline))
+      << Logs();
+  nlohmann::json checkpoints = Rest(leader, absl::StrCat("/jobs/", job, "/checkpoints"));
+  ASSERT_FALSE(checkpoints.is_null());
+  EXPECT_FALSE(checkpoints["latest"]["restored"].is_null()) << "the new leader restored a checkpoint from S3";
+  const int64_t restored_after_leader_kill = checkpoints["latest"]["restored"].value("id", int64_t{0});
+
+  // 2. A TaskManager SIGKILLed; a new one, with directories of its own,
+  //    takes its slot.
+  taskmanagers_[0]->Signal(SIGKILL);
+  ASSERT_TRUE(taskmanagers_[0]->Wait(absl::Seconds(10)).has_value());
+  start_taskmanager("tm-4");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        if (!running_past_restore(leader)) return false;
+        nlohmann::json now = Rest(leader, absl::StrCat("/jobs/", job, "/checkpoints"));
+        return !now.is_null() && !now["latest"]["restored"].is_null() &&
+               now["latest"]["restored"]["id"].get<int64_t>() > restored_after_leader_kill;
+      },
+      kDeadline))
+      << "the job restarts on the new TaskManager from a newer checkpoint" << Logs();
+  ASSERT_TRUE(produce(4000).ok());
+
+  // 3. Exact: for every key the counts 1..n, each once, n its true number.
+  std::map<std::string, std::vector<int64_t>> expected;
+  for (const auto& [key, n] : truth) {
+    for (int64_t c = 1; c <= n; ++c) expected[key].push_back(c);
+  }
+  std::map<std::string, std::vector<int64_t>> got;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        got = committed();
+        return got == expected;
+      },
+      absl::Seconds(90), absl::Seconds(1)))
+      << "keys committed " << got.size() << " of " << expected.size() << Logs();
+  for (const auto& [key, counts] : got) {
+    const auto want = expected.find(key);
+    if (want == expected.end() || want->second != counts) {
+      ADD_FAILURE() << key << ": " << counts.size() << " counts committed, last "
+                    << (counts.empty() ? 0 : counts.back()) << "; expected 1.." << truth[key];
+      break;
+    }
+  }
+  // No transaction left open: read_committed reaches the high watermark.
+  absl::StatusOr<std::map<int32_t, int64_t>> stable, high;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        stable = test::EndOffsets(bootstrap, out, /*read_committed=*/true);
+        high = test::EndOffsets(bootstrap, out, /*read_committed=*/false);
+        return stable.ok() && high.ok() && *stable == *high;
+      },
+      kDeadline))
+      << "a transaction is still open on " << out;
+  // The checkpoints are in the bucket.
+  absl::StatusOr<std::vector<fs::FileInfo>> listed = bucket->fs->List(absl::StrCat("checkpoints/", job));
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_FALSE(listed->empty());
+  std::cout << produced << " records, " << records_out() << " committed counts; leader now jobmanager-" << leader
+            << "; restored checkpoint " << restored_after_leader_kill << " after the leader kill\n";
 }
 
 }  // namespace
