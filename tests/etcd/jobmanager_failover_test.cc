@@ -816,7 +816,8 @@ TEST_F(JobManagerFailoverTest, KafkaKeyedCountStaysExactAcrossALeaderKill) {
 // leader is SIGKILLed, after it, and after a TaskManager is SIGKILLed and a
 // new one (new directories) takes its place. The committed output is exact:
 // for every key, read_committed, the counts 1, 2, ..., n once each, n the
-// true number of its records; and no transaction stays open. Registered in
+// true number of its records; no transaction stays open; and the test's
+// directory holds nothing but the logs and the private directories. Registered in
 // ctest as jobmanager_failover_no_shared_dir_test (etcd, S3 and Kafka
 // fixtures).
 TEST_F(JobManagerFailoverTest, NoDirectorySharedKeyedCountExactlyOnceAcrossLeaderAndTaskManagerKills) {
@@ -1008,6 +1009,18 @@ TEST_F(JobManagerFailoverTest, NoDirectorySharedKeyedCountExactlyOnceAcrossLeade
       },
       kDeadline))
       << "a transaction is still open on " << out;
+  // Locally there are only the logs and the private directories: nobody
+  // wrote next to them (a local storage or checkpoint directory would be).
+  std::set<std::string> expected_entries;
+  for (const std::string& dir : local_dirs) {
+    expected_entries.insert(std::filesystem::path(dir).parent_path().filename().string());
+  }
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_TRUE(expected_entries.count(name) == 1 || absl::EndsWith(name, ".log")) << entry.path();
+  }
+  ASSERT_FALSE(ec) << ec.message();
   // The checkpoints are in the bucket.
   absl::StatusOr<std::vector<fs::FileInfo>> listed = bucket->fs->List(absl::StrCat("checkpoints/", job));
   ASSERT_TRUE(listed.ok()) << listed.status();
