@@ -4,7 +4,7 @@
 //   bench/run.sh fleet [--sizes 50:1000,100:2000,...] [--taskmanagers-per-host 50] [--checkpoints 20]
 //                      [--checkpoint-ms 1000] [--window-s 10] [--idle-ms 200]
 //                      [--baseline-jobmanager PATH] [--keep-logs DIR] [--checkpoint-wait-s S]
-//                      [--heartbeat-timeout-s S (default 30)]
+//                      [--heartbeat-timeout-s S (default 30)] [--ha-etcd ENDPOINTS]
 //
 // Every size TMS:TASKS starts weir-jobmanager, then weir-fleet-host processes
 // holding TMS TaskManagers in all (TaskManager::Start instances, each with its
@@ -33,6 +33,13 @@
 // --baseline-jobmanager runs every size first with that binary (e.g. the
 // JobManager built from an earlier commit), then with this build's, against
 // the same TaskManager binary, and prints the ratios.
+//
+// --ha-etcd ENDPOINTS runs every size twice with this build's JobManager:
+// "ha-off" (high-availability.type none) as the baseline, then "ha-on"
+// (type etcd against ENDPOINTS: the lease renewed, the job store's records
+// written through etcd transactions, the checkpoint coordinator's lease
+// check), and prints the ratios. The TaskManagers register at the
+// JobManager's address either way: what is measured is the JobManager.
 #include <signal.h>
 #include <unistd.h>
 
@@ -80,6 +87,7 @@ struct Flags {
   int heartbeat_timeout_s = 30;
   std::string baseline_jobmanager;
   std::string keep_logs;
+  std::string ha_etcd;
 };
 
 struct Result {
@@ -138,8 +146,9 @@ std::chrono::system_clock::time_point In(absl::Duration d) {
 
 class Fleet {
  public:
-  Fleet(const Flags& flags, std::string label, std::string jobmanager_binary, int tms, int tasks)
-      : flags_(flags), jobmanager_binary_(std::move(jobmanager_binary)) {
+  Fleet(const Flags& flags, std::string label, std::string jobmanager_binary, int tms, int tasks,
+        std::vector<std::string> jobmanager_args = {})
+      : flags_(flags), jobmanager_binary_(std::move(jobmanager_binary)), jobmanager_args_(std::move(jobmanager_args)) {
     result_.label = std::move(label);
     result_.tms = tms;
     result_.tasks = tasks;
@@ -179,6 +188,7 @@ class Fleet {
     std::vector<std::string> jm = {jobmanager_binary_, absl::StrCat("-Dhigh-availability.storageDir=", dir_, "/ha"),
                                    absl::StrCat("-Drest.port=", weir::testing::FreePort())};
     jm.insert(jm.end(), common_.begin(), common_.end());
+    jm.insert(jm.end(), jobmanager_args_.begin(), jobmanager_args_.end());
     jobmanager_ = std::make_unique<Subprocess>(jm, dir_ + "/jobmanager.log");
     auto channel = weir::rpc::CreateChannel(address_);
     cluster_ = v1::ClusterService::NewStub(channel);
@@ -362,6 +372,7 @@ class Fleet {
 
   const Flags& flags_;
   const std::string jobmanager_binary_;
+  const std::vector<std::string> jobmanager_args_;
   Result result_;
   std::string dir_;
   std::string address_;
@@ -428,6 +439,7 @@ int main(int argc, char** argv) {
   parser.Int("--heartbeat-timeout-s", &flags.heartbeat_timeout_s);
   parser.String("--baseline-jobmanager", &flags.baseline_jobmanager);
   parser.String("--keep-logs", &flags.keep_logs);
+  parser.String("--ha-etcd", &flags.ha_etcd);
   if (!parser.Parse(argc, argv)) return 2;
   std::vector<std::pair<int, int>> sizes;
   for (const std::string& size : flags.sizes) {
@@ -444,13 +456,29 @@ int main(int argc, char** argv) {
               flags.taskmanagers_per_host, flags.idle_ms, flags.checkpoint_ms, flags.window_s);
   PrintHeader();
   bool all_ok = true;
+  if (!flags.ha_etcd.empty() && !flags.baseline_jobmanager.empty()) {
+    std::fprintf(stderr, "fleet_bench: --ha-etcd and --baseline-jobmanager each set the baseline; give one\n");
+    return 2;
+  }
+  const std::string this_jobmanager = weir::testing::BinDir() + "/weir-jobmanager";
+  int run = 0;
   for (const auto& [tms, tasks] : sizes) {
     std::optional<Result> base;
+    std::vector<std::string> this_args;
+    std::string this_label = "this";
     if (!flags.baseline_jobmanager.empty()) {
       base = Fleet(flags, "baseline", flags.baseline_jobmanager, tms, tasks).Run();
       Print(*base);
+    } else if (!flags.ha_etcd.empty()) {
+      base = Fleet(flags, "ha-off", this_jobmanager, tms, tasks).Run();
+      Print(*base);
+      this_label = "ha-on";
+      // A cluster id per run: a JobManager of an earlier run must not hold
+      // the leadership (its lease lasts a few seconds after its SIGKILL).
+      this_args = {"-Dhigh-availability.type=etcd", absl::StrCat("-Dhigh-availability.etcd.endpoints=", flags.ha_etcd),
+                   absl::StrCat("-Dhigh-availability.cluster-id=fleet-", getpid(), "-", ++run)};
     }
-    Result now = Fleet(flags, "this", weir::testing::BinDir() + "/weir-jobmanager", tms, tasks).Run();
+    Result now = Fleet(flags, this_label, this_jobmanager, tms, tasks, this_args).Run();
     Print(now);
     if (base.has_value()) PrintRatios(*base, now);
     all_ok = all_ok && now.ok;

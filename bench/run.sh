@@ -10,7 +10,8 @@
 #   bench/run.sh fleet [--sizes TMS:TASKS,...] [--taskmanagers-per-host K] [--checkpoints N] [--checkpoint-ms M]
 #                      [--window-s S] [--idle-ms I] [--baseline-jobmanager PATH] [--keep-logs DIR]
 #     (no broker; --baseline fleet builds the JobManager of git revision REV into build-baseline/ and passes it:
-#      bench/run.sh fleet --baseline REV [flags])
+#      bench/run.sh fleet --baseline REV [flags]; --ha runs HA off beside HA on against a throw-away etcd:
+#      bench/run.sh fleet --ha [flags])
 #   bench/run.sh memory [--records N] [--parallelism K] [--rounds R] [--budget SIZE] [--jobs copy,keyed]
 #                       [--guarantee exactly-once|at-least-once] [--checkpoint-ms M]
 #                       [--baseline-bin DIR] [--baseline-budget SIZE]
@@ -39,12 +40,19 @@ if [[ ${1:-} == fleet ]]; then
       ninja -C build-baseline weir-jobmanager >/dev/null
       args+=(--baseline-jobmanager "$PWD/build-baseline/bin/weir-jobmanager")
       shift 2
+    elif [[ $1 == --ha ]]; then
+      # HA off beside HA on (an election on a throw-away etcd server).
+      etcd_dir="$(mktemp -d /tmp/weir-bench-etcd-XXXXXX)"
+      trap 'scripts/etcd.sh stop "$etcd_dir" >/dev/null 2>&1 || true; rm -rf "$etcd_dir"' EXIT
+      args+=(--ha-etcd "$(scripts/etcd.sh start "$etcd_dir" | tail -1)")
+      shift
     else
       args+=("$1")
       shift
     fi
   done
-  exec build/bin/fleet_bench "${args[@]}"
+  build/bin/fleet_bench "${args[@]}"
+  exit $?
 fi
 dir="$(mktemp -d /tmp/weir-bench-XXXXXX)"
 trap 'scripts/kafka.sh stop "$dir/kafka" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
