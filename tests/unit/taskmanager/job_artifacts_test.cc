@@ -234,6 +234,14 @@ std::string Sha256Of(const std::string& bytes) {
 // A download cut off half-way (the JobManager asked died) starts again at
 // the JobManager named next, and what is kept is the whole binary.
 TEST_F(JobArtifactsTest, ADownloadCutOffStartsAgainAtTheJobManagerNamedNext) {
+#if WEIR_THREAD_SANITIZER
+  // The server ends the stream with an error from its handler thread while
+  // gRPC's executor thread sends the earlier chunks: Debian's libgrpc is not
+  // instrumented, so ThreadSanitizer reports that synchronization inside
+  // gRPC (its slice copy against its own sendmsg) as a race. The test runs
+  // in every other build.
+  GTEST_SKIP() << "a stream ended by the server mid-send is not visible to ThreadSanitizer in libgrpc";
+#endif
   const std::string bytes(3 << 20, 'b');
   const std::string sha = Sha256Of(bytes);
   FixedArtifactService dying(bytes, 1 << 20), leader(bytes, -1);
