@@ -268,6 +268,9 @@ TEST_F(JobArtifactsTest, ADownloadCutOffStartsAgainAtTheJobManagerNamedNext) {
 // an error naming the binary; another JobManager would read the same, so
 // it is not asked.
 TEST_F(JobArtifactsTest, ADamagedBinaryIsNamedAndNotTriedAgain) {
+#if WEIR_THREAD_SANITIZER
+  GTEST_SKIP() << "a stream ended by the server mid-send is not visible to ThreadSanitizer in libgrpc";
+#endif
   const std::string bytes = "the job binary as it was uploaded";
   const std::string sha = Sha256Of(bytes);
   FixedArtifactService damaged(bytes.substr(0, 10), -1);
