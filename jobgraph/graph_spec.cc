@@ -235,9 +235,7 @@ bool AnyUpstream(const std::vector<std::vector<int>>& upstream, int from, absl::
 bool SameGraph(const v1::JobGraphSpec& a, const v1::JobGraphSpec& b) { return Deterministic(a) == Deterministic(b); }
 
 std::string GraphFingerprint(const v1::JobGraphSpec& spec) {
-  crypto::Sha256 hash;
-  hash.Update(Deterministic(spec));
-  return hash.HexDigest();
+  return crypto::Sha256Hex(Deterministic(spec));
 }
 
 }  // namespace weir::jobgraph

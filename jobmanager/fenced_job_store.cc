@@ -22,12 +22,6 @@ constexpr char kSubmissions[] = "submissions";
 // otherwise outgrow kMaxRecordBytes.
 constexpr size_t kMaxMessageBytes = 16 << 10;
 
-std::string Sha256Hex(absl::string_view bytes) {
-  crypto::Sha256 hash;
-  hash.Update(bytes);
-  return hash.HexDigest();
-}
-
 // The epoch in a submission file's name "<epoch>-<sha256>"; nullopt for any
 // other name.
 std::optional<int64_t> EpochOfSubmission(absl::string_view name) {
@@ -107,7 +101,7 @@ absl::Status FencedJobStore::DoSaveSubmission(int64_t epoch, const std::string& 
     return absl::ResourceExhaustedError(absl::StrCat("job ", job_id, "'s submission is ", bytes.size(),
                                                      " bytes, over ", kMaxSubmissionBytes));
   }
-  const std::string sha256 = Sha256Hex(bytes);
+  const std::string sha256 = crypto::Sha256Hex(bytes);
   // The epoch in the name keeps a deposed leader's collection off it (see
   // the class comment), the hash makes a second write of it harmless.
   const std::string relative = absl::StrCat(kSubmissions, "/", job_id, "/", epoch, "-", sha256);
@@ -221,7 +215,7 @@ std::vector<StoredJob> FencedJobStore::DoLoad(std::optional<int64_t> epoch, std:
     if (!bytes.ok()) {
       why = std::string(bytes.status().message());
     } else if (static_cast<int64_t>(bytes->size()) != record.submission_size() ||
-               Sha256Hex(*bytes) != record.submission_sha256()) {
+               crypto::Sha256Hex(*bytes) != record.submission_sha256()) {
       why = absl::StrCat("its ", bytes->size(), " bytes are not the ", record.submission_size(),
                          " bytes of SHA-256 ", record.submission_sha256(), " written");
     } else if (!job.request.ParseFromString(*bytes)) {

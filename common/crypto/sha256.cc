@@ -40,6 +40,12 @@ std::string Sha256::HexDigest() {
   return out;
 }
 
+std::string Sha256Hex(absl::string_view bytes) {
+  Sha256 sha;
+  sha.Update(bytes);
+  return sha.HexDigest();
+}
+
 absl::StatusOr<std::string> Sha256OfFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));

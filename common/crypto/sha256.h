@@ -25,6 +25,9 @@ class Sha256 {
   std::unique_ptr<State> state_;
 };
 
+// The SHA-256 of `bytes`, held whole in memory.
+std::string Sha256Hex(absl::string_view bytes);
+
 absl::StatusOr<std::string> Sha256OfFile(const std::string& path);
 
 // True for 64 lowercase hex characters: the only form an artifact id takes.

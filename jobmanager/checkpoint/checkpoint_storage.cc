@@ -58,12 +58,6 @@ uint64_t ReadLittleEndian(const char* data, int bytes) {
   return value;
 }
 
-std::string Sha256Hex(absl::string_view bytes) {
-  crypto::Sha256 sha;
-  sha.Update(bytes);
-  return sha.HexDigest();
-}
-
 }  // namespace
 
 std::optional<int64_t> ParseCheckpointDirName(absl::string_view name) {
@@ -208,7 +202,7 @@ absl::Status CheckpointStorage::WriteMetadata(const v1::CheckpointMetadata& meta
   AppendLittleEndian(&file, kMetadataFormatVersion, 4);
   AppendLittleEndian(&file, payload.size(), 8);
   file.append(payload);
-  file.append(Sha256Hex(payload));
+  file.append(crypto::Sha256Hex(payload));
 
   if (remote()) {
     const std::string path = RemoteCheckpointPath(id, kMetadataName);
@@ -266,7 +260,7 @@ absl::StatusOr<v1::CheckpointMetadata> CheckpointStorage::ReadMetadata(int64_t i
   }
   const absl::string_view payload(bytes.data() + kHeaderSize, length);
   const absl::string_view recorded(bytes.data() + kHeaderSize + length, kChecksumSize);
-  const std::string actual = Sha256Hex(payload);
+  const std::string actual = crypto::Sha256Hex(payload);
   if (actual != recorded) {
     return corrupt(absl::StrCat("checksum mismatch: the payload's SHA-256 is ", actual, ", the file records ",
                                 absl::CHexEscape(recorded)));

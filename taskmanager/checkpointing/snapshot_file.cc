@@ -21,12 +21,6 @@ constexpr uint32_t kFormatVersion = 2;
 constexpr uint32_t kOldestReadableVersion = 1;
 constexpr size_t kHeaderSize = kMagicSize + 4;
 
-std::string Sha256Hex(absl::string_view bytes) {
-  crypto::Sha256 sha;
-  sha.Update(bytes);
-  return sha.HexDigest();
-}
-
 }  // namespace
 
 std::string TaskSnapshotFileName(const v1::TaskDeploymentDescriptor& tdd) {
@@ -88,7 +82,7 @@ absl::StatusOr<v1::TaskStateHandle> WriteTaskSnapshot(const std::string& checkpo
   v1::TaskStateHandle handle;
   handle.set_file(name);
   handle.set_size_bytes(static_cast<int64_t>(encoded.size()));
-  handle.set_sha256(Sha256Hex(encoded));
+  handle.set_sha256(crypto::Sha256Hex(encoded));
   *handle.mutable_vertex_ids() = tdd.vertex_ids();
   *handle.mutable_operator_uids() = tdd.operator_uids();
   handle.set_subtask_index(tdd.subtask_index());
@@ -112,7 +106,7 @@ absl::StatusOr<ChainSnapshot> ReadTaskSnapshot(const std::string& checkpoint_dir
   if (static_cast<int64_t>(bytes.size()) != handle.size_bytes()) {
     return corrupt(absl::StrCat("it has ", bytes.size(), " bytes, the checkpoint recorded ", handle.size_bytes()));
   }
-  if (Sha256Hex(bytes) != handle.sha256()) return corrupt("its SHA-256 differs from the one the checkpoint recorded");
+  if (crypto::Sha256Hex(bytes) != handle.sha256()) return corrupt("its SHA-256 differs from the one the checkpoint recorded");
   if (bytes.size() < kHeaderSize || std::memcmp(bytes.data(), kMagic, kMagicSize) != 0) {
     return corrupt("it does not start with WEIRTASK");
   }

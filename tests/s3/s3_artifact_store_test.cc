@@ -29,12 +29,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string Sha256Of(const std::string& bytes) {
-  crypto::Sha256 sha;
-  sha.Update(bytes);
-  return sha.HexDigest();
-}
-
 class S3ArtifactStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -71,7 +65,7 @@ class S3ArtifactStoreTest : public ::testing::Test {
     for (size_t offset = 0; offset < bytes.size(); offset += 1 << 20) {
       if (absl::Status s = (*upload)->Append(absl::string_view(bytes).substr(offset, 1 << 20)); !s.ok()) return s;
     }
-    return (*upload)->Commit(Sha256Of(bytes));
+    return (*upload)->Commit(crypto::Sha256Hex(bytes));
   }
 
   std::string bucket_;
@@ -87,7 +81,7 @@ TEST_F(S3ArtifactStoreTest, StoresInTheBucketAndAnyJobManagerServesIt) {
   std::string bytes(5 << 20, '\0');
   std::mt19937 random(7);
   for (char& c : bytes) c = static_cast<char>(random());
-  const std::string sha = Sha256Of(bytes);
+  const std::string sha = crypto::Sha256Hex(bytes);
   std::unique_ptr<ArtifactStore> leader = OpenStore("leader");
   ASSERT_NE(leader, nullptr);
   absl::StatusOr<std::string> stored = Upload(*leader, bytes);
@@ -132,7 +126,7 @@ TEST_F(S3ArtifactStoreTest, StoresInTheBucketAndAnyJobManagerServesIt) {
 // naming the binary; the next upload of the binary replaces the object.
 TEST_F(S3ArtifactStoreTest, ATruncatedObjectIsNamedByTheTaskManagerAndReplacedByTheNextUpload) {
   const std::string bytes(3 << 20, 'j');
-  const std::string sha = Sha256Of(bytes);
+  const std::string sha = crypto::Sha256Hex(bytes);
   const std::string object = absl::StrCat("ha/artifacts/sha256/", sha);
   ASSERT_TRUE(bucket_fs_->Write(object, bytes.substr(0, 1 << 20), fs::WriteMode::kCreateNew).ok());
   std::unique_ptr<ArtifactStore> store = OpenStore("jobmanager");

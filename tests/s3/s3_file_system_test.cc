@@ -28,12 +28,6 @@ std::string ReadText(const std::string& path) {
   return std::string(absl::StripAsciiWhitespace(text));
 }
 
-std::string Sha256(absl::string_view data) {
-  crypto::Sha256 sha;
-  sha.Update(data);
-  return sha.HexDigest();
-}
-
 std::string RandomBytes(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::string out(n, '\0');
@@ -139,7 +133,7 @@ TEST_F(S3FileSystemTest, MultipartRoundTripOf23MiB) {
   EXPECT_EQ(fs_->Stat("big/file")->size, 23 << 20);
   absl::StatusOr<std::string> read = fs_->ReadFile("big/file", 23 << 20);
   ASSERT_TRUE(read.ok()) << read.status();
-  EXPECT_EQ(Sha256(*read), Sha256(data));
+  EXPECT_EQ(crypto::Sha256Hex(*read), crypto::Sha256Hex(data));
   // A range across the boundary of parts 1 and 2.
   EXPECT_EQ(*fs_->ReadRange("big/file", (5 << 20) - 100, 200), data.substr((5 << 20) - 100, 200));
 
@@ -151,7 +145,7 @@ TEST_F(S3FileSystemTest, MultipartRoundTripOf23MiB) {
   EXPECT_EQ(*up, 23 << 20);
   absl::StatusOr<int64_t> down = fs_->DownloadFile("big/uploaded", local + ".out");
   ASSERT_TRUE(down.ok()) << down.status();
-  EXPECT_EQ(*crypto::Sha256OfFile(local + ".out"), Sha256(data));
+  EXPECT_EQ(*crypto::Sha256OfFile(local + ".out"), crypto::Sha256Hex(data));
   std::remove(local.c_str());
   std::remove((local + ".out").c_str());
 }
@@ -205,7 +199,7 @@ TEST_F(S3FileSystemTest, ConditionalCreateOfAMultipartFileIsRefusedTheSecondTime
   ASSERT_TRUE(fs_->Write("artifact", first, WriteMode::kCreateNew).ok());
   absl::Status second = fs_->Write("artifact", RandomBytes(11 << 20, 2), WriteMode::kCreateNew);
   EXPECT_TRUE(absl::IsAlreadyExists(second)) << second;
-  EXPECT_EQ(Sha256(*fs_->ReadFile("artifact", 11 << 20)), Sha256(first));
+  EXPECT_EQ(crypto::Sha256Hex(*fs_->ReadFile("artifact", 11 << 20)), crypto::Sha256Hex(first));
 }
 
 TEST_F(S3FileSystemTest, AMultipartUploadCutOffHalfWayLeavesNoVisibleObject) {

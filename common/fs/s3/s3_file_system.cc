@@ -1,3 +1,4 @@
+#include "common/crypto/sha256.h"
 #include "common/fs/s3/s3_file_system.h"
 
 #include <curl/curl.h>
@@ -331,9 +332,9 @@ struct S3FileSystem::Impl {
       // The digest is a signed header: neither it nor the body can change
       // unnoticed (the store answers BadDigest).
       signing.headers.emplace_back("Content-MD5", Base64Md5(r.body));
-      signing.payload_hash = options.sign_payload ? s3::HexSha256(r.body) : "UNSIGNED-PAYLOAD";
+      signing.payload_hash = options.sign_payload ? crypto::Sha256Hex(r.body) : "UNSIGNED-PAYLOAD";
     } else {
-      signing.payload_hash = s3::HexSha256(r.body);
+      signing.payload_hash = crypto::Sha256Hex(r.body);
     }
     s3::SigningCredentials credentials{options.access_key, options.secret_key, options.session_token};
     s3::SignedHeaders signed_headers = s3::Sign(signing, credentials, options.region, absl::Now());

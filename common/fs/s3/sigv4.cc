@@ -72,12 +72,6 @@ std::string CanonicalQueryString(const std::vector<std::pair<std::string, std::s
   return absl::StrJoin(encoded, "&", [](std::string* out, const auto& kv) { absl::StrAppend(out, kv.first, "=", kv.second); });
 }
 
-std::string HexSha256(absl::string_view data) {
-  crypto::Sha256 sha;
-  sha.Update(data);
-  return sha.HexDigest();
-}
-
 SignedHeaders Sign(const SigningRequest& request, const SigningCredentials& credentials, absl::string_view region,
                    absl::Time now) {
   const std::string amz_date = absl::FormatTime("%Y%m%dT%H%M%SZ", now, absl::UTCTimeZone());
@@ -108,7 +102,7 @@ SignedHeaders Sign(const SigningRequest& request, const SigningCredentials& cred
                                        signed_headers, "\n", request.payload_hash);
   const std::string scope = absl::StrCat(date, "/", region, "/s3/aws4_request");
   out.string_to_sign =
-      absl::StrCat("AWS4-HMAC-SHA256\n", amz_date, "\n", scope, "\n", HexSha256(out.canonical_request));
+      absl::StrCat("AWS4-HMAC-SHA256\n", amz_date, "\n", scope, "\n", crypto::Sha256Hex(out.canonical_request));
 
   std::string key = HmacSha256(absl::StrCat("AWS4", credentials.secret_key), date);
   key = HmacSha256(key, region);

@@ -54,8 +54,6 @@ std::string UriEncodePath(absl::string_view path);
 // The sorted, encoded query string (also what is sent, so both agree).
 std::string CanonicalQueryString(const std::vector<std::pair<std::string, std::string>>& query);
 
-std::string HexSha256(absl::string_view data);
-
 // Signs `request` for S3 in `region` at `now`.
 SignedHeaders Sign(const SigningRequest& request, const SigningCredentials& credentials,
                    absl::string_view region, absl::Time now);

@@ -225,12 +225,6 @@ struct RunningServer {
   std::unique_ptr<grpc::Server> server;
 };
 
-std::string Sha256Of(const std::string& bytes) {
-  crypto::Sha256 sha;
-  sha.Update(bytes);
-  return sha.HexDigest();
-}
-
 // Downloads streamed from a fake JobManager in this process. Under
 // ThreadSanitizer they are skipped: Debian's libgrpc is not instrumented, so
 // the synchronization between a server handler writing or ending a stream
@@ -250,7 +244,7 @@ class JobArtifactsDownloadTest : public JobArtifactsTest {
 // the JobManager named next, and what is kept is the whole binary.
 TEST_F(JobArtifactsDownloadTest, ADownloadCutOffStartsAgainAtTheJobManagerNamedNext) {
   const std::string bytes(3 << 20, 'b');
-  const std::string sha = Sha256Of(bytes);
+  const std::string sha = crypto::Sha256Hex(bytes);
   FixedArtifactService dying(bytes, 1 << 20), leader(bytes, -1);
   RunningServer dying_server(&dying), leader_server(&leader);
   ASSERT_NE(dying_server.server, nullptr);
@@ -276,7 +270,7 @@ TEST_F(JobArtifactsDownloadTest, ADownloadCutOffStartsAgainAtTheJobManagerNamedN
 // it is not asked.
 TEST_F(JobArtifactsDownloadTest, ADamagedBinaryIsNamedAndNotTriedAgain) {
   const std::string bytes = "the job binary as it was uploaded";
-  const std::string sha = Sha256Of(bytes);
+  const std::string sha = crypto::Sha256Hex(bytes);
   FixedArtifactService damaged(bytes.substr(0, 10), -1);
   RunningServer server(&damaged);
   ASSERT_NE(server.server, nullptr);
@@ -298,7 +292,7 @@ TEST_F(JobArtifactsDownloadTest, ADownloadOverTheLimitIsRefused) {
   RunningServer server(&large);
   ASSERT_NE(server.server, nullptr);
   JobArtifacts artifacts(dir_, [&] { return server.Server(); }, 1024, absl::Seconds(30));
-  absl::Status loaded = artifacts.Acquire("job-1", Sha256Of(bytes), {}, "", nullptr).status();
+  absl::Status loaded = artifacts.Acquire("job-1", crypto::Sha256Hex(bytes), {}, "", nullptr).status();
   EXPECT_EQ(loaded.code(), absl::StatusCode::kDataLoss) << loaded;
   EXPECT_THAT(std::string(loaded.message()), HasSubstr("jobmanager.artifact.max-size"));
   EXPECT_EQ(large.calls_.load(), 1);

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/crypto/sha256.h"
 #include "common/fs/s3/s3_file_system.h"
 #include "common/fs/s3/sigv4.h"
 #include "common/fs/s3/xml.h"
@@ -65,7 +66,7 @@ TEST(SigV4Test, PutObjectWithAnEncodedKey) {
                              .headers = {{"Date", "Fri, 24 May 2013 00:00:00 GMT"},
                                          {"x-amz-storage-class", "REDUCED_REDUNDANCY"}},
                              .host = "examplebucket.s3.amazonaws.com",
-                             .payload_hash = s3::HexSha256(body)};
+                             .payload_hash = crypto::Sha256Hex(body)};
   EXPECT_EQ(request.encoded_path, "/test%24file.text");
   EXPECT_EQ(request.payload_hash, "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072");
   EXPECT_EQ(s3::Sign(request, kExampleCredentials, "us-east-1", ExampleTime()).signature,
