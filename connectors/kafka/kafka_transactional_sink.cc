@@ -562,11 +562,16 @@ void KafkaTransactionalSink::CheckBrokersReachable() const {
   absl::StatusOr<kafka_protocol::TransactionDescription> answer =
       probe->DescribeTransaction(TransactionalId(prefix_, subtask_, 0));
   if (absl::IsUnavailable(answer.status()) || absl::IsDeadlineExceeded(answer.status())) {
-    throw std::runtime_error(absl::StrCat(
-        client_, ": cannot reach Kafka brokers at ", config_.brokers, " within ",
-        kafka_internal::SecondsText(timeout_ms), " (", answer.status().message(),
-        "); check that the brokers are up and that the sink's brokers name them"));
+    throw std::runtime_error(Unreachable(timeout_ms, "", answer.status().message()));
   }
+}
+
+std::string KafkaTransactionalSink::Unreachable(int timeout_ms, absl::string_view doing,
+                                                absl::string_view detail) const {
+  return absl::StrCat(client_, ": cannot reach Kafka brokers at ", config_.brokers, " within ",
+                      kafka_internal::SecondsText(timeout_ms), doing, detail.empty() ? "" : " (", detail,
+                      detail.empty() ? "" : ")",
+                      "; check that the brokers are up and that the sink's brokers name them");
 }
 
 kafka_protocol::TransactionClient KafkaTransactionalSink::RecoveryClient() const {
@@ -720,15 +725,10 @@ absl::Status KafkaTransactionalSink::Prepare(Slot& slot, InitKind kind, const Id
     if (init && init->code() == RdKafka::ERR__TIMED_OUT) {
       // No broker answered (or none is the transaction coordinator yet):
       // said as the at-least-once sink and the source say it.
-      std::string message = absl::StrCat(client_, ": cannot reach Kafka brokers at ", config_.brokers, " within ",
-                                         kafka_internal::SecondsText(timeout_ms),
-                                         " to initialize transactions for transactional id '",
-                                         slot.transactional_id, "'");
-      if (const std::string last = slot.events->last_error(); !last.empty()) {
-        absl::StrAppend(&message, " (last broker error: ", last, ")");
-      }
-      absl::StrAppend(&message, "; check that the brokers are up and that the sink's brokers name them");
-      return absl::UnavailableError(message);
+      const std::string last = slot.events->last_error();
+      return absl::UnavailableError(Unreachable(
+          timeout_ms, absl::StrCat(" to initialize transactions for transactional id '", slot.transactional_id, "'"),
+          last.empty() ? "" : absl::StrCat("last broker error: ", last)));
     }
     if (init) {
       std::string message = absl::StrCat(client_, ": cannot initialize transactions for transactional id '",

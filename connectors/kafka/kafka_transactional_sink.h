@@ -291,6 +291,9 @@ class KafkaTransactionalSink : public weir::StreamOperator {
   // (socket.timeout.ms, as the other Kafka clients wait); a broker that
   // answers with an error passes (the calls after this one handle it).
   void CheckBrokersReachable() const;
+  // "<client>: cannot reach Kafka brokers at <brokers> within <timeout><doing>
+  // (<detail>); check ...": the one wording for brokers that do not answer.
+  std::string Unreachable(int timeout_ms, absl::string_view doing, absl::string_view detail) const;
   // Serves the queues of the producers the task thread holds.
   void PollOwned();
   Slot* NewSlot(int k);
