@@ -44,11 +44,7 @@ class S3ArtifactStoreTest : public ::testing::Test {
   void TearDown() override {
     std::filesystem::remove_all(local_);
     if (bucket_fs_ == nullptr) return;
-    absl::StatusOr<std::vector<fs::FileInfo>> left = bucket_fs_->List("");
-    ASSERT_TRUE(left.ok()) << left.status();
-    std::vector<std::string> paths;
-    for (const fs::FileInfo& f : *left) paths.push_back(f.path);
-    EXPECT_TRUE(bucket_fs_->DeleteMany(paths).ok());
+    EXPECT_TRUE(testing::EmptyS3TestBucket(*bucket_fs_).ok());
   }
 
   // A JobManager's store on the bucket, with its own staging directory.

@@ -13,6 +13,7 @@
 #include "common/fs/s3/s3_file_system.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/s3/s3_test_server.h"
 #include "jobmanager/checkpoint/checkpoint_storage.h"
 #include "jobmanager/checkpoint/savepoint.h"
 
@@ -46,11 +47,7 @@ class S3CheckpointStorageTest : public ::testing::Test {
   void TearDown() override {
     Configure("weir-test-secret-key");
     if (bucket_fs_ == nullptr) return;
-    absl::StatusOr<std::vector<fs::FileInfo>> left = bucket_fs_->List("");
-    ASSERT_TRUE(left.ok()) << left.status();
-    std::vector<std::string> paths;
-    for (const fs::FileInfo& f : *left) paths.push_back(f.path);
-    EXPECT_TRUE(bucket_fs_->DeleteMany(paths).ok());
+    EXPECT_TRUE(testing::EmptyS3TestBucket(*bucket_fs_).ok());
   }
 
   void Configure(const std::string& secret) {

@@ -42,11 +42,7 @@ class S3JobStoreTest : public ::testing::Test {
     election_.Stop();
     absl::StatusOr<fs::ObjectStorePath> bucket = fs::OpenObjectStorePath(absl::StrCat("s3://", bucket_));
     if (!bucket.ok()) return;
-    absl::StatusOr<std::vector<fs::FileInfo>> left = bucket->fs->List("");
-    ASSERT_TRUE(left.ok()) << left.status();
-    std::vector<std::string> paths;
-    for (const fs::FileInfo& f : *left) paths.push_back(f.path);
-    EXPECT_TRUE(bucket->fs->DeleteMany(paths).ok());
+    EXPECT_TRUE(testing::EmptyS3TestBucket(*bucket->fs).ok());
   }
 
   // A JobManager's store on s3://<bucket>/ha, as the JobManager opens it.

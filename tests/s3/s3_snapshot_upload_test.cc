@@ -48,11 +48,7 @@ class S3SnapshotUploadTest : public ::testing::Test {
     std::error_code ec;
     stdfs::remove_all(root_, ec);
     if (bucket_fs_ == nullptr) return;
-    absl::StatusOr<std::vector<fs::FileInfo>> left = bucket_fs_->List("");
-    ASSERT_TRUE(left.ok()) << left.status();
-    std::vector<std::string> paths;
-    for (const fs::FileInfo& f : *left) paths.push_back(f.path);
-    EXPECT_TRUE(bucket_fs_->DeleteMany(paths).ok());
+    EXPECT_TRUE(testing::EmptyS3TestBucket(*bucket_fs_).ok());
   }
 
   std::unique_ptr<RocksDbKeyedState> OpenBackend(const std::string& name) {

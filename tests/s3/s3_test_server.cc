@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -41,6 +42,13 @@ absl::StatusOr<S3TestBucket> CreateS3TestBucket(absl::string_view prefix) {
   ASSIGN_OR_RETURN(bucket.fs, fs::S3FileSystem::Open(absl::StrCat("s3://", bucket.name), std::move(options)));
   RETURN_IF_ERROR(bucket.fs->CreateBucket());
   return bucket;
+}
+
+absl::Status EmptyS3TestBucket(fs::FileSystem& bucket) {
+  ASSIGN_OR_RETURN(std::vector<fs::FileInfo> left, bucket.List(""));
+  std::vector<std::string> paths;
+  for (const fs::FileInfo& f : left) paths.push_back(f.path);
+  return bucket.DeleteMany(paths);
 }
 
 }  // namespace weir::testing

@@ -35,4 +35,7 @@ struct S3TestBucket {
 // (fs::ConfigureFileSystems) and creates a new bucket "<prefix>-<random>".
 absl::StatusOr<S3TestBucket> CreateS3TestBucket(absl::string_view prefix);
 
+// Deletes every object in `bucket` (a test's clean-up).
+absl::Status EmptyS3TestBucket(fs::FileSystem& bucket);
+
 }  // namespace weir::testing
