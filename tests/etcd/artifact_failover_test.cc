@@ -29,6 +29,7 @@
 #include "common/fs/s3/s3_file_system.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/etcd/etcd_test_server.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/process.h"
 
@@ -42,12 +43,6 @@ using testing::Subprocess;
 using testing::WaitFor;
 
 constexpr absl::Duration kDeadline = absl::Seconds(60);
-
-std::string SharedEtcd() {
-  const char* dir = std::getenv("WEIR_TEST_ETCD_DIR");
-  if (dir == nullptr) return "";
-  return std::string(absl::StripAsciiWhitespace(testing::ReadFile(absl::StrCat(dir, "/address"))));
-}
 
 struct JobManagerSeat {
   int rpc_port = 0;
@@ -156,7 +151,7 @@ class ArtifactFailoverTest : public ::testing::Test {
 };
 
 void ArtifactFailoverTest::NewTaskManagerGetsTheBinaryFromTheNewLeader(const std::vector<std::string>& storage) {
-  const std::string etcd = SharedEtcd();
+  const std::string etcd = testing::SharedEtcdEndpoint();
   ASSERT_FALSE(etcd.empty()) << "WEIR_TEST_ETCD_DIR is not set: run through ctest (the etcd fixture)";
   jms_.push_back(JobManagerSeat{testing::FreePort(), testing::FreePort()});
   jms_.push_back(JobManagerSeat{testing::FreePort(), testing::FreePort()});

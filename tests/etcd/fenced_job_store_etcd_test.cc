@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "jobmanager/fenced_job_store.h"
 #include "jobmanager/ha/etcd_leader_election.h"
+#include "tests/etcd/etcd_test_server.h"
 #include "tests/testing/process.h"
 
 namespace weir::jobmanager {
@@ -46,9 +47,8 @@ struct JobManagerSeat {
 class FencedJobStoreEtcdTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* dir = std::getenv("WEIR_TEST_ETCD_DIR");
-    ASSERT_NE(dir, nullptr) << "WEIR_TEST_ETCD_DIR is not set: run through ctest (the etcd fixture)";
-    endpoint_ = std::string(absl::StripAsciiWhitespace(testing::ReadFile(absl::StrCat(dir, "/address"))));
+    endpoint_ = testing::SharedEtcdEndpoint();
+    ASSERT_FALSE(endpoint_.empty()) << "WEIR_TEST_ETCD_DIR is not set: run through ctest (the etcd fixture)";
     absl::BitGen gen;
     cluster_id_ = absl::StrCat("job-store-", absl::Uniform<uint32_t>(gen));
     files_dir_ = testing::MakeTempDir("weir-fenced-job-store");

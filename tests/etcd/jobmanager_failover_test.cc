@@ -33,6 +33,7 @@
 #include "tests/kafka/kafka_io.h"
 #include "tests/kafka/test_kafka.h"
 #include "tests/s3/s3_test_server.h"
+#include "tests/etcd/etcd_test_server.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/process.h"
 #include "tests/testing/script_server.h"
@@ -48,12 +49,6 @@ using testing::Subprocess;
 using testing::WaitFor;
 
 constexpr absl::Duration kDeadline = absl::Seconds(60);
-
-std::string SharedEtcd() {
-  const char* dir = std::getenv("WEIR_TEST_ETCD_DIR");
-  if (dir == nullptr) return "";
-  return std::string(absl::StripAsciiWhitespace(testing::ReadFile(absl::StrCat(dir, "/address"))));
-}
 
 // A cluster id of its own per test, so that tests sharing the etcd server
 // never see each other's leaders.
@@ -254,7 +249,7 @@ class JobManagerFailoverTest : public ::testing::Test {
 // given: once that JobManager is the one killed, it has nobody to ask. So
 // after the first round it is replaced by one that asks etcd.
 TEST_F(JobManagerFailoverTest, StandbyTakesOverTheJobWhenTheLeaderIsKilled) {
-  const std::string etcd = SharedEtcd();
+  const std::string etcd = testing::SharedEtcdEndpoint();
   ASSERT_FALSE(etcd.empty()) << "WEIR_TEST_ETCD_DIR is not set: run through ctest (the etcd fixture)";
   AddSeats(2);
   StartJobManager(0, etcd);
@@ -399,7 +394,7 @@ TEST_F(JobManagerFailoverTest, StandbyTakesOverTheJobWhenTheLeaderIsKilled) {
 // record version names the epoch it was written for), the checkpoints'
 // _metadata against the leaders' logs, and the TaskManagers' logs.
 TEST_F(JobManagerFailoverTest, LeaderFrozenPastItsLeaseDoesNothingOnceResumed) {
-  const std::string etcd = SharedEtcd();
+  const std::string etcd = testing::SharedEtcdEndpoint();
   ASSERT_FALSE(etcd.empty()) << "WEIR_TEST_ETCD_DIR is not set: run through ctest (the etcd fixture)";
   std::unique_ptr<etcd::EtcdClient> client = NewEtcdClient(etcd);
   ASSERT_NE(client, nullptr);
@@ -561,7 +556,7 @@ TEST_F(JobManagerFailoverTest, LeaderFrozenPastItsLeaseDoesNothingOnceResumed) {
 // revoke anything. etcd refuses it: no version of the record since the new
 // leader's grant was written for the old epoch.
 TEST_F(JobManagerFailoverTest, LeaderFrozenInAJobStoreWriteIsRefusedByEtcdWhenResumed) {
-  const std::string etcd = SharedEtcd();
+  const std::string etcd = testing::SharedEtcdEndpoint();
   ASSERT_FALSE(etcd.empty()) << "WEIR_TEST_ETCD_DIR is not set: run through ctest (the etcd fixture)";
   std::unique_ptr<etcd::EtcdClient> client = NewEtcdClient(etcd);
   ASSERT_NE(client, nullptr);
@@ -738,7 +733,7 @@ TEST_F(JobManagerFailoverTest, KafkaKeyedCountStaysExactAcrossALeaderKill) {
   }
   const std::string bootstrap = test::TestKafkaBootstrap();
   ASSERT_FALSE(bootstrap.empty());
-  const std::string etcd = SharedEtcd();
+  const std::string etcd = testing::SharedEtcdEndpoint();
   ASSERT_FALSE(etcd.empty());
   const std::string in = test::UniqueTopicName("ha-in"), out = test::UniqueTopicName("ha-out");
   ASSERT_TRUE(test::CreateTopic(bootstrap, in, 4).ok());
@@ -826,7 +821,7 @@ TEST_F(JobManagerFailoverTest, NoDirectorySharedKeyedCountExactlyOnceAcrossLeade
   }
   const std::string bootstrap = test::TestKafkaBootstrap();
   ASSERT_FALSE(bootstrap.empty());
-  const std::string etcd = SharedEtcd();
+  const std::string etcd = testing::SharedEtcdEndpoint();
   ASSERT_FALSE(etcd.empty());
   absl::StatusOr<std::string> endpoint = testing::S3TestEndpoint();
   ASSERT_TRUE(endpoint.ok()) << endpoint.status();

@@ -29,6 +29,7 @@
 #include "common/etcd/etcd_client.h"
 #include "gtest/gtest.h"
 #include "jobmanager/ha/etcd_leader_election.h"
+#include "tests/etcd/etcd_test_server.h"
 #include "tests/testing/certificates.h"
 #include "tests/testing/process.h"
 #include "tests/testing/script_server.h"
@@ -41,13 +42,6 @@ using ::weir::testing::Subprocess;
 using ::weir::testing::WaitFor;
 
 constexpr absl::Duration kDeadline = absl::Seconds(60);
-
-std::string SharedEndpoint() {
-  const char* dir = std::getenv("WEIR_TEST_ETCD_DIR");
-  if (dir == nullptr) return "";
-  std::string address = testing::ReadFile(absl::StrCat(dir, "/address"));
-  return std::string(absl::StripAsciiWhitespace(address));
-}
 
 std::string NewClusterId() {
   absl::BitGen gen;
@@ -140,7 +134,7 @@ Seat* Leader(const std::vector<std::unique_ptr<Seat>>& seats) {
 class EtcdLeaderElectionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    endpoint_ = SharedEndpoint();
+    endpoint_ = testing::SharedEtcdEndpoint();
     ASSERT_FALSE(endpoint_.empty()) << "WEIR_TEST_ETCD_DIR is not set or holds no address "
                                        "(run through ctest, or scripts/etcd.sh start DIR first)";
     cluster_id_ = NewClusterId();
